@@ -1,0 +1,149 @@
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// The root under which `proc/` and `sys/` are read: `/` for the live system, or a captured
+/// tree for tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fs {
+    root: PathBuf,
+}
+
+impl Default for Fs {
+    fn default() -> Self {
+        Self::live()
+    }
+}
+
+impl Fs {
+    /// The running system.
+    pub fn live() -> Self {
+        Fs {
+            root: PathBuf::from("/"),
+        }
+    }
+
+    /// A captured tree: `root/proc/...` and `root/sys/...`.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Fs { root: root.into() }
+    }
+
+    /// True for the running system (syscalls make sense only there).
+    pub fn is_live(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `root/rel`, where `rel` is relative (`proc/stat`).
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel.trim_start_matches('/'))
+    }
+
+    /// Reads a whole file as text.
+    pub fn read(&self, rel: &str) -> Result<String> {
+        let path = self.path(rel);
+        read_string(&path)
+    }
+
+    /// Reads a file that may be absent: `Ok(None)` when it does not exist.
+    pub fn read_opt(&self, rel: &str) -> Result<Option<String>> {
+        let path = self.path(rel);
+        match std::fs::read_to_string(&path) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(Error::Io { path, source }),
+        }
+    }
+
+    /// Names of the entries of a directory (unsorted).
+    pub fn list(&self, rel: &str) -> Result<Vec<String>> {
+        let path = self.path(rel);
+        list_dir(&path)
+    }
+}
+
+pub(crate) fn read_string(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+pub(crate) fn list_dir(path: &Path) -> Result<Vec<String>> {
+    let rd = std::fs::read_dir(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if let Some(name) = entry.file_name().to_str() {
+            out.push(name.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a per-process file into `buf` (cleared first). ENOENT and ESRCH mean the process or
+/// thread exited: they become [`Error::Vanished`].
+pub(crate) fn read_pid_file(path: &Path, buf: &mut Vec<u8>) -> Result<()> {
+    buf.clear();
+    let vanished = |e: &std::io::Error| {
+        e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+    };
+    let mut f = std::fs::File::open(path).map_err(|source| {
+        if vanished(&source) {
+            Error::Vanished {
+                path: path.to_path_buf(),
+            }
+        } else {
+            Error::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    f.read_to_end(buf).map_err(|source| {
+        if vanished(&source) {
+            Error::Vanished {
+                path: path.to_path_buf(),
+            }
+        } else {
+            Error::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// Parses `Key:   value [kB]` lines (meminfo, status, smaps_rollup), calling `f(key, value)`.
+pub(crate) fn for_each_kv<'a>(text: &'a str, mut f: impl FnMut(usize, &'a str, &'a str)) {
+    for (i, line) in text.lines().enumerate() {
+        if let Some((k, v)) = line.split_once(':') {
+            f(i + 1, k.trim(), v.trim());
+        }
+    }
+}
+
+/// Parses a `NNN kB` (or bare number) value into bytes.
+pub(crate) fn parse_kb(path: &Path, line: usize, key: &str, v: &str) -> Result<u64> {
+    let mut it = v.split_ascii_whitespace();
+    let n: u64 = it
+        .next()
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| Error::parse(path, line, format!("{key}: {v:?} is not a number")))?;
+    Ok(match it.next() {
+        Some("kB") => n * 1024,
+        _ => n,
+    })
+}

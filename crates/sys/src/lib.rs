@@ -1,0 +1,52 @@
+//! Linux interfaces for perfpilot, and nothing else.
+//!
+//! Every reader here is constructed from an [`Fs`], a root directory under which `proc/` and
+//! `sys/` are looked up. [`Fs::live`] is the running system; [`Fs::at`] points at a captured
+//! tree (see `tests/fixtures/`), so every parser is exercised on boxes this machine is not.
+//!
+//! Readers return raw typed readings (counters as the kernel gives them); turning two readings
+//! into rates, and readings into a topology model, is the job of `perfpilot-observe`.
+//!
+//! Errors carry the path (and the line, for parse errors). A process or thread that exits while
+//! it is being read gives [`Error::Vanished`], which callers treat as a normal event.
+
+mod cpuset;
+mod error;
+mod fs;
+pub mod block;
+pub mod ipc;
+pub mod net;
+pub mod node;
+pub mod perf;
+pub mod process;
+pub mod stat;
+
+pub use cpuset::{CpuSet, CpuSetError};
+pub use error::{Error, Result};
+pub use fs::Fs;
+
+/// Clock ticks per second used by `/proc` CPU times (`sysconf(_SC_CLK_TCK)`, 100 on Linux).
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as u64 } else { 100 }
+}
+
+/// The base page size in bytes (`sysconf(_SC_PAGESIZE)`).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as u64 } else { 4096 }
+}
+
+/// CPU time consumed by the calling process so far (user + system), from `getrusage`.
+pub fn self_cpu_time() -> std::time::Duration {
+    // SAFETY: rusage is plain data, zero is a valid bit pattern; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage struct.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
