@@ -1,0 +1,17 @@
+//! perfpilot's view of a machine, built on the raw readings of `perfpilot-sys`.
+//!
+//! - [`topology`]: nodes → LLC domains → cores → logical CPUs (the `lssrad -av` view);
+//! - [`sample`]: the [`Sampler`](sample::Sampler) and its timestamped [`Sample`](sample::Sample)s,
+//!   with cheap readings every time and expensive memory readings for the top processes at a
+//!   lower rate;
+//! - [`rates`]: [`Rates`](rates::Rates) between two samples (the `mpstat`, `top`, `iostat` and
+//!   `sar -n DEV` views), as flat rows ready to print, store or export.
+
+pub mod rates;
+pub mod sample;
+pub mod topology;
+
+pub use perfpilot_sys::{CpuSet, Fs};
+pub use rates::Rates;
+pub use sample::{Sample, Sampler, SamplerConfig};
+pub use topology::Topology;

@@ -1,0 +1,309 @@
+//! Rates between two samples: per-CPU busy split, per-process and per-thread CPU, disk and
+//! network throughput. Every row is a flat record, ready for a table, JSON or CSV.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sample::{ProcMemory, ProcSample, Sample};
+
+/// Per-CPU (or machine-wide, `cpu = None`) utilisation in percent of that CPU's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuRate {
+    pub time_ms: i64,
+    /// `None` for the machine-wide row.
+    pub cpu: Option<u32>,
+    pub busy: f64,
+    /// User time including nice.
+    pub user: f64,
+    pub system: f64,
+    /// Hard and soft interrupts.
+    pub irq: f64,
+    pub steal: f64,
+    pub iowait: f64,
+    pub idle: f64,
+    /// Context switches per second (per CPU only where perf counters were available).
+    pub ctxt_per_s: Option<f64>,
+}
+
+/// A process's rates. CPU is in percent of one CPU (200 = two CPUs busy).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcRate {
+    pub time_ms: i64,
+    pub pid: i32,
+    pub comm: String,
+    pub cmdline: String,
+    pub uid: u32,
+    pub cpu: f64,
+    pub user: f64,
+    pub system: f64,
+    /// The CPU it last ran on.
+    pub processor: Option<u32>,
+    pub threads: u32,
+    pub rss: u64,
+    pub minflt_per_s: f64,
+    pub majflt_per_s: f64,
+    pub ctxt_per_s: f64,
+    /// Bytes read and written per second through system calls (`rchar`/`wchar`).
+    pub read_bytes_per_s: Option<f64>,
+    pub write_bytes_per_s: Option<f64>,
+    pub cpus_allowed: Option<String>,
+}
+
+/// A thread's rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadRate {
+    pub time_ms: i64,
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+    pub cpu: f64,
+    pub user: f64,
+    pub system: f64,
+    pub processor: Option<u32>,
+    pub state: char,
+}
+
+/// A block device's rates (iostat's columns).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiskRate {
+    pub time_ms: i64,
+    pub device: String,
+    pub reads_per_s: f64,
+    pub writes_per_s: f64,
+    /// Megabytes (10^6 bytes) per second.
+    pub read_mb_per_s: f64,
+    pub write_mb_per_s: f64,
+    /// Average time an I/O took, queue included (ms).
+    pub await_ms: f64,
+    /// Average time the device was busy per I/O (ms).
+    pub service_ms: f64,
+    /// Share of time with I/O in flight (%).
+    pub util: f64,
+    /// Average number of I/Os in flight.
+    pub queue: f64,
+}
+
+/// A network interface's rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetRate {
+    pub time_ms: i64,
+    pub interface: String,
+    pub rx_packets_per_s: f64,
+    pub tx_packets_per_s: f64,
+    pub rx_mb_per_s: f64,
+    pub tx_mb_per_s: f64,
+    pub rx_errors_per_s: f64,
+    pub tx_errors_per_s: f64,
+}
+
+/// Everything computed between two samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// Time of the later sample.
+    pub time_ms: i64,
+    pub interval_s: f64,
+    pub total: CpuRate,
+    pub cpus: Vec<CpuRate>,
+    pub processes: Vec<ProcRate>,
+    pub threads: Vec<ThreadRate>,
+    pub disks: Vec<DiskRate>,
+    pub nets: Vec<NetRate>,
+}
+
+/// Two samples cannot be compared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeltaError {
+    #[error("the second sample is not later than the first")]
+    NotLater,
+    #[error("the machine rebooted between the two samples")]
+    Rebooted,
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
+}
+
+fn cpu_rate(time_ms: i64, cpu: Option<u32>, a: &perfpilot_sys::stat::CpuTimes, b: &perfpilot_sys::stat::CpuTimes) -> CpuRate {
+    let d = |x: u64, y: u64| y.saturating_sub(x);
+    let user = d(a.user, b.user) + d(a.nice, b.nice);
+    let system = d(a.system, b.system);
+    let irq = d(a.irq, b.irq) + d(a.softirq, b.softirq);
+    let steal = d(a.steal, b.steal);
+    let iowait = d(a.iowait, b.iowait);
+    let idle = d(a.idle, b.idle);
+    let whole = user + system + irq + steal + iowait + idle;
+    CpuRate {
+        time_ms,
+        cpu,
+        busy: pct(user + system + irq + steal, whole),
+        user: pct(user, whole),
+        system: pct(system, whole),
+        irq: pct(irq, whole),
+        steal: pct(steal, whole),
+        iowait: pct(iowait, whole),
+        idle: pct(idle, whole),
+        ctxt_per_s: None,
+    }
+}
+
+impl Rates {
+    /// Rates from sample `a` to the later sample `b`. Processes and threads are matched by pid
+    /// (and start time, so a reused pid is not mistaken for the old process); CPUs, disks and
+    /// interfaces present in only one sample are left out.
+    pub fn between(a: &Sample, b: &Sample) -> Result<Rates, DeltaError> {
+        if b.kernel.btime != a.kernel.btime && a.kernel.btime != 0 && b.kernel.btime.abs_diff(a.kernel.btime) > 2 {
+            return Err(DeltaError::Rebooted);
+        }
+        let dt = if b.mono_ns > a.mono_ns && b.mono_ns - a.mono_ns < 86_400 * 1_000_000_000 * 365 {
+            (b.mono_ns - a.mono_ns) as f64 / 1e9
+        } else {
+            (b.time_ms - a.time_ms) as f64 / 1e3
+        };
+        if dt <= 0.0 {
+            return Err(DeltaError::NotLater);
+        }
+        let t = b.time_ms;
+        let per_s = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
+        let mut total = cpu_rate(t, None, &a.kernel.total, &b.kernel.total);
+        total.ctxt_per_s = Some(per_s(a.kernel.ctxt, b.kernel.ctxt));
+        let cpus = b
+            .kernel
+            .cpus
+            .iter()
+            .filter_map(|(cpu, tb)| {
+                let ta = a.kernel.cpus.get(cpu)?;
+                let mut r = cpu_rate(t, Some(*cpu), ta, tb);
+                r.ctxt_per_s = match (&a.cpu_ctxt, &b.cpu_ctxt) {
+                    (Some(ca), Some(cb)) => Some(per_s(*ca.get(cpu)?, *cb.get(cpu)?)),
+                    _ => None,
+                };
+                Some(r)
+            })
+            .collect();
+        let ticks = b.ticks_per_sec.max(1) as f64;
+        let cpu_pct = |x: u64, y: u64| y.saturating_sub(x) as f64 / ticks / dt * 100.0;
+        let prev: HashMap<(i32, u64), &ProcSample> = a.processes.iter().map(|p| ((p.pid, p.starttime), p)).collect();
+        let mut processes = Vec::new();
+        let mut threads = Vec::new();
+        for p in &b.processes {
+            let Some(q) = prev.get(&(p.pid, p.starttime)) else { continue };
+            let io = |f: fn(&perfpilot_sys::process::ProcIo) -> u64| match (&q.io, &p.io) {
+                (Some(x), Some(y)) => Some(per_s(f(x), f(y))),
+                _ => None,
+            };
+            processes.push(ProcRate {
+                time_ms: t,
+                pid: p.pid,
+                comm: p.comm.clone(),
+                cmdline: p.cmdline.clone(),
+                uid: p.uid,
+                cpu: cpu_pct(q.utime + q.stime, p.utime + p.stime),
+                user: cpu_pct(q.utime, p.utime),
+                system: cpu_pct(q.stime, p.stime),
+                processor: p.processor,
+                threads: p.num_threads,
+                rss: p.rss,
+                minflt_per_s: per_s(q.minflt, p.minflt),
+                majflt_per_s: per_s(q.majflt, p.majflt),
+                ctxt_per_s: per_s(q.ctxt_voluntary + q.ctxt_involuntary, p.ctxt_voluntary + p.ctxt_involuntary),
+                read_bytes_per_s: io(|x| x.rchar),
+                write_bytes_per_s: io(|x| x.wchar),
+                cpus_allowed: p.cpus_allowed.as_ref().map(|c| c.to_string()),
+            });
+            // Thread rates need threads in both samples; a thread absent from `a` started during
+            // the interval, so all its CPU time belongs to it.
+            if !p.threads.is_empty() && !q.threads.is_empty() {
+                let pt: HashMap<i32, _> = q.threads.iter().map(|t| (t.tid, t)).collect();
+                for th in &p.threads {
+                    let (u0, s0) = pt.get(&th.tid).map(|o| (o.utime, o.stime)).unwrap_or((0, 0));
+                    threads.push(ThreadRate {
+                        time_ms: t,
+                        pid: p.pid,
+                        tid: th.tid,
+                        comm: th.comm.clone(),
+                        cpu: cpu_pct(u0 + s0, th.utime + th.stime),
+                        user: cpu_pct(u0, th.utime),
+                        system: cpu_pct(s0, th.stime),
+                        processor: th.processor,
+                        state: th.state,
+                    });
+                }
+            }
+        }
+        let disks = b
+            .disks
+            .iter()
+            .filter_map(|d| {
+                let o = a.disks.iter().find(|x| x.name == d.name)?;
+                let ios = (d.reads + d.writes).saturating_sub(o.reads + o.writes);
+                let wait_ms = (d.read_ms + d.write_ms).saturating_sub(o.read_ms + o.write_ms);
+                let io_ms = d.io_ms.saturating_sub(o.io_ms);
+                Some(DiskRate {
+                    time_ms: t,
+                    device: d.name.clone(),
+                    reads_per_s: per_s(o.reads, d.reads),
+                    writes_per_s: per_s(o.writes, d.writes),
+                    read_mb_per_s: per_s(o.sectors_read, d.sectors_read) * 512.0 / 1e6,
+                    write_mb_per_s: per_s(o.sectors_written, d.sectors_written) * 512.0 / 1e6,
+                    await_ms: if ios == 0 { 0.0 } else { wait_ms as f64 / ios as f64 },
+                    service_ms: if ios == 0 { 0.0 } else { io_ms as f64 / ios as f64 },
+                    util: (io_ms as f64 / (dt * 1e3) * 100.0).min(100.0),
+                    queue: d.weighted_io_ms.saturating_sub(o.weighted_io_ms) as f64 / (dt * 1e3),
+                })
+            })
+            .collect();
+        let nets = b
+            .nets
+            .iter()
+            .filter_map(|n| {
+                let o = a.nets.iter().find(|x| x.name == n.name)?;
+                Some(NetRate {
+                    time_ms: t,
+                    interface: n.name.clone(),
+                    rx_packets_per_s: per_s(o.rx_packets, n.rx_packets),
+                    tx_packets_per_s: per_s(o.tx_packets, n.tx_packets),
+                    rx_mb_per_s: per_s(o.rx_bytes, n.rx_bytes) / 1e6,
+                    tx_mb_per_s: per_s(o.tx_bytes, n.tx_bytes) / 1e6,
+                    rx_errors_per_s: per_s(o.rx_errors, n.rx_errors),
+                    tx_errors_per_s: per_s(o.tx_errors, n.tx_errors),
+                })
+            })
+            .collect();
+        Ok(Rates {
+            time_ms: t,
+            interval_s: dt,
+            total,
+            cpus,
+            processes,
+            threads,
+            disks,
+            nets,
+        })
+    }
+}
+
+/// The latest expensive reading for each process, kept across samples (they are taken at a
+/// lower rate than the cheap ones).
+#[derive(Debug, Default, Clone)]
+pub struct MemoryBook {
+    by_proc: HashMap<(i32, u64), (i64, ProcMemory)>,
+}
+
+impl MemoryBook {
+    /// Takes in the expensive readings of a sample and forgets processes no longer present.
+    pub fn update(&mut self, s: &Sample) {
+        for m in &s.proc_memory {
+            self.by_proc.insert((m.pid, m.starttime), (s.time_ms, m.clone()));
+        }
+        let live: std::collections::HashSet<_> = s.processes.iter().map(|p| (p.pid, p.starttime)).collect();
+        if !live.is_empty() {
+            self.by_proc.retain(|k, _| live.contains(k));
+        }
+    }
+
+    /// The latest reading of a process, with the time it was taken.
+    pub fn get(&self, pid: i32, starttime: u64) -> Option<(i64, &ProcMemory)> {
+        self.by_proc.get(&(pid, starttime)).map(|(t, m)| (*t, m))
+    }
+}

@@ -1,0 +1,233 @@
+//! The machine's topology: NUMA nodes → last-level-cache domains → cores → logical CPUs, built
+//! from sysfs readings (the `lssrad -av` view of the source studies).
+
+use std::collections::BTreeMap;
+
+use perfpilot_sys::node::{self, CpuTopology};
+use perfpilot_sys::{CpuSet, Fs};
+use serde::{Deserialize, Serialize};
+
+/// A physical core and its SMT threads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Core {
+    /// The kernel's `core_id` (unique within a package only).
+    pub id: u32,
+    pub package: u32,
+    /// Its online logical CPUs (SMT siblings).
+    pub cpus: CpuSet,
+}
+
+/// A last-level-cache domain: the cores that share one L3 (or the node, when no cache is
+/// described).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Llc {
+    /// The cache id given by the kernel, or a number assigned in CPU order.
+    pub id: u32,
+    pub level: u32,
+    pub size_bytes: Option<u64>,
+    pub cpus: CpuSet,
+    pub cores: Vec<Core>,
+}
+
+/// A NUMA node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: u32,
+    pub mem_total: u64,
+    pub mem_free: u64,
+    /// Distance to each node, indexed by position in [`Topology::nodes`].
+    pub distances: Vec<u32>,
+    /// Online CPUs of the node.
+    pub cpus: CpuSet,
+    pub llcs: Vec<Llc>,
+}
+
+/// The machine: nodes with their caches, cores and CPUs, plus the CPU masks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    pub nodes: Vec<Node>,
+    pub online: CpuSet,
+    pub offline: CpuSet,
+    pub isolated: CpuSet,
+    pub possible: CpuSet,
+}
+
+/// A topology that could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error(transparent)]
+    Sys(#[from] perfpilot_sys::Error),
+    #[error("no online CPU found under {0}")]
+    NoCpus(String),
+}
+
+/// The last-level cache of a CPU: the highest-level cache that holds data.
+fn llc_of(t: &CpuTopology) -> Option<&node::CacheInfo> {
+    t.caches
+        .iter()
+        .filter(|c| c.kind != "Instruction")
+        .max_by_key(|c| c.level)
+}
+
+impl Topology {
+    /// Reads the topology under `fs`.
+    pub fn read(fs: &Fs) -> Result<Topology, TopologyError> {
+        let masks = node::read_cpu_masks(fs)?;
+        let mut cpus = BTreeMap::new();
+        for cpu in masks.online.iter() {
+            if let Some(t) = node::read_cpu_topology(fs, cpu)? {
+                cpus.insert(cpu, t);
+            }
+        }
+        if cpus.is_empty() {
+            return Err(TopologyError::NoCpus(fs.root().display().to_string()));
+        }
+        let sys_nodes = node::read_nodes(fs)?;
+        Ok(Self::build(masks, &cpus, &sys_nodes))
+    }
+
+    /// Builds the model from raw readings. Online CPUs that no node lists go to node 0.
+    pub fn build(
+        masks: node::CpuMasks,
+        cpus: &BTreeMap<u32, CpuTopology>,
+        sys_nodes: &[node::NodeInfo],
+    ) -> Topology {
+        let online: CpuSet = cpus.keys().copied().collect();
+        let mut node_cpus: Vec<(u32, CpuSet)> = sys_nodes
+            .iter()
+            .map(|n| (n.id, n.cpus.intersection(&online)))
+            .collect();
+        if node_cpus.is_empty() {
+            node_cpus.push((0, CpuSet::new()));
+        }
+        let covered = node_cpus.iter().fold(CpuSet::new(), |acc, (_, c)| acc.union(c));
+        let orphans = online.difference(&covered);
+        if !orphans.is_empty() {
+            node_cpus[0].1 = node_cpus[0].1.union(&orphans);
+        }
+        let mut next_llc_id = 0;
+        let mut nodes = Vec::new();
+        for (i, (id, ncpus)) in node_cpus.into_iter().enumerate() {
+            let info = sys_nodes.iter().find(|n| n.id == id);
+            // Group the node's CPUs by LLC, in order of their lowest CPU.
+            let mut groups: Vec<(CpuSet, Option<&node::CacheInfo>)> = Vec::new();
+            for cpu in ncpus.iter() {
+                let t = &cpus[&cpu];
+                let cache = llc_of(t);
+                if groups.iter().any(|(set, _)| set.contains(cpu)) {
+                    continue;
+                }
+                // Inconsistent sysfs data must not put a CPU in two domains.
+                let taken = groups.iter().fold(CpuSet::new(), |acc, (s, _)| acc.union(s));
+                let mut shared = cache
+                    .map(|c| c.shared_cpus.intersection(&ncpus))
+                    .unwrap_or_else(|| ncpus.clone())
+                    .difference(&taken);
+                shared.insert(cpu);
+                groups.push((shared, cache));
+            }
+            let llcs = groups
+                .into_iter()
+                .map(|(set, cache)| {
+                    let id = match cache.and_then(|c| c.id) {
+                        Some(id) => id,
+                        None => {
+                            next_llc_id += 1;
+                            next_llc_id - 1
+                        }
+                    };
+                    let mut cores: Vec<Core> = Vec::new();
+                    for cpu in set.iter() {
+                        if cores.iter().any(|c| c.cpus.contains(cpu)) {
+                            continue;
+                        }
+                        let t = &cpus[&cpu];
+                        cores.push(Core {
+                            id: t.core_id,
+                            package: t.package,
+                            cpus: t.siblings.intersection(&set),
+                        });
+                    }
+                    Llc {
+                        id,
+                        level: cache.map(|c| c.level).unwrap_or(0),
+                        size_bytes: cache.and_then(|c| c.size_bytes),
+                        cpus: set,
+                        cores,
+                    }
+                })
+                .collect();
+            nodes.push(Node {
+                id,
+                mem_total: info.map(|n| n.mem_total).unwrap_or(0),
+                mem_free: info.map(|n| n.mem_free).unwrap_or(0),
+                distances: info
+                    .map(|n| n.distances.clone())
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| vec![10; i + 1]),
+                cpus: ncpus,
+                llcs,
+            });
+        }
+        Topology {
+            nodes,
+            online,
+            offline: masks.offline,
+            isolated: masks.isolated,
+            possible: masks.possible,
+        }
+    }
+
+    /// Every core of the machine.
+    pub fn cores(&self) -> impl Iterator<Item = &Core> {
+        self.nodes.iter().flat_map(|n| n.llcs.iter().flat_map(|l| l.cores.iter()))
+    }
+
+    /// Every LLC domain of the machine.
+    pub fn llcs(&self) -> impl Iterator<Item = &Llc> {
+        self.nodes.iter().flat_map(|n| n.llcs.iter())
+    }
+
+    /// The node holding `cpu`.
+    pub fn node_of(&self, cpu: u32) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.cpus.contains(cpu))
+    }
+
+    /// The LLC domain holding `cpu`.
+    pub fn llc_of(&self, cpu: u32) -> Option<&Llc> {
+        self.llcs().find(|l| l.cpus.contains(cpu))
+    }
+
+    /// The largest number of SMT threads on one core.
+    pub fn smt_width(&self) -> usize {
+        self.cores().map(|c| c.cpus.len()).max().unwrap_or(1)
+    }
+
+    /// A short name of where `cpu` lives: `node 0 / llc 2 / core 5`.
+    pub fn locate(&self, cpu: u32) -> Option<CpuLocation> {
+        for n in &self.nodes {
+            for l in &n.llcs {
+                for c in &l.cores {
+                    if c.cpus.contains(cpu) {
+                        return Some(CpuLocation {
+                            node: n.id,
+                            llc: l.id,
+                            core: c.id,
+                            package: c.package,
+                        });
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Where a logical CPU sits in the topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuLocation {
+    pub node: u32,
+    pub llc: u32,
+    pub core: u32,
+    pub package: u32,
+}
