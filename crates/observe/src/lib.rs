@@ -7,6 +7,7 @@
 //! - [`rates`]: [`Rates`](rates::Rates) between two samples (the `mpstat`, `top`, `iostat` and
 //!   `sar -n DEV` views), as flat rows ready to print, store or export.
 
+pub mod pmu;
 pub mod rates;
 pub mod sample;
 pub mod topology;

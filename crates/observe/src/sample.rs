@@ -187,6 +187,13 @@ pub struct SamplerConfig {
     pub expensive_every: u32,
     /// Count context switches per CPU with perf software counters (needs root).
     pub per_cpu_ctxt: bool,
+    /// For a process that used no CPU tick and started no thread since the previous sample,
+    /// carry over its `status`, `io` and thread readings instead of reading them again (its
+    /// `stat` is always read). Saves most of a sample's cost on a mostly idle population.
+    pub reuse_idle: bool,
+    /// Read an idle process in full at least every N-th sample anyway, so carried-over
+    /// readings (context switches, affinity, I/O counters) are never older than N intervals.
+    pub idle_refresh_every: u32,
 }
 
 impl Default for SamplerConfig {
@@ -197,6 +204,8 @@ impl Default for SamplerConfig {
             expensive_top: 5,
             expensive_every: 5,
             per_cpu_ctxt: true,
+            reuse_idle: true,
+            idle_refresh_every: 6,
         }
     }
 }
@@ -213,6 +222,8 @@ pub struct Sampler {
     cfg: SamplerConfig,
     cmdlines: HashMap<(i32, u64), String>,
     prev_ticks: HashMap<(i32, u64), u64>,
+    /// Per process: the previous full reading and how many samples it has been carried over.
+    prev_full: HashMap<(i32, u64), (u32, ProcSample)>,
     cpu_counters: Vec<(u32, Counter)>,
     /// Why per-CPU context switches are not available, if they are not.
     pub cpu_ctxt_unavailable: Option<String>,
@@ -243,6 +254,7 @@ impl Sampler {
             cfg,
             cmdlines: HashMap::new(),
             prev_ticks: HashMap::new(),
+            prev_full: HashMap::new(),
             cpu_counters: Vec::new(),
             cpu_ctxt_unavailable: None,
             taken: 0,
@@ -320,6 +332,7 @@ impl Sampler {
             .iter()
             .map(|p| ((p.pid, p.starttime), p.utime + p.stime))
             .collect();
+
         let disks = match (block::read_diskstats(&self.fs), block::block_devices(&self.fs)) {
             (Ok(d), Ok(whole)) => d.into_iter().filter(|d| whole.contains(&d.name)).collect(),
             (Err(e), _) | (_, Err(e)) => {
@@ -388,28 +401,49 @@ impl Sampler {
         };
         let page = perfpilot_sys::page_size();
         let mut out = Vec::with_capacity(pids.len());
-        let mut live_keys = Vec::with_capacity(pids.len());
+        let mut full = HashMap::with_capacity(if self.cfg.reuse_idle { pids.len() } else { 0 });
         for pid in pids {
             match self.process(pid, page, skips) {
-                Ok(p) => {
-                    live_keys.push((p.pid, p.starttime));
+                Ok((age, p)) => {
+                    if self.cfg.reuse_idle {
+                        full.insert((p.pid, p.starttime), (age, p.clone()));
+                    }
                     out.push(p);
                 }
                 Err(e) => skips.count(&e),
             }
         }
+        self.prev_full = full;
         // Forget the command lines of processes that are gone.
         if self.cmdlines.len() > out.len() * 2 + 64 {
-            let live: std::collections::HashSet<_> = live_keys.into_iter().collect();
+            let live: std::collections::HashSet<_> = out.iter().map(|p| (p.pid, p.starttime)).collect();
             self.cmdlines.retain(|k, _| live.contains(k));
         }
         Ok(out)
     }
 
-    fn process(&mut self, pid: i32, page: u64, skips: &mut Skips) -> perfpilot_sys::Result<ProcSample> {
+    /// Reads one process; returns it with the number of samples its full reading has been
+    /// carried over (0 = read now).
+    fn process(&mut self, pid: i32, page: u64, skips: &mut Skips) -> perfpilot_sys::Result<(u32, ProcSample)> {
         let st = self.reader.stat(pid)?;
-        let status = self.reader.status(pid)?;
         let key = (pid, st.starttime);
+        if self.cfg.reuse_idle {
+            if let Some((age, prev)) = self.prev_full.get(&key) {
+                if prev.utime + prev.stime == st.utime + st.stime
+                    && prev.num_threads == st.num_threads
+                    && *age + 1 < self.cfg.idle_refresh_every.max(1)
+                {
+                    let mut p = prev.clone();
+                    p.state = st.state;
+                    p.minflt = st.minflt;
+                    p.majflt = st.majflt;
+                    p.rss = st.rss_pages * page;
+                    p.processor = st.processor;
+                    return Ok((age + 1, p));
+                }
+            }
+        }
+        let status = self.reader.status(pid)?;
         let cmdline = match self.cmdlines.get(&key) {
             Some(c) => c.clone(),
             None => {
@@ -429,21 +463,19 @@ impl Sampler {
         };
         let mut threads = Vec::new();
         if self.cfg.threads && !status.kernel_thread {
-            for tid in self.reader.tids(pid)? {
-                match self.reader.task_stat(pid, tid) {
-                    Ok(t) => threads.push(ThreadSample {
-                        tid,
-                        comm: t.comm,
-                        state: t.state,
-                        utime: t.utime,
-                        stime: t.stime,
-                        processor: t.processor,
-                    }),
-                    Err(e) => skips.count(&e),
-                }
-            }
+            self.reader.task_stats(pid, |r| match r {
+                Ok(t) => threads.push(ThreadSample {
+                    tid: t.pid,
+                    comm: t.comm,
+                    state: t.state,
+                    utime: t.utime,
+                    stime: t.stime,
+                    processor: t.processor,
+                }),
+                Err(e) => skips.count(&e),
+            })?;
         }
-        Ok(ProcSample {
+        let p = ProcSample {
             pid,
             starttime: st.starttime,
             ppid: st.ppid,
@@ -464,7 +496,8 @@ impl Sampler {
             io,
             kernel_thread: status.kernel_thread,
             threads,
-        })
+        };
+        Ok((0, p))
     }
 
     /// Chooses the processes for expensive readings: the requested pids, else the top by CPU

@@ -92,38 +92,78 @@ pub(crate) fn list_dir(path: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
+fn pid_error(path: &Path, source: std::io::Error) -> Error {
+    if source.kind() == ErrorKind::NotFound || source.raw_os_error() == Some(libc::ESRCH) {
+        Error::Vanished {
+            path: path.to_path_buf(),
+        }
+    } else {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 /// Reads a per-process file into `buf` (cleared first). ENOENT and ESRCH mean the process or
 /// thread exited: they become [`Error::Vanished`].
 pub(crate) fn read_pid_file(path: &Path, buf: &mut Vec<u8>) -> Result<()> {
     buf.clear();
-    let vanished = |e: &std::io::Error| {
-        e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
-    };
-    let mut f = std::fs::File::open(path).map_err(|source| {
-        if vanished(&source) {
-            Error::Vanished {
-                path: path.to_path_buf(),
-            }
-        } else {
-            Error::Io {
-                path: path.to_path_buf(),
-                source,
-            }
-        }
-    })?;
-    f.read_to_end(buf).map_err(|source| {
-        if vanished(&source) {
-            Error::Vanished {
-                path: path.to_path_buf(),
-            }
-        } else {
-            Error::Io {
-                path: path.to_path_buf(),
-                source,
-            }
-        }
-    })?;
+    let mut f = std::fs::File::open(path).map_err(|e| pid_error(path, e))?;
+    f.read_to_end(buf).map_err(|e| pid_error(path, e))?;
     Ok(())
+}
+
+/// Reads a small single-record procfs file (`stat`, `status`, `io`): such files are produced
+/// whole by the first `read`, so a read that does not fill the buffer is the end and the
+/// second, empty `read` is saved. With `dir`, `rel` is opened relative to that directory
+/// (which `base` names, for errors); without it, `base` itself is read.
+pub(crate) fn read_single(
+    dir: Option<&std::fs::File>,
+    base: &Path,
+    rel: &str,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    buf.clear();
+    let full = || if rel.is_empty() { base.to_path_buf() } else { base.join(rel) };
+    let err = |e: std::io::Error| pid_error(&full(), e);
+    let mut f = match dir {
+        Some(d) => {
+            let mut name = [0u8; 64];
+            if rel.len() >= name.len() || rel.as_bytes().contains(&0) {
+                return Err(Error::Io {
+                    path: full(),
+                    source: std::io::Error::from(ErrorKind::InvalidInput),
+                });
+            }
+            name[..rel.len()].copy_from_slice(rel.as_bytes());
+            // SAFETY: name is NUL-terminated; the fd is checked and then owned by the File.
+            let fd = unsafe {
+                libc::openat(d.as_raw_fd(), name.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC)
+            };
+            if fd < 0 {
+                return Err(err(std::io::Error::last_os_error()));
+            }
+            // SAFETY: fd is a new descriptor that nothing else owns.
+            unsafe { std::fs::File::from_raw_fd(fd) }
+        }
+        None => std::fs::File::open(base).map_err(err)?,
+    };
+    if buf.capacity() < 4096 {
+        buf.reserve(4096);
+    }
+    loop {
+        let len = buf.len();
+        let cap = buf.capacity();
+        buf.resize(cap, 0);
+        let n = f.read(&mut buf[len..]).map_err(err)?;
+        buf.truncate(len + n);
+        if n == 0 || len + n < cap {
+            return Ok(());
+        }
+        buf.reserve(cap);
+    }
 }
 
 /// Parses `Key:   value [kB]` lines (meminfo, status, smaps_rollup), calling `f(key, value)`.

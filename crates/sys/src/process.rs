@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fs::{for_each_kv, list_dir, parse_kb, read_pid_file};
+use crate::fs::{for_each_kv, list_dir, parse_kb, read_pid_file, read_single};
 use crate::{CpuSet, Error, Fs, Result};
 
 /// The fields of `/proc/<pid>/stat` (or `/proc/<pid>/task/<tid>/stat`) that perfpilot uses.
@@ -483,10 +483,48 @@ impl ProcReader {
 
     fn load_str(&mut self, pid: i32, tid: Option<i32>, file: &str) -> Result<(&str, &Path)> {
         self.load(pid, tid, file)?;
+        self.text()
+    }
+
+    /// Loads a small single-record file (`stat`, `status`, `io`) with one `read`.
+    fn load_single(&mut self, pid: i32, tid: Option<i32>, file: &str) -> Result<&Path> {
+        self.set_path(pid, tid, file);
+        read_single(None, Path::new(&self.path), "", &mut self.buf)?;
+        Ok(Path::new(&self.path))
+    }
+
+    fn text(&self) -> Result<(&str, &Path)> {
         let path = Path::new(&self.path);
         let text = std::str::from_utf8(&self.buf)
             .map_err(|_| Error::parse(path, 1, "file is not UTF-8"))?;
         Ok((text, path))
+    }
+
+    /// Reads the `stat` of every thread of `pid`, handing each result to `each` (a thread that
+    /// exits meanwhile gives a [`Error::Vanished`] there). Fails only when the process is gone
+    /// or its task directory cannot be listed. Files are opened relative to the task
+    /// directory, which saves the path walk per thread.
+    pub fn task_stats(&mut self, pid: i32, mut each: impl FnMut(Result<TaskStat>)) -> Result<()> {
+        self.set_path(pid, None, "task");
+        let dir_path = PathBuf::from(&self.path);
+        let dir = std::fs::File::open(&dir_path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                Error::Vanished { path: dir_path.clone() }
+            } else {
+                Error::Io { path: dir_path.clone(), source }
+            }
+        })?;
+        let mut tids = self.tids(pid)?;
+        tids.sort_unstable();
+        let mut rel = String::with_capacity(24);
+        for tid in tids {
+            rel.clear();
+            let _ = write!(rel, "{tid}/stat");
+            let r = read_single(Some(&dir), &dir_path, &rel, &mut self.buf)
+                .and_then(|()| parse_stat(&self.buf, &dir_path.join(&rel)));
+            each(r);
+        }
+        Ok(())
     }
 
     /// The process ids in `/proc`, sorted.
@@ -516,19 +554,20 @@ impl ProcReader {
 
     /// `/proc/<pid>/stat`.
     pub fn stat(&mut self, pid: i32) -> Result<TaskStat> {
-        self.load(pid, None, "stat")?;
+        self.load_single(pid, None, "stat")?;
         parse_stat(&self.buf, Path::new(&self.path))
     }
 
     /// `/proc/<pid>/task/<tid>/stat`.
     pub fn task_stat(&mut self, pid: i32, tid: i32) -> Result<TaskStat> {
-        self.load(pid, Some(tid), "stat")?;
+        self.load_single(pid, Some(tid), "stat")?;
         parse_stat(&self.buf, Path::new(&self.path))
     }
 
     /// `/proc/<pid>/status`.
     pub fn status(&mut self, pid: i32) -> Result<ProcStatus> {
-        let (text, path) = self.load_str(pid, None, "status")?;
+        self.load_single(pid, None, "status")?;
+        let (text, path) = self.text()?;
         parse_status(text, path)
     }
 
@@ -589,7 +628,8 @@ impl ProcReader {
 
     /// `/proc/<pid>/io` (root, or the process's owner, only).
     pub fn io(&mut self, pid: i32) -> Result<ProcIo> {
-        let (text, path) = self.load_str(pid, None, "io")?;
+        self.load_single(pid, None, "io")?;
+        let (text, path) = self.text()?;
         parse_io(text, path)
     }
 

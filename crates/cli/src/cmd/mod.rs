@@ -1,1 +1,5 @@
 //! One module per subcommand.
+
+pub mod bench;
+pub mod observe;
+pub mod topology;

@@ -1,0 +1,220 @@
+//! `perfpilot bench`: benchmarks that print figures, and the synthetic load they use.
+//!
+//! - `bench sample` spawns a population of processes and threads and reports the CPU time of a
+//!   full cheap sample and of one expensive memory reading per process;
+//! - `bench load` is that population's member: threads that sleep or spin, memory that is
+//!   touched (optionally with `MADV_HUGEPAGE`). It prints `ready` and runs until its standard
+//!   input closes. Tests use it as a workload they spawn and own.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use perfpilot_observe::{Fs, Sampler, SamplerConfig};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchWhat,
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// CPU cost of sampling a large population of processes and threads.
+    Sample(SampleBench),
+    /// A synthetic process: N threads that sleep or spin, and touched memory.
+    Load(LoadArgs),
+}
+
+#[derive(Args)]
+struct SampleBench {
+    /// Processes to spawn.
+    #[arg(long, default_value_t = 1000)]
+    processes: usize,
+    /// Threads in all (spread over the processes).
+    #[arg(long, default_value_t = 10_000)]
+    threads: usize,
+    /// Full samples to time.
+    #[arg(long, default_value_t = 12)]
+    rounds: usize,
+}
+
+#[derive(Args, Clone)]
+pub struct LoadArgs {
+    /// Threads, the main thread included.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Spin instead of sleeping.
+    #[arg(long)]
+    busy: bool,
+    /// Anonymous memory to map and touch, in MiB.
+    #[arg(long, default_value_t = 0)]
+    touch_mib: usize,
+    /// `madvise(MADV_HUGEPAGE)` the memory before touching it.
+    #[arg(long)]
+    hugepage: bool,
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    match a.what {
+        BenchWhat::Sample(s) => sample(s),
+        BenchWhat::Load(l) => load(l),
+    }
+}
+
+fn load(a: LoadArgs) -> anyhow::Result<()> {
+    let mut _mem = None;
+    if a.touch_mib > 0 {
+        let len = a.touch_mib << 20;
+        // SAFETY: an anonymous private mapping; the result is checked before use.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if p == libc::MAP_FAILED {
+            bail!("mmap of {} MiB failed: {}", a.touch_mib, std::io::Error::last_os_error());
+        }
+        // SAFETY: p..p+len is the mapping just made.
+        if a.hugepage && unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) } != 0 {
+            bail!("madvise(MADV_HUGEPAGE) failed: {}", std::io::Error::last_os_error());
+        }
+        let page = perfpilot_sys::page_size() as usize;
+        for off in (0..len).step_by(page) {
+            // SAFETY: off < len, inside the writable mapping.
+            unsafe { std::ptr::write_volatile((p as *mut u8).add(off), 1) };
+        }
+        _mem = Some(p as usize);
+    }
+    for _ in 1..a.threads.max(1) {
+        let busy = a.busy;
+        std::thread::spawn(move || {
+            if busy {
+                let mut x = 0u64;
+                loop {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            } else {
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+        });
+    }
+    println!("ready");
+    std::io::stdout().flush()?;
+    // Run until the parent closes our standard input (or kills us).
+    let mut buf = [0u8; 64];
+    let mut stdin = std::io::stdin();
+    while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+    Ok(())
+}
+
+/// A spawned `bench load` process, killed on drop.
+pub struct LoadChild(pub Child);
+
+impl LoadChild {
+    fn spawn(args: &[String]) -> anyhow::Result<LoadChild> {
+        let exe = std::env::current_exe().context("locating the perfpilot binary")?;
+        let mut child = Command::new(exe)
+            .args(["bench", "load"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("spawning a bench load process")?;
+        let out = child.stdout.take().context("no stdout")?;
+        let mut line = String::new();
+        BufReader::new(out).read_line(&mut line)?;
+        if line.trim() != "ready" {
+            let _ = child.kill();
+            bail!("bench load did not start (said {line:?})");
+        }
+        Ok(LoadChild(child))
+    }
+}
+
+impl Drop for LoadChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cpu_ms<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
+    let c0 = perfpilot_sys::self_cpu_time();
+    let w0 = Instant::now();
+    let r = f();
+    let cpu = (perfpilot_sys::self_cpu_time() - c0).as_secs_f64() * 1e3;
+    (r, cpu, w0.elapsed().as_secs_f64() * 1e3)
+}
+
+fn sample(a: SampleBench) -> anyhow::Result<()> {
+    if a.processes == 0 || a.threads < a.processes {
+        bail!("--threads ({}) must be at least --processes ({}), which must be positive", a.threads, a.processes);
+    }
+    eprintln!("spawning {} processes with {} threads in all …", a.processes, a.threads);
+    let mut children = Vec::with_capacity(a.processes);
+    for i in 0..a.processes {
+        let t = a.threads / a.processes + usize::from(i < a.threads % a.processes);
+        children.push(LoadChild::spawn(&["--threads".into(), t.to_string()])?);
+    }
+    let pids: Vec<i32> = children.iter().map(|c| c.0.id() as i32).collect();
+    let fs = Fs::live();
+    let mut report = Vec::new();
+    let modes = [
+        (true, false, "threads read every time"),
+        (true, true, "idle processes carried over (default)"),
+        (false, false, "no threads"),
+    ];
+    for (threads, reuse_idle, what) in modes {
+        let mut s = Sampler::new(&fs, SamplerConfig { threads, reuse_idle, expensive_every: 0, ..SamplerConfig::default() });
+        let (first, _, _) = cpu_ms(|| s.sample());
+        let first = first?;
+        let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+        let mut counted = (0, 0);
+        for _ in 0..a.rounds {
+            let (r, c, w) = cpu_ms(|| s.sample());
+            let r = r?;
+            counted = (r.processes.len(), r.processes.iter().map(|p| p.threads.len()).sum::<usize>());
+            cpu.push(c);
+            wall.push(w);
+        }
+        drop(first);
+        let mean = cpu.iter().sum::<f64>() / cpu.len().max(1) as f64;
+        cpu.sort_by(f64::total_cmp);
+        wall.sort_by(f64::total_cmp);
+        report.push(format!(
+            "cheap sample, {what}: {} processes, {} threads; CPU median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
+            counted.0,
+            counted.1,
+            cpu[cpu.len() / 2],
+            cpu[0],
+            cpu[cpu.len() - 1],
+            wall[wall.len() / 2],
+            mean / 5000.0 * 100.0
+        ));
+    }
+    let mut s = Sampler::new(&fs, SamplerConfig::default());
+    let n = pids.len().min(200);
+    let (res, c, w) = cpu_ms(|| {
+        let mut ok = 0;
+        for &pid in &pids[..n] {
+            if s.memory_of(pid, 0).is_ok() {
+                ok += 1;
+            }
+        }
+        ok
+    });
+    report.push(format!(
+        "expensive reading (numa_maps + smaps_rollup + maps) of {res}/{n} processes: {:.3} ms CPU and {:.3} ms wall per process",
+        c / n as f64,
+        w / n as f64
+    ));
+    drop(children);
+    for line in report {
+        println!("{line}");
+    }
+    Ok(())
+}

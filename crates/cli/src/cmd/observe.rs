@@ -1,0 +1,318 @@
+//! `perfpilot observe`: a live view of the machine (mpstat + top + svmon + iostat + sar in one).
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use perfpilot_observe::pmu::PmuSet;
+use perfpilot_observe::rates::{CpuRate, DiskRate, MemoryBook, NetRate, ProcRate, ThreadRate};
+use perfpilot_observe::sample::{PressureSample, ProcMemory, Sample, Skips};
+use perfpilot_observe::{Fs, Rates, Sampler, SamplerConfig, Topology};
+use perfpilot_sys::perf::{self, Event};
+use serde::Serialize;
+
+use crate::fmt;
+
+#[derive(Args)]
+pub struct ObserveArgs {
+    /// Time between reports (e.g. 2s, 500ms, 1m).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Stop after this many reports (default: run until interrupted).
+    #[arg(long, short = 'n')]
+    count: Option<u64>,
+    /// Only these processes (repeatable); their memory placement is read on every report.
+    #[arg(long = "pid", short = 'p', value_name = "PID")]
+    pids: Vec<i32>,
+    /// How many processes to show, by CPU.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// Show each shown process's threads.
+    #[arg(long)]
+    threads: bool,
+    /// How many of the top processes get the expensive memory readings (numa_maps, smaps_rollup).
+    #[arg(long, default_value_t = 5)]
+    memory_top: usize,
+    /// Take the expensive memory readings every N-th report.
+    #[arg(long, default_value_t = 5)]
+    memory_every: u32,
+    /// One JSON object per report (JSON Lines) instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One report.
+#[derive(Serialize)]
+struct Frame<'a> {
+    time: String,
+    interval_s: f64,
+    total: &'a CpuRate,
+    cpus: &'a [CpuRate],
+    processes: Vec<ProcView<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    threads: Vec<&'a ThreadRate>,
+    disks: &'a [DiskRate],
+    nets: &'a [NetRate],
+    pressure: &'a PressureSample,
+    skips: &'a Skips,
+}
+
+#[derive(Serialize)]
+struct ProcView<'a> {
+    #[serde(flatten)]
+    rate: &'a ProcRate,
+    /// Where the CPU it last ran on is: node / LLC / core.
+    last_cpu_node: Option<u32>,
+    last_cpu_llc: Option<u32>,
+    /// The latest expensive memory reading and how old it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<&'a ProcMemory>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_age_s: Option<f64>,
+    /// Hardware counter rates per second, where the machine has a PMU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pmu: Option<BTreeMap<Event, f64>>,
+}
+
+pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
+    let fs = Fs::live();
+    let topo = Topology::read(&fs).context("reading the topology")?;
+    let pmu_supported = perf::hardware_support();
+    let cfg = SamplerConfig {
+        threads: a.threads || pmu_supported.is_ok(),
+        pids: if a.pids.is_empty() { None } else { Some(a.pids.clone()) },
+        expensive_top: a.memory_top,
+        expensive_every: if a.pids.is_empty() { a.memory_every } else { 1 },
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(&fs, cfg);
+    let every_s = a.interval.as_secs_f64() * f64::from(sampler.config().expensive_every.max(1));
+    // Say once what is not measured, and at what rate the expensive readings are taken.
+    let mut notes = Vec::new();
+    match &pmu_supported {
+        Ok(()) => notes.push("PMU counters: cycles, instructions, LLC and dTLB misses per shown process".to_string()),
+        Err(reason) => notes.push(format!("PMU counters: not supported ({reason})")),
+    }
+    if let Some(why) = &sampler.cpu_ctxt_unavailable {
+        notes.push(format!("per-CPU context switches: {why}; the machine-wide rate is shown"));
+    }
+    notes.push(if a.pids.is_empty() {
+        format!(
+            "memory placement and huge pages (numa_maps, smaps_rollup) are read for the top {} processes every {} reports ({every_s:.0} s): they walk page tables",
+            a.memory_top, a.memory_every
+        )
+    } else {
+        "memory placement and huge pages are read for the given processes on every report".to_string()
+    });
+    if a.json {
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+    }
+    let mut pmu = pmu_supported.is_ok().then(|| PmuSet::new(&Event::HARDWARE));
+    let mut pmu_prev: BTreeMap<i32, BTreeMap<Event, u64>> = BTreeMap::new();
+    let mut book = MemoryBook::default();
+    let mut prev = sampler.sample()?;
+    book.update(&prev);
+    if !a.pids.is_empty() && prev.processes.is_empty() {
+        anyhow::bail!("none of the processes {:?} exists", a.pids);
+    }
+    let tty = std::io::stdout().is_terminal() && !a.json;
+    let mut n = 0;
+    loop {
+        if a.count.is_some_and(|c| n >= c) {
+            break;
+        }
+        std::thread::sleep(a.interval);
+        let cur = sampler.sample()?;
+        book.update(&cur);
+        let rates = Rates::between(&prev, &cur)?;
+        let mut shown: Vec<&ProcRate> = rates.processes.iter().collect();
+        shown.sort_by(|x, y| y.cpu.total_cmp(&x.cpu));
+        shown.truncate(a.top);
+        // PMU counters follow the shown processes.
+        let mut pmu_rates: BTreeMap<i32, BTreeMap<Event, f64>> = BTreeMap::new();
+        if let Some(set) = pmu.as_mut() {
+            let pids: Vec<i32> = shown.iter().map(|p| p.pid).collect();
+            set.retain(&pids);
+            for p in cur.processes.iter().filter(|p| pids.contains(&p.pid)) {
+                let tids: Vec<i32> = p.threads.iter().map(|t| t.tid).collect();
+                set.track(p.pid, p.starttime, &tids);
+                if let Some(now) = set.read(p.pid) {
+                    if let Some(before) = pmu_prev.get(&p.pid) {
+                        let r = now
+                            .iter()
+                            .map(|(e, v)| (*e, v.saturating_sub(before.get(e).copied().unwrap_or(0)) as f64 / rates.interval_s))
+                            .collect();
+                        pmu_rates.insert(p.pid, r);
+                    }
+                    pmu_prev.insert(p.pid, now);
+                }
+            }
+        }
+        let views: Vec<ProcView> = shown
+            .iter()
+            .map(|p| {
+                let starttime = cur.processes.iter().find(|q| q.pid == p.pid).map(|q| q.starttime).unwrap_or(0);
+                let mem = book.get(p.pid, starttime);
+                let loc = p.processor.and_then(|c| topo.locate(c));
+                ProcView {
+                    rate: p,
+                    last_cpu_node: loc.map(|l| l.node),
+                    last_cpu_llc: loc.map(|l| l.llc),
+                    memory: mem.map(|(_, m)| m),
+                    memory_age_s: mem.map(|(t, _)| (cur.time_ms - t) as f64 / 1e3),
+                    pmu: pmu_rates.remove(&p.pid),
+                }
+            })
+            .collect();
+        let threads: Vec<&ThreadRate> = if a.threads {
+            let mut t: Vec<&ThreadRate> = rates.threads.iter().filter(|t| shown.iter().any(|p| p.pid == t.pid)).collect();
+            t.sort_by(|x, y| x.pid.cmp(&y.pid).then(y.cpu.total_cmp(&x.cpu)));
+            t
+        } else {
+            Vec::new()
+        };
+        let frame = Frame {
+            time: fmt::time_ms(rates.time_ms),
+            interval_s: rates.interval_s,
+            total: &rates.total,
+            cpus: &rates.cpus,
+            processes: views,
+            threads,
+            disks: &rates.disks,
+            nets: &rates.nets,
+            pressure: &cur.pressure,
+            skips: &cur.skips,
+        };
+        let mut out = std::io::stdout().lock();
+        if a.json {
+            serde_json::to_writer(&mut out, &frame)?;
+            writeln!(out)?;
+        } else {
+            if tty {
+                write!(out, "\x1b[H\x1b[2J")?;
+            }
+            write!(out, "{}", render(&frame, &topo, &cur, &notes))?;
+        }
+        out.flush()?;
+        prev = cur;
+        n += 1;
+    }
+    Ok(())
+}
+
+fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "perfpilot observe   {}   interval {:.1} s   {} CPUs online", f.time, f.interval_s, topo.online.len());
+    let _ = writeln!(o, "\n{:<5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>10}", "CPU", "busy%", "usr%", "sys%", "irq%", "steal%", "iowait%", "ctxsw/s");
+    for c in std::iter::once(f.total).chain(f.cpus.iter()) {
+        let name = c.cpu.map(|n| n.to_string()).unwrap_or_else(|| "all".into());
+        let cs = c.ctxt_per_s.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(o, "{name:<5} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>7.1} {cs:>10}", c.busy, c.user, c.system, c.irq, c.steal, c.iowait);
+    }
+    let _ = writeln!(o, "\n{:>7} {:<16} {:>6} {:>6} {:>6} {:>4} {:>5} {:>10} {:>4} {:>9} {:>9} {:>9}", "PID", "COMMAND", "CPU%", "usr%", "sys%", "CPU", "node", "RSS", "THR", "ctxsw/s", "read/s", "write/s");
+    for p in &f.processes {
+        let r = p.rate;
+        let node = p.last_cpu_node.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+        let last = r.processor.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+        let io = |v: Option<f64>| v.map(|b| fmt::bytes(b as u64)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            "{:>7} {:<16} {:>6.1} {:>6.1} {:>6.1} {last:>4} {node:>5} {:>10} {:>4} {:>9.0} {:>9} {:>9}",
+            r.pid,
+            fmt::trunc(&r.comm, 16),
+            r.cpu,
+            r.user,
+            r.system,
+            fmt::bytes(r.rss),
+            r.threads,
+            r.ctxt_per_s,
+            io(r.read_bytes_per_s),
+            io(r.write_bytes_per_s)
+        );
+        if let Some(pmu) = &p.pmu {
+            let g = |e: Event| pmu.get(&e).copied().unwrap_or(0.0);
+            let cpi = if g(Event::Instructions) > 0.0 { g(Event::Cycles) / g(Event::Instructions) } else { f64::NAN };
+            let _ = writeln!(o, "{:>7} PMU: CPI {cpi:.2}, {:.0} LLC misses/s, {:.0} dTLB misses/s", "", g(Event::LlcMisses), g(Event::DtlbMisses));
+        }
+    }
+    if !f.threads.is_empty() {
+        let _ = writeln!(o, "\n{:>7} {:>7} {:<16} {:>6} {:>6} {:>6} {:>4} {:>5} {:>3}", "PID", "TID", "THREAD", "CPU%", "usr%", "sys%", "CPU", "node", "S");
+        for t in &f.threads {
+            let last = t.processor.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+            let node = t.processor.and_then(|c| topo.locate(c)).map(|l| l.node.to_string()).unwrap_or_else(|| "-".into());
+            let _ = writeln!(o, "{:>7} {:>7} {:<16} {:>6.1} {:>6.1} {:>6.1} {last:>4} {node:>5} {:>3}", t.pid, t.tid, fmt::trunc(&t.comm, 16), t.cpu, t.user, t.system, t.state);
+        }
+    }
+    let nodes: Vec<u32> = topo.nodes.iter().map(|n| n.id).collect();
+    let with_mem: Vec<&ProcView> = f.processes.iter().filter(|p| p.memory.is_some()).collect();
+    if !with_mem.is_empty() {
+        let _ = write!(o, "\n{:>7} {:<16}", "PID", "MEMORY (MiB)");
+        for n in &nodes {
+            let _ = write!(o, " {:>9}", format!("node{n}"));
+        }
+        let _ = writeln!(o, " {:>9} {:>10} {:>10} {:>6}  SHM", "anon", "anon-huge", "shmem-pmd", "age");
+        for p in with_mem {
+            let Some(m) = p.memory else { continue };
+            let _ = write!(o, "{:>7} {:<16}", p.rate.pid, fmt::trunc(&p.rate.comm, 16));
+            for n in &nodes {
+                let _ = write!(o, " {:>9}", fmt::mib(m.per_node.get(n).copied().unwrap_or(0)));
+            }
+            let shm: Vec<String> = m
+                .shm
+                .iter()
+                .map(|s| match s {
+                    perfpilot_sys::process::ShmAttach::Sysv { key, shmid } => format!("sysv:{key:#x}/{shmid}"),
+                    perfpilot_sys::process::ShmAttach::Posix { path } => path.clone(),
+                })
+                .collect();
+            let _ = writeln!(
+                o,
+                " {:>9} {:>9.0}% {:>10} {:>5.0}s  {}",
+                fmt::mib(m.rollup.anonymous),
+                m.anon_huge_coverage() * 100.0,
+                fmt::mib(m.rollup.shmem_pmd_mapped),
+                p.memory_age_s.unwrap_or(0.0),
+                if shm.is_empty() { "-".into() } else { shm.join(",") }
+            );
+        }
+    }
+    let busy_disks: Vec<&DiskRate> = f.disks.iter().filter(|d| d.reads_per_s + d.writes_per_s > 0.0 || !d.device.starts_with("loop")).collect();
+    if !busy_disks.is_empty() {
+        let _ = writeln!(o, "\n{:<10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}", "DEVICE", "r/s", "w/s", "rMB/s", "wMB/s", "await", "svc-ms", "util%", "queue");
+        for d in busy_disks {
+            let _ = writeln!(o, "{:<10} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6.1} {:>6.2}", d.device, d.reads_per_s, d.writes_per_s, d.read_mb_per_s, d.write_mb_per_s, d.await_ms, d.service_ms, d.util, d.queue);
+        }
+    }
+    if !f.nets.is_empty() {
+        let _ = writeln!(o, "\n{:<12} {:>10} {:>10} {:>9} {:>9}", "INTERFACE", "rx pkt/s", "tx pkt/s", "rxMB/s", "txMB/s");
+        for n in f.nets {
+            let _ = writeln!(o, "{:<12} {:>10.1} {:>10.1} {:>9.3} {:>9.3}", n.interface, n.rx_packets_per_s, n.tx_packets_per_s, n.rx_mb_per_s, n.tx_mb_per_s);
+        }
+    }
+    let psi = |name: &str, p: &Option<perfpilot_sys::stat::Pressure>| match p {
+        Some(p) => {
+            let full = p.full.map(|f| format!(" full {:.2}%", f.avg10)).unwrap_or_default();
+            format!("{name} some {:.2}%{full}", p.some.avg10)
+        }
+        None => format!("{name} n/a"),
+    };
+    let _ = writeln!(o, "\nPSI avg10   {}   {}   {}", psi("cpu", &f.pressure.cpu), psi("memory", &f.pressure.memory), psi("io", &f.pressure.io));
+    let m = &s.memory;
+    let _ = writeln!(o, "memory {} total, {} available, AnonHugePages {}, ShmemPmdMapped {}", fmt::bytes(m.total), fmt::bytes(m.available), fmt::bytes(m.anon_huge), fmt::bytes(m.shmem_pmd_mapped));
+    let sk = f.skips;
+    if sk.vanished + sk.permission + sk.malformed + sk.other > 0 {
+        let _ = writeln!(o, "skipped: {} exited while read, {} not permitted, {} malformed, {} other", sk.vanished, sk.permission, sk.malformed, sk.other);
+        for msg in &sk.messages {
+            let _ = writeln!(o, "  {msg}");
+        }
+    }
+    for n in notes {
+        let _ = writeln!(o, "note: {n}");
+    }
+    o
+}

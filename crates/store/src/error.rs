@@ -1,0 +1,45 @@
+//! The store's errors.
+
+use std::path::PathBuf;
+
+/// A store error. Every variant names the store's path.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store could not be opened or created, or is not writable.
+    #[error(
+        "cannot open the store {path}: {reason}; choose another --store path or make this one \
+         writable"
+    )]
+    Open { path: PathBuf, reason: String },
+    /// The database was written by a newer perfpilot.
+    #[error(
+        "cannot open the store {path}: its schema version is {found}, newer than this perfpilot \
+         supports ({supported}); upgrade perfpilot or choose another --store path"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    /// No default store path: not root, and neither `XDG_STATE_HOME` nor `HOME` is set.
+    #[error("no default store path: set XDG_STATE_HOME or HOME, or pass --store PATH")]
+    NoDefaultPath,
+    /// A SQLite statement failed.
+    #[error("store {path}: {what}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        what: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A sample could not be encoded (serialized or compressed).
+    #[error("store {path}: cannot encode the sample taken at {time_ms} ms: {reason}")]
+    Encode {
+        path: PathBuf,
+        time_ms: i64,
+        reason: String,
+    },
+}
+
+/// The store's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,210 @@
+//! perfpilot's embedded store: one SQLite file holding what perfpilot records.
+//!
+//! Today it holds the machine [`Sample`](perfpilot_observe::sample::Sample)s written by
+//! `perfpilot record` and replayed by `perfpilot dump` (see [`samples`]). The optimizer's
+//! journal and verdicts and the study runner's trials will live in the same file, each in its
+//! own module with its own tables, added to the schema through [`schema`]'s migrations.
+//!
+//! The file is opened in WAL mode (`synchronous=NORMAL`): a writer killed at any point leaves
+//! every committed sample readable, and a reader (`dump`) can run while a writer (`record`)
+//! appends. A [`Store`] is one connection; it is `Send` but not `Sync`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+mod error;
+pub mod samples;
+pub mod schema;
+
+pub use error::{Error, Result};
+pub use samples::{CorruptRow, Retention, RetentionOutcome, SampleIter, SampleRange};
+
+/// How long a statement waits for another connection's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The WAL file is truncated back to this size after a checkpoint.
+const JOURNAL_SIZE_LIMIT: i64 = 64 << 20;
+
+/// The perfpilot store: an open SQLite database.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    retention: Retention,
+    /// Bookkeeping that makes retention cheap to enforce after appends.
+    retention_state: samples::RetentionState,
+}
+
+impl Store {
+    /// Opens (creating when needed) the store at `path`: creates the parent directories and the
+    /// database, sets WAL mode, creates or migrates the schema, and checks that it can write.
+    /// Retention is [`Retention::default`]; change it with [`Store::set_retention`].
+    ///
+    /// Fails with [`Error::Open`] (naming the path and the reason) when the place is not
+    /// writable, the file is not a SQLite database, or the database was written by a newer
+    /// perfpilot.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |reason: String| Error::Open {
+            path: path.clone(),
+            reason,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| fail(format!("cannot create directory {}: {e}", parent.display())))?;
+        }
+        if path.is_dir() {
+            return Err(fail("it is a directory".into()));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn =
+            Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
+        configure(&conn).map_err(fail)?;
+        schema::migrate(&mut conn).map_err(|e| match e {
+            schema::MigrateError::Sqlite(e) => fail(e.to_string()),
+            schema::MigrateError::Newer { found, supported } => Error::NewerSchema {
+                path: path.clone(),
+                found,
+                supported,
+            },
+        })?;
+        schema::write_probe(&conn).map_err(|e| fail(format!("cannot write to it: {e}")))?;
+        let mut store = Store {
+            conn,
+            path,
+            retention: Retention::default(),
+            retention_state: samples::RetentionState::default(),
+        };
+        store.retention_state = samples::RetentionState::load(&store)?;
+        Ok(store)
+    }
+
+    /// Where the store lives unless `--store` says otherwise:
+    /// `$XDG_STATE_HOME/perfpilot/perfpilot.db` when that is set (to an absolute path), else
+    /// `/var/lib/perfpilot/perfpilot.db` for root, else `~/.local/state/perfpilot/perfpilot.db`.
+    pub fn default_path() -> Result<PathBuf> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        default_path_from(
+            std::env::var_os("XDG_STATE_HOME"),
+            std::env::var_os("HOME"),
+            root,
+        )
+        .ok_or(Error::NoDefaultPath)
+    }
+
+    /// The path the store was opened at.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The retention limits enforced after appends.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// Changes the retention limits; they are enforced from the next append on (or now, with
+    /// [`Store::enforce_retention`]).
+    pub fn set_retention(&mut self, retention: Retention) {
+        self.retention = retention;
+        self.retention_state.force_check();
+    }
+
+    /// Bytes of live data in the database: `(page_count - freelist_count) × page_size`, the
+    /// measure [`Retention::max_bytes`] limits. The file on disk can be larger by the WAL file.
+    pub fn size_bytes(&self) -> Result<u64> {
+        let q = |pragma: &str| -> Result<i64> {
+            self.conn
+                .pragma_query_value(None, pragma, |r| r.get::<_, i64>(0))
+                .map_err(|e| self.sql(format!("reading PRAGMA {pragma}"), e))
+        };
+        let pages = q("page_count")?;
+        let free = q("freelist_count")?;
+        let size = q("page_size")?;
+        Ok(u64::try_from((pages - free).max(0) * size).unwrap_or(0))
+    }
+
+    /// Wraps a SQLite error with the store's path and what was being done.
+    fn sql(&self, what: impl Into<String>, source: rusqlite::Error) -> Error {
+        Error::Sqlite {
+            path: self.path.clone(),
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Connection settings, applied on every open. `auto_vacuum` only takes effect on a new,
+/// empty database, which is when it matters.
+fn configure(conn: &Connection) -> Result<(), String> {
+    configure_sql(conn).map_err(|e| e.to_string())?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(|e| format!("cannot set WAL journal mode: {e}"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!(
+            "cannot use WAL journal mode (got {mode}); the file system may not support it"
+        ));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| e.to_string())
+}
+
+fn configure_sql(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// [`Store::default_path`] from its inputs.
+fn default_path_from(
+    xdg_state: Option<OsString>,
+    home: Option<OsString>,
+    root: bool,
+) -> Option<PathBuf> {
+    let tail = Path::new("perfpilot").join("perfpilot.db");
+    if let Some(x) = xdg_state.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return Some(x.join(tail));
+    }
+    if root {
+        return Some(Path::new("/var/lib").join(tail));
+    }
+    let home = home.map(PathBuf::from).filter(|p| p.is_absolute())?;
+    Some(home.join(".local/state").join(tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_path_rules() {
+        let p = |x: Option<&str>, h: Option<&str>, root| {
+            default_path_from(x.map(Into::into), h.map(Into::into), root)
+        };
+        assert_eq!(
+            p(Some("/x/state"), Some("/home/a"), true),
+            Some(PathBuf::from("/x/state/perfpilot/perfpilot.db"))
+        );
+        assert_eq!(
+            p(Some("relative"), Some("/home/a"), false),
+            Some(PathBuf::from("/home/a/.local/state/perfpilot/perfpilot.db"))
+        );
+        assert_eq!(
+            p(None, Some("/home/a"), true),
+            Some(PathBuf::from("/var/lib/perfpilot/perfpilot.db"))
+        );
+        assert_eq!(
+            p(Some(""), Some("/home/a"), false),
+            Some(PathBuf::from("/home/a/.local/state/perfpilot/perfpilot.db"))
+        );
+        assert_eq!(p(None, None, false), None);
+    }
+}

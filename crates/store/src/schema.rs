@@ -1,0 +1,84 @@
+//! The schema and its migrations.
+//!
+//! The schema version is SQLite's `PRAGMA user_version`. [`MIGRATIONS`]`[i]` takes the
+//! database from version `i` to `i + 1`; each runs in its own transaction together with the
+//! version bump, so a crash leaves the database at one version or the next, never between. A
+//! new table (the optimizer's journal, the study runner's trials) is a new entry at the end;
+//! entries are never edited once released.
+
+use rusqlite::Connection;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: samples, and a key/value table for facts about the store itself.
+    "CREATE TABLE store_meta (
+         key   TEXT PRIMARY KEY NOT NULL,
+         value TEXT NOT NULL
+     ) WITHOUT ROWID;
+     CREATE TABLE samples (
+         id       INTEGER PRIMARY KEY,
+         time_ms  INTEGER NOT NULL,  -- Sample::time_ms, wall clock, ms since the epoch
+         btime    INTEGER NOT NULL,  -- Sample::kernel.btime, boot time, s since the epoch
+         encoding INTEGER NOT NULL,  -- 1 = zstd-compressed serde_json of Sample
+         raw_len  INTEGER NOT NULL,  -- bytes before compression
+         data     BLOB NOT NULL
+     );
+     CREATE INDEX samples_time ON samples (time_ms);",
+];
+
+/// The schema version this build writes: the number of migrations.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Why a migration failed.
+#[derive(Debug)]
+pub(crate) enum MigrateError {
+    Sqlite(rusqlite::Error),
+    /// The database has a newer schema than this build knows.
+    Newer {
+        found: i64,
+        supported: i64,
+    },
+}
+
+impl From<rusqlite::Error> for MigrateError {
+    fn from(e: rusqlite::Error) -> Self {
+        MigrateError::Sqlite(e)
+    }
+}
+
+/// The database's schema version.
+pub(crate) fn version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`].
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
+    loop {
+        // Read the version inside the write transaction: two processes opening a new store at
+        // once must not both run a migration.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let found = version(&tx)?;
+        if found > SCHEMA_VERSION {
+            return Err(MigrateError::Newer {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let Some(sql) = usize::try_from(found).ok().and_then(|i| MIGRATIONS.get(i)) else {
+            return Ok(()); // up to date (the transaction rolls back: nothing was written)
+        };
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", found + 1)?;
+        tx.commit()?;
+    }
+}
+
+/// Proves the store is writable: records which perfpilot opened it last.
+pub(crate) fn write_probe(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO store_meta (key, value) VALUES ('last_opened_by', ?1)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [concat!("perfpilot ", env!("CARGO_PKG_VERSION"))],
+    )?;
+    Ok(())
+}
