@@ -9,7 +9,11 @@ pub fn bytes(n: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// Mebibytes with one decimal.
@@ -19,7 +23,11 @@ pub fn mib(n: u64) -> String {
 
 /// A CPU set, or `-` when empty.
 pub fn cpus(s: &perfpilot_sys::CpuSet) -> String {
-    if s.is_empty() { "-".into() } else { s.to_string() }
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
 }
 
 /// A wall-clock time in ms since the epoch as RFC 3339 (UTC, seconds).
@@ -30,7 +38,14 @@ pub fn time_ms(ms: i64) -> String {
 
 /// Truncates a string to `n` characters.
 pub fn trunc(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { s.chars().take(n.saturating_sub(1)).chain(std::iter::once('…')).collect() }
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars()
+            .take(n.saturating_sub(1))
+            .chain(std::iter::once('…'))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -56,7 +56,12 @@ impl PmuSet {
                 retired: vec![0; n],
             };
         }
-        let gone: Vec<i32> = t.threads.keys().filter(|k| !tids.contains(k)).copied().collect();
+        let gone: Vec<i32> = t
+            .threads
+            .keys()
+            .filter(|k| !tids.contains(k))
+            .copied()
+            .collect();
         for tid in gone {
             if let Some(counters) = t.threads.remove(&tid) {
                 for (i, (_, last)) in counters.iter().enumerate() {

@@ -121,10 +121,19 @@ pub enum DeltaError {
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
 }
 
-fn cpu_rate(time_ms: i64, cpu: Option<u32>, a: &perfpilot_sys::stat::CpuTimes, b: &perfpilot_sys::stat::CpuTimes) -> CpuRate {
+fn cpu_rate(
+    time_ms: i64,
+    cpu: Option<u32>,
+    a: &perfpilot_sys::stat::CpuTimes,
+    b: &perfpilot_sys::stat::CpuTimes,
+) -> CpuRate {
     let d = |x: u64, y: u64| y.saturating_sub(x);
     let user = d(a.user, b.user) + d(a.nice, b.nice);
     let system = d(a.system, b.system);
@@ -152,7 +161,10 @@ impl Rates {
     /// (and start time, so a reused pid is not mistaken for the old process); CPUs, disks and
     /// interfaces present in only one sample are left out.
     pub fn between(a: &Sample, b: &Sample) -> Result<Rates, DeltaError> {
-        if b.kernel.btime != a.kernel.btime && a.kernel.btime != 0 && b.kernel.btime.abs_diff(a.kernel.btime) > 2 {
+        if b.kernel.btime != a.kernel.btime
+            && a.kernel.btime != 0
+            && b.kernel.btime.abs_diff(a.kernel.btime) > 2
+        {
             return Err(DeltaError::Rebooted);
         }
         let dt = if b.mono_ns > a.mono_ns && b.mono_ns - a.mono_ns < 86_400 * 1_000_000_000 * 365 {
@@ -183,11 +195,17 @@ impl Rates {
             .collect();
         let ticks = b.ticks_per_sec.max(1) as f64;
         let cpu_pct = |x: u64, y: u64| y.saturating_sub(x) as f64 / ticks / dt * 100.0;
-        let prev: HashMap<(i32, u64), &ProcSample> = a.processes.iter().map(|p| ((p.pid, p.starttime), p)).collect();
+        let prev: HashMap<(i32, u64), &ProcSample> = a
+            .processes
+            .iter()
+            .map(|p| ((p.pid, p.starttime), p))
+            .collect();
         let mut processes = Vec::new();
         let mut threads = Vec::new();
         for p in &b.processes {
-            let Some(q) = prev.get(&(p.pid, p.starttime)) else { continue };
+            let Some(q) = prev.get(&(p.pid, p.starttime)) else {
+                continue;
+            };
             let io = |f: fn(&perfpilot_sys::process::ProcIo) -> u64| match (&q.io, &p.io) {
                 (Some(x), Some(y)) => Some(per_s(f(x), f(y))),
                 _ => None,
@@ -206,7 +224,10 @@ impl Rates {
                 rss: p.rss,
                 minflt_per_s: per_s(q.minflt, p.minflt),
                 majflt_per_s: per_s(q.majflt, p.majflt),
-                ctxt_per_s: per_s(q.ctxt_voluntary + q.ctxt_involuntary, p.ctxt_voluntary + p.ctxt_involuntary),
+                ctxt_per_s: per_s(
+                    q.ctxt_voluntary + q.ctxt_involuntary,
+                    p.ctxt_voluntary + p.ctxt_involuntary,
+                ),
                 read_bytes_per_s: io(|x| x.rchar),
                 write_bytes_per_s: io(|x| x.wchar),
                 cpus_allowed: p.cpus_allowed.as_ref().map(|c| c.to_string()),
@@ -216,7 +237,10 @@ impl Rates {
             if !p.threads.is_empty() && !q.threads.is_empty() {
                 let pt: HashMap<i32, _> = q.threads.iter().map(|t| (t.tid, t)).collect();
                 for th in &p.threads {
-                    let (u0, s0) = pt.get(&th.tid).map(|o| (o.utime, o.stime)).unwrap_or((0, 0));
+                    let (u0, s0) = pt
+                        .get(&th.tid)
+                        .map(|o| (o.utime, o.stime))
+                        .unwrap_or((0, 0));
                     threads.push(ThreadRate {
                         time_ms: t,
                         pid: p.pid,
@@ -246,8 +270,16 @@ impl Rates {
                     writes_per_s: per_s(o.writes, d.writes),
                     read_mb_per_s: per_s(o.sectors_read, d.sectors_read) * 512.0 / 1e6,
                     write_mb_per_s: per_s(o.sectors_written, d.sectors_written) * 512.0 / 1e6,
-                    await_ms: if ios == 0 { 0.0 } else { wait_ms as f64 / ios as f64 },
-                    service_ms: if ios == 0 { 0.0 } else { io_ms as f64 / ios as f64 },
+                    await_ms: if ios == 0 {
+                        0.0
+                    } else {
+                        wait_ms as f64 / ios as f64
+                    },
+                    service_ms: if ios == 0 {
+                        0.0
+                    } else {
+                        io_ms as f64 / ios as f64
+                    },
                     util: (io_ms as f64 / (dt * 1e3) * 100.0).min(100.0),
                     queue: d.weighted_io_ms.saturating_sub(o.weighted_io_ms) as f64 / (dt * 1e3),
                 })
@@ -294,9 +326,11 @@ impl MemoryBook {
     /// Takes in the expensive readings of a sample and forgets processes no longer present.
     pub fn update(&mut self, s: &Sample) {
         for m in &s.proc_memory {
-            self.by_proc.insert((m.pid, m.starttime), (s.time_ms, m.clone()));
+            self.by_proc
+                .insert((m.pid, m.starttime), (s.time_ms, m.clone()));
         }
-        let live: std::collections::HashSet<_> = s.processes.iter().map(|p| (p.pid, p.starttime)).collect();
+        let live: std::collections::HashSet<_> =
+            s.processes.iter().map(|p| (p.pid, p.starttime)).collect();
         if !live.is_empty() {
             self.by_proc.retain(|k, _| live.contains(k));
         }

@@ -239,7 +239,10 @@ fn now_ms() -> i64 {
 
 /// CLOCK_MONOTONIC in nanoseconds.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec to write into.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
@@ -282,7 +285,8 @@ impl Sampler {
                 Ok(c) => self.cpu_counters.push((cpu, c)),
                 Err(e) => {
                     self.cpu_counters.clear();
-                    self.cpu_ctxt_unavailable = Some(format!("per-CPU context switches unavailable: {e}"));
+                    self.cpu_ctxt_unavailable =
+                        Some(format!("per-CPU context switches unavailable: {e}"));
                     return;
                 }
             }
@@ -317,9 +321,15 @@ impl Sampler {
         };
         let memory = self.system_memory(&mut skips);
         let pressure = PressureSample {
-            cpu: self.opt(stat::read_pressure(&self.fs, "cpu"), &mut skips).flatten(),
-            memory: self.opt(stat::read_pressure(&self.fs, "memory"), &mut skips).flatten(),
-            io: self.opt(stat::read_pressure(&self.fs, "io"), &mut skips).flatten(),
+            cpu: self
+                .opt(stat::read_pressure(&self.fs, "cpu"), &mut skips)
+                .flatten(),
+            memory: self
+                .opt(stat::read_pressure(&self.fs, "memory"), &mut skips)
+                .flatten(),
+            io: self
+                .opt(stat::read_pressure(&self.fs, "io"), &mut skips)
+                .flatten(),
         };
         let processes = self.processes(&mut skips)?;
         let proc_memory = if self.expensive_due() {
@@ -333,14 +343,19 @@ impl Sampler {
             .map(|p| ((p.pid, p.starttime), p.utime + p.stime))
             .collect();
 
-        let disks = match (block::read_diskstats(&self.fs), block::block_devices(&self.fs)) {
+        let disks = match (
+            block::read_diskstats(&self.fs),
+            block::block_devices(&self.fs),
+        ) {
             (Ok(d), Ok(whole)) => d.into_iter().filter(|d| whole.contains(&d.name)).collect(),
             (Err(e), _) | (_, Err(e)) => {
                 skips.count(&e);
                 Vec::new()
             }
         };
-        let nets = self.opt(net::read_net_dev(&self.fs), &mut skips).unwrap_or_default();
+        let nets = self
+            .opt(net::read_net_dev(&self.fs), &mut skips)
+            .unwrap_or_default();
         self.taken += 1;
         Ok(Sample {
             time_ms,
@@ -369,7 +384,10 @@ impl Sampler {
     }
 
     fn expensive_due(&self) -> bool {
-        self.cfg.expensive_every > 0 && self.taken % u64::from(self.cfg.expensive_every) == 0
+        self.cfg.expensive_every > 0
+            && self
+                .taken
+                .is_multiple_of(u64::from(self.cfg.expensive_every))
     }
 
     fn system_memory(&self, skips: &mut Skips) -> SystemMemory {
@@ -416,7 +434,8 @@ impl Sampler {
         self.prev_full = full;
         // Forget the command lines of processes that are gone.
         if self.cmdlines.len() > out.len() * 2 + 64 {
-            let live: std::collections::HashSet<_> = out.iter().map(|p| (p.pid, p.starttime)).collect();
+            let live: std::collections::HashSet<_> =
+                out.iter().map(|p| (p.pid, p.starttime)).collect();
             self.cmdlines.retain(|k, _| live.contains(k));
         }
         Ok(out)
@@ -424,24 +443,26 @@ impl Sampler {
 
     /// Reads one process; returns it with the number of samples its full reading has been
     /// carried over (0 = read now).
-    fn process(&mut self, pid: i32, page: u64, skips: &mut Skips) -> perfpilot_sys::Result<(u32, ProcSample)> {
+    fn process(
+        &mut self,
+        pid: i32,
+        page: u64,
+        skips: &mut Skips,
+    ) -> perfpilot_sys::Result<(u32, ProcSample)> {
         let st = self.reader.stat(pid)?;
         let key = (pid, st.starttime);
-        if self.cfg.reuse_idle {
-            if let Some((age, prev)) = self.prev_full.get(&key) {
-                if prev.utime + prev.stime == st.utime + st.stime
-                    && prev.num_threads == st.num_threads
-                    && *age + 1 < self.cfg.idle_refresh_every.max(1)
-                {
-                    let mut p = prev.clone();
-                    p.state = st.state;
-                    p.minflt = st.minflt;
-                    p.majflt = st.majflt;
-                    p.rss = st.rss_pages * page;
-                    p.processor = st.processor;
-                    return Ok((age + 1, p));
-                }
-            }
+        if let Some((age, prev)) = self.prev_full.get(&key).filter(|_| self.cfg.reuse_idle)
+            && prev.utime + prev.stime == st.utime + st.stime
+            && prev.num_threads == st.num_threads
+            && *age + 1 < self.cfg.idle_refresh_every.max(1)
+        {
+            let mut p = prev.clone();
+            p.state = st.state;
+            p.minflt = st.minflt;
+            p.majflt = st.majflt;
+            p.rss = st.rss_pages * page;
+            p.processor = st.processor;
+            return Ok((age + 1, p));
         }
         let status = self.reader.status(pid)?;
         let cmdline = match self.cmdlines.get(&key) {

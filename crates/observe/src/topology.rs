@@ -100,7 +100,9 @@ impl Topology {
         if node_cpus.is_empty() {
             node_cpus.push((0, CpuSet::new()));
         }
-        let covered = node_cpus.iter().fold(CpuSet::new(), |acc, (_, c)| acc.union(c));
+        let covered = node_cpus
+            .iter()
+            .fold(CpuSet::new(), |acc, (_, c)| acc.union(c));
         let orphans = online.difference(&covered);
         if !orphans.is_empty() {
             node_cpus[0].1 = node_cpus[0].1.union(&orphans);
@@ -118,7 +120,9 @@ impl Topology {
                     continue;
                 }
                 // Inconsistent sysfs data must not put a CPU in two domains.
-                let taken = groups.iter().fold(CpuSet::new(), |acc, (s, _)| acc.union(s));
+                let taken = groups
+                    .iter()
+                    .fold(CpuSet::new(), |acc, (s, _)| acc.union(s));
                 let mut shared = cache
                     .map(|c| c.shared_cpus.intersection(&ncpus))
                     .unwrap_or_else(|| ncpus.clone())
@@ -180,7 +184,9 @@ impl Topology {
 
     /// Every core of the machine.
     pub fn cores(&self) -> impl Iterator<Item = &Core> {
-        self.nodes.iter().flat_map(|n| n.llcs.iter().flat_map(|l| l.cores.iter()))
+        self.nodes
+            .iter()
+            .flat_map(|n| n.llcs.iter().flat_map(|l| l.cores.iter()))
     }
 
     /// Every LLC domain of the machine.

@@ -11,7 +11,9 @@ use serde_json::Value;
 const FIXTURES: [&str; 3] = ["vm-1node", "epyc-2node-8llc", "power-2socket-smt8"];
 
 fn root(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(name)
 }
 
 fn expected(name: &str) -> Value {
@@ -32,26 +34,54 @@ fn topology_matches_each_fixture() {
         assert_eq!(topo.online, set(&exp["online"]), "{name}: online");
         assert_eq!(topo.offline, set(&exp["offline"]), "{name}: offline");
         assert_eq!(topo.isolated, set(&exp["isolated"]), "{name}: isolated");
-        assert_eq!(topo.smt_width() as u64, exp["smt_threads_per_core"].as_u64().unwrap(), "{name}: smt");
-        assert_eq!(topo.cores().count() as u64, exp["cores_online"].as_u64().unwrap(), "{name}: cores");
+        assert_eq!(
+            topo.smt_width() as u64,
+            exp["smt_threads_per_core"].as_u64().unwrap(),
+            "{name}: smt"
+        );
+        assert_eq!(
+            topo.cores().count() as u64,
+            exp["cores_online"].as_u64().unwrap(),
+            "{name}: cores"
+        );
         let enodes = exp["nodes"].as_array().unwrap();
         assert_eq!(topo.nodes.len(), enodes.len(), "{name}: node count");
         for (n, en) in topo.nodes.iter().zip(enodes) {
             assert_eq!(u64::from(n.id), en["id"].as_u64().unwrap());
             assert_eq!(n.cpus, set(&en["cpus"]), "{name}: node {} cpus", n.id);
-            assert_eq!(n.mem_total, en["mem_total_kb"].as_u64().unwrap() * 1024, "{name}: node {} mem", n.id);
-            let dist: Vec<u32> = en["distances"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as u32).collect();
+            assert_eq!(
+                n.mem_total,
+                en["mem_total_kb"].as_u64().unwrap() * 1024,
+                "{name}: node {} mem",
+                n.id
+            );
+            let dist: Vec<u32> = en["distances"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap() as u32)
+                .collect();
             assert_eq!(n.distances, dist, "{name}: node {} distances", n.id);
             let ellcs = en["llcs"].as_array().unwrap();
             assert_eq!(n.llcs.len(), ellcs.len(), "{name}: node {} llc count", n.id);
             for (l, el) in n.llcs.iter().zip(ellcs) {
                 assert_eq!(l.cpus, set(&el["cpus"]), "{name}: llc {} cpus", l.id);
-                assert_eq!(u64::from(l.id), el["id"].as_u64().unwrap(), "{name}: llc id");
+                assert_eq!(
+                    u64::from(l.id),
+                    el["id"].as_u64().unwrap(),
+                    "{name}: llc id"
+                );
                 let cores: Vec<CpuSet> = el["cores"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .map(|c| c.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect())
+                    .map(|c| {
+                        c.as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| x.as_u64().unwrap() as u32)
+                            .collect()
+                    })
                     .collect();
                 let got: Vec<CpuSet> = l.cores.iter().map(|c| c.cpus.clone()).collect();
                 assert_eq!(got, cores, "{name}: llc {} cores", l.id);
@@ -82,40 +112,98 @@ fn sampler_reads_each_fixture() {
         );
         let s = sampler.sample().unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(s.skips.is_clean(), "{name}: skipped {:?}", s.skips);
-        assert_eq!(s.kernel.cpus.len() as u64, exp["cpus_online"].as_u64().unwrap(), "{name}: /proc/stat cpus");
+        assert_eq!(
+            s.kernel.cpus.len() as u64,
+            exp["cpus_online"].as_u64().unwrap(),
+            "{name}: /proc/stat cpus"
+        );
         for ep in exp["processes"].as_array().unwrap() {
             let pid = ep["pid"].as_i64().unwrap() as i32;
-            let p = s.processes.iter().find(|p| p.pid == pid).unwrap_or_else(|| panic!("{name}: pid {pid} missing"));
+            let p = s
+                .processes
+                .iter()
+                .find(|p| p.pid == pid)
+                .unwrap_or_else(|| panic!("{name}: pid {pid} missing"));
             assert_eq!(p.comm, ep["comm"].as_str().unwrap(), "{name}: {pid} comm");
-            assert_eq!(u64::from(p.num_threads), ep["threads"].as_u64().unwrap(), "{name}: {pid} threads");
-            assert_eq!(p.utime, ep["utime"].as_u64().unwrap(), "{name}: {pid} utime");
-            assert_eq!(p.stime, ep["stime"].as_u64().unwrap(), "{name}: {pid} stime");
+            assert_eq!(
+                u64::from(p.num_threads),
+                ep["threads"].as_u64().unwrap(),
+                "{name}: {pid} threads"
+            );
+            assert_eq!(
+                p.utime,
+                ep["utime"].as_u64().unwrap(),
+                "{name}: {pid} utime"
+            );
+            assert_eq!(
+                p.stime,
+                ep["stime"].as_u64().unwrap(),
+                "{name}: {pid} stime"
+            );
             let tids: Vec<i64> = p.threads.iter().map(|t| i64::from(t.tid)).collect();
-            let etids: Vec<i64> = ep["tids"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+            let etids: Vec<i64> = ep["tids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_i64().unwrap())
+                .collect();
             assert_eq!(tids, etids, "{name}: {pid} tids");
             if let Some(comms) = ep.get("thread_comms") {
                 let got: Vec<&str> = p.threads.iter().map(|t| t.comm.as_str()).collect();
-                let want: Vec<&str> = comms.as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+                let want: Vec<&str> = comms
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.as_str().unwrap())
+                    .collect();
                 assert_eq!(got, want, "{name}: {pid} thread names");
             }
             if let Some(cpus) = ep.get("thread_cpus") {
-                let got: Vec<u64> = p.threads.iter().map(|t| u64::from(t.processor.unwrap())).collect();
-                let want: Vec<u64> = cpus.as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
+                let got: Vec<u64> = p
+                    .threads
+                    .iter()
+                    .map(|t| u64::from(t.processor.unwrap()))
+                    .collect();
+                let want: Vec<u64> = cpus
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.as_u64().unwrap())
+                    .collect();
                 assert_eq!(got, want, "{name}: {pid} thread cpus");
             }
-            let m = s.proc_memory.iter().find(|m| m.pid == pid).unwrap_or_else(|| panic!("{name}: no memory reading for {pid}"));
+            let m = s
+                .proc_memory
+                .iter()
+                .find(|m| m.pid == pid)
+                .unwrap_or_else(|| panic!("{name}: no memory reading for {pid}"));
             for (node, kb) in ep["numa_kb"].as_object().unwrap() {
                 let node: u32 = node.parse().unwrap();
-                assert_eq!(m.per_node.get(&node).copied().unwrap_or(0), kb.as_u64().unwrap() * 1024, "{name}: {pid} node {node}");
+                assert_eq!(
+                    m.per_node.get(&node).copied().unwrap_or(0),
+                    kb.as_u64().unwrap() * 1024,
+                    "{name}: {pid} node {node}"
+                );
             }
-            assert_eq!(m.rollup.anon_huge, ep["anon_huge_kb"].as_u64().unwrap() * 1024, "{name}: {pid} AnonHugePages");
-            assert_eq!(m.rollup.rss, ep["rss_kb"].as_u64().unwrap() * 1024, "{name}: {pid} Rss");
+            assert_eq!(
+                m.rollup.anon_huge,
+                ep["anon_huge_kb"].as_u64().unwrap() * 1024,
+                "{name}: {pid} AnonHugePages"
+            );
+            assert_eq!(
+                m.rollup.rss,
+                ep["rss_kb"].as_u64().unwrap() * 1024,
+                "{name}: {pid} Rss"
+            );
         }
         // Shared-memory segments and who attaches them.
         let segs = ipc::read_shm_segments(&fs).unwrap();
         for es in exp["shm_segments"].as_array().unwrap() {
             let shmid = es["shmid"].as_u64().unwrap();
-            let seg = segs.iter().find(|x| x.shmid == shmid).unwrap_or_else(|| panic!("{name}: shmid {shmid}"));
+            let seg = segs
+                .iter()
+                .find(|x| x.shmid == shmid)
+                .unwrap_or_else(|| panic!("{name}: shmid {shmid}"));
             assert_eq!(seg.size, es["size"].as_u64().unwrap());
             assert_eq!(seg.nattch, es["nattch"].as_u64().unwrap());
             assert_eq!(seg.key, es["key"].as_i64().unwrap());
@@ -125,30 +213,64 @@ fn sampler_reads_each_fixture() {
                     .iter()
                     .filter(|m| m.shm.iter().any(|a| matches!(a, perfpilot_sys::process::ShmAttach::Sysv { shmid: id, .. } if *id == shmid)))
                     .count();
-                assert_eq!(attached as u64, seg.nattch, "{name}: processes mapping shmid {shmid}");
+                assert_eq!(
+                    attached as u64, seg.nattch,
+                    "{name}: processes mapping shmid {shmid}"
+                );
             }
         }
         // Disks: queue settings and counters.
         for ed in exp["disks"].as_array().unwrap() {
             let dev = ed["name"].as_str().unwrap();
             let q = block::read_queue(&fs, dev).unwrap();
-            assert_eq!(q.read_ahead_kb, ed["read_ahead_kb"].as_u64(), "{name}: {dev} read_ahead_kb");
-            assert_eq!(q.nr_requests, ed["nr_requests"].as_u64(), "{name}: {dev} nr_requests");
-            assert_eq!(q.rotational, ed["rotational"].as_bool(), "{name}: {dev} rotational");
-            assert_eq!(q.scheduler.as_deref(), ed["scheduler"].as_str(), "{name}: {dev} scheduler");
-            assert_eq!(q.size_bytes, ed["size_bytes"].as_u64(), "{name}: {dev} size");
-            let d = s.disks.iter().find(|d| d.name == dev).unwrap_or_else(|| panic!("{name}: disk {dev}"));
+            assert_eq!(
+                q.read_ahead_kb,
+                ed["read_ahead_kb"].as_u64(),
+                "{name}: {dev} read_ahead_kb"
+            );
+            assert_eq!(
+                q.nr_requests,
+                ed["nr_requests"].as_u64(),
+                "{name}: {dev} nr_requests"
+            );
+            assert_eq!(
+                q.rotational,
+                ed["rotational"].as_bool(),
+                "{name}: {dev} rotational"
+            );
+            assert_eq!(
+                q.scheduler.as_deref(),
+                ed["scheduler"].as_str(),
+                "{name}: {dev} scheduler"
+            );
+            assert_eq!(
+                q.size_bytes,
+                ed["size_bytes"].as_u64(),
+                "{name}: {dev} size"
+            );
+            let d = s
+                .disks
+                .iter()
+                .find(|d| d.name == dev)
+                .unwrap_or_else(|| panic!("{name}: disk {dev}"));
             assert_eq!(d.reads, ed["reads_completed"].as_u64().unwrap());
             assert_eq!(d.sectors_written, ed["sectors_written"].as_u64().unwrap());
         }
         let nets = net::read_net_dev(&fs).unwrap();
         for en in exp["nics"].as_array().unwrap() {
-            let n = nets.iter().find(|n| n.name == en["name"].as_str().unwrap()).unwrap();
+            let n = nets
+                .iter()
+                .find(|n| n.name == en["name"].as_str().unwrap())
+                .unwrap();
             assert_eq!(n.rx_bytes, en["rx_bytes"].as_u64().unwrap());
             assert_eq!(n.tx_packets, en["tx_packets"].as_u64().unwrap());
         }
         let thp = stat::read_thp(&fs).unwrap();
-        assert_eq!(thp.enabled.as_deref(), exp["thp_enabled"].as_str(), "{name}: THP");
+        assert_eq!(
+            thp.enabled.as_deref(),
+            exp["thp_enabled"].as_str(),
+            "{name}: THP"
+        );
     }
 }
 
@@ -158,21 +280,33 @@ fn sampler_reads_each_fixture() {
 fn malformed_process_file_is_counted_not_fatal() {
     let tmp = tempdir();
     copy_tree(&root("epyc-2node-8llc"), &tmp);
-    std::fs::write(tmp.join("proc/2841/stat"), "2841 (java) S 1 2 3 notanumber\n").unwrap();
+    std::fs::write(
+        tmp.join("proc/2841/stat"),
+        "2841 (java) S 1 2 3 notanumber\n",
+    )
+    .unwrap();
     // A process whose directory is gone between listing and reading looks like this to a reader.
     std::fs::remove_file(tmp.join("proc/3105/status")).unwrap();
     let mut sampler = Sampler::new(&Fs::at(&tmp), SamplerConfig::default());
     let s = sampler.sample().unwrap();
     assert_eq!(s.skips.malformed, 1, "{:?}", s.skips);
     assert_eq!(s.skips.vanished, 1, "{:?}", s.skips);
-    assert!(s.skips.messages[0].contains("proc/2841/stat:1"), "{:?}", s.skips.messages);
+    assert!(
+        s.skips.messages[0].contains("proc/2841/stat:1"),
+        "{:?}",
+        s.skips.messages
+    );
     assert!(s.processes.iter().all(|p| p.pid != 2841 && p.pid != 3105));
     assert!(s.processes.iter().any(|p| p.pid == 3102));
     std::fs::remove_dir_all(&tmp).unwrap();
 }
 
 fn tempdir() -> PathBuf {
-    let p = std::env::temp_dir().join(format!("perfpilot-fixture-{}-{}", std::process::id(), line!()));
+    let p = std::env::temp_dir().join(format!(
+        "perfpilot-fixture-{}-{}",
+        std::process::id(),
+        line!()
+    ));
     let _ = std::fs::remove_dir_all(&p);
     std::fs::create_dir_all(&p).unwrap();
     p

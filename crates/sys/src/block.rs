@@ -38,14 +38,22 @@ pub fn parse_diskstats(text: &str, path: &std::path::Path) -> Result<Vec<DiskSta
             continue;
         }
         if f.len() < 14 {
-            return Err(Error::parse(path, i + 1, format!("{} columns; expected at least 14", f.len())));
+            return Err(Error::parse(
+                path,
+                i + 1,
+                format!("{} columns; expected at least 14", f.len()),
+            ));
         }
         let n = |c: usize| -> Result<u64> {
             match f.get(c) {
                 None => Ok(0),
-                Some(v) => v
-                    .parse()
-                    .map_err(|_| Error::parse(path, i + 1, format!("column {}: {v:?} is not a number", c + 1))),
+                Some(v) => v.parse().map_err(|_| {
+                    Error::parse(
+                        path,
+                        i + 1,
+                        format!("column {}: {v:?} is not a number", c + 1),
+                    )
+                }),
             }
         };
         out.push(DiskStats {
@@ -83,7 +91,9 @@ pub fn read_diskstats(fs: &Fs) -> Result<Vec<DiskStats>> {
 pub fn block_devices(fs: &Fs) -> Result<Vec<String>> {
     let mut v = match fs.list("sys/block") {
         Ok(v) => v,
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Vec::new()
+        }
         Err(e) => return Err(e),
     };
     v.sort();
@@ -108,11 +118,9 @@ pub fn read_queue(fs: &Fs, dev: &str) -> Result<QueueSettings> {
     let num = |rel: String| -> Result<Option<u64>> {
         match fs.read_opt(&rel)? {
             None => Ok(None),
-            Some(t) => t
-                .trim()
-                .parse()
-                .map(Some)
-                .map_err(|_| Error::parse(fs.path(&rel), 1, format!("{:?} is not a number", t.trim()))),
+            Some(t) => t.trim().parse().map(Some).map_err(|_| {
+                Error::parse(fs.path(&rel), 1, format!("{:?} is not a number", t.trim()))
+            }),
         }
     };
     let q = format!("sys/block/{dev}/queue");
@@ -121,7 +129,9 @@ pub fn read_queue(fs: &Fs, dev: &str) -> Result<QueueSettings> {
         nr_requests: num(format!("{q}/nr_requests"))?,
         rotational: num(format!("{q}/rotational"))?.map(|v| v != 0),
         scheduler: fs.read_opt(&format!("{q}/scheduler"))?.map(|t| {
-            crate::stat::selected_choice(&t).unwrap_or(t.trim()).to_string()
+            crate::stat::selected_choice(&t)
+                .unwrap_or(t.trim())
+                .to_string()
         }),
         logical_block_size: num(format!("{q}/logical_block_size"))?,
         size_bytes: num(format!("sys/block/{dev}/size"))?.map(|sectors| sectors * 512),

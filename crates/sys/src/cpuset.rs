@@ -43,7 +43,9 @@ impl CpuSet {
                     .parse()
                     .map_err(|_| err(format!("{s:?} is not a CPU number")))?;
                 if n > MAX_CPU {
-                    return Err(err(format!("{n} is above the largest CPU number {MAX_CPU}")));
+                    return Err(err(format!(
+                        "{n} is above the largest CPU number {MAX_CPU}"
+                    )));
                 }
                 Ok(n)
             };
@@ -114,7 +116,12 @@ impl CpuSet {
     /// CPUs in both sets.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         let mut s = CpuSet {
-            words: self.words.iter().zip(&other.words).map(|(a, b)| a & b).collect(),
+            words: self
+                .words
+                .iter()
+                .zip(&other.words)
+                .map(|(a, b)| a & b)
+                .collect(),
         };
         s.trim();
         s
@@ -125,7 +132,9 @@ impl CpuSet {
         let n = self.words.len().max(other.words.len());
         let get = |v: &Vec<u64>, i: usize| v.get(i).copied().unwrap_or(0);
         CpuSet {
-            words: (0..n).map(|i| get(&self.words, i) | get(&other.words, i)).collect(),
+            words: (0..n)
+                .map(|i| get(&self.words, i) | get(&other.words, i))
+                .collect(),
         }
     }
 
@@ -222,7 +231,15 @@ mod tests {
 
     #[test]
     fn parse_and_format_round_trip() {
-        for s in ["", "0", "0-3", "0-3,8-11", "1,3,5", "0-15,32-47", "63-64,127"] {
+        for s in [
+            "",
+            "0",
+            "0-3",
+            "0-3,8-11",
+            "1,3,5",
+            "0-15,32-47",
+            "63-64,127",
+        ] {
             let set = CpuSet::parse(s).unwrap();
             assert_eq!(set.to_string(), s, "round trip of {s:?}");
         }

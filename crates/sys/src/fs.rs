@@ -126,7 +126,13 @@ pub(crate) fn read_single(
 ) -> Result<()> {
     use std::os::fd::{AsRawFd, FromRawFd};
     buf.clear();
-    let full = || if rel.is_empty() { base.to_path_buf() } else { base.join(rel) };
+    let full = || {
+        if rel.is_empty() {
+            base.to_path_buf()
+        } else {
+            base.join(rel)
+        }
+    };
     let err = |e: std::io::Error| pid_error(&full(), e);
     let mut f = match dir {
         Some(d) => {
@@ -140,7 +146,11 @@ pub(crate) fn read_single(
             name[..rel.len()].copy_from_slice(rel.as_bytes());
             // SAFETY: name is NUL-terminated; the fd is checked and then owned by the File.
             let fd = unsafe {
-                libc::openat(d.as_raw_fd(), name.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC)
+                libc::openat(
+                    d.as_raw_fd(),
+                    name.as_ptr().cast(),
+                    libc::O_RDONLY | libc::O_CLOEXEC,
+                )
             };
             if fd < 0 {
                 return Err(err(std::io::Error::last_os_error()));

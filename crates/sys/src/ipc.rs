@@ -51,7 +51,10 @@ pub fn parse_shm_segments(text: &str, path: &std::path::Path) -> Result<Vec<ShmS
         col("nattch")?,
         col("uid")?,
     );
-    let (cr, cw) = (cols.iter().position(|c| *c == "rss"), cols.iter().position(|c| *c == "swap"));
+    let (cr, cw) = (
+        cols.iter().position(|c| *c == "rss"),
+        cols.iter().position(|c| *c == "swap"),
+    );
     let mut out = Vec::new();
     for (i, line) in lines {
         let f: Vec<&str> = line.split_ascii_whitespace().collect();
@@ -66,8 +69,9 @@ pub fn parse_shm_segments(text: &str, path: &std::path::Path) -> Result<Vec<ShmS
         macro_rules! num {
             ($c:expr, $name:expr) => {{
                 let v = get($c)?;
-                v.parse()
-                    .map_err(|_| Error::parse(path, i + 1, format!("{}: {v:?} is not a number", $name)))?
+                v.parse().map_err(|_| {
+                    Error::parse(path, i + 1, format!("{}: {v:?} is not a number", $name))
+                })?
             }};
         }
         out.push(ShmSegment {

@@ -10,10 +10,10 @@
 //! Errors carry the path (and the line, for parse errors). A process or thread that exits while
 //! it is being read gives [`Error::Vanished`], which callers treat as a normal event.
 
+pub mod block;
 mod cpuset;
 mod error;
 mod fs;
-pub mod block;
 pub mod ipc;
 pub mod net;
 pub mod node;

@@ -32,9 +32,19 @@ pub fn parse_net_dev(text: &str, path: &std::path::Path) -> Result<Vec<NetDev>> 
             .split_ascii_whitespace()
             .map(|t| t.parse::<u64>())
             .collect::<std::result::Result<_, _>>()
-            .map_err(|_| Error::parse(path, i + 1, format!("{}: counters are not numbers", name.trim())))?;
+            .map_err(|_| {
+                Error::parse(
+                    path,
+                    i + 1,
+                    format!("{}: counters are not numbers", name.trim()),
+                )
+            })?;
         if v.len() < 16 {
-            return Err(Error::parse(path, i + 1, format!("{}: {} counters; expected 16", name.trim(), v.len())));
+            return Err(Error::parse(
+                path,
+                i + 1,
+                format!("{}: {} counters; expected 16", name.trim(), v.len()),
+            ));
         }
         out.push(NetDev {
             name: name.trim().to_string(),

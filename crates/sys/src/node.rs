@@ -201,7 +201,13 @@ pub fn read_nodes(fs: &Fs) -> Result<Vec<NodeInfo>> {
                 .split_ascii_whitespace()
                 .map(|d| d.parse::<u32>())
                 .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|_| Error::parse(fs.path(&dist_rel), 1, format!("bad distance list {:?}", t.trim())))?,
+                .map_err(|_| {
+                    Error::parse(
+                        fs.path(&dist_rel),
+                        1,
+                        format!("bad distance list {:?}", t.trim()),
+                    )
+                })?,
             None => Vec::new(),
         };
         let mi_rel = format!("{base}/meminfo");

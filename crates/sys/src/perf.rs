@@ -30,7 +30,12 @@ pub enum Event {
 
 impl Event {
     /// The hardware events, in display order.
-    pub const HARDWARE: [Event; 4] = [Event::Cycles, Event::Instructions, Event::LlcMisses, Event::DtlbMisses];
+    pub const HARDWARE: [Event; 4] = [
+        Event::Cycles,
+        Event::Instructions,
+        Event::LlcMisses,
+        Event::DtlbMisses,
+    ];
 
     /// True for events that need a hardware PMU.
     pub fn is_hardware(self) -> bool {
@@ -147,12 +152,22 @@ impl Counter {
     pub fn read(&self) -> Result<Reading> {
         let mut buf = [0u64; 3];
         // SAFETY: buf is valid for 24 bytes of writes.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                std::mem::size_of_val(&buf),
+            )
+        };
         if n != std::mem::size_of_val(&buf) as isize {
             return Err(Error::Syscall {
                 call: "read(perf counter)",
                 target: format!("{:?}", self.event),
-                source: if n < 0 { io::Error::last_os_error() } else { io::Error::from(io::ErrorKind::UnexpectedEof) },
+                source: if n < 0 {
+                    io::Error::last_os_error()
+                } else {
+                    io::Error::from(io::ErrorKind::UnexpectedEof)
+                },
             });
         }
         let [raw, enabled, running] = buf;
@@ -179,7 +194,9 @@ pub fn hardware_support() -> std::result::Result<(), String> {
                 format!("no hardware PMU counters on this machine ({source})")
             }
             Some(libc::EACCES) | Some(libc::EPERM) => {
-                format!("hardware counters not permitted ({source}); run as root or lower kernel.perf_event_paranoid")
+                format!(
+                    "hardware counters not permitted ({source}); run as root or lower kernel.perf_event_paranoid"
+                )
             }
             _ => format!("hardware counters unavailable: {source}"),
         }),
@@ -210,7 +227,10 @@ mod tests {
         }
         std::hint::black_box(x);
         let b = c.read().unwrap();
-        assert!(b.value > a.value, "task clock did not advance: {a:?} -> {b:?}");
+        assert!(
+            b.value > a.value,
+            "task clock did not advance: {a:?} -> {b:?}"
+        );
         assert!(b.time_enabled_ns >= a.time_enabled_ns);
     }
 

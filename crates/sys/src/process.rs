@@ -56,7 +56,8 @@ pub fn parse_stat(text: &[u8], path: &Path) -> Result<TaskStat> {
         .and_then(|s| s.trim().parse().ok())
         .ok_or_else(|| bad("the pid is not a number".into()))?;
     let comm = String::from_utf8_lossy(&text[open + 1..close]).into_owned();
-    let rest = std::str::from_utf8(&text[close + 1..]).map_err(|_| bad("fields are not UTF-8".into()))?;
+    let rest =
+        std::str::from_utf8(&text[close + 1..]).map_err(|_| bad("fields are not UTF-8".into()))?;
     let mut st = TaskStat {
         pid,
         comm,
@@ -73,12 +74,20 @@ pub fn parse_stat(text: &[u8], path: &Path) -> Result<TaskStat> {
         };
         match field {
             3 => st.state = tok.chars().next().unwrap_or('?'),
-            4 => st.ppid = tok.parse().map_err(|_| bad(format!("field 4: {tok:?} is not a pid")))?,
+            4 => {
+                st.ppid = tok
+                    .parse()
+                    .map_err(|_| bad(format!("field 4: {tok:?} is not a pid")))?
+            }
             10 => st.minflt = num()?,
             12 => st.majflt = num()?,
             14 => st.utime = num()?,
             15 => st.stime = num()?,
-            19 => st.nice = tok.parse().map_err(|_| bad(format!("field 19: {tok:?} is not a number")))?,
+            19 => {
+                st.nice = tok
+                    .parse()
+                    .map_err(|_| bad(format!("field 19: {tok:?} is not a number")))?
+            }
             20 => st.num_threads = num()? as u32,
             22 => st.starttime = num()?,
             23 => st.vsize = num()?,
@@ -146,7 +155,9 @@ pub fn parse_status(text: &str, path: &Path) -> Result<ProcStatus> {
                         .split_ascii_whitespace()
                         .next()
                         .and_then(|u| u.parse().ok())
-                        .ok_or_else(|| Error::parse(path, line, format!("Uid: {v:?} is not a uid")))?
+                        .ok_or_else(|| {
+                            Error::parse(path, line, format!("Uid: {v:?} is not a uid"))
+                        })?
                 }
                 "Threads" => st.threads = num()? as u32,
                 "VmSize" => st.kernel_thread = false,
@@ -204,7 +215,11 @@ pub fn parse_io(text: &str, path: &Path) -> Result<ProcIo> {
         match v.parse() {
             Ok(n) => *slot = n,
             Err(_) => {
-                err.get_or_insert(Error::parse(path, line, format!("{k}: {v:?} is not a number")));
+                err.get_or_insert(Error::parse(
+                    path,
+                    line,
+                    format!("{k}: {v:?} is not a number"),
+                ));
             }
         }
     });
@@ -307,7 +322,9 @@ fn unescape_path(s: &str) -> String {
         if b[i] == b'\\' && i + 4 <= b.len() {
             let oct = &b[i + 1..i + 4];
             if oct.iter().all(|c| (b'0'..=b'7').contains(c)) {
-                let v = (oct[0] - b'0') as u32 * 64 + (oct[1] - b'0') as u32 * 8 + (oct[2] - b'0') as u32;
+                let v = (oct[0] - b'0') as u32 * 64
+                    + (oct[1] - b'0') as u32 * 8
+                    + (oct[2] - b'0') as u32;
                 if let Ok(byte) = u8::try_from(v) {
                     out.push(byte);
                     i += 4;
@@ -378,7 +395,10 @@ pub fn parse_numa_maps(text: &str, path: &Path) -> Result<Vec<NumaRange>> {
                 "anon" => r.anon_pages = num()?,
                 "dirty" => r.dirty_pages = num()?,
                 "kernelpagesize_kB" => r.page_size = num()? * 1024,
-                _ if k.len() > 1 && k.starts_with('N') && k[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                _ if k.len() > 1
+                    && k.starts_with('N')
+                    && k[1..].bytes().all(|b| b.is_ascii_digit()) =>
+                {
                     let node = k[1..]
                         .parse()
                         .map_err(|_| Error::parse(path, lineno, format!("{k:?} is not a node")))?;
@@ -421,16 +441,20 @@ pub fn parse_maps_shm(text: &str, path: &Path) -> Result<Vec<ShmAttach>> {
             continue;
         }
         if cols[4].is_empty() {
-            return Err(Error::parse(path, i + 1, "expected 5 columns before the path"));
+            return Err(Error::parse(
+                path,
+                i + 1,
+                "expected 5 columns before the path",
+            ));
         }
         if pathname.is_empty() {
             continue;
         }
         match classify_path(pathname) {
             MappingKind::SysvShm { key } => {
-                let shmid = cols[4]
-                    .parse()
-                    .map_err(|_| Error::parse(path, i + 1, format!("inode {:?} is not a number", cols[4])))?;
+                let shmid = cols[4].parse().map_err(|_| {
+                    Error::parse(path, i + 1, format!("inode {:?} is not a number", cols[4]))
+                })?;
                 out.insert(ShmAttach::Sysv { key, shmid });
             }
             MappingKind::PosixShm { path } => {
@@ -509,9 +533,14 @@ impl ProcReader {
         let dir_path = PathBuf::from(&self.path);
         let dir = std::fs::File::open(&dir_path).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
-                Error::Vanished { path: dir_path.clone() }
+                Error::Vanished {
+                    path: dir_path.clone(),
+                }
             } else {
-                Error::Io { path: dir_path.clone(), source }
+                Error::Io {
+                    path: dir_path.clone(),
+                    source,
+                }
             }
         })?;
         let mut tids = self.tids(pid)?;
@@ -683,7 +712,11 @@ mod tests {
         let e = parse_stat(b"12 (x) S 1 2 3", Path::new(P)).unwrap_err();
         assert!(matches!(e, Error::Parse { .. }));
         assert!(e.to_string().starts_with("/proc/1/x:1:"), "{e}");
-        let e = parse_stat(b"12 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 zz", Path::new(P)).unwrap_err();
+        let e = parse_stat(
+            b"12 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 zz",
+            Path::new(P),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("field 24"), "{e}");
     }
 
@@ -697,7 +730,10 @@ mod tests {
         assert_eq!(st.threads, 3);
         assert_eq!(st.vm_rss, 1024 * 1024);
         assert_eq!(st.rss_shmem, 256 * 1024);
-        assert_eq!(st.cpus_allowed.as_ref().map(|c| c.to_string()), Some("0-1".into()));
+        assert_eq!(
+            st.cpus_allowed.as_ref().map(|c| c.to_string()),
+            Some("0-1".into())
+        );
         assert_eq!(st.voluntary_ctxt_switches, 10);
         assert!(!st.kernel_thread);
         let k = parse_status("Name:\tkthreadd\nThreads:\t1\n", Path::new(P)).unwrap();
@@ -721,9 +757,17 @@ mod tests {
         assert_eq!(r[0].pages[&1], 8192);
         assert_eq!(r[1].kind, MappingKind::SysvShm { key: 0xabcd });
         assert_eq!(r[1].policy, "interleave:0-1");
-        assert_eq!(r[2].kind, MappingKind::File { path: "/usr/lib/my lib.so".into() });
+        assert_eq!(
+            r[2].kind,
+            MappingKind::File {
+                path: "/usr/lib/my lib.so".into()
+            }
+        );
         assert!(r[3].hugetlb);
-        assert_eq!(r[3].bytes_per_node().collect::<Vec<_>>(), vec![(1, 2 * 2048 * 1024)]);
+        assert_eq!(
+            r[3].bytes_per_node().collect::<Vec<_>>(),
+            vec![(1, 2 * 2048 * 1024)]
+        );
         let e = parse_numa_maps("zz default\n", Path::new(P)).unwrap_err();
         assert!(e.to_string().contains("hex address"), "{e}");
     }
@@ -741,8 +785,13 @@ mod tests {
         assert_eq!(
             shm,
             vec![
-                ShmAttach::Sysv { key: 0x0052e2c1, shmid: 32769 },
-                ShmAttach::Posix { path: "/dev/shm/PostgreSQL.123".into() }
+                ShmAttach::Sysv {
+                    key: 0x0052e2c1,
+                    shmid: 32769
+                },
+                ShmAttach::Posix {
+                    path: "/dev/shm/PostgreSQL.123".into()
+                }
             ]
         );
     }

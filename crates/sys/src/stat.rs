@@ -26,7 +26,14 @@ pub struct CpuTimes {
 impl CpuTimes {
     /// Ticks spent in any state. Guest time is already counted in user time by the kernel.
     pub fn total(&self) -> u64 {
-        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq + self.steal
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
     }
 }
 
@@ -65,13 +72,17 @@ pub fn parse_kernel_stat(text: &str, path: &std::path::Path) -> Result<KernelSta
             let mut v = [0u64; 10];
             let mut n = 0;
             for (slot, tok) in v.iter_mut().zip(&mut it) {
-                *slot = tok
-                    .parse()
-                    .map_err(|_| Error::parse(path, lineno, format!("{key}: {tok:?} is not a number")))?;
+                *slot = tok.parse().map_err(|_| {
+                    Error::parse(path, lineno, format!("{key}: {tok:?} is not a number"))
+                })?;
                 n += 1;
             }
             if n < 4 {
-                return Err(Error::parse(path, lineno, format!("{key}: expected at least 4 counters, found {n}")));
+                return Err(Error::parse(
+                    path,
+                    lineno,
+                    format!("{key}: expected at least 4 counters, found {n}"),
+                ));
             }
             let t = CpuTimes {
                 user: v[0],
@@ -149,7 +160,13 @@ pub fn read_loadavg(fs: &Fs) -> Result<LoadAvg> {
         .take(3)
         .map(|t| t.parse::<f64>())
         .collect::<std::result::Result<_, _>>()
-        .map_err(|_| Error::parse(&path, 1, format!("expected three load averages, got {:?}", text.trim())))?;
+        .map_err(|_| {
+            Error::parse(
+                &path,
+                1,
+                format!("expected three load averages, got {:?}", text.trim()),
+            )
+        })?;
     if v.len() < 3 {
         return Err(Error::parse(&path, 1, "expected three load averages"));
     }
@@ -212,7 +229,13 @@ pub fn read_pressure(fs: &Fs, resource: &str) -> Result<Option<Pressure>> {
             }
             "full" => p.full = Some(pl),
             "" => {}
-            other => return Err(Error::parse(&path, i + 1, format!("unknown pressure line {other:?}"))),
+            other => {
+                return Err(Error::parse(
+                    &path,
+                    i + 1,
+                    format!("unknown pressure line {other:?}"),
+                ));
+            }
         }
     }
     if !seen_some {
@@ -283,7 +306,10 @@ mod tests {
     #[test]
     fn selected_choice_reads_brackets() {
         assert_eq!(selected_choice("always [madvise] never\n"), Some("madvise"));
-        assert_eq!(selected_choice("always within_size advise [never] deny force"), Some("never"));
+        assert_eq!(
+            selected_choice("always within_size advise [never] deny force"),
+            Some("never")
+        );
         assert_eq!(selected_choice("no brackets"), None);
     }
 }

@@ -70,14 +70,28 @@ fn load(a: LoadArgs) -> anyhow::Result<()> {
         let len = a.touch_mib << 20;
         // SAFETY: an anonymous private mapping; the result is checked before use.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
         if p == libc::MAP_FAILED {
-            bail!("mmap of {} MiB failed: {}", a.touch_mib, std::io::Error::last_os_error());
+            bail!(
+                "mmap of {} MiB failed: {}",
+                a.touch_mib,
+                std::io::Error::last_os_error()
+            );
         }
         // SAFETY: p..p+len is the mapping just made.
         if a.hugepage && unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) } != 0 {
-            bail!("madvise(MADV_HUGEPAGE) failed: {}", std::io::Error::last_os_error());
+            bail!(
+                "madvise(MADV_HUGEPAGE) failed: {}",
+                std::io::Error::last_os_error()
+            );
         }
         let page = perfpilot_sys::page_size() as usize;
         for off in (0..len).step_by(page) {
@@ -152,9 +166,16 @@ fn cpu_ms<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
 
 fn sample(a: SampleBench) -> anyhow::Result<()> {
     if a.processes == 0 || a.threads < a.processes {
-        bail!("--threads ({}) must be at least --processes ({}), which must be positive", a.threads, a.processes);
+        bail!(
+            "--threads ({}) must be at least --processes ({}), which must be positive",
+            a.threads,
+            a.processes
+        );
     }
-    eprintln!("spawning {} processes with {} threads in all …", a.processes, a.threads);
+    eprintln!(
+        "spawning {} processes with {} threads in all …",
+        a.processes, a.threads
+    );
     let mut children = Vec::with_capacity(a.processes);
     for i in 0..a.processes {
         let t = a.threads / a.processes + usize::from(i < a.threads % a.processes);
@@ -169,7 +190,15 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
         (false, false, "no threads"),
     ];
     for (threads, reuse_idle, what) in modes {
-        let mut s = Sampler::new(&fs, SamplerConfig { threads, reuse_idle, expensive_every: 0, ..SamplerConfig::default() });
+        let mut s = Sampler::new(
+            &fs,
+            SamplerConfig {
+                threads,
+                reuse_idle,
+                expensive_every: 0,
+                ..SamplerConfig::default()
+            },
+        );
         let (first, _, _) = cpu_ms(|| s.sample());
         let first = first?;
         let (mut cpu, mut wall) = (Vec::new(), Vec::new());
@@ -177,7 +206,10 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
         for _ in 0..a.rounds {
             let (r, c, w) = cpu_ms(|| s.sample());
             let r = r?;
-            counted = (r.processes.len(), r.processes.iter().map(|p| p.threads.len()).sum::<usize>());
+            counted = (
+                r.processes.len(),
+                r.processes.iter().map(|p| p.threads.len()).sum::<usize>(),
+            );
             cpu.push(c);
             wall.push(w);
         }

@@ -82,7 +82,11 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
     let pmu_supported = perf::hardware_support();
     let cfg = SamplerConfig {
         threads: a.threads || pmu_supported.is_ok(),
-        pids: if a.pids.is_empty() { None } else { Some(a.pids.clone()) },
+        pids: if a.pids.is_empty() {
+            None
+        } else {
+            Some(a.pids.clone())
+        },
         expensive_top: a.memory_top,
         expensive_every: if a.pids.is_empty() { a.memory_every } else { 1 },
         ..SamplerConfig::default()
@@ -92,11 +96,15 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
     // Say once what is not measured, and at what rate the expensive readings are taken.
     let mut notes = Vec::new();
     match &pmu_supported {
-        Ok(()) => notes.push("PMU counters: cycles, instructions, LLC and dTLB misses per shown process".to_string()),
+        Ok(()) => notes.push(
+            "PMU counters: cycles, instructions, LLC and dTLB misses per shown process".to_string(),
+        ),
         Err(reason) => notes.push(format!("PMU counters: not supported ({reason})")),
     }
     if let Some(why) = &sampler.cpu_ctxt_unavailable {
-        notes.push(format!("per-CPU context switches: {why}; the machine-wide rate is shown"));
+        notes.push(format!(
+            "per-CPU context switches: {why}; the machine-wide rate is shown"
+        ));
     }
     notes.push(if a.pids.is_empty() {
         format!(
@@ -144,7 +152,13 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
                     if let Some(before) = pmu_prev.get(&p.pid) {
                         let r = now
                             .iter()
-                            .map(|(e, v)| (*e, v.saturating_sub(before.get(e).copied().unwrap_or(0)) as f64 / rates.interval_s))
+                            .map(|(e, v)| {
+                                (
+                                    *e,
+                                    v.saturating_sub(before.get(e).copied().unwrap_or(0)) as f64
+                                        / rates.interval_s,
+                                )
+                            })
                             .collect();
                         pmu_rates.insert(p.pid, r);
                     }
@@ -155,7 +169,12 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
         let views: Vec<ProcView> = shown
             .iter()
             .map(|p| {
-                let starttime = cur.processes.iter().find(|q| q.pid == p.pid).map(|q| q.starttime).unwrap_or(0);
+                let starttime = cur
+                    .processes
+                    .iter()
+                    .find(|q| q.pid == p.pid)
+                    .map(|q| q.starttime)
+                    .unwrap_or(0);
                 let mem = book.get(p.pid, starttime);
                 let loc = p.processor.and_then(|c| topo.locate(c));
                 ProcView {
@@ -169,7 +188,11 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
             })
             .collect();
         let threads: Vec<&ThreadRate> = if a.threads {
-            let mut t: Vec<&ThreadRate> = rates.threads.iter().filter(|t| shown.iter().any(|p| p.pid == t.pid)).collect();
+            let mut t: Vec<&ThreadRate> = rates
+                .threads
+                .iter()
+                .filter(|t| shown.iter().any(|p| p.pid == t.pid))
+                .collect();
             t.sort_by(|x, y| x.pid.cmp(&y.pid).then(y.cpu.total_cmp(&x.cpu)));
             t
         } else {
@@ -207,19 +230,60 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
 fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
     use std::fmt::Write;
     let mut o = String::new();
-    let _ = writeln!(o, "perfpilot observe   {}   interval {:.1} s   {} CPUs online", f.time, f.interval_s, topo.online.len());
-    let _ = writeln!(o, "\n{:<5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>10}", "CPU", "busy%", "usr%", "sys%", "irq%", "steal%", "iowait%", "ctxsw/s");
+    let _ = writeln!(
+        o,
+        "perfpilot observe   {}   interval {:.1} s   {} CPUs online",
+        f.time,
+        f.interval_s,
+        topo.online.len()
+    );
+    let _ = writeln!(
+        o,
+        "\n{:<5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>10}",
+        "CPU", "busy%", "usr%", "sys%", "irq%", "steal%", "iowait%", "ctxsw/s"
+    );
     for c in std::iter::once(f.total).chain(f.cpus.iter()) {
         let name = c.cpu.map(|n| n.to_string()).unwrap_or_else(|| "all".into());
-        let cs = c.ctxt_per_s.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
-        let _ = writeln!(o, "{name:<5} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>7.1} {cs:>10}", c.busy, c.user, c.system, c.irq, c.steal, c.iowait);
+        let cs = c
+            .ctxt_per_s
+            .map(|v| format!("{v:.0}"))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            "{name:<5} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>7.1} {cs:>10}",
+            c.busy, c.user, c.system, c.irq, c.steal, c.iowait
+        );
     }
-    let _ = writeln!(o, "\n{:>7} {:<16} {:>6} {:>6} {:>6} {:>4} {:>5} {:>10} {:>4} {:>9} {:>9} {:>9}", "PID", "COMMAND", "CPU%", "usr%", "sys%", "CPU", "node", "RSS", "THR", "ctxsw/s", "read/s", "write/s");
+    let _ = writeln!(
+        o,
+        "\n{:>7} {:<16} {:>6} {:>6} {:>6} {:>4} {:>5} {:>10} {:>4} {:>9} {:>9} {:>9}",
+        "PID",
+        "COMMAND",
+        "CPU%",
+        "usr%",
+        "sys%",
+        "CPU",
+        "node",
+        "RSS",
+        "THR",
+        "ctxsw/s",
+        "read/s",
+        "write/s"
+    );
     for p in &f.processes {
         let r = p.rate;
-        let node = p.last_cpu_node.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
-        let last = r.processor.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
-        let io = |v: Option<f64>| v.map(|b| fmt::bytes(b as u64)).unwrap_or_else(|| "-".into());
+        let node = p
+            .last_cpu_node
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "-".into());
+        let last = r
+            .processor
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "-".into());
+        let io = |v: Option<f64>| {
+            v.map(|b| fmt::bytes(b as u64))
+                .unwrap_or_else(|| "-".into())
+        };
         let _ = writeln!(
             o,
             "{:>7} {:<16} {:>6.1} {:>6.1} {:>6.1} {last:>4} {node:>5} {:>10} {:>4} {:>9.0} {:>9} {:>9}",
@@ -236,16 +300,47 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
         );
         if let Some(pmu) = &p.pmu {
             let g = |e: Event| pmu.get(&e).copied().unwrap_or(0.0);
-            let cpi = if g(Event::Instructions) > 0.0 { g(Event::Cycles) / g(Event::Instructions) } else { f64::NAN };
-            let _ = writeln!(o, "{:>7} PMU: CPI {cpi:.2}, {:.0} LLC misses/s, {:.0} dTLB misses/s", "", g(Event::LlcMisses), g(Event::DtlbMisses));
+            let cpi = if g(Event::Instructions) > 0.0 {
+                g(Event::Cycles) / g(Event::Instructions)
+            } else {
+                f64::NAN
+            };
+            let _ = writeln!(
+                o,
+                "{:>7} PMU: CPI {cpi:.2}, {:.0} LLC misses/s, {:.0} dTLB misses/s",
+                "",
+                g(Event::LlcMisses),
+                g(Event::DtlbMisses)
+            );
         }
     }
     if !f.threads.is_empty() {
-        let _ = writeln!(o, "\n{:>7} {:>7} {:<16} {:>6} {:>6} {:>6} {:>4} {:>5} {:>3}", "PID", "TID", "THREAD", "CPU%", "usr%", "sys%", "CPU", "node", "S");
+        let _ = writeln!(
+            o,
+            "\n{:>7} {:>7} {:<16} {:>6} {:>6} {:>6} {:>4} {:>5} {:>3}",
+            "PID", "TID", "THREAD", "CPU%", "usr%", "sys%", "CPU", "node", "S"
+        );
         for t in &f.threads {
-            let last = t.processor.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
-            let node = t.processor.and_then(|c| topo.locate(c)).map(|l| l.node.to_string()).unwrap_or_else(|| "-".into());
-            let _ = writeln!(o, "{:>7} {:>7} {:<16} {:>6.1} {:>6.1} {:>6.1} {last:>4} {node:>5} {:>3}", t.pid, t.tid, fmt::trunc(&t.comm, 16), t.cpu, t.user, t.system, t.state);
+            let last = t
+                .processor
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into());
+            let node = t
+                .processor
+                .and_then(|c| topo.locate(c))
+                .map(|l| l.node.to_string())
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                o,
+                "{:>7} {:>7} {:<16} {:>6.1} {:>6.1} {:>6.1} {last:>4} {node:>5} {:>3}",
+                t.pid,
+                t.tid,
+                fmt::trunc(&t.comm, 16),
+                t.cpu,
+                t.user,
+                t.system,
+                t.state
+            );
         }
     }
     let nodes: Vec<u32> = topo.nodes.iter().map(|n| n.id).collect();
@@ -255,18 +350,28 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
         for n in &nodes {
             let _ = write!(o, " {:>9}", format!("node{n}"));
         }
-        let _ = writeln!(o, " {:>9} {:>10} {:>10} {:>6}  SHM", "anon", "anon-huge", "shmem-pmd", "age");
+        let _ = writeln!(
+            o,
+            " {:>9} {:>10} {:>10} {:>6}  SHM",
+            "anon", "anon-huge", "shmem-pmd", "age"
+        );
         for p in with_mem {
             let Some(m) = p.memory else { continue };
             let _ = write!(o, "{:>7} {:<16}", p.rate.pid, fmt::trunc(&p.rate.comm, 16));
             for n in &nodes {
-                let _ = write!(o, " {:>9}", fmt::mib(m.per_node.get(n).copied().unwrap_or(0)));
+                let _ = write!(
+                    o,
+                    " {:>9}",
+                    fmt::mib(m.per_node.get(n).copied().unwrap_or(0))
+                );
             }
             let shm: Vec<String> = m
                 .shm
                 .iter()
                 .map(|s| match s {
-                    perfpilot_sys::process::ShmAttach::Sysv { key, shmid } => format!("sysv:{key:#x}/{shmid}"),
+                    perfpilot_sys::process::ShmAttach::Sysv { key, shmid } => {
+                        format!("sysv:{key:#x}/{shmid}")
+                    }
                     perfpilot_sys::process::ShmAttach::Posix { path } => path.clone(),
                 })
                 .collect();
@@ -277,36 +382,88 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
                 m.anon_huge_coverage() * 100.0,
                 fmt::mib(m.rollup.shmem_pmd_mapped),
                 p.memory_age_s.unwrap_or(0.0),
-                if shm.is_empty() { "-".into() } else { shm.join(",") }
+                if shm.is_empty() {
+                    "-".into()
+                } else {
+                    shm.join(",")
+                }
             );
         }
     }
-    let busy_disks: Vec<&DiskRate> = f.disks.iter().filter(|d| d.reads_per_s + d.writes_per_s > 0.0 || !d.device.starts_with("loop")).collect();
+    let busy_disks: Vec<&DiskRate> = f
+        .disks
+        .iter()
+        .filter(|d| d.reads_per_s + d.writes_per_s > 0.0 || !d.device.starts_with("loop"))
+        .collect();
     if !busy_disks.is_empty() {
-        let _ = writeln!(o, "\n{:<10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}", "DEVICE", "r/s", "w/s", "rMB/s", "wMB/s", "await", "svc-ms", "util%", "queue");
+        let _ = writeln!(
+            o,
+            "\n{:<10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}",
+            "DEVICE", "r/s", "w/s", "rMB/s", "wMB/s", "await", "svc-ms", "util%", "queue"
+        );
         for d in busy_disks {
-            let _ = writeln!(o, "{:<10} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6.1} {:>6.2}", d.device, d.reads_per_s, d.writes_per_s, d.read_mb_per_s, d.write_mb_per_s, d.await_ms, d.service_ms, d.util, d.queue);
+            let _ = writeln!(
+                o,
+                "{:<10} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6.1} {:>6.2}",
+                d.device,
+                d.reads_per_s,
+                d.writes_per_s,
+                d.read_mb_per_s,
+                d.write_mb_per_s,
+                d.await_ms,
+                d.service_ms,
+                d.util,
+                d.queue
+            );
         }
     }
     if !f.nets.is_empty() {
-        let _ = writeln!(o, "\n{:<12} {:>10} {:>10} {:>9} {:>9}", "INTERFACE", "rx pkt/s", "tx pkt/s", "rxMB/s", "txMB/s");
+        let _ = writeln!(
+            o,
+            "\n{:<12} {:>10} {:>10} {:>9} {:>9}",
+            "INTERFACE", "rx pkt/s", "tx pkt/s", "rxMB/s", "txMB/s"
+        );
         for n in f.nets {
-            let _ = writeln!(o, "{:<12} {:>10.1} {:>10.1} {:>9.3} {:>9.3}", n.interface, n.rx_packets_per_s, n.tx_packets_per_s, n.rx_mb_per_s, n.tx_mb_per_s);
+            let _ = writeln!(
+                o,
+                "{:<12} {:>10.1} {:>10.1} {:>9.3} {:>9.3}",
+                n.interface, n.rx_packets_per_s, n.tx_packets_per_s, n.rx_mb_per_s, n.tx_mb_per_s
+            );
         }
     }
     let psi = |name: &str, p: &Option<perfpilot_sys::stat::Pressure>| match p {
         Some(p) => {
-            let full = p.full.map(|f| format!(" full {:.2}%", f.avg10)).unwrap_or_default();
+            let full = p
+                .full
+                .map(|f| format!(" full {:.2}%", f.avg10))
+                .unwrap_or_default();
             format!("{name} some {:.2}%{full}", p.some.avg10)
         }
         None => format!("{name} n/a"),
     };
-    let _ = writeln!(o, "\nPSI avg10   {}   {}   {}", psi("cpu", &f.pressure.cpu), psi("memory", &f.pressure.memory), psi("io", &f.pressure.io));
+    let _ = writeln!(
+        o,
+        "\nPSI avg10   {}   {}   {}",
+        psi("cpu", &f.pressure.cpu),
+        psi("memory", &f.pressure.memory),
+        psi("io", &f.pressure.io)
+    );
     let m = &s.memory;
-    let _ = writeln!(o, "memory {} total, {} available, AnonHugePages {}, ShmemPmdMapped {}", fmt::bytes(m.total), fmt::bytes(m.available), fmt::bytes(m.anon_huge), fmt::bytes(m.shmem_pmd_mapped));
+    let _ = writeln!(
+        o,
+        "memory {} total, {} available, AnonHugePages {}, ShmemPmdMapped {}",
+        fmt::bytes(m.total),
+        fmt::bytes(m.available),
+        fmt::bytes(m.anon_huge),
+        fmt::bytes(m.shmem_pmd_mapped)
+    );
     let sk = f.skips;
     if sk.vanished + sk.permission + sk.malformed + sk.other > 0 {
-        let _ = writeln!(o, "skipped: {} exited while read, {} not permitted, {} malformed, {} other", sk.vanished, sk.permission, sk.malformed, sk.other);
+        let _ = writeln!(
+            o,
+            "skipped: {} exited while read, {} not permitted, {} malformed, {} other",
+            sk.vanished, sk.permission, sk.malformed, sk.other
+        );
         for msg in &sk.messages {
             let _ = writeln!(o, "  {msg}");
         }

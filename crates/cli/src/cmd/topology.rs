@@ -67,11 +67,29 @@ pub fn render(t: &Topology) -> String {
             dist.join(" ")
         );
         for l in &n.llcs {
-            let size = l.size_bytes.map(fmt::bytes).unwrap_or_else(|| "size unknown".into());
-            let level = if l.level > 0 { format!("L{}", l.level) } else { "no cache info".into() };
-            let _ = writeln!(s, "  llc {:<3} {level} {size}   cpus {}", l.id, fmt::cpus(&l.cpus));
+            let size = l
+                .size_bytes
+                .map(fmt::bytes)
+                .unwrap_or_else(|| "size unknown".into());
+            let level = if l.level > 0 {
+                format!("L{}", l.level)
+            } else {
+                "no cache info".into()
+            };
+            let _ = writeln!(
+                s,
+                "  llc {:<3} {level} {size}   cpus {}",
+                l.id,
+                fmt::cpus(&l.cpus)
+            );
             for c in &l.cores {
-                let _ = writeln!(s, "    core {:<4} package {}   cpus {}", c.id, c.package, fmt::cpus(&c.cpus));
+                let _ = writeln!(
+                    s,
+                    "    core {:<4} package {}   cpus {}",
+                    c.id,
+                    c.package,
+                    fmt::cpus(&c.cpus)
+                );
             }
         }
     }
