@@ -22,15 +22,35 @@ enum Command {
     Topology(cmd::topology::TopologyArgs),
     /// A live view of CPUs, processes, threads, memory placement, huge pages, disks, network, PSI.
     Observe(cmd::observe::ObserveArgs),
+    /// Append samples to the embedded store at a fixed interval.
+    Record(cmd::record::RecordArgs),
+    /// Replay recorded samples as rates (JSON, CSV or OpenMetrics).
+    Dump(cmd::dump::DumpArgs),
     /// Benchmarks that print figures (`bench sample`), and the synthetic load they use.
     Bench(cmd::bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let r = run(cli);
+    // A closed pipe (`perfpilot dump … | head`) is the reader's choice, not an error.
+    if let Err(e) = &r
+        && e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        })
+    {
+        return Ok(());
+    }
+    r
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Observe(a) => cmd::observe::run(a),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Dump(a) => cmd::dump::run(a),
         Command::Bench(a) => cmd::bench::run(a),
     }
 }

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod dump;
 pub mod observe;
+pub mod record;
 pub mod topology;

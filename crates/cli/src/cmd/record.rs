@@ -1,0 +1,124 @@
+//! `perfpilot record`: append samples to the embedded store at a fixed interval.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use perfpilot_observe::{Fs, Sampler, SamplerConfig};
+use perfpilot_store::{Retention, Store};
+
+use crate::fmt;
+
+#[derive(Args)]
+pub struct RecordArgs {
+    /// Time between samples (e.g. 5s, 1m).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Stop after this long (default: until interrupted).
+    #[arg(long = "for", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// The store (default: $XDG_STATE_HOME/perfpilot/perfpilot.db, /var/lib/perfpilot/perfpilot.db for root).
+    #[arg(long, value_name = "PATH", env = "PERFPILOT_STORE")]
+    store: Option<PathBuf>,
+    /// Delete samples older than this.
+    #[arg(long, default_value = "7days", value_parser = humantime::parse_duration)]
+    max_age: Duration,
+    /// Keep at most this many MiB of samples; the oldest go first.
+    #[arg(long, default_value_t = 1024)]
+    max_size_mib: u64,
+    /// Do not read per-thread counters.
+    #[arg(long)]
+    no_threads: bool,
+    /// Take the expensive memory readings (numa_maps, smaps_rollup) of the top processes every
+    /// N-th sample.
+    #[arg(long, default_value_t = 6)]
+    memory_every: u32,
+}
+
+/// The store path from `--store` or the default.
+pub fn store_path(p: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match p {
+        Some(p) => Ok(p),
+        None => Store::default_path().context("choosing the store path; give one with --store"),
+    }
+}
+
+pub fn run(a: RecordArgs) -> anyhow::Result<()> {
+    if a.interval.is_zero() {
+        anyhow::bail!("--interval must be positive");
+    }
+    let path = store_path(a.store)?;
+    let mut store = Store::open(&path)?;
+    store.set_retention(Retention {
+        max_age: Some(a.max_age),
+        max_bytes: Some(a.max_size_mib << 20),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst))
+        .context("installing the Ctrl-C handler")?;
+    let mut sampler = Sampler::new(
+        &Fs::live(),
+        SamplerConfig {
+            threads: !a.no_threads,
+            expensive_every: a.memory_every,
+            ..SamplerConfig::default()
+        },
+    );
+    eprintln!(
+        "recording every {} to {} (keeping {} / {} MiB); Ctrl-C stops",
+        humantime::format_duration(a.interval),
+        path.display(),
+        humantime::format_duration(a.max_age),
+        a.max_size_mib
+    );
+    let start = Instant::now();
+    let cpu0 = perfpilot_sys::self_cpu_time();
+    let mut written = 0u64;
+    let mut skipped_msgs = 0;
+    let mut next = Instant::now();
+    loop {
+        if stop.load(Ordering::SeqCst) || a.duration.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+        let sample = sampler.sample()?;
+        if !sample.skips.is_clean() && skipped_msgs < 3 {
+            skipped_msgs += 1;
+            eprintln!(
+                "warning: sample skipped {} unreadable and {} malformed files: {}",
+                sample.skips.permission + sample.skips.other,
+                sample.skips.malformed,
+                sample.skips.messages.join("; ")
+            );
+        }
+        store
+            .append(&sample)
+            .with_context(|| format!("writing to {}", path.display()))?;
+        written += 1;
+        // Keep a fixed schedule; if a sample overran, start the next one now.
+        next += a.interval;
+        let now = Instant::now();
+        if next < now {
+            next = now;
+        }
+        while !stop.load(Ordering::SeqCst) && Instant::now() < next {
+            if a.duration.is_some_and(|d| start.elapsed() >= d) {
+                break;
+            }
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
+        }
+    }
+    let cpu = (perfpilot_sys::self_cpu_time() - cpu0).as_secs_f64();
+    let wall = start.elapsed().as_secs_f64();
+    eprintln!(
+        "wrote {written} samples in {:.0} s to {} ({} in the store); the recorder used {:.3} % of one CPU",
+        wall,
+        path.display(),
+        fmt::bytes(store.size_bytes()?),
+        if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 }
+    );
+    Ok(())
+}
