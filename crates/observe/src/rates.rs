@@ -341,3 +341,174 @@ impl MemoryBook {
         self.by_proc.get(&(pid, starttime)).map(|(t, m)| (*t, m))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::{PressureSample, Skips, SystemMemory, ThreadSample};
+    use perfpilot_sys::block::DiskStats;
+    use perfpilot_sys::stat::{CpuTimes, KernelStat};
+
+    fn times(user: u64, system: u64, idle: u64) -> CpuTimes {
+        CpuTimes {
+            user,
+            system,
+            idle,
+            ..CpuTimes::default()
+        }
+    }
+
+    fn proc(pid: i32, starttime: u64, utime: u64, threads: Vec<ThreadSample>) -> ProcSample {
+        ProcSample {
+            pid,
+            starttime,
+            ppid: 1,
+            uid: 0,
+            comm: "p".into(),
+            cmdline: "p".into(),
+            state: 'R',
+            utime,
+            stime: 0,
+            minflt: 0,
+            majflt: 0,
+            num_threads: threads.len() as u32,
+            rss: 0,
+            processor: Some(0),
+            ctxt_voluntary: 0,
+            ctxt_involuntary: 0,
+            cpus_allowed: None,
+            io: None,
+            kernel_thread: false,
+            threads,
+        }
+    }
+
+    fn thread(tid: i32, utime: u64) -> ThreadSample {
+        ThreadSample {
+            tid,
+            comm: "t".into(),
+            state: 'R',
+            utime,
+            stime: 0,
+            processor: Some(0),
+        }
+    }
+
+    fn sample(
+        t_s: u64,
+        cpus: &[(u32, CpuTimes)],
+        procs: Vec<ProcSample>,
+        disks: Vec<DiskStats>,
+    ) -> Sample {
+        Sample {
+            time_ms: (t_s * 1000) as i64,
+            mono_ns: t_s * 1_000_000_000,
+            ticks_per_sec: 100,
+            kernel: KernelStat {
+                total: cpus.iter().fold(CpuTimes::default(), |a, (_, c)| CpuTimes {
+                    user: a.user + c.user,
+                    system: a.system + c.system,
+                    idle: a.idle + c.idle,
+                    ..a
+                }),
+                cpus: cpus.iter().copied().collect(),
+                btime: 1000,
+                ..KernelStat::default()
+            },
+            cpu_ctxt: None,
+            memory: SystemMemory::default(),
+            pressure: PressureSample::default(),
+            processes: procs,
+            proc_memory: Vec::new(),
+            disks,
+            nets: Vec::new(),
+            skips: Skips::default(),
+        }
+    }
+
+    #[test]
+    fn cpu_split_and_an_offlined_cpu() {
+        let a = sample(
+            10,
+            &[(0, times(100, 50, 1000)), (1, times(0, 0, 1000))],
+            vec![],
+            vec![],
+        );
+        // Over 2 s (200 ticks per CPU), CPU 0: 150 user, 50 system; CPU 1 went offline.
+        let b = sample(12, &[(0, times(250, 100, 1000))], vec![], vec![]);
+        let r = Rates::between(&a, &b).unwrap();
+        assert_eq!(r.cpus.len(), 1, "the offline CPU is left out");
+        let c = &r.cpus[0];
+        assert_eq!(c.cpu, Some(0));
+        assert!((c.user - 75.0).abs() < 1e-9 && (c.system - 25.0).abs() < 1e-9 && c.busy == 100.0);
+        assert!((r.interval_s - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn process_and_thread_cpu_with_pid_reuse_and_new_threads() {
+        let a = sample(
+            0,
+            &[(0, times(0, 0, 0))],
+            vec![
+                proc(10, 5, 100, vec![thread(10, 60), thread(11, 40)]),
+                proc(20, 7, 50, vec![]),
+            ],
+            vec![],
+        );
+        let b = sample(
+            1,
+            &[(0, times(100, 0, 0))],
+            vec![
+                // 10: +80 ticks in 1 s = 80 %; thread 12 is new (20 ticks, all in this interval).
+                proc(
+                    10,
+                    5,
+                    180,
+                    vec![thread(10, 100), thread(11, 60), thread(12, 20)],
+                ),
+                // pid 20 was reused by another process (other start time): no rate.
+                proc(20, 99, 3, vec![]),
+            ],
+            vec![],
+        );
+        let r = Rates::between(&a, &b).unwrap();
+        assert_eq!(r.processes.len(), 1);
+        assert!((r.processes[0].cpu - 80.0).abs() < 1e-9);
+        let t: Vec<(i32, f64)> = r.threads.iter().map(|t| (t.tid, t.cpu)).collect();
+        assert_eq!(t, vec![(10, 40.0), (11, 20.0), (12, 20.0)]);
+    }
+
+    #[test]
+    fn disk_rates_like_iostat() {
+        let d = |reads: u64, sectors: u64, read_ms: u64, io_ms: u64, weighted: u64| DiskStats {
+            name: "sda".into(),
+            reads,
+            sectors_read: sectors,
+            read_ms,
+            io_ms,
+            weighted_io_ms: weighted,
+            ..DiskStats::default()
+        };
+        let a = sample(0, &[], vec![], vec![d(0, 0, 0, 0, 0)]);
+        // 2 s: 200 reads of 8 sectors, 400 ms waiting in all, device busy 300 ms, 800 ms·I/O.
+        let b = sample(2, &[], vec![], vec![d(200, 1600, 400, 300, 800)]);
+        let r = Rates::between(&a, &b).unwrap();
+        let x = &r.disks[0];
+        assert_eq!(x.reads_per_s, 100.0);
+        assert!((x.read_mb_per_s - 1600.0 * 512.0 / 2.0 / 1e6).abs() < 1e-12);
+        assert_eq!(x.await_ms, 2.0);
+        assert_eq!(x.service_ms, 1.5);
+        assert_eq!(x.util, 15.0);
+        assert_eq!(x.queue, 0.4);
+    }
+
+    #[test]
+    fn reboot_and_time_order_are_refused() {
+        let a = sample(5, &[], vec![], vec![]);
+        let mut b = sample(6, &[], vec![], vec![]);
+        b.kernel.btime = 99_999;
+        assert_eq!(Rates::between(&a, &b), Err(DeltaError::Rebooted));
+        let c = sample(5, &[], vec![], vec![]);
+        assert_eq!(Rates::between(&a, &c), Err(DeltaError::NotLater));
+    }
+}

@@ -573,3 +573,34 @@ impl Sampler {
         Ok(m)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn skips_are_sorted_by_cause() {
+        let mut s = Skips::default();
+        s.count(&Error::Vanished {
+            path: PathBuf::from("/proc/1/stat"),
+        });
+        assert!(s.is_clean());
+        s.count(&Error::Io {
+            path: PathBuf::from("/proc/1/numa_maps"),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+        s.count(&Error::Parse {
+            path: PathBuf::from("/proc/2/stat"),
+            line: 1,
+            msg: "bad".into(),
+        });
+        assert_eq!(
+            (s.vanished, s.permission, s.malformed, s.other),
+            (1, 1, 1, 0)
+        );
+        assert!(!s.is_clean());
+        assert_eq!(s.messages.len(), 2);
+        assert!(s.messages[0].contains("/proc/1/numa_maps"));
+    }
+}

@@ -55,6 +55,13 @@ fn killed_writer_leaves_a_readable_store() {
             }
         }
     }
+    // Let the child run on for a varying few milliseconds so the kill lands at different points
+    // of encoding, inserting and committing.
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() % 7_000_000)
+        .unwrap_or(0);
+    std::thread::sleep(std::time::Duration::from_nanos(jitter.into()));
     child.kill().unwrap(); // SIGKILL
     let status = child.wait().unwrap();
     assert!(!status.success(), "the child was killed");
