@@ -11,6 +11,7 @@ pub mod pmu;
 pub mod rates;
 pub mod sample;
 pub mod topology;
+pub mod workload;
 
 pub use perfpilot_sys::{CpuSet, Fs};
 pub use rates::Rates;

@@ -16,10 +16,12 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 mod error;
+pub mod journal;
 pub mod samples;
 pub mod schema;
 
 pub use error::{Error, Result};
+pub use journal::ActionRecord;
 pub use samples::{CorruptRow, Retention, RetentionOutcome, SampleIter, SampleRange};
 
 /// How long a statement waits for another connection's lock before failing.

@@ -24,6 +24,35 @@ pub const MIGRATIONS: &[&str] = &[
          data     BLOB NOT NULL
      );
      CREATE INDEX samples_time ON samples (time_ms);",
+    // 2: the optimizer's journal (every change with its undo record, written before the
+    // change), its verdicts, back-offs per workload and strategy, and persisted tunables.
+    "CREATE TABLE actions (
+         id         INTEGER PRIMARY KEY,
+         signature  TEXT NOT NULL,     -- the workload's stable signature
+         workload   TEXT NOT NULL,     -- a readable name (command, pids)
+         strategy   TEXT NOT NULL,
+         state      TEXT NOT NULL,     -- applying, trial, kept, reverted, failed, ended, manual
+         changes    TEXT NOT NULL,     -- JSON: what was (or is being) changed
+         undo       TEXT NOT NULL,     -- JSON: what restores it; written before the change
+         reason     TEXT NOT NULL,     -- why the action was taken
+         note       TEXT NOT NULL DEFAULT '',  -- why it is in its state
+         verdict    TEXT,              -- JSON: the evidence, once decided
+         created_ms INTEGER NOT NULL,
+         updated_ms INTEGER NOT NULL
+     );
+     CREATE INDEX actions_state ON actions (state);
+     CREATE INDEX actions_signature ON actions (signature, strategy);
+     CREATE TABLE backoff (
+         signature TEXT NOT NULL,
+         strategy  TEXT NOT NULL,
+         until_ms  INTEGER NOT NULL,
+         reason    TEXT NOT NULL,
+         PRIMARY KEY (signature, strategy)
+     ) WITHOUT ROWID;
+     CREATE TABLE tunables (
+         name  TEXT PRIMARY KEY NOT NULL,
+         value TEXT NOT NULL
+     ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes: the number of migrations.
