@@ -1,0 +1,379 @@
+//! The daemon's configuration file (TOML): `[tunables]` and `[[workload]]` tables that match
+//! processes (by command name, executable, command line or cgroup), include or exclude them,
+//! and give their benefit signal.
+//!
+//! ```toml
+//! [tunables]
+//! interval_s = 5
+//!
+//! [[workload]]
+//! match = { comm = "sharedcache" }
+//! signal = { url = "http://127.0.0.1:9187/metrics", metric = "sharedcache_ops_total" }
+//!
+//! [[workload]]
+//! match = { exe = "/usr/bin/batchjob" }
+//! signal = { command = "cat /run/batch/ops", kind = "counter" }
+//!
+//! [[workload]]
+//! match = { cgroup = "system.slice/backup.service" }
+//! action = "exclude"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::tunables::{Tunables, validate};
+
+/// A configuration that could not be read: names the file, the line and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}: {msg}", path.display())]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        msg: String,
+    },
+}
+
+/// Whether a counter or a gauge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueKind {
+    /// A monotonically increasing count: its rate is the signal.
+    Counter,
+    /// A level: its value is the signal.
+    Gauge,
+}
+
+/// An application probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum ProbeSpec {
+    /// An HTTP endpoint in the Prometheus text format.
+    Http {
+        url: String,
+        metric: String,
+        #[serde(default)]
+        labels: BTreeMap<String, String>,
+        kind: Option<ValueKind>,
+        #[serde(default = "yes")]
+        higher_is_better: bool,
+    },
+    /// A command printing a number.
+    Command {
+        command: String,
+        kind: Option<ValueKind>,
+        #[serde(default = "yes")]
+        higher_is_better: bool,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ProbeSpec {
+    /// Counter or gauge: as given, else a `_total` metric is a counter, anything else a gauge.
+    pub fn kind(&self) -> ValueKind {
+        match self {
+            ProbeSpec::Http { kind: Some(k), .. } | ProbeSpec::Command { kind: Some(k), .. } => *k,
+            ProbeSpec::Http { metric, .. } if metric.ends_with("_total") => ValueKind::Counter,
+            _ => ValueKind::Gauge,
+        }
+    }
+
+    /// Whether a larger value is better.
+    pub fn higher_is_better(&self) -> bool {
+        match self {
+            ProbeSpec::Http {
+                higher_is_better, ..
+            }
+            | ProbeSpec::Command {
+                higher_is_better, ..
+            } => *higher_is_better,
+        }
+    }
+}
+
+/// How a `[[workload]]` entry selects processes; every given field must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matcher {
+    /// The command name (`/proc/<pid>/comm`), exactly.
+    pub comm: Option<String>,
+    /// The executable path, exactly.
+    pub exe: Option<String>,
+    /// A substring of the command line.
+    pub cmdline: Option<String>,
+    /// The cgroup path (as in `/proc/<pid>/cgroup`, without the leading `/`), or a prefix of it.
+    pub cgroup: Option<String>,
+}
+
+/// What a process looks like to a matcher.
+#[derive(Debug, Clone, Default)]
+pub struct Identity<'a> {
+    pub comm: &'a str,
+    pub exe: Option<&'a str>,
+    pub cmdline: &'a str,
+    pub cgroup: Option<&'a str>,
+}
+
+impl Matcher {
+    /// True when every given field matches.
+    pub fn matches(&self, id: &Identity) -> bool {
+        self.comm.as_deref().is_none_or(|c| c == id.comm)
+            && self.exe.as_deref().is_none_or(|e| id.exe == Some(e))
+            && self
+                .cmdline
+                .as_deref()
+                .is_none_or(|c| id.cmdline.contains(c))
+            && self.cgroup.as_deref().is_none_or(|c| {
+                id.cgroup.is_some_and(|g| {
+                    g.trim_start_matches('/')
+                        .starts_with(c.trim_start_matches('/'))
+                })
+            })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.comm.is_none() && self.exe.is_none() && self.cmdline.is_none() && self.cgroup.is_none()
+    }
+}
+
+/// Include (default) or exclude what a rule matches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleAction {
+    #[default]
+    Include,
+    Exclude,
+}
+
+/// One `[[workload]]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    #[serde(rename = "match")]
+    pub matcher: Matcher,
+    #[serde(default)]
+    pub action: RuleAction,
+    pub signal: Option<ProbeSpec>,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// `name → value` from `[tunables]`, validated.
+    pub tunables: BTreeMap<String, String>,
+    pub workloads: Vec<Rule>,
+    /// Only matched workloads are considered when true (`only_matched = true` at the top level).
+    pub only_matched: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    tunables: BTreeMap<String, toml::Spanned<toml::Value>>,
+    #[serde(default)]
+    workload: Vec<toml::Spanned<Rule>>,
+    #[serde(default)]
+    only_matched: bool,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses configuration text; `path` is used in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let invalid = |line: usize, msg: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            msg,
+        };
+        let raw: Raw = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(1);
+            invalid(line, e.message().to_string())
+        })?;
+        let mut tunables = BTreeMap::new();
+        for (name, value) in raw.tunables {
+            let line = line_of(text, value.span().start);
+            let v = match value.get_ref() {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
+                other => {
+                    return Err(invalid(
+                        line,
+                        format!("tunable {name}: {other} is not a number, string or boolean"),
+                    ));
+                }
+            };
+            let v = validate(&name, &v).map_err(|e| invalid(line, e.to_string()))?;
+            tunables.insert(name, v);
+        }
+        let mut workloads = Vec::new();
+        for rule in raw.workload {
+            let line = line_of(text, rule.span().start);
+            let rule = rule.into_inner();
+            if rule.matcher.is_empty() {
+                return Err(invalid(
+                    line,
+                    "workload: `match` needs at least one of comm, exe, cmdline, cgroup".into(),
+                ));
+            }
+            if rule.action == RuleAction::Exclude && rule.signal.is_some() {
+                return Err(invalid(
+                    line,
+                    "workload: an excluded workload cannot have a signal".into(),
+                ));
+            }
+            if let Some(ProbeSpec::Http { url, .. }) = &rule.signal
+                && !url.starts_with("http://")
+            {
+                return Err(invalid(
+                    line,
+                    format!("workload: signal url {url:?} must start with http://"),
+                ));
+            }
+            workloads.push(rule);
+        }
+        Ok(Config {
+            tunables,
+            workloads,
+            only_matched: raw.only_matched,
+        })
+    }
+
+    /// The first rule matching a process.
+    pub fn rule_for(&self, id: &Identity) -> Option<&Rule> {
+        self.workloads.iter().find(|r| r.matcher.matches(id))
+    }
+
+    /// Applies `[tunables]` over `t`.
+    pub fn apply_tunables(&self, t: &mut Tunables) {
+        for (n, v) in &self.tunables {
+            // Validated in `parse`.
+            let _ = t.set(n, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+[tunables]
+interval_s = 2
+affinity_level = "core"
+allow_unverified = true
+
+[[workload]]
+match = { comm = "sharedcache" }
+signal = { url = "http://127.0.0.1:9187/metrics", metric = "sharedcache_ops_total" }
+
+[[workload]]
+match = { exe = "/usr/bin/batch", cmdline = "--nightly" }
+signal = { command = "cat /run/app/ops", kind = "counter" }
+
+[[workload]]
+match = { cgroup = "system.slice/backup.service" }
+action = "exclude"
+"#;
+
+    #[test]
+    fn parses_the_documented_example() {
+        let c = Config::parse(EXAMPLE, Path::new("perfpilot.toml")).unwrap();
+        assert_eq!(c.tunables["interval_s"], "2");
+        assert_eq!(c.tunables["allow_unverified"], "on");
+        assert_eq!(c.workloads.len(), 3);
+        let sc = c
+            .rule_for(&Identity {
+                comm: "sharedcache",
+                cmdline: "sharedcache --table-mib 64",
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(sc.signal.as_ref().unwrap().kind(), ValueKind::Counter);
+        let b = Identity {
+            comm: "batch",
+            exe: Some("/usr/bin/batch"),
+            cmdline: "/usr/bin/batch --nightly",
+            cgroup: None,
+        };
+        assert!(matches!(
+            c.rule_for(&b).unwrap().signal,
+            Some(ProbeSpec::Command { .. })
+        ));
+        let bk = Identity {
+            comm: "tar",
+            cgroup: Some("/system.slice/backup.service"),
+            ..Default::default()
+        };
+        assert_eq!(c.rule_for(&bk).unwrap().action, RuleAction::Exclude);
+        assert!(
+            c.rule_for(&Identity {
+                comm: "bash",
+                ..Default::default()
+            })
+            .is_none()
+        );
+        let mut t = Tunables::default();
+        c.apply_tunables(&mut t);
+        assert_eq!(t.num("interval_s"), 2.0);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let e = Config::parse(
+            "[tunables]\nheadroom = 3\n",
+            Path::new("/etc/perfpilot.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("/etc/perfpilot.toml:2: tunable headroom"),
+            "{e}"
+        );
+        let e = Config::parse("[tunables]\nnope = 1\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c.toml:2:") && e.contains("nope"), "{e}");
+        let e = Config::parse(
+            "\n\n[[workload]]\nmatch = { name = \"x\" }\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("c.toml:4") && e.contains("name"), "{e}");
+        let e = Config::parse("[[workload]]\nmatch = {}\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least one of"), "{e}");
+        let e = Config::parse("[tunables\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c.toml:1:"), "{e}");
+    }
+}

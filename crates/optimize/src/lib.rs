@@ -1,0 +1,16 @@
+//! perfpilot's autonomous optimizer.
+//!
+//! A loop at a fixed interval samples the machine, groups what runs into workloads, lets the
+//! [strategies](strategy) propose actions for the eligible ones, applies at most one new action
+//! per workload at a time through `perfpilot-sys` (the undo record journaled in the store
+//! *before* the change), measures the workload's [signal] in windows before and after, and
+//! [decides](stats::decide) to keep or revert; verdicts and back-offs are remembered.
+//!
+//! Manual tuning is never overridden: a process whose affinity or cpuset is narrower than the
+//! machine and was not set by perfpilot, or whose environment has `PERFPILOT=off`, is left
+//! alone, and a workload whose mask someone else changed becomes manual.
+
+pub mod config;
+pub mod signal;
+pub mod stats;
+pub mod tunables;

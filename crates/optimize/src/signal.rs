@@ -1,0 +1,320 @@
+//! Benefit signals: what tells whether an action helped a workload. In order of preference:
+//! an application probe configured for the workload, PMU cycles per instruction where the
+//! machine has counters, the workload's own I/O progress, and the CPU it consumes while not
+//! saturated. A signal gives one observation per evaluation window.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ProbeSpec, ValueKind};
+
+/// Where a workload's signal comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "source")]
+pub enum SignalKind {
+    /// An application probe (higher or lower is better as configured).
+    Probe { probe: ProbeSpec },
+    /// Cycles per instruction (lower is better).
+    Cpi,
+    /// Bytes read and written per second through system calls (higher is better).
+    Io,
+    /// CPU cores consumed at steady load (lower is better).
+    Cpu,
+}
+
+impl SignalKind {
+    /// Whether a larger value is better.
+    pub fn higher_is_better(&self) -> bool {
+        match self {
+            SignalKind::Probe { probe } => probe.higher_is_better(),
+            SignalKind::Io => true,
+            SignalKind::Cpi | SignalKind::Cpu => false,
+        }
+    }
+
+    /// A short description for logs and status.
+    pub fn describe(&self) -> String {
+        match self {
+            SignalKind::Probe {
+                probe: ProbeSpec::Http { url, metric, .. },
+            } => format!("{metric} at {url}"),
+            SignalKind::Probe {
+                probe: ProbeSpec::Command { command, .. },
+            } => format!("command `{command}`"),
+            SignalKind::Cpi => "cycles per instruction".into(),
+            SignalKind::Io => "I/O bytes per second (rchar+wchar)".into(),
+            SignalKind::Cpu => "CPU consumed at steady load".into(),
+        }
+    }
+}
+
+/// A probe that failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProbeError {
+    #[error("probe {what} timed out after {timeout:?}")]
+    Timeout { what: String, timeout: Duration },
+    #[error("probe {what} failed: {why}")]
+    Failed { what: String, why: String },
+    #[error("probe {what} gave {got:?}, not a number")]
+    Garbage { what: String, got: String },
+    #[error("probe {what}: metric {metric} not found")]
+    Missing { what: String, metric: String },
+}
+
+/// Runs `sh -c command` and parses the first token it prints as a number.
+pub fn run_command(command: &str, timeout: Duration) -> Result<f64, ProbeError> {
+    let what = format!("`{command}`");
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| ProbeError::Failed {
+            what: what.clone(),
+            why: e.to_string(),
+        })?;
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ProbeError::Timeout { what, timeout });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                return Err(ProbeError::Failed {
+                    what,
+                    why: e.to_string(),
+                });
+            }
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if !status.success() {
+        return Err(ProbeError::Failed {
+            what,
+            why: format!("exited with {status}"),
+        });
+    }
+    let tok = out.split_whitespace().next().unwrap_or("");
+    tok.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| ProbeError::Garbage {
+            what,
+            got: out.chars().take(40).collect(),
+        })
+}
+
+/// Finds `metric{labels}` in Prometheus text exposition.
+pub fn parse_prometheus(
+    text: &str,
+    metric: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Option<f64> {
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (head, rest) = match line.find('{') {
+            Some(i) if line[..i].trim() == metric => {
+                let end = line[i..].find('}')? + i;
+                (&line[i + 1..end], &line[end + 1..])
+            }
+            Some(_) => continue,
+            None => {
+                let (name, rest) = line.split_once(char::is_whitespace)?;
+                if name != metric {
+                    continue;
+                }
+                ("", rest)
+            }
+        };
+        let have: Vec<(&str, &str)> = head
+            .split(',')
+            .filter_map(|kv| {
+                let (k, v) = kv.split_once('=')?;
+                Some((k.trim(), v.trim().trim_matches('"')))
+            })
+            .collect();
+        if labels
+            .iter()
+            .all(|(k, v)| have.iter().any(|(hk, hv)| hk == k && hv == v))
+        {
+            return rest.split_whitespace().next()?.parse().ok();
+        }
+    }
+    None
+}
+
+/// GETs an HTTP URL and reads a metric from it.
+pub fn fetch_metric(
+    url: &str,
+    metric: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<f64, ProbeError> {
+    let what = url.to_string();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(true)
+        .build()
+        .into();
+    let mut resp = agent.get(url).call().map_err(|e| match e {
+        ureq::Error::Timeout(_) => ProbeError::Timeout {
+            what: what.clone(),
+            timeout,
+        },
+        e => ProbeError::Failed {
+            what: what.clone(),
+            why: e.to_string(),
+        },
+    })?;
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(16 << 20)
+        .read_to_string()
+        .map_err(|e| ProbeError::Failed {
+            what: what.clone(),
+            why: e.to_string(),
+        })?;
+    parse_prometheus(&body, metric, labels).ok_or(ProbeError::Missing {
+        what,
+        metric: metric.to_string(),
+    })
+}
+
+/// Reads a probe once: its raw value (a counter's count, a gauge's level).
+pub fn read_probe(p: &ProbeSpec, timeout: Duration) -> Result<f64, ProbeError> {
+    match p {
+        ProbeSpec::Http {
+            url,
+            metric,
+            labels,
+            ..
+        } => fetch_metric(url, metric, labels, timeout),
+        ProbeSpec::Command { command, .. } => run_command(command, timeout),
+    }
+}
+
+/// Turns raw probe readings into one observation per window: a counter's rate over the window
+/// (a counter that went backwards, i.e. restarted, gives no observation), or a gauge's value.
+#[derive(Debug, Clone, Default)]
+pub struct Windowed {
+    last: Option<(f64, f64)>,
+}
+
+impl Windowed {
+    /// Feeds the reading taken at `t_s` (seconds, monotonic); returns the window's observation.
+    pub fn feed(&mut self, kind: ValueKind, t_s: f64, value: f64) -> Option<f64> {
+        let prev = self.last.replace((t_s, value));
+        match kind {
+            ValueKind::Gauge => Some(value),
+            ValueKind::Counter => {
+                let (t0, v0) = prev?;
+                (t_s > t0 && value >= v0).then(|| (value - v0) / (t_s - t0))
+            }
+        }
+    }
+
+    /// Forgets the last reading (after a gap).
+    pub fn reset(&mut self) {
+        self.last = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn prometheus_text() {
+        let text = "# HELP x_total ops\n# TYPE x_total counter\nx_total 42\nreq{code=\"200\",path=\"/\"} 7\nreq{code=\"500\",path=\"/\"} 1\nx_total_other 1\n";
+        assert_eq!(
+            parse_prometheus(text, "x_total", &BTreeMap::new()),
+            Some(42.0)
+        );
+        let mut l = BTreeMap::new();
+        l.insert("code".to_string(), "500".to_string());
+        assert_eq!(parse_prometheus(text, "req", &l), Some(1.0));
+        assert_eq!(parse_prometheus(text, "nope", &BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn command_probe_values_garbage_and_timeouts() {
+        assert_eq!(run_command("echo 12.5", Duration::from_secs(5)), Ok(12.5));
+        assert!(matches!(
+            run_command("echo hello", Duration::from_secs(5)),
+            Err(ProbeError::Garbage { .. })
+        ));
+        assert!(matches!(
+            run_command("exit 3", Duration::from_secs(5)),
+            Err(ProbeError::Failed { .. })
+        ));
+        assert!(matches!(
+            run_command("sleep 5", Duration::from_millis(200)),
+            Err(ProbeError::Timeout { .. })
+        ));
+    }
+
+    #[test]
+    fn counters_become_rates() {
+        let mut w = Windowed::default();
+        assert_eq!(w.feed(ValueKind::Counter, 0.0, 100.0), None);
+        assert_eq!(w.feed(ValueKind::Counter, 2.0, 300.0), Some(100.0));
+        assert_eq!(
+            w.feed(ValueKind::Counter, 3.0, 10.0),
+            None,
+            "a reset gives no observation"
+        );
+        assert_eq!(w.feed(ValueKind::Counter, 4.0, 60.0), Some(50.0));
+        assert_eq!(w.feed(ValueKind::Gauge, 5.0, 7.0), Some(7.0));
+    }
+
+    #[test]
+    fn http_probe_against_a_local_server() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            use std::io::Write;
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let body = "app_ops_total 1234\n";
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        });
+        let v = fetch_metric(
+            &format!("http://{addr}/metrics"),
+            "app_ops_total",
+            &BTreeMap::new(),
+            Duration::from_secs(5),
+        );
+        server.join().unwrap();
+        assert_eq!(v, Ok(1234.0));
+        // Nobody listens there any more: a clear failure, not a hang.
+        let e = fetch_metric(
+            &format!("http://{addr}/metrics"),
+            "app_ops_total",
+            &BTreeMap::new(),
+            Duration::from_secs(2),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(&addr.to_string()), "{e}");
+    }
+}
