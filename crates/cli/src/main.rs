@@ -17,10 +17,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Queueing-network capacity models: solve, fit, predict, validate.
+    Model(cmd::model::ModelArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Model(args) => cmd::model::run(args),
     }
 }

@@ -46,9 +46,13 @@ fn time(label: &str, runs: usize, f: impl Fn()) {
 fn main() {
     let exact = SolveOptions::default();
     let queues = net(10_000, &vec![StationKind::Queue; 10]);
-    time("exact MVA, N = 10,000, 10 queue stations, whole curve", 50, || {
-        black_box(solve(black_box(&queues), &exact).expect("solves"));
-    });
+    time(
+        "exact MVA, N = 10,000, 10 queue stations, whole curve",
+        50,
+        || {
+            black_box(solve(black_box(&queues), &exact).expect("solves"));
+        },
+    );
     let schweitzer = SolveOptions {
         method: Method::Schweitzer,
         ..SolveOptions::default()
@@ -59,14 +63,22 @@ fn main() {
     let mut kinds = vec![StationKind::Queue; 9];
     kinds.push(StationKind::MultiServer(64));
     let ms = net(1_000, &kinds);
-    time("exact load-dependent MVA, N = 1,000, 9 queues + 64-server", 10, || {
-        black_box(solve(black_box(&ms), &exact).expect("solves"));
-    });
+    time(
+        "exact load-dependent MVA, N = 1,000, 9 queues + 64-server",
+        10,
+        || {
+            black_box(solve(black_box(&ms), &exact).expect("solves"));
+        },
+    );
     let seid = SolveOptions {
         multiserver: MultiServerMethod::Seidmann,
         ..SolveOptions::default()
     };
-    time("exact MVA + Seidmann, N = 1,000, 9 queues + 64-server", 10, || {
-        black_box(solve(black_box(&ms), &seid).expect("solves"));
-    });
+    time(
+        "exact MVA + Seidmann, N = 1,000, 9 queues + 64-server",
+        10,
+        || {
+            black_box(solve(black_box(&ms), &seid).expect("solves"));
+        },
+    );
 }

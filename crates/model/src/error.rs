@@ -18,7 +18,9 @@ pub enum ModelError {
     UnknownStation(String),
     #[error("unknown class `{0}`")]
     UnknownClass(String),
-    #[error("station `{station}`: {field} for class `{class}` is {value}; it must be finite and >= 0")]
+    #[error(
+        "station `{station}`: {field} for class `{class}` is {value}; it must be finite and >= 0"
+    )]
     BadDemand {
         station: String,
         class: String,
@@ -29,11 +31,11 @@ pub enum ModelError {
         "station `{station}`: no class visits it (every demand is 0); give it a demand > 0 or remove it"
     )]
     NotVisited { station: String },
-    #[error(
-        "station `{station}`: a multi-server station needs at least 1 server, got servers = 0"
-    )]
+    #[error("station `{station}`: a multi-server station needs at least 1 server, got servers = 0")]
     ZeroServers { station: String },
-    #[error("station `{station}`: load-dependent rate #{index} is {value}; rates must be finite and > 0")]
+    #[error(
+        "station `{station}`: load-dependent rate #{index} is {value}; rates must be finite and > 0"
+    )]
     BadRate {
         station: String,
         index: usize,

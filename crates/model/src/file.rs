@@ -121,7 +121,11 @@ pub struct ModelFile {
     pub fit: Option<FitSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predict: Option<PredictSpec>,
-    #[serde(default, alias = "configuration", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "configuration",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub configurations: Vec<Configuration>,
 }
 
@@ -239,10 +243,7 @@ impl ModelFile {
         if self.stations.is_empty() {
             return Err(ModelError::NoStations);
         }
-        self.stations
-            .iter()
-            .map(|s| station(s, &classes))
-            .collect()
+        self.stations.iter().map(|s| station(s, &classes)).collect()
     }
 
     /// The network with every demand stated in the file.
@@ -270,7 +271,11 @@ impl ModelFile {
 
     /// The measured points selected by `[fit] from` (all when empty).
     pub fn fit_points(&self) -> Result<Vec<Measurement>, ModelError> {
-        let from = self.fit.as_ref().map(|f| f.from.clone()).unwrap_or_default();
+        let from = self
+            .fit
+            .as_ref()
+            .map(|f| f.from.clone())
+            .unwrap_or_default();
         if from.is_empty() {
             return Ok(self.measurements.clone());
         }
@@ -281,9 +286,7 @@ impl ModelFile {
                     .find(|m| &m.name() == l)
                     .cloned()
                     .ok_or_else(|| {
-                        ModelError::File(format!(
-                            "[fit] from: no measurement labelled `{l}`"
-                        ))
+                        ModelError::File(format!("[fit] from: no measurement labelled `{l}`"))
                     })
             })
             .collect()

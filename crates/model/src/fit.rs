@@ -109,7 +109,10 @@ impl Measurement {
                 ));
             }
             if !c.is_finite() || c <= 0.0 {
-                return Err(bad(&format!("cores.{name}"), format!("is {c}; it must be > 0")));
+                return Err(bad(
+                    &format!("cores.{name}"),
+                    format!("is {c}; it must be > 0"),
+                ));
             }
         }
         Ok(())

@@ -79,14 +79,30 @@ pub fn read(xml: &str) -> Result<Network, ModelError> {
                                 match c.tag_name().name() {
                                     "closedclass" => {
                                         let name = attr(c, "name")?.to_string();
-                                        let pop = number(attr(c, "population")?, &format!("class `{name}` population"))?;
+                                        let pop = number(
+                                            attr(c, "population")?,
+                                            &format!("class `{name}` population"),
+                                        )?;
                                         if pop.fract() != 0.0 || pop > f64::from(u32::MAX) {
-                                            return Err(ModelError::Jmva(format!("class `{name}`: population {pop} is not a whole number")));
+                                            return Err(ModelError::Jmva(format!(
+                                                "class `{name}`: population {pop} is not a whole number"
+                                            )));
                                         }
-                                        classes.push(Class { name, population: pop as u32, think_time: 0.0 });
+                                        classes.push(Class {
+                                            name,
+                                            population: pop as u32,
+                                            think_time: 0.0,
+                                        });
                                     }
-                                    "openclass" => return Err(unsupported("openclass", "open classes are not supported by perfpilot's solvers")),
-                                    other => return Err(unsupported(other, "unknown class element")),
+                                    "openclass" => {
+                                        return Err(unsupported(
+                                            "openclass",
+                                            "open classes are not supported by perfpilot's solvers",
+                                        ));
+                                    }
+                                    other => {
+                                        return Err(unsupported(other, "unknown class element"));
+                                    }
                                 }
                             }
                         }
@@ -98,12 +114,20 @@ pub fn read(xml: &str) -> Result<Network, ModelError> {
                         "ReferenceStation" => {
                             for c in elements(p) {
                                 if c.tag_name().name() != "Class" {
-                                    return Err(unsupported(c.tag_name().name(), "expected <Class> inside <ReferenceStation>"));
+                                    return Err(unsupported(
+                                        c.tag_name().name(),
+                                        "expected <Class> inside <ReferenceStation>",
+                                    ));
                                 }
-                                refs.push((attr(c, "name")?.to_string(), attr(c, "refStation")?.to_string()));
+                                refs.push((
+                                    attr(c, "name")?.to_string(),
+                                    attr(c, "refStation")?.to_string(),
+                                ));
                             }
                         }
-                        other => return Err(unsupported(other, "unknown element inside <parameters>")),
+                        other => {
+                            return Err(unsupported(other, "unknown element inside <parameters>"));
+                        }
                     }
                 }
             }
@@ -154,15 +178,19 @@ pub fn read(xml: &str) -> Result<Network, ModelError> {
 fn read_station(s: roxmltree::Node, classes: &[Class]) -> Result<RawStation, ModelError> {
     let tag = s.tag_name().name().to_string();
     if !matches!(tag.as_str(), "delaystation" | "listation" | "ldstation") {
-        return Err(unsupported(&tag, "only delaystation, listation and ldstation are supported"));
+        return Err(unsupported(
+            &tag,
+            "only delaystation, listation and ldstation are supported",
+        ));
     }
     let name = attr(s, "name")?.to_string();
     let servers = match s.attribute("servers") {
         None => 1,
-        Some(v) => v
-            .trim()
-            .parse::<u32>()
-            .map_err(|_| ModelError::Jmva(format!("station `{name}`: servers `{v}` is not a whole number")))?,
+        Some(v) => v.trim().parse::<u32>().map_err(|_| {
+            ModelError::Jmva(format!(
+                "station `{name}`: servers `{v}` is not a whole number"
+            ))
+        })?,
     };
     if servers == 0 {
         return Err(ModelError::ZeroServers { station: name });
@@ -172,10 +200,9 @@ fn read_station(s: roxmltree::Node, classes: &[Class]) -> Result<RawStation, Mod
     let mut visits = vec![0.0; nc];
     let class_index = |n: roxmltree::Node| -> Result<usize, ModelError> {
         let cn = attr(n, "customerclass")?;
-        classes
-            .iter()
-            .position(|c| c.name == cn)
-            .ok_or_else(|| ModelError::Jmva(format!("station `{name}`: unknown customerclass `{cn}`")))
+        classes.iter().position(|c| c.name == cn).ok_or_else(|| {
+            ModelError::Jmva(format!("station `{name}`: unknown customerclass `{cn}`"))
+        })
     };
     for part in elements(s) {
         match part.tag_name().name() {
@@ -191,7 +218,12 @@ fn read_station(s: roxmltree::Node, classes: &[Class]) -> Result<RawStation, Mod
                             .filter(|t| !t.trim().is_empty())
                             .map(|t| number(t, &what))
                             .collect::<Result<_, _>>()?,
-                        other => return Err(unsupported(other, &format!("unexpected inside <servicetimes> of `{name}`"))),
+                        other => {
+                            return Err(unsupported(
+                                other,
+                                &format!("unexpected inside <servicetimes> of `{name}`"),
+                            ));
+                        }
                     };
                 }
             }
@@ -201,10 +233,18 @@ fn read_station(s: roxmltree::Node, classes: &[Class]) -> Result<RawStation, Mod
                         return Err(unsupported(v.tag_name().name(), "expected <visit>"));
                     }
                     let c = class_index(v)?;
-                    visits[c] = number(v.text().unwrap_or(""), &format!("station `{name}` visits of `{}`", classes[c].name))?;
+                    visits[c] = number(
+                        v.text().unwrap_or(""),
+                        &format!("station `{name}` visits of `{}`", classes[c].name),
+                    )?;
                 }
             }
-            other => return Err(unsupported(other, &format!("unknown element inside station `{name}`"))),
+            other => {
+                return Err(unsupported(
+                    other,
+                    &format!("unknown element inside station `{name}`"),
+                ));
+            }
         }
     }
     for (c, sv) in service.iter().enumerate() {
@@ -215,7 +255,13 @@ fn read_station(s: roxmltree::Node, classes: &[Class]) -> Result<RawStation, Mod
             )));
         }
     }
-    Ok(RawStation { name, tag, servers, service, visits })
+    Ok(RawStation {
+        name,
+        tag,
+        servers,
+        service,
+        visits,
+    })
 }
 
 /// Rates α(j) = s(1)/s(j) of a JMVA ldstation; every visiting class must share them.
@@ -228,7 +274,11 @@ fn ld_kind(r: &RawStation) -> Result<StationKind, ModelError> {
         if let Some(j) = s.iter().position(|&v| v == 0.0) {
             return Err(unsupported(
                 "servicetimes",
-                &format!("station `{}`: service time 0 at population {}", r.name, j + 1),
+                &format!(
+                    "station `{}`: service time 0 at population {}",
+                    r.name,
+                    j + 1
+                ),
             ));
         }
         let mine: Vec<f64> = s.iter().map(|v| s[0] / v).collect();
@@ -236,20 +286,36 @@ fn ld_kind(r: &RawStation) -> Result<StationKind, ModelError> {
             None => rates = Some(mine),
             Some(prev) => {
                 let same = prev.len() == mine.len()
-                    && prev.iter().zip(&mine).all(|(a, b)| (a - b).abs() <= 1e-9 * a.max(*b));
+                    && prev
+                        .iter()
+                        .zip(&mine)
+                        .all(|(a, b)| (a - b).abs() <= 1e-9 * a.max(*b));
                 if !same {
                     return Err(unsupported(
                         "ldstation",
-                        &format!("station `{}`: classes have different load-dependence; perfpilot's load-dependent stations share one rate curve", r.name),
+                        &format!(
+                            "station `{}`: classes have different load-dependence; perfpilot's load-dependent stations share one rate curve",
+                            r.name
+                        ),
                     ));
                 }
             }
         }
     }
-    let rates = rates.unwrap_or_else(|| vec![1.0]);
+    let mut rates = rates.unwrap_or_else(|| vec![1.0]);
+    // The last rate holds for every larger population: drop repeats at the end.
+    while rates.len() > 1
+        && (rates[rates.len() - 1] - rates[rates.len() - 2]).abs() <= 1e-12 * rates[rates.len() - 1]
+    {
+        rates.pop();
+    }
     // [1, 2, .., m, m, m…] is an m-server station.
     if let Some(m) = multiserver_count(&rates) {
-        return Ok(if m == 1 { StationKind::Queue } else { StationKind::MultiServer(m) });
+        return Ok(if m == 1 {
+            StationKind::Queue
+        } else {
+            StationKind::MultiServer(m)
+        });
     }
     Ok(StationKind::LoadDependent(rates))
 }
@@ -322,7 +388,10 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
         o.push_str("        </visits>\n");
     };
     if think {
-        o.push_str(&format!("      <delaystation name=\"{}\">\n", esc(&think_name)));
+        o.push_str(&format!(
+            "      <delaystation name=\"{}\">\n",
+            esc(&think_name)
+        ));
         let values: Vec<String> = net
             .classes
             .iter()
@@ -338,12 +407,23 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
         o.push_str("      </delaystation>\n");
     }
     for s in &net.stations {
-        let visits: Vec<f64> = s.demand.iter().map(|&d| if d > 0.0 { 1.0 } else { 0.0 }).collect();
+        let visits: Vec<f64> = s
+            .demand
+            .iter()
+            .map(|&d| if d > 0.0 { 1.0 } else { 0.0 })
+            .collect();
         let (open, close, values): (String, &str, Vec<String>) = match &s.kind {
             StationKind::Delay | StationKind::Queue => {
-                let tag = if s.kind == StationKind::Delay { "delaystation" } else { "listation" };
+                let tag = if s.kind == StationKind::Delay {
+                    "delaystation"
+                } else {
+                    "listation"
+                };
                 let open = if tag == "listation" {
-                    format!("      <listation name=\"{}\" servers=\"1\">\n", esc(&s.name))
+                    format!(
+                        "      <listation name=\"{}\" servers=\"1\">\n",
+                        esc(&s.name)
+                    )
                 } else {
                     format!("      <delaystation name=\"{}\">\n", esc(&s.name))
                 };
@@ -358,7 +438,15 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
                         )
                     })
                     .collect();
-                (open, if tag == "listation" { "      </listation>\n" } else { "      </delaystation>\n" }, values)
+                (
+                    open,
+                    if tag == "listation" {
+                        "      </listation>\n"
+                    } else {
+                        "      </delaystation>\n"
+                    },
+                    values,
+                )
             }
             StationKind::MultiServer(_) | StationKind::LoadDependent(_) => {
                 let len = match &s.kind {
@@ -392,8 +480,15 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
         o.push_str(close);
     }
     o.push_str("    </stations>\n");
-    o.push_str(&format!("    <ReferenceStation number=\"{}\">\n", net.classes.len()));
-    let reference = if think { think_name.clone() } else { net.stations[0].name.clone() };
+    o.push_str(&format!(
+        "    <ReferenceStation number=\"{}\">\n",
+        net.classes.len()
+    ));
+    let reference = if think {
+        think_name.clone()
+    } else {
+        net.stations[0].name.clone()
+    };
     for c in &net.classes {
         o.push_str(&format!(
             "      <Class name=\"{}\" refStation=\"{}\"/>\n",

@@ -205,11 +205,7 @@ fn internal(net: &Network, opts: &SolveOptions) -> Result<Internal, ModelError> 
             (StationKind::MultiServer(m), MultiServerMethod::Seidmann, _)
             | (StationKind::MultiServer(m), _, Method::Schweitzer) => {
                 let m = f64::from(*m);
-                it.push(
-                    k,
-                    IKind::Queue,
-                    s.demand.iter().map(|d| d / m).collect(),
-                );
+                it.push(k, IKind::Queue, s.demand.iter().map(|d| d / m).collect());
                 it.push(
                     k,
                     IKind::Delay,
@@ -344,7 +340,11 @@ impl Exact<'_> {
         let mut x = vec![0.0; states * nc];
         let mut q = vec![0.0; states * ka];
         let mut dead = vec![false; states];
-        let mut p0 = if top { vec![0.0; states * ld.len()] } else { Vec::new() };
+        let mut p0 = if top {
+            vec![0.0; states * ld.len()]
+        } else {
+            Vec::new()
+        };
         let mut r_final = vec![0.0; ka * nc];
         // marg[l][s]: marginal probabilities p_l(j|n), j = 0..=|n|.
         let mut marg: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); states]; ld.len()];

@@ -46,12 +46,14 @@ pub fn predict(
     };
     let mut rows = Vec::new();
     for (m, variant) in variants {
-        rows.extend(solve_at(&variant, clients, variant.classes[0].think_time, opts)?
-            .into_iter()
-            .map(|mut r| {
-                r.replicas = m;
-                r
-            }));
+        rows.extend(
+            solve_at(&variant, clients, variant.classes[0].think_time, opts)?
+                .into_iter()
+                .map(|mut r| {
+                    r.replicas = m;
+                    r
+                }),
+        );
     }
     Ok(rows)
 }

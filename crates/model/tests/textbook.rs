@@ -28,8 +28,16 @@ fn jain_example_35_5_timesharing() {
     let sol = solve(&net, &SolveOptions::default()).unwrap();
     let c = &sol.classes[0];
     assert!((c.throughput - 0.264).abs() < 1e-3, "X = {}", c.throughput);
-    assert!((c.response_time - 6.694).abs() < 1e-3, "R = {}", c.response_time);
-    let u: Vec<f64> = sol.stations.iter().map(|s| s.utilization.unwrap()).collect();
+    assert!(
+        (c.response_time - 6.694).abs() < 1e-3,
+        "R = {}",
+        c.response_time
+    );
+    let u: Vec<f64> = sol
+        .stations
+        .iter()
+        .map(|s| s.utilization.unwrap())
+        .collect();
     for (got, want) in u.iter().zip([0.206, 0.618, 0.412]) {
         assert!((got - want).abs() < 1e-3, "U = {got}, want {want}");
     }
@@ -47,12 +55,21 @@ fn jain_example_35_5_timesharing() {
 /// (p(0) = 1 − Σ p(j)) goes negative here.
 #[test]
 fn saturated_eight_server_station_gives_eight() {
-    let net = single(200, 0.0, vec![st("cores", StationKind::MultiServer(8), &[1.0])]);
+    let net = single(
+        200,
+        0.0,
+        vec![st("cores", StationKind::MultiServer(8), &[1.0])],
+    );
     let sol = solve(&net, &SolveOptions::default()).unwrap();
     for p in &sol.curve {
         assert!(p.throughput > 0.0 && p.throughput.is_finite());
         let want = f64::from(p.population.min(8));
-        assert!((p.throughput - want).abs() < 1e-9, "N={} X={}", p.population, p.throughput);
+        assert!(
+            (p.throughput - want).abs() < 1e-9,
+            "N={} X={}",
+            p.population,
+            p.throughput
+        );
     }
     // With think time and a second queue the station still saturates at 8.
     let net = single(
@@ -64,7 +81,11 @@ fn saturated_eight_server_station_gives_eight() {
         ],
     );
     let sol = solve(&net, &SolveOptions::default()).unwrap();
-    assert!((sol.classes[0].throughput - 8.0).abs() < 1e-6, "{}", sol.classes[0].throughput);
+    assert!(
+        (sol.classes[0].throughput - 8.0).abs() < 1e-6,
+        "{}",
+        sol.classes[0].throughput
+    );
     for s in &sol.stations {
         assert!(s.queue >= 0.0 && s.residence[0] >= 0.0);
     }
@@ -106,14 +127,23 @@ fn several_load_dependent_stations_match_convolution() {
         vec![
             st("a", StationKind::MultiServer(4), &[0.4]),
             st("b", StationKind::MultiServer(16), &[1.5]),
-            st("c", StationKind::LoadDependent(vec![1.0, 1.7, 2.2, 2.5]), &[0.2]),
+            st(
+                "c",
+                StationKind::LoadDependent(vec![1.0, 1.7, 2.2, 2.5]),
+                &[0.2],
+            ),
             st("d", StationKind::Queue, &[0.05]),
         ],
     );
     let sol = solve(&net, &SolveOptions::default()).unwrap();
     let want = convolution_throughput(&net);
     for (p, w) in sol.curve.iter().zip(&want) {
-        assert!(((p.throughput - w) / w).abs() < 1e-9, "N={} {} vs {w}", p.population, p.throughput);
+        assert!(
+            ((p.throughput - w) / w).abs() < 1e-9,
+            "N={} {} vs {w}",
+            p.population,
+            p.throughput
+        );
     }
 }
 
@@ -139,10 +169,20 @@ fn seidmann_is_an_approximation() {
     .unwrap();
     let (xe, xs) = (exact.classes[0].throughput, seid.classes[0].throughput);
     assert!(((xe - xs) / xe).abs() < 0.05, "exact {xe} seidmann {xs}");
-    assert!((xe - xs).abs() > 1e-6, "Seidmann should differ from exact for m = 4");
+    assert!(
+        (xe - xs).abs() > 1e-6,
+        "Seidmann should differ from exact for m = 4"
+    );
     assert!(seid.method.contains("Seidmann"));
     // Saturation throughput agrees: 4 / 0.4 = 10.
     let big = net.with_populations(&[500]).unwrap();
-    let s = solve(&big, &SolveOptions { multiserver: MultiServerMethod::Seidmann, ..SolveOptions::default() }).unwrap();
+    let s = solve(
+        &big,
+        &SolveOptions {
+            multiserver: MultiServerMethod::Seidmann,
+            ..SolveOptions::default()
+        },
+    )
+    .unwrap();
     assert!((s.classes[0].throughput - 10.0).abs() < 1e-6);
 }
