@@ -373,9 +373,8 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
     o.push_str(&format!("    <stations number=\"{count}\">\n"));
     let per_class = |o: &mut String, values: &[String], visits: &[f64]| {
         o.push_str("        <servicetimes>\n");
-        for (c, v) in values.iter().enumerate() {
+        for v in values {
             o.push_str(v);
-            let _ = c;
         }
         o.push_str("        </servicetimes>\n        <visits>\n");
         for (c, class) in net.classes.iter().enumerate() {

@@ -17,6 +17,10 @@
 //! a network with `L` load-dependent stations solves `2^L` sub-networks, memoised). Every
 //! quantity stays positive; the vector is finally renormalised to remove rounding drift.
 
+// The recursions index several parallel arrays by station and class; index loops read like
+// the formulas they implement.
+#![allow(clippy::needless_range_loop)]
+
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -156,8 +160,10 @@ pub struct Solution {
 const STATE_LIMIT: u128 = 50_000_000;
 /// Upper limit on stored marginal probabilities in exact multi-class load-dependent MVA.
 const MARGINAL_LIMIT: u128 = 50_000_000;
-/// Upper limit on load-dependent stations in one exact solve (2^L sub-networks).
-const LD_LIMIT: usize = 12;
+/// Upper limit on load-dependent stations in one exact solve.
+const LD_LIMIT: usize = 60;
+/// Upper limit on the estimated inner-loop steps of one exact load-dependent solve.
+const WORK_LIMIT: u128 = 5_000_000_000;
 
 #[derive(Debug, Clone)]
 enum IKind {
@@ -312,12 +318,43 @@ struct Exact<'a> {
     it: &'a Internal,
     strides: Vec<usize>,
     states: usize,
-    memo: HashMap<u64, Rc<Tables>>,
+    /// Stations with the same kind and demands share a type: sub-networks that hold the same
+    /// multiset of types have the same throughputs (replicas make this common).
+    type_of: Vec<u16>,
+    memo: HashMap<Vec<u16>, Rc<Tables>>,
+}
+
+/// Type ids: equal for internal stations with identical kind and demands.
+fn station_types(it: &Internal) -> Vec<u16> {
+    let same = |a: usize, b: usize| {
+        it.demand[a] == it.demand[b]
+            && match (&it.kind[a], &it.kind[b]) {
+                (IKind::Delay, IKind::Delay) | (IKind::Queue, IKind::Queue) => true,
+                (IKind::Ld(x), IKind::Ld(y)) => x == y,
+                _ => false,
+            }
+    };
+    let mut out: Vec<u16> = Vec::with_capacity(it.kind.len());
+    for k in 0..it.kind.len() {
+        let t = (0..k).find(|&j| same(j, k)).map_or(k as u16, |j| out[j]);
+        out.push(t);
+    }
+    out
 }
 
 impl Exact<'_> {
+    fn key(&self, mask: u64) -> Vec<u16> {
+        let mut key: Vec<u16> = (0..self.type_of.len())
+            .filter(|k| mask >> k & 1 == 1)
+            .map(|k| self.type_of[k])
+            .collect();
+        key.sort_unstable();
+        key
+    }
+
     fn tables(&mut self, mask: u64, top: bool) -> Result<Rc<Tables>, ModelError> {
-        if !top && let Some(t) = self.memo.get(&mask) {
+        let key = self.key(mask);
+        if !top && let Some(t) = self.memo.get(&key) {
             return Ok(t.clone());
         }
         let it = self.it;
@@ -462,7 +499,7 @@ impl Exact<'_> {
             r_final,
         });
         if !top {
-            self.memo.insert(mask, t.clone());
+            self.memo.insert(key, t.clone());
         }
         Ok(t)
     }
@@ -500,10 +537,37 @@ fn exact(net: &Network, it: &Internal, opts: &SolveOptions) -> Result<Solution, 
     for c in 1..nc {
         strides[c] = strides[c - 1] * (it.pops[c - 1] as usize + 1);
     }
+    // Work estimate: one table per distinct multiset of load-dependent station types, each
+    // O(states × Ntot × L). Refuse what would take minutes rather than hang.
+    let type_of = station_types(it);
+    let mut ld_types: HashMap<u16, u128> = HashMap::new();
+    for (k, kind) in it.kind.iter().enumerate() {
+        if matches!(kind, IKind::Ld(_)) {
+            *ld_types.entry(type_of[k]).or_default() += 1;
+        }
+    }
+    let tables_needed: u128 = ld_types.values().map(|c| c + 1).product();
+    let work = tables_needed * states * (u128::from(net.total_population()) + 1) * nld as u128;
+    if work > WORK_LIMIT {
+        return Err(ModelError::Unsupported {
+            method: "exact MVA",
+            station: net.stations[it.orig[it
+                .kind
+                .iter()
+                .position(|k| matches!(k, IKind::Ld(_)))
+                .unwrap_or(0)]]
+            .name
+            .clone(),
+            reason: format!(
+                "{nld} distinct multi-server/load-dependent stations at this population need about {work} steps; use multiserver = seidmann or method = schweitzer"
+            ),
+        });
+    }
     let mut ex = Exact {
         it,
         strides,
         states: states as usize,
+        type_of,
         memo: HashMap::new(),
     };
     let all = if it.kind.len() >= 64 {

@@ -5,6 +5,8 @@
 //! chosen uniformly, so every visited station has visit ratio 1 and service time = demand.
 //! Stations serve by processor sharing with the total-population rate α(n) (product form).
 
+#![allow(clippy::needless_range_loop)]
+
 mod common;
 
 use std::collections::HashMap;

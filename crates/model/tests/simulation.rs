@@ -2,6 +2,8 @@
 //! the exact load-dependent MVA and Seidmann's approximation. Deterministic seed; tolerances
 //! are statistical (a few standard errors of a long run).
 
+#![allow(clippy::needless_range_loop)]
+
 mod common;
 
 use std::cmp::Ordering;

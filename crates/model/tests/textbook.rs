@@ -186,3 +186,34 @@ fn seidmann_is_an_approximation() {
     .unwrap();
     assert!((s.classes[0].throughput - 10.0).abs() < 1e-6);
 }
+
+/// Replicated multi-server tiers (identical stations share sub-network solutions) against the
+/// convolution algorithm; the replicas also get identical results.
+#[test]
+fn replicated_multiserver_tiers_match_convolution() {
+    let base = single(
+        120,
+        0.5,
+        vec![
+            st("app", StationKind::MultiServer(4), &[0.3]),
+            st("db", StationKind::MultiServer(2), &[0.02]),
+        ],
+    );
+    let net = base.with_replicas("app", 7).unwrap();
+    let sol = solve(&net, &SolveOptions::default()).unwrap();
+    let want = convolution_throughput(&net);
+    for (p, w) in sol.curve.iter().zip(&want) {
+        assert!(
+            ((p.throughput - w) / w).abs() < 1e-9,
+            "N={} {} vs {w}",
+            p.population,
+            p.throughput
+        );
+    }
+    let q0 = sol.stations[0].queue;
+    assert!(
+        sol.stations[..7]
+            .iter()
+            .all(|s| (s.queue - q0).abs() < 1e-9)
+    );
+}
