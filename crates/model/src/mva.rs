@@ -256,47 +256,70 @@ pub fn solve(net: &Network, opts: &SolveOptions) -> Result<Solution, ModelError>
 
 /// Bounds of class `c` computed from the declared network.
 pub fn bounds(net: &Network, c: usize, population: u32) -> Bounds {
-    let n = f64::from(population);
-    let z = net.classes[c].think_time;
-    let mut d_total = 0.0;
-    let mut d_max: f64 = 0.0;
-    let mut r_upper_fixed = 0.0;
-    let mut r_upper_per_n = 0.0;
-    for s in &net.stations {
-        let d = s.demand[c];
-        if d == 0.0 {
-            continue;
+    BoundsBase::new(net, c).at(population)
+}
+
+/// The population-independent parts of the bounds of one class.
+struct BoundsBase {
+    d_total: f64,
+    d_max: f64,
+    z: f64,
+    r_upper_fixed: f64,
+    r_upper_per_n: f64,
+    single: bool,
+}
+
+impl BoundsBase {
+    fn new(net: &Network, c: usize) -> BoundsBase {
+        let mut b = BoundsBase {
+            d_total: 0.0,
+            d_max: 0.0,
+            z: net.classes[c].think_time,
+            r_upper_fixed: 0.0,
+            r_upper_per_n: 0.0,
+            single: net.classes.len() == 1,
+        };
+        for s in &net.stations {
+            let d = s.demand[c];
+            if d == 0.0 {
+                continue;
+            }
+            if s.kind == StationKind::Delay {
+                b.d_total += d;
+                b.r_upper_fixed += d;
+            } else {
+                b.d_total += d * s.kind.fastest_per_customer();
+                b.d_max = b.d_max.max(d / s.kind.max_rate());
+                b.r_upper_per_n += d / s.kind.min_rate();
+            }
         }
-        if s.kind == StationKind::Delay {
-            d_total += d;
-            r_upper_fixed += d;
-        } else {
-            d_total += d * s.kind.fastest_per_customer();
-            d_max = d_max.max(d / s.kind.max_rate());
-            r_upper_per_n += d / s.kind.min_rate();
-        }
+        b
     }
-    let single = net.classes.len() == 1;
-    let x_opt = n / (d_total + z);
-    let throughput_upper = if d_max > 0.0 {
-        x_opt.min(1.0 / d_max)
-    } else {
-        x_opt
-    };
-    let response_upper = r_upper_fixed + n * r_upper_per_n;
-    Bounds {
-        demand_total: d_total,
-        demand_max: d_max,
-        think_time: z,
-        n_star: if d_max > 0.0 {
-            (d_total + z) / d_max
+
+    fn at(&self, population: u32) -> Bounds {
+        let n = f64::from(population);
+        let (d_total, d_max, z) = (self.d_total, self.d_max, self.z);
+        let x_opt = n / (d_total + z);
+        let throughput_upper = if d_max > 0.0 {
+            x_opt.min(1.0 / d_max)
         } else {
-            f64::INFINITY
-        },
-        throughput_upper,
-        throughput_lower: single.then(|| n / (response_upper + z)),
-        response_lower: d_total.max(n * d_max - z),
-        response_upper: single.then_some(response_upper),
+            x_opt
+        };
+        let response_upper = self.r_upper_fixed + n * self.r_upper_per_n;
+        Bounds {
+            demand_total: d_total,
+            demand_max: d_max,
+            think_time: z,
+            n_star: if d_max > 0.0 {
+                (d_total + z) / d_max
+            } else {
+                f64::INFINITY
+            },
+            throughput_upper,
+            throughput_lower: self.single.then(|| n / (response_upper + z)),
+            response_lower: d_total.max(n * d_max - z),
+            response_upper: self.single.then_some(response_upper),
+        }
     }
 }
 
@@ -600,6 +623,8 @@ fn exact(net: &Network, it: &Internal, opts: &SolveOptions) -> Result<Solution, 
     let stations = station_results(net, &x_last, &residence, |k| p0_of(s_last, k));
     let mut curve = Vec::new();
     if nc == 1 {
+        curve.reserve(ex.states - 1);
+        let base = BoundsBase::new(net, 0);
         for s in 1..ex.states {
             let xs = t.x[s];
             let mut queue = vec![0.0; net.stations.len()];
@@ -618,7 +643,7 @@ fn exact(net: &Network, it: &Internal, opts: &SolveOptions) -> Result<Solution, 
                 response_time: queue.iter().sum::<f64>() / xs,
                 utilization,
                 queue,
-                bounds: bounds(net, 0, s as u32),
+                bounds: base.at(s as u32),
             });
         }
     }
