@@ -18,11 +18,7 @@ fn net(n: u32, kinds: &[StationKind]) -> Network {
             demand: vec![0.001 * (k as f64 + 1.0)],
         })
         .collect();
-    let class = Class {
-        name: "c".into(),
-        population: n,
-        think_time: 1.0,
-    };
+    let class = Class::closed("c", n, 1.0);
     Network::new(stations, vec![class]).expect("benchmark network is valid")
 }
 

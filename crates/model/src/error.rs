@@ -45,6 +45,16 @@ pub enum ModelError {
     NoRates { station: String },
     #[error("class `{class}`: population is 0; a closed class needs at least 1 customer")]
     ZeroPopulation { class: String },
+    #[error("class `{class}`: arrival rate is {value}; it must be finite and > 0")]
+    BadArrivalRate { class: String, value: f64 },
+    #[error(
+        "class `{class}`: an open class (arrival_rate) takes neither population nor think_time"
+    )]
+    OpenAndClosed { class: String },
+    #[error(
+        "station `{station}`: open classes alone use {utilization} of it; it must stay below 1 (the open load saturates it)"
+    )]
+    OpenSaturated { station: String, utilization: f64 },
     #[error("class `{class}`: think time is {value}; it must be finite and >= 0")]
     BadThinkTime { class: String, value: f64 },
     #[error("class `{class}` has no positive demand at any station and no think time")]

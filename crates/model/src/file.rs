@@ -48,9 +48,22 @@ pub enum KindSpec {
 #[serde(deny_unknown_fields)]
 pub struct ClassSpec {
     pub name: String,
+    /// Closed class: its population.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub population: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero_f")]
     pub think_time: f64,
+    /// Open class: arrivals per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<f64>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// A station as written in the file.
@@ -192,6 +205,7 @@ impl ModelFile {
                     name: c.name.clone(),
                     population: c.population,
                     think_time: c.think_time,
+                    arrival_rate: c.arrival_rate,
                 })
                 .collect(),
             stations: net
@@ -233,6 +247,7 @@ impl ModelFile {
                 name: c.name.clone(),
                 population: c.population,
                 think_time: c.think_time,
+                arrival_rate: c.arrival_rate,
             })
             .collect())
     }

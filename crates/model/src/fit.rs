@@ -187,6 +187,12 @@ pub fn fit(
     class: &Class,
     measurements: &[Measurement],
 ) -> Result<FitReport, ModelError> {
+    if class.is_open() {
+        return Err(ModelError::File(format!(
+            "class `{}`: fitting needs a closed class (clients and think time)",
+            class.name
+        )));
+    }
     if measurements.is_empty() {
         return Err(ModelError::BadMeasurement {
             label: "(none)".into(),

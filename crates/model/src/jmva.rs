@@ -1,12 +1,13 @@
 //! JMT's JMVA XML format (the input of the Java Modelling Tools' MVA solver), read and written
 //! so that models can be cross-checked with other solvers.
 //!
-//! Supported: `<closedclass name population>`, `<delaystation>`, `<listation servers>`,
+//! Supported: `<closedclass name population>`, `<openclass name rate>`, `<delaystation>`, `<listation servers>`,
 //! `<ldstation>` (per-population service times `s1;s2;…`), `<servicetimes>`/`<visits>`,
 //! `<ReferenceStation>`, `<algParams>`, `<description>` and `<solutions>` (ignored on read).
 //! A delay station that is the reference station of every class is read as the classes'
 //! think time (JMVA reports response times without the reference station), and think time is
-//! written that way. Open classes and anything else are rejected with the element's name.
+//! written that way. `<openclass name rate>` is an open class. Anything else is rejected with
+//! the element's name.
 
 use crate::error::ModelError;
 use crate::network::{Class, Discipline, Network, Station, StationKind};
@@ -88,17 +89,15 @@ pub fn read(xml: &str) -> Result<Network, ModelError> {
                                                 "class `{name}`: population {pop} is not a whole number"
                                             )));
                                         }
-                                        classes.push(Class {
-                                            name,
-                                            population: pop as u32,
-                                            think_time: 0.0,
-                                        });
+                                        classes.push(Class::closed(&name, pop as u32, 0.0));
                                     }
                                     "openclass" => {
-                                        return Err(unsupported(
-                                            "openclass",
-                                            "open classes are not supported by perfpilot's solvers",
-                                        ));
+                                        let name = attr(c, "name")?.to_string();
+                                        let rate = number(
+                                            attr(c, "rate")?,
+                                            &format!("class `{name}` rate"),
+                                        )?;
+                                        classes.push(Class::open(&name, rate));
                                     }
                                     other => {
                                         return Err(unsupported(other, "unknown class element"));
@@ -141,6 +140,7 @@ pub fn read(xml: &str) -> Result<Network, ModelError> {
     let think_station = raw.iter().position(|r| {
         r.tag == "delaystation"
             && !classes.is_empty()
+            && !classes.iter().any(Class::is_open)
             && classes
                 .iter()
                 .all(|c| refs.iter().any(|(cn, st)| cn == &c.name && st == &r.name))
@@ -357,11 +357,17 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
     o.push_str("  <parameters>\n");
     o.push_str(&format!("    <classes number=\"{}\">\n", net.classes.len()));
     for c in &net.classes {
-        o.push_str(&format!(
-            "      <closedclass name=\"{}\" population=\"{}\"/>\n",
-            esc(&c.name),
-            c.population
-        ));
+        match c.arrival_rate {
+            Some(rate) => o.push_str(&format!(
+                "      <openclass name=\"{}\" rate=\"{rate:?}\"/>\n",
+                esc(&c.name)
+            )),
+            None => o.push_str(&format!(
+                "      <closedclass name=\"{}\" population=\"{}\"/>\n",
+                esc(&c.name),
+                c.population
+            )),
+        }
     }
     o.push_str("    </classes>\n");
     let think = net.classes.iter().any(|c| c.think_time > 0.0);

@@ -42,14 +42,45 @@ pub struct Station {
     pub demand: Vec<f64>,
 }
 
-/// A closed class: a fixed population of customers cycling through the stations.
+/// A class of customers: closed (a fixed population cycling through the stations) or open
+/// (Poisson arrivals at `arrival_rate` per second; `population` is then 0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Class {
     pub name: String,
+    #[serde(default)]
     pub population: u32,
     /// Think time per cycle in seconds: an implicit delay station seen only by this class.
     #[serde(default)]
     pub think_time: f64,
+    /// Arrivals per second of an open class; `None` for a closed class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<f64>,
+}
+
+impl Class {
+    /// A closed class.
+    pub fn closed(name: &str, population: u32, think_time: f64) -> Class {
+        Class {
+            name: name.to_string(),
+            population,
+            think_time,
+            arrival_rate: None,
+        }
+    }
+
+    /// An open class.
+    pub fn open(name: &str, arrival_rate: f64) -> Class {
+        Class {
+            name: name.to_string(),
+            population: 0,
+            think_time: 0.0,
+            arrival_rate: Some(arrival_rate),
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.arrival_rate.is_some()
+    }
 }
 
 /// A closed product-form queueing network. Build it with [`Network::new`], which checks it.
@@ -141,7 +172,19 @@ impl Network {
             if self.classes[..i].iter().any(|o| o.name == c.name) {
                 return Err(ModelError::DuplicateClass(c.name.clone()));
             }
-            if c.population == 0 {
+            if let Some(l) = c.arrival_rate {
+                if !l.is_finite() || l <= 0.0 {
+                    return Err(ModelError::BadArrivalRate {
+                        class: c.name.clone(),
+                        value: l,
+                    });
+                }
+                if c.population != 0 || c.think_time != 0.0 {
+                    return Err(ModelError::OpenAndClosed {
+                        class: c.name.clone(),
+                    });
+                }
+            } else if c.population == 0 {
                 return Err(ModelError::ZeroPopulation {
                     class: c.name.clone(),
                 });

@@ -207,10 +207,13 @@ fn measurement_field_errors() {
 
 #[test]
 fn jmva_element_that_cannot_be_represented() {
-    let xml = r#"<model><parameters><classes number="1"><openclass name="web" rate="2.0"/></classes></parameters></model>"#;
+    let xml = r#"<model><parameters><classes number="1"><openclass name="web"/></classes></parameters></model>"#;
+    let e = jmva::read(xml).unwrap_err();
+    assert!(msg(e).contains("<openclass> lacks the `rate` attribute"));
+    let xml = r#"<model><parameters><classes number="1"><chain name="web"/></classes></parameters></model>"#;
     let e = jmva::read(xml).unwrap_err();
     assert!(
-        matches!(&e, ModelError::JmvaUnsupported { element, .. } if element == "openclass"),
+        matches!(&e, ModelError::JmvaUnsupported { element, .. } if element == "chain"),
         "{e}"
     );
     let xml = r#"<model><parameters><classes number="1"><closedclass name="c" population="2"/></classes>

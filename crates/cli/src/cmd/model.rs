@@ -212,7 +212,11 @@ fn print_solution(file: &ModelFile, sol: &Solution) {
         println!(
             "{:<16} {:>8} {:>9.3} {:>12.3} {:>12} {:>12.3} {:>12} {:>8.1}",
             c.name,
-            c.population,
+            if c.population == 0 {
+                "open".to_string()
+            } else {
+                c.population.to_string()
+            },
             c.think_time,
             c.throughput,
             ms(c.response_time),

@@ -13,11 +13,7 @@ pub fn st(name: &str, kind: StationKind, demand: &[f64]) -> Station {
 }
 
 pub fn class(name: &str, n: u32, z: f64) -> Class {
-    Class {
-        name: name.into(),
-        population: n,
-        think_time: z,
-    }
+    Class::closed(name, n, z)
 }
 
 pub fn single(n: u32, z: f64, stations: Vec<Station>) -> Network {
