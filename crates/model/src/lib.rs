@@ -4,7 +4,8 @@
 //! measured load points, without knowing anything about Linux:
 //!
 //! * [`Network`]: closed product-form queueing networks of delay, queueing (PS/FCFS),
-//!   multi-server and load-dependent stations, with one or several closed classes.
+//!   multi-server and load-dependent stations, with one or several closed classes and,
+//!   optionally, open classes (mixed networks).
 //! * [`solve`]: exact Mean Value Analysis (the whole curve 1..N for one class, exact multi-class
 //!   MVA for a few small classes), exact load-dependent MVA that stays numerically stable for
 //!   saturated multi-server stations, Seidmann's approximation as a choice, and Bard–Schweitzer

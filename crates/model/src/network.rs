@@ -83,7 +83,8 @@ impl Class {
     }
 }
 
-/// A closed product-form queueing network. Build it with [`Network::new`], which checks it.
+/// A product-form queueing network (closed, or mixed with open classes). Build it with
+/// [`Network::new`], which checks it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Network {
     pub stations: Vec<Station>,
@@ -97,10 +98,10 @@ impl StationKind {
             StationKind::Delay => f64::from(j),
             StationKind::Queue => 1.0,
             StationKind::MultiServer(m) => f64::from(j.min(*m)),
-            StationKind::LoadDependent(r) => {
-                let i = (j as usize).clamp(1, r.len()) - 1;
-                r[i]
-            }
+            StationKind::LoadDependent(r) => match r.len() {
+                0 => 1.0, // rejected by Network::check; no panic on an unchecked kind
+                len => r[(j as usize).clamp(1, len) - 1],
+            },
         }
     }
 

@@ -154,3 +154,36 @@ fn multi_class_bounds_and_laws() {
     }
     assert!(sol.curve.is_empty());
 }
+
+#[test]
+fn multi_class_schweitzer_is_close_to_exact() {
+    let net = Network::new(
+        vec![
+            st("cpu", StationKind::Queue, &[0.05, 0.02]),
+            st("disk", StationKind::Queue, &[0.04, 0.08]),
+            st("app", StationKind::MultiServer(4), &[0.1, 0.1]),
+            st("lan", StationKind::Delay, &[0.01, 0.01]),
+        ],
+        vec![common::class("a", 30, 1.0), common::class("b", 20, 2.0)],
+    )
+    .unwrap();
+    let exact = solve(&net, &SolveOptions::default()).unwrap();
+    let approx = solve(
+        &net,
+        &SolveOptions {
+            method: Method::Schweitzer,
+            ..SolveOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(approx.converged && approx.iterations > 1);
+    for (e, a) in exact.classes.iter().zip(&approx.classes) {
+        assert!(
+            ((e.throughput - a.throughput) / e.throughput).abs() < 0.05,
+            "{}: exact {} schweitzer {}",
+            e.name,
+            e.throughput,
+            a.throughput
+        );
+    }
+}

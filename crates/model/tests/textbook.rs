@@ -217,3 +217,40 @@ fn replicated_multiserver_tiers_match_convolution() {
             .all(|s| (s.queue - q0).abs() < 1e-9)
     );
 }
+
+/// The textbook recursion (p(0|n) = 1 − Σ_{j≥1} p(j|n)) on the same network, to show the test
+/// case discriminates: it goes negative and ends with a negative throughput, while the stable
+/// solver gives X = 8.
+#[test]
+fn textbook_recursion_fails_where_the_stable_one_holds() {
+    let (m, d, dq, z, n_max) = (8u32, 1.0f64, 0.05f64, 5.0f64, 200u32);
+    let mut p = vec![1.0f64];
+    let (mut q_queue, mut x, mut went_negative) = (0.0f64, 0.0f64, false);
+    for n in 1..=n_max as usize {
+        let r: f64 = (1..=n)
+            .map(|j| j as f64 / f64::from((j as u32).min(m)) * p[j - 1])
+            .sum::<f64>()
+            * d;
+        let rq = dq * (1.0 + q_queue);
+        x = n as f64 / (r + rq + z);
+        q_queue = x * rq;
+        let mut next = vec![0.0; n + 1];
+        for j in 1..=n {
+            next[j] = d * x / f64::from((j as u32).min(m)) * p[j - 1];
+        }
+        next[0] = 1.0 - next[1..].iter().sum::<f64>();
+        went_negative |= next.iter().any(|&v| v < 0.0);
+        p = next;
+    }
+    assert!(went_negative && (x - 8.0).abs() > 1.0, "naive X = {x}");
+    let net = single(
+        n_max,
+        z,
+        vec![
+            st("cores", StationKind::MultiServer(m), &[d]),
+            st("disk", StationKind::Queue, &[dq]),
+        ],
+    );
+    let sol = solve(&net, &SolveOptions::default()).unwrap();
+    assert!((sol.classes[0].throughput - 8.0).abs() < 1e-6);
+}
