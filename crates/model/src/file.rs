@@ -275,13 +275,16 @@ impl ModelFile {
         Network::new(stations, classes)
     }
 
-    /// Whether the file asks for fitting (a `[fit]` section, or a station without demand).
+    /// Whether the file asks for fitting: a `[fit]` section, or a station without demand
+    /// when there are measurements to fit it from (without any, [`ModelFile::network`] says
+    /// which station lacks its demand).
     pub fn wants_fit(&self) -> bool {
         self.fit.is_some()
-            || self
-                .stations
-                .iter()
-                .any(|s| s.demand.is_none() && s.service_time.is_none())
+            || (!self.measurements.is_empty()
+                && self
+                    .stations
+                    .iter()
+                    .any(|s| s.demand.is_none() && s.service_time.is_none()))
     }
 
     /// The measured points selected by `[fit] from` (all when empty).

@@ -143,6 +143,15 @@ fn file_errors_name_the_field() {
         .network()
         .unwrap_err();
     assert!(msg(e.clone()).contains("`app`") && msg(e).contains("demand"));
+    // resolved() without measurements names the station too (it does not try to fit).
+    let e = ModelFile::parse_toml(&format!(
+        "{base}
+"
+    ))
+    .unwrap()
+    .resolved()
+    .unwrap_err();
+    assert!(msg(e).contains("station `app`: field `demand`"));
     let e = ModelFile::parse_toml(&format!("{base}demand = 0.1\nflavour = 3\n")).unwrap_err();
     assert!(msg(e).contains("flavour"));
     let e = ModelFile::parse_toml(
