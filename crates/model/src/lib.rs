@@ -6,15 +6,15 @@
 //! * [`Network`]: closed product-form queueing networks of delay, queueing (PS/FCFS),
 //!   multi-server and load-dependent stations, with one or several closed classes and,
 //!   optionally, open classes (mixed networks).
-//! * [`solve`]: exact Mean Value Analysis (the whole curve 1..N for one class, exact multi-class
+//! * [`solve()`]: exact Mean Value Analysis (the whole curve 1..N for one class, exact multi-class
 //!   MVA for a few small classes), exact load-dependent MVA that stays numerically stable for
 //!   saturated multi-server stations, Seidmann's approximation as a choice, and Bard–Schweitzer
 //!   approximate MVA with capped iterations. Every solution carries the asymptotic bounds.
-//! * [`fit`]: service demands from measurements by the utilization law (non-negative least
+//! * [`fit()`]: service demands from measurements by the utilization law (non-negative least
 //!   squares across load points), checked against the response-time law, with residuals.
-//! * [`predict`]: predictions over clients and replicated nodes, the bottleneck, validation
+//! * [`predict()`]: predictions over clients and replicated nodes, the bottleneck, validation
 //!   tables (measured vs predicted with error %), and throughput-per-cost rankings.
-//! * [`file`]: the documented TOML/JSON model file; [`jmva`]: JMT's JMVA XML, read and write.
+//! * [`mod@file`]: the documented TOML/JSON model file; [`mod@jmva`]: JMT's JMVA XML, read and write.
 //!
 //! Results are plain serde data so other crates (report, study) can use them as they are.
 

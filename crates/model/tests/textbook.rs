@@ -254,3 +254,30 @@ fn textbook_recursion_fails_where_the_stable_one_holds() {
     let sol = solve(&net, &SolveOptions::default()).unwrap();
     assert!((sol.classes[0].throughput - 8.0).abs() < 1e-6);
 }
+
+/// Lazowska et al., *Quantitative System Performance* (1984), the two-class example of § 7.4
+/// (p. 142; also the example of the R `queueing` package's multi-class closed network): one
+/// customer per class, no think time; class 1 visits (10, 9) with service (1/10, 1/3) s,
+/// class 2 visits (5, 4) with service (2/5, 1) s, i.e. demands D1 = (1, 3), D2 = (2, 4).
+/// Exact multi-class MVA by hand:
+///   (1,0): R = 1 + 3, X1 = 1/4, Q = (1/4, 3/4);  (0,1): R = 2 + 4, X2 = 1/6, Q = (1/3, 2/3)
+///   (1,1): class 1: R = 1(1 + 1/3) + 3(1 + 2/3) = 19/3, X1 = 3/19 = 0.157895
+///          class 2: R = 2(1 + 1/4) + 4(1 + 3/4) = 19/2, X2 = 2/19 = 0.105263
+#[test]
+fn lazowska_two_class_example() {
+    let net = perfpilot_model::Network::new(
+        vec![
+            st("cpu", StationKind::Queue, &[1.0, 2.0]),
+            st("disk", StationKind::Queue, &[3.0, 4.0]),
+        ],
+        vec![common::class("1", 1, 0.0), common::class("2", 1, 0.0)],
+    )
+    .unwrap();
+    let sol = solve(&net, &SolveOptions::default()).unwrap();
+    assert!((sol.classes[0].throughput - 3.0 / 19.0).abs() < 1e-12);
+    assert!((sol.classes[1].throughput - 2.0 / 19.0).abs() < 1e-12);
+    assert!((sol.classes[0].response_time - 19.0 / 3.0).abs() < 1e-12);
+    assert!((sol.classes[1].response_time - 9.5).abs() < 1e-12);
+    // Utilization of the disk: 3·3/19 + 4·2/19 = 17/19.
+    assert!((sol.stations[1].busy - 17.0 / 19.0).abs() < 1e-12);
+}
