@@ -22,7 +22,18 @@ fn net(n: u32, kinds: &[StationKind]) -> Network {
     Network::new(stations, vec![class]).expect("benchmark network is valid")
 }
 
+/// `cargo bench -p perfpilot-model -- WORD` runs only the cases whose label contains WORD.
+fn selected(label: &str) -> bool {
+    match std::env::args().skip(1).find(|a| !a.starts_with("--")) {
+        Some(word) => label.contains(&word),
+        None => true,
+    }
+}
+
 fn time(label: &str, runs: usize, f: impl Fn()) {
+    if !selected(label) {
+        return;
+    }
     f();
     let mut t: Vec<Duration> = (0..runs)
         .map(|_| {
@@ -47,6 +58,17 @@ fn main() {
         50,
         || {
             black_box(solve(black_box(&queues), &exact).expect("solves"));
+        },
+    );
+    let final_only = SolveOptions {
+        curve: false,
+        ..SolveOptions::default()
+    };
+    time(
+        "exact MVA, N = 10,000, 10 queue stations, final point",
+        50,
+        || {
+            black_box(solve(black_box(&queues), &final_only).expect("solves"));
         },
     );
     let schweitzer = SolveOptions {

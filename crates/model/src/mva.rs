@@ -62,6 +62,9 @@ pub struct SolveOptions {
     pub tolerance: f64,
     /// Bard–Schweitzer iteration cap; reaching it is reported as `converged = false`.
     pub max_iterations: u32,
+    /// Single-class exact solves: build the whole curve 1..N (default). The recursion visits
+    /// every population either way; `false` only skips the per-point output.
+    pub curve: bool,
 }
 
 impl Default for SolveOptions {
@@ -71,6 +74,7 @@ impl Default for SolveOptions {
             multiserver: MultiServerMethod::Exact,
             tolerance: 1e-10,
             max_iterations: 10_000,
+            curve: true,
         }
     }
 }
@@ -625,7 +629,7 @@ fn exact(net: &Network, it: &Internal, opts: &SolveOptions) -> Result<Solution, 
     };
     let stations = station_results(net, &x_last, &residence, |k| p0_of(s_last, k));
     let mut curve = Vec::new();
-    if nc == 1 {
+    if nc == 1 && opts.curve {
         curve.reserve(ex.states - 1);
         let base = BoundsBase::new(net, 0);
         for s in 1..ex.states {

@@ -119,7 +119,11 @@ fn solve_at(
     if opts.method == Method::Exact {
         let max = clients.iter().copied().max().unwrap_or(1).max(1);
         base.classes[0].population = max;
-        let sol = solve(&base, opts)?;
+        let with_curve = SolveOptions {
+            curve: true,
+            ..*opts
+        };
+        let sol = solve(&base, &with_curve)?;
         for &n in clients {
             rows.push(row(&sol, n, Some(n as usize - 1)));
         }

@@ -256,3 +256,27 @@ fn every_example_loads_and_solves() {
         assert_eq!(again, file, "{name} JSON round trip");
     }
 }
+
+#[test]
+fn curve_can_be_left_out_without_changing_results() {
+    let net = single(
+        50,
+        1.0,
+        vec![
+            st("a", StationKind::Queue, &[0.05]),
+            st("b", StationKind::MultiServer(2), &[0.08]),
+        ],
+    );
+    let full = solve(&net, &SolveOptions::default()).unwrap();
+    let opts = SolveOptions {
+        curve: false,
+        ..SolveOptions::default()
+    };
+    let bare = solve(&net, &opts).unwrap();
+    assert_eq!(full.curve.len(), 50);
+    assert!(bare.curve.is_empty());
+    assert_eq!(full.classes, bare.classes);
+    // Prediction still works when the options say no curve.
+    let rows = predict(&net, &[10, 50], None, &opts).unwrap();
+    assert!((rows[1].throughput - full.classes[0].throughput).abs() < 1e-12);
+}
