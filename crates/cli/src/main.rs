@@ -28,6 +28,8 @@ enum Command {
     Dump(cmd::dump::DumpArgs),
     /// Benchmarks that print figures (`bench sample`), and the synthetic load they use.
     Bench(cmd::bench::BenchArgs),
+    /// Queueing-network capacity models: solve, fit, predict, validate.
+    Model(cmd::model::ModelArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,5 +54,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Record(a) => cmd::record::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Model(args) => cmd::model::run(args),
     }
 }

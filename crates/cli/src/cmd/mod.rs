@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod dump;
+pub mod model;
 pub mod observe;
 pub mod record;
 pub mod topology;
