@@ -9,14 +9,33 @@
 //!
 //! Errors carry the path (and the line, for parse errors). A process or thread that exits while
 //! it is being read gives [`Error::Vanished`], which callers treat as a normal event.
+//!
+//! # Changing the system
+//!
+//! Everything in perfpilot that changes the system goes through this crate, and is journaled
+//! before it happens. [`change`] describes a change as data ([`change::Change`]) and does it in
+//! three steps: [`change::prepare`] reads the current state and returns the
+//! [`change::Undo`] record without changing anything, the caller journals it,
+//! [`change::apply`] makes the change, and [`change::undo`] restores from the record. The
+//! primitives underneath are public too: thread affinity ([`affinity`]:
+//! `sched_setaffinity`, and the cgroup cpuset a process is confined to), page placement
+//! ([`pages`]: `move_pages`), huge-page promotion ([`collapse`]: `pidfd_open` +
+//! `process_madvise(MADV_COLLAPSE)`), and sysfs/procfs knobs ([`knob`]). Threads, pages and
+//! processes that vanish part way are counted per item; kernel refusals are errors naming the
+//! call and the target.
 
+pub mod affinity;
 pub mod block;
+pub mod change;
+pub mod collapse;
 mod cpuset;
 mod error;
 mod fs;
 pub mod ipc;
+pub mod knob;
 pub mod net;
 pub mod node;
+pub mod pages;
 pub mod perf;
 pub mod process;
 pub mod stat;

@@ -412,6 +412,91 @@ pub fn parse_numa_maps(text: &str, path: &Path) -> Result<Vec<NumaRange>> {
     Ok(out)
 }
 
+/// One line of `/proc/<pid>/maps`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapRange {
+    pub start: u64,
+    pub end: u64,
+    /// `rwxp` / `rwxs`.
+    pub perms: String,
+    /// What the range maps; an anonymous range (no path, `[heap]`, `[stack]`) is `Anon`.
+    pub kind: MappingKind,
+    /// The inode column (the shmid for a System V segment).
+    pub inode: u64,
+    /// The path column as printed (`[heap]`, `[vdso]`, a file), if any.
+    pub path: Option<String>,
+}
+
+impl MapRange {
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// True for an empty range.
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+
+    /// Private writable anonymous memory (heap, stacks, anonymous mmaps): what page migration
+    /// and huge-page promotion of private memory apply to.
+    pub fn is_private_anon(&self) -> bool {
+        self.kind == MappingKind::Anon
+            && self.perms.as_bytes().get(1) == Some(&b'w')
+            && self.perms.as_bytes().get(3) == Some(&b'p')
+            && self
+                .path
+                .as_deref()
+                .is_none_or(|p| p == "[heap]" || p.starts_with("[stack") || p.starts_with("[anon"))
+    }
+}
+
+/// Parses the text of `/proc/<pid>/maps`.
+pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<MapRange>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        let mut cols = [""; 5];
+        for col in cols.iter_mut() {
+            rest = rest.trim_start();
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            *col = &rest[..end];
+            rest = &rest[end..];
+        }
+        if cols[0].is_empty() {
+            continue;
+        }
+        let bad = |m: String| Error::parse(path, i + 1, m);
+        let (a, b) = cols[0]
+            .split_once('-')
+            .ok_or_else(|| bad(format!("{:?} is not start-end", cols[0])))?;
+        let start =
+            u64::from_str_radix(a, 16).map_err(|_| bad(format!("{a:?} is not a hex address")))?;
+        let end =
+            u64::from_str_radix(b, 16).map_err(|_| bad(format!("{b:?} is not a hex address")))?;
+        let inode = cols[4]
+            .parse()
+            .map_err(|_| bad(format!("inode {:?} is not a number", cols[4])))?;
+        let pathname = rest.trim();
+        let (kind, p) = if pathname.is_empty() {
+            (MappingKind::Anon, None)
+        } else if pathname.starts_with('[') {
+            (MappingKind::Anon, Some(pathname.to_string()))
+        } else {
+            (classify_path(pathname), Some(pathname.to_string()))
+        };
+        out.push(MapRange {
+            start,
+            end,
+            perms: cols[1].to_string(),
+            kind,
+            inode,
+            path: p,
+        });
+    }
+    Ok(out)
+}
+
 /// A shared-memory segment a process maps (from `/proc/<pid>/maps`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -674,6 +759,12 @@ impl ProcReader {
         parse_numa_maps(text, path)
     }
 
+    /// `/proc/<pid>/maps`.
+    pub fn maps(&mut self, pid: i32) -> Result<Vec<MapRange>> {
+        let (text, path) = self.load_str(pid, None, "maps")?;
+        parse_maps(text, path)
+    }
+
     /// The shared-memory segments `/proc/<pid>/maps` shows.
     pub fn shm_attachments(&mut self, pid: i32) -> Result<Vec<ShmAttach>> {
         let (text, path) = self.load_str(pid, None, "maps")?;
@@ -794,6 +885,29 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn maps_ranges() {
+        let text = "\
+55d302c5b000-55d302c5d000 r--p 00000000 fd:00 1234 /usr/bin/cat
+55d303000000-55d303400000 rw-p 00000000 00:00 0 [heap]
+7f0000000000-7f0040000000 rw-s 00000000 00:01 32769 /SYSV0052e2c1 (deleted)
+7f2000000000-7f2004000000 rw-p 00000000 00:00 0 
+7ffc762df000-7ffc76300000 rw-p 00000000 00:00 0                          [stack]
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]
+";
+        let m = parse_maps(text, Path::new(P)).unwrap();
+        assert_eq!(m.len(), 6);
+        let anon: Vec<u64> = m
+            .iter()
+            .filter(|r| r.is_private_anon())
+            .map(|r| r.len())
+            .collect();
+        assert_eq!(anon, vec![0x400000, 0x4000000, 0x21000]);
+        assert_eq!(m[2].kind, MappingKind::SysvShm { key: 0x0052e2c1 });
+        assert_eq!(m[2].inode, 32769);
+        assert!(parse_maps("zz-1 r--p 0 0 0\n", Path::new(P)).is_err());
     }
 
     #[test]

@@ -1,0 +1,303 @@
+//! System changes as data, in three steps: [`prepare`] reads the current state and returns the
+//! [`Undo`] record (nothing is changed), the caller journals it, then [`apply`] makes the
+//! change; [`undo`] restores from the record (also after a crash, from the journal).
+//!
+//! Threads, pages and processes that vanish part way are counted per item in the outcome,
+//! never an error. Kernel refusals (EPERM, EINVAL) are errors naming the call and the target;
+//! after such an error part of the change may have been made, so the caller undoes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::affinity::{get_affinity, set_affinity};
+use crate::collapse::{CollapseOutcome, collapse};
+use crate::knob::{read_knob, write_knob};
+use crate::pages::{MOVE_CHUNK, move_pages, page_nodes};
+use crate::{CpuSet, Error, Fs, Result};
+
+/// What to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// Set the affinity of threads `tids` of process `pid` to `cpus`.
+    Affinity {
+        pid: i32,
+        tids: Vec<i32>,
+        cpus: CpuSet,
+    },
+    /// Move the pages at these addresses of process `pid` to `node`.
+    MovePages {
+        pid: i32,
+        pages: Vec<u64>,
+        node: u32,
+    },
+    /// Collapse the `(start, len)` ranges of process `pid` into huge pages.
+    Collapse { pid: i32, ranges: Vec<(u64, u64)> },
+    /// Write `value` to the sysfs/procfs knob `rel` (relative to the [`Fs`] root).
+    Sysfs { rel: String, value: String },
+}
+
+/// What restores a [`Change`]: written to the journal before the change is made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Undo {
+    /// The affinity of each thread before the change (threads already gone are not listed).
+    Affinity { pid: i32, masks: Vec<(i32, CpuSet)> },
+    /// The node of each page before the move, or a negative errno (not mapped/populated).
+    Pages { pid: i32, previous: Vec<(u64, i32)> },
+    /// Collapsed ranges: cannot be undone cheaply; undoing reports [`Restored::Irreversible`].
+    Collapse { pid: i32, ranges: Vec<(u64, u64)> },
+    /// The previous value of the knob (for selector files, the selected word).
+    Sysfs { rel: String, previous: String },
+}
+
+/// Per-thread outcome of setting or restoring affinity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadsOutcome {
+    /// Threads whose mask was set.
+    pub set: usize,
+    /// Threads that were gone (no longer in `/proc/<pid>/task`, or ESRCH).
+    pub vanished: usize,
+}
+
+/// Per-page outcome of moving pages.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagesOutcome {
+    /// Pages now on the target node (including those already there).
+    pub moved: u64,
+    /// Pages that failed, as `(errno, count)` sorted by errno (positive errno: EFAULT not
+    /// mapped, ENOENT not populated, EBUSY, EACCES shared, ENOMEM; 0 for a page the kernel
+    /// left on another node without an error).
+    pub failed: Vec<(i32, u64)>,
+    /// Pages not attempted because the process exited.
+    pub vanished: u64,
+    /// Pages not attempted because there was nothing to restore (undo only: the page was not
+    /// mapped or populated before the move).
+    pub skipped: u64,
+}
+
+impl PagesOutcome {
+    fn count(&mut self, node: i32, status: &[i32]) {
+        for &s in status {
+            if s == node {
+                self.moved += 1;
+            } else {
+                let errno = if s < 0 { -s } else { 0 };
+                match self.failed.binary_search_by_key(&errno, |f| f.0) {
+                    Ok(i) => self.failed[i].1 += 1,
+                    Err(i) => self.failed.insert(i, (errno, 1)),
+                }
+            }
+        }
+    }
+
+    /// Pages that failed, all errnos together.
+    pub fn failed_total(&self) -> u64 {
+        self.failed.iter().map(|f| f.1).sum()
+    }
+}
+
+/// What [`apply`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Applied {
+    Affinity(ThreadsOutcome),
+    Pages(PagesOutcome),
+    Collapse(CollapseOutcome),
+    /// The knob was written; `value` is what it reads back.
+    Knob {
+        rel: String,
+        value: String,
+    },
+}
+
+/// What [`undo`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Restored {
+    Affinity(ThreadsOutcome),
+    Pages(PagesOutcome),
+    /// The knob was written back; `value` is what it reads back.
+    Knob {
+        rel: String,
+        value: String,
+    },
+    /// Nothing could be restored (collapsed huge pages stay; the kernel may split them later).
+    Irreversible {
+        what: String,
+    },
+}
+
+fn task_exists(fs: &Fs, pid: i32, tid: i32) -> bool {
+    fs.path(&format!("proc/{pid}/task/{tid}")).exists()
+}
+
+fn require_live(fs: &Fs, what: &str) -> Result<()> {
+    if fs.is_live() {
+        return Ok(());
+    }
+    Err(Error::Syscall {
+        call: "syscall on a captured tree",
+        target: format!(
+            "{what} (the Fs root {} is not the live system)",
+            fs.root().display()
+        ),
+        source: std::io::Error::from_raw_os_error(libc::EINVAL),
+    })
+}
+
+/// Sets `mask` on each thread still in `/proc/<pid>/task` (a thread id is checked to belong
+/// to `pid`, so a reused id of another process is never touched).
+fn set_masks<'a>(
+    fs: &Fs,
+    pid: i32,
+    masks: impl Iterator<Item = (i32, &'a CpuSet)>,
+) -> Result<ThreadsOutcome> {
+    let mut out = ThreadsOutcome::default();
+    for (tid, mask) in masks {
+        if !task_exists(fs, pid, tid) {
+            out.vanished += 1;
+            continue;
+        }
+        match set_affinity(tid, mask) {
+            Ok(()) => out.set += 1,
+            Err(e) if e.is_vanished() => out.vanished += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// Moves `pages` to `node` chunk by chunk, counting per page.
+fn move_counted(pid: i32, pages: &[u64], node: u32, out: &mut PagesOutcome) -> Result<()> {
+    for (i, chunk) in pages.chunks(MOVE_CHUNK).enumerate() {
+        match move_pages(pid, chunk, node) {
+            Ok(status) => out.count(node as i32, &status),
+            Err(e) if e.is_vanished() => {
+                out.vanished += (pages.len() - i * MOVE_CHUNK) as u64;
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads the state `c` would change and returns the record that restores it. Changes nothing.
+///
+/// Affinity: the mask of each listed thread (threads already gone are left out). MovePages:
+/// the node of each page (an error if the process is gone). Collapse: the ranges. Sysfs: the
+/// current value (the selected word of a selector file).
+pub fn prepare(fs: &Fs, c: &Change) -> Result<Undo> {
+    Ok(match c {
+        Change::Affinity { pid, tids, .. } => {
+            require_live(fs, "sched_getaffinity")?;
+            let mut masks = Vec::with_capacity(tids.len());
+            for &tid in tids {
+                if !task_exists(fs, *pid, tid) {
+                    continue;
+                }
+                match get_affinity(tid) {
+                    Ok(m) => masks.push((tid, m)),
+                    Err(e) if e.is_vanished() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Undo::Affinity { pid: *pid, masks }
+        }
+        Change::MovePages { pid, pages, .. } => {
+            require_live(fs, "move_pages")?;
+            let nodes = page_nodes(*pid, pages)?;
+            Undo::Pages {
+                pid: *pid,
+                previous: pages.iter().copied().zip(nodes).collect(),
+            }
+        }
+        Change::Collapse { pid, ranges } => Undo::Collapse {
+            pid: *pid,
+            ranges: ranges.clone(),
+        },
+        Change::Sysfs { rel, .. } => Undo::Sysfs {
+            rel: rel.clone(),
+            previous: read_knob(fs, rel)?,
+        },
+    })
+}
+
+/// Makes change `c` (after its [`Undo`] record from [`prepare`] has been journaled). Cheap to
+/// call repeatedly with chunks of pages or ranges: pacing is the caller's job.
+pub fn apply(fs: &Fs, c: &Change) -> Result<Applied> {
+    Ok(match c {
+        Change::Affinity { pid, tids, cpus } => {
+            require_live(fs, "sched_setaffinity")?;
+            Applied::Affinity(set_masks(fs, *pid, tids.iter().map(|&t| (t, cpus)))?)
+        }
+        Change::MovePages { pid, pages, node } => {
+            require_live(fs, "move_pages")?;
+            let mut out = PagesOutcome::default();
+            move_counted(*pid, pages, *node, &mut out)?;
+            Applied::Pages(out)
+        }
+        Change::Collapse { pid, ranges } => {
+            require_live(fs, "process_madvise")?;
+            match collapse(*pid, ranges) {
+                Ok(o) => Applied::Collapse(o),
+                Err(e) if e.is_vanished() => Applied::Collapse(CollapseOutcome {
+                    vanished_bytes: ranges.iter().map(|r| r.1).sum(),
+                    ..Default::default()
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        Change::Sysfs { rel, value } => {
+            write_knob(fs, rel, value)?;
+            Applied::Knob {
+                rel: rel.clone(),
+                value: read_knob(fs, rel)?,
+            }
+        }
+    })
+}
+
+/// Restores the state recorded in `u`. Threads and pages of a process that is gone are
+/// skipped and counted; pages that were not mapped or populated before are skipped; a
+/// collapse is [`Restored::Irreversible`].
+pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
+    Ok(match u {
+        Undo::Affinity { pid, masks } => {
+            require_live(fs, "sched_setaffinity")?;
+            Restored::Affinity(set_masks(fs, *pid, masks.iter().map(|(t, m)| (*t, m)))?)
+        }
+        Undo::Pages { pid, previous } => {
+            require_live(fs, "move_pages")?;
+            let mut out = PagesOutcome::default();
+            let mut by_node: Vec<(i32, Vec<u64>)> = Vec::new();
+            for &(addr, node) in previous {
+                if node < 0 {
+                    out.skipped += 1;
+                    continue;
+                }
+                match by_node.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, v)) => v.push(addr),
+                    None => by_node.push((node, vec![addr])),
+                }
+            }
+            for (node, pages) in &by_node {
+                move_counted(*pid, pages, *node as u32, &mut out)?;
+            }
+            Restored::Pages(out)
+        }
+        Undo::Collapse { pid, ranges } => Restored::Irreversible {
+            what: format!(
+                "{} collapsed range(s) of pid {pid}: huge pages are not split back",
+                ranges.len()
+            ),
+        },
+        Undo::Sysfs { rel, previous } => {
+            write_knob(fs, rel, previous)?;
+            Restored::Knob {
+                rel: rel.clone(),
+                value: read_knob(fs, rel)?,
+            }
+        }
+    })
+}
