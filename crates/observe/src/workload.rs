@@ -24,6 +24,8 @@ pub struct Member {
     pub cpus_allowed: Option<CpuSet>,
     /// The CPU each thread last ran on.
     pub thread_cpus: Vec<Option<u32>>,
+    /// Each thread's CPU in cores over the last interval (empty when not known).
+    pub thread_cores: Vec<f64>,
 }
 
 /// A workload.
@@ -120,6 +122,7 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
         groups.entry(r).or_default().push(i);
     }
     let cpu: HashMap<i32, f64> = rates.processes.iter().map(|p| (p.pid, p.cpu / 100.0)).collect();
+    let thread_cpu: HashMap<i32, f64> = rates.threads.iter().map(|t| (t.tid, t.cpu / 100.0)).collect();
     let uptime_ticks = uptime_ticks(cur);
     let mut out = Vec::new();
     for members in groups.values() {
@@ -148,9 +151,11 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
                 } else {
                     (p.threads.iter().map(|t| t.tid).collect(), p.threads.iter().map(|t| t.processor).collect())
                 };
+                let thread_cores = tids.iter().map(|t| thread_cpu.get(t).copied().unwrap_or(0.0)).collect();
                 Member {
                     pid: p.pid,
                     starttime: p.starttime,
+                    thread_cores,
                     tids,
                     cpu_cores: cpu.get(&p.pid).copied().unwrap_or(0.0),
                     rss: p.rss,

@@ -347,7 +347,7 @@ action = "exclude"
     #[test]
     fn errors_name_file_line_and_field() {
         let e = Config::parse(
-            "[tunables]\nheadroom = 3\n",
+            "[tunables]\nheadroom = 30\n",
             Path::new("/etc/perfpilot.toml"),
         )
         .unwrap_err()

@@ -13,4 +13,5 @@
 pub mod config;
 pub mod signal;
 pub mod stats;
+pub mod strategy;
 pub mod tunables;

@@ -108,9 +108,9 @@ pub const DEFS: &[Def] = &[
     Def {
         name: "headroom",
         default: "0.8",
-        kind: Kind::Number { min: 0.1, max: 1.0 },
+        kind: Kind::Number { min: 0.1, max: 8.0 },
         unit: "share",
-        help: "compact only when demand <= domain capacity x headroom (no predicted loss in response time)",
+        help: "compact only when demand <= free domain capacity x headroom (no predicted loss in response time); above 1 only for experiments that force an overload",
     },
     Def {
         name: "migrate_mb_per_s",
@@ -384,7 +384,7 @@ mod tests {
         t.set("affinity_level", "core").unwrap();
         assert_eq!(t.level(), Level::Core);
         assert!(matches!(
-            t.set("headroom", "2"),
+            t.set("headroom", "9"),
             Err(TunableError::Invalid { .. })
         ));
         assert!(matches!(

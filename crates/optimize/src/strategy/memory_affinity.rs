@@ -1,0 +1,264 @@
+//! Memory affinity: after cache affinity held a workload on one node's CPUs, move its private
+//! pages to that node with `move_pages`, paced, up to a share (70 %) of its private memory;
+//! skipped when the workload does not fit one node.
+
+use perfpilot_sys::change::Change;
+
+use super::{Context, Proposal, Strategy, StrategyKind, View, skip};
+
+/// The memory-affinity strategy.
+pub struct MemoryAffinity;
+
+impl Strategy for MemoryAffinity {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::MemoryAffinity
+    }
+
+    fn propose(&self, v: &View, ctx: &Context) -> Proposal {
+        let Some(bound) = v.bound_to else {
+            return skip("only after cache affinity held");
+        };
+        // The node whose CPUs hold the binding.
+        let Some(node) = ctx.topo.nodes.iter().find(|n| bound.is_subset(&n.cpus)) else {
+            return skip(format!("the binding {bound} spans nodes"));
+        };
+        let (Some(mem), Some(maps)) = (v.memory, v.maps) else {
+            return skip("memory placement not read yet");
+        };
+        let anon_total: u64 = mem.anon_per_node.values().sum();
+        let elsewhere: u64 = mem
+            .anon_per_node
+            .iter()
+            .filter(|(n, _)| **n != node.id)
+            .map(|(_, b)| b)
+            .sum();
+        if anon_total == 0 || elsewhere == 0 {
+            return skip(format!("its private memory is already on node {}", node.id));
+        }
+        let on_node = anon_total - elsewhere;
+        if anon_total > node.mem_free + on_node {
+            return skip(format!(
+                "its private memory ({} MiB) does not fit node {} ({} MiB free)",
+                anon_total >> 20,
+                node.id,
+                node.mem_free >> 20
+            ));
+        }
+        let share = ctx.tun.num("migrate_max_share");
+        let budget = ((anon_total as f64 * share) as u64).min(elsewhere);
+        let step = (ctx.tun.num("migrate_mb_per_s") * 1e6 * ctx.interval_s) as u64;
+        let page = ctx.page_size.max(4096);
+        let mut changes = Vec::new();
+        let mut left = budget / page;
+        'members: for m in &v.w.members {
+            let Some(ranges) = maps.get(&m.pid) else {
+                continue;
+            };
+            let mut chunk = Vec::new();
+            for r in ranges.iter().filter(|r| r.is_private_anon()) {
+                let mut a = r.start;
+                while a < r.end {
+                    if left == 0 {
+                        break;
+                    }
+                    chunk.push(a);
+                    left -= 1;
+                    a += page;
+                    if chunk.len() as u64 * page >= step.max(page) {
+                        changes.push(Change::MovePages {
+                            pid: m.pid,
+                            pages: std::mem::take(&mut chunk),
+                            node: node.id,
+                        });
+                    }
+                }
+                if left == 0 {
+                    if !chunk.is_empty() {
+                        changes.push(Change::MovePages {
+                            pid: m.pid,
+                            pages: std::mem::take(&mut chunk),
+                            node: node.id,
+                        });
+                    }
+                    break 'members;
+                }
+            }
+            if !chunk.is_empty() {
+                changes.push(Change::MovePages {
+                    pid: m.pid,
+                    pages: chunk,
+                    node: node.id,
+                });
+            }
+        }
+        if changes.is_empty() {
+            return skip("no private anonymous ranges found in its maps");
+        }
+        Proposal::Act {
+            reason: format!(
+                "move up to {} MiB of its private memory ({} MiB on other nodes, cap {:.0} %) to node {} in {} steps of {} MiB",
+                budget >> 20,
+                elsewhere >> 20,
+                share * 100.0,
+                node.id,
+                changes.len(),
+                step >> 20
+            ),
+            changes,
+            interleave: false,
+            irreversible: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::tunables::Tunables;
+    use perfpilot_observe::workload::WorkloadMemory;
+    use perfpilot_sys::CpuSet;
+    use perfpilot_sys::process::{MapRange, MappingKind};
+    use std::collections::HashMap;
+
+    fn anon(start: u64, len: u64) -> MapRange {
+        MapRange {
+            start,
+            end: start + len,
+            perms: "rw-p".into(),
+            kind: MappingKind::Anon,
+            inode: 0,
+            path: None,
+        }
+    }
+
+    #[test]
+    fn moves_up_to_70_percent_of_private_memory_in_paced_steps() {
+        let topo = machine(2, 1, 4, 1);
+        let w = workload(&[(0, 0.5), (1, 0.5)]);
+        let busy = busy(&topo, |_| 0.1);
+        let (mut tun, thp) = (Tunables::default(), thp("madvise", "never"));
+        tun.set("migrate_mb_per_s", "8").unwrap();
+        let ctx = Context {
+            topo: &topo,
+            tun: &tun,
+            cpu_busy: &busy,
+            thp: &thp,
+            collapse_supported: true,
+            interval_s: 1.0,
+            page_size: 4096,
+        };
+        // 100 MiB private: 40 on node 0 (the binding's), 60 on node 1.
+        let mem = WorkloadMemory {
+            anon_per_node: [(0, 40 << 20), (1, 60 << 20)].into(),
+            ..Default::default()
+        };
+        let maps: HashMap<i32, Vec<MapRange>> =
+            [(100, vec![anon(0x7f00_0000_0000, 100 << 20)])].into();
+        let bound = CpuSet::parse("0-3").unwrap();
+        let v = View {
+            w: &w,
+            memory: Some(&mem),
+            maps: Some(&maps),
+            bound_to: Some(&bound),
+        };
+        let Proposal::Act {
+            changes,
+            interleave,
+            ..
+        } = MemoryAffinity.propose(&v, &ctx)
+        else {
+            panic!()
+        };
+        assert!(!interleave);
+        let pages: usize = changes
+            .iter()
+            .map(|c| match c {
+                Change::MovePages { pages, node, .. } => {
+                    assert_eq!(*node, 0);
+                    pages.len()
+                }
+                _ => 0,
+            })
+            .sum();
+        // min(70 % of 100 MiB, 60 MiB off-node) = 60 MiB.
+        assert_eq!(pages as u64 * 4096, 60 << 20);
+        // 8 MB per step at a 1 s interval: 8 steps.
+        assert_eq!(changes.len(), 8);
+        // 70 % caps it when more is elsewhere.
+        let mem = WorkloadMemory {
+            anon_per_node: [(0, 0), (1, 100 << 20)].into(),
+            ..Default::default()
+        };
+        let v = View {
+            w: &w,
+            memory: Some(&mem),
+            maps: Some(&maps),
+            bound_to: Some(&bound),
+        };
+        let Proposal::Act { changes, .. } = MemoryAffinity.propose(&v, &ctx) else {
+            panic!()
+        };
+        let pages: usize = changes
+            .iter()
+            .map(|c| match c {
+                Change::MovePages { pages, .. } => pages.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(pages as u64, (100u64 << 20) * 7 / 10 / 4096);
+    }
+
+    #[test]
+    fn only_after_cache_affinity_and_only_when_it_fits() {
+        let topo = machine(2, 1, 4, 1);
+        let w = workload(&[(0, 0.5), (1, 0.5)]);
+        let busy = busy(&topo, |_| 0.1);
+        let (tun, thp) = (Tunables::default(), thp("madvise", "never"));
+        let ctx = Context {
+            topo: &topo,
+            tun: &tun,
+            cpu_busy: &busy,
+            thp: &thp,
+            collapse_supported: true,
+            interval_s: 1.0,
+            page_size: 4096,
+        };
+        let maps: HashMap<i32, Vec<MapRange>> =
+            [(100, vec![anon(0x7f00_0000_0000, 1 << 30)])].into();
+        let mem = WorkloadMemory {
+            anon_per_node: [(0, 0), (1, 40 << 30)].into(),
+            ..Default::default()
+        };
+        let v = View {
+            w: &w,
+            memory: Some(&mem),
+            maps: Some(&maps),
+            bound_to: None,
+        };
+        assert!(
+            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s.contains("after cache affinity"))
+        );
+        let bound = CpuSet::parse("0-3").unwrap();
+        let v = View {
+            w: &w,
+            memory: Some(&mem),
+            maps: Some(&maps),
+            bound_to: Some(&bound),
+        };
+        // 40 GiB does not fit node 0's 32 GiB free.
+        assert!(
+            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s.contains("does not fit"))
+        );
+        let spans = CpuSet::parse("2-5").unwrap();
+        let v = View {
+            w: &w,
+            memory: Some(&mem),
+            maps: Some(&maps),
+            bound_to: Some(&spans),
+        };
+        assert!(
+            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s.contains("spans nodes"))
+        );
+    }
+}
