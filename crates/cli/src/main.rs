@@ -16,11 +16,9 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {
-}
+enum Command {}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {
-    }
+    match cli.command {}
 }
