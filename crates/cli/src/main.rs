@@ -16,9 +16,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Drive load (closed or open loop) and measure it, or adapt another driver's results.
+    Drive(cmd::drive::DriveArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Drive(args) => cmd::drive::run(args),
+    }
 }

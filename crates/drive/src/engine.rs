@@ -433,6 +433,9 @@ fn assemble(
     m
 }
 
+/// Granularity of tokio's timer.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
 /// Sleeps until `deadline` unless stopped; returns false when stopped.
 async fn sleep_until(deadline: Instant, stop: &mut watch::Receiver<bool>) -> bool {
     tokio::select! {
@@ -525,7 +528,11 @@ async fn closed_user(
             // Do not spin on a target that refuses connections.
             pause = pause.max(Duration::from_millis(10));
         }
-        if !pause.is_zero() && !sleep_until(done + pause, &mut stop).await {
+        // Timer wake-ups land on average half a tick late; aim that much earlier so the mean
+        // think time is the one asked for.
+        if !pause.is_zero()
+            && !sleep_until(done + pause.saturating_sub(TIMER_TICK / 2), &mut stop).await
+        {
             break;
         }
     }
@@ -556,9 +563,14 @@ async fn open_lane(
             break;
         }
         k += 1;
-        if intended > Instant::now() && !sleep_until(intended, &mut stop).await {
+        // The timer wheel has millisecond granularity and wakes late, never early: aim one
+        // tick before the intended time so sends are on schedule to within a tick.
+        if intended > Instant::now() + TIMER_TICK
+            && !sleep_until(intended - TIMER_TICK, &mut stop).await
+        {
             break;
         }
+        let sent = Instant::now();
         let n = seq.fetch_add(1, Ordering::Relaxed);
         let Some(result) = attempt(&mut sender, &slot, &host, shape, n, &mut rng, &mut stop).await
         else {
@@ -567,9 +579,10 @@ async fn open_lane(
         let done = Instant::now();
         live.done.fetch_add(1, Ordering::Relaxed);
         // Latency counts from when the request *should* have been sent, so time spent waiting
-        // behind a slow response is not omitted.
+        // behind a slow response is not omitted (no coordinated omission). A send slightly
+        // ahead of schedule counts from its actual send.
         let latency = match result {
-            Ok(_) => Some(done.saturating_duration_since(intended)),
+            Ok(_) => Some(done.saturating_duration_since(intended.min(sent))),
             Err(_) => {
                 live.errors.fetch_add(1, Ordering::Relaxed);
                 None

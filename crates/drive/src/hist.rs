@@ -38,8 +38,11 @@ impl LatencyHistogram {
 
     /// Records one latency in microseconds (0 is recorded as 0).
     pub fn record_us(&mut self, us: u64) {
-        // Auto-resize means recording cannot fail for any u64 the histogram can hold.
-        self.inner.saturating_record(us);
+        // `record` grows the auto-resizing histogram; `saturating_record` would clip to the
+        // current top instead. Only a value beyond what any histogram can hold falls back.
+        if self.inner.record(us).is_err() {
+            self.inner.saturating_record(us);
+        }
     }
 
     /// Adds every count of `other`.
