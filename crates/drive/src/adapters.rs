@@ -169,10 +169,13 @@ pub fn parse_wrk(stdout: &str) -> Result<Measurement, DriveError> {
                 .and_then(wrk_time_ms)
                 .map(|ms| ms / 1000.0);
             m.duration_s = secs.unwrap_or(0.0);
-            if let Some(read) = t.split(", ").nth(1).and_then(|r| r.strip_suffix(" read")) {
-                if let Some(b) = wrk_amount(read) {
-                    m.extra.insert("read_bytes".to_string(), b);
-                }
+            if let Some(b) = t
+                .split(", ")
+                .nth(1)
+                .and_then(|r| r.strip_suffix(" read"))
+                .and_then(wrk_amount)
+            {
+                m.extra.insert("read_bytes".to_string(), b);
             }
         } else if let Some(n) = t.strip_prefix("Non-2xx or 3xx responses:") {
             non2xx = n

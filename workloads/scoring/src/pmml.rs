@@ -777,15 +777,12 @@ impl Model {
             ));
         }
         let mut node = root;
-        loop {
-            match node
-                .children
-                .iter()
-                .find(|c| eval_predicate(&c.predicate, rec) == Some(true))
-            {
-                Some(c) => node = c,
-                None => break,
-            }
+        while let Some(c) = node
+            .children
+            .iter()
+            .find(|c| eval_predicate(&c.predicate, rec) == Some(true))
+        {
+            node = c;
         }
         let score = node.score.clone().ok_or_else(|| {
             ScoreError::NoPrediction("no leaf matches (an input may be missing)".to_string())

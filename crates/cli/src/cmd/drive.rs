@@ -163,7 +163,7 @@ pub fn run(args: DriveArgs) -> Result<()> {
         Some(DriveSub::Merge { files, out }) => {
             let parts = files
                 .iter()
-                .map(|f| read_measurement(f))
+                .map(read_measurement)
                 .collect::<Result<Vec<_>>>()?;
             let merged = Measurement::merge(&parts).context("cannot merge the measurements")?;
             finish(&[merged], &out, false)
