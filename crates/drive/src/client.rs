@@ -1,13 +1,6 @@
-//! A minimal HTTP/1.1 keep-alive client on hyper's connection API: one connection per virtual
-//! user (or open-loop lane), no pool, no cross-thread hand-offs.
+//! Targets (parsed and resolved once, before a run) and the kinds of request errors.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use crate::error::{DriveError, invalid};
 
@@ -23,48 +16,59 @@ pub(crate) struct Target {
 impl Target {
     /// Parses and resolves a URL (resolution happens once, before the run).
     pub fn parse(url: &str) -> Result<Self, DriveError> {
-        let uri: hyper::Uri = url
-            .parse()
-            .map_err(|e| invalid("target URL", url, format!("{e}")))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(invalid(
-                    "target URL",
-                    url,
-                    "https is not supported; use http://",
-                ));
-            }
-            _ => {
-                return Err(invalid(
-                    "target URL",
-                    url,
-                    "expected http://host[:port]/path",
-                ));
-            }
-        }
-        let host = uri
-            .host()
-            .ok_or_else(|| invalid("target URL", url, "has no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
-        let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = (host_for_resolve, port)
-            .to_socket_addrs()
-            .map_err(|e| invalid("target URL", url, format!("cannot resolve {host}: {e}")))?
-            .next()
-            .ok_or_else(|| invalid("target URL", url, format!("{host} resolves to no address")))?;
-        let host_header = match uri.port_u16() {
-            Some(p) => format!("{host}:{p}"),
-            None => host.to_string(),
+        let bad = |reason: &str| invalid("target URL", url, reason.to_string());
+        let rest = if let Some(r) = url.strip_prefix("http://") {
+            r
+        } else if url.starts_with("https://") {
+            return Err(bad("https is not supported; use http://"));
+        } else {
+            return Err(bad("expected http://host[:port]/path"));
         };
-        let path = uri
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_else(|| "/".to_string());
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(bad("has no host (user info is not supported)"));
+        }
+        if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(bad("the path contains spaces or control characters"));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or_else(|| bad("unclosed [ in the host"))?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(bad("unexpected text after the IPv6 host")),
+            };
+            (h, port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        let port: u16 = match port {
+            Some(p) => p
+                .parse()
+                .map_err(|_| bad("the port is not a number 0-65535"))?,
+            None => 80,
+        };
+        if host.is_empty() || host.bytes().any(|b| b <= b' ' || b == b'/' || b == 0x7f) {
+            return Err(bad("has no valid host"));
+        }
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| bad(&format!("cannot resolve {host}: {e}")))?
+            .next()
+            .ok_or_else(|| bad(&format!("{host} resolves to no address")))?;
         Ok(Target {
             url: url.to_string(),
             addr,
-            host_header,
+            host_header: authority.to_string(),
             path,
         })
     }
@@ -97,61 +101,29 @@ impl ErrKind {
     }
 }
 
-pub(crate) type Sender = SendRequest<Full<Bytes>>;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Opens one keep-alive connection; its driver runs as a task on the current runtime.
-pub(crate) async fn connect(target: &Target) -> Result<Sender, ErrKind> {
-    let stream = TcpStream::connect(target.addr)
-        .await
-        .map_err(|_| ErrKind::Connect)?;
-    let _ = stream.set_nodelay(true);
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|_| ErrKind::Connect)?;
-    tokio::spawn(async move {
-        // The connection ends when the server closes it or the sender is dropped; its error,
-        // if any, surfaces on the request that was in flight.
-        let _ = conn.await;
-    });
-    Ok(sender)
-}
-
-/// Sends one request and reads the whole response body; returns the status code.
-pub(crate) async fn exchange(
-    sender: &mut Sender,
-    req: hyper::Request<Full<Bytes>>,
-) -> Result<u16, ErrKind> {
-    let resp = sender.send_request(req).await.map_err(classify)?;
-    let status = resp.status().as_u16();
-    let mut body = resp.into_body();
-    while let Some(frame) = body.frame().await {
-        frame.map_err(classify)?;
-    }
-    Ok(status)
-}
-
-fn classify(e: hyper::Error) -> ErrKind {
-    if e.is_timeout() {
-        return ErrKind::Timeout;
-    }
-    if e.is_parse() || e.is_parse_status() {
-        return ErrKind::Http;
-    }
-    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
-        return ErrKind::Reset;
-    }
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::ConnectionReset
-                | std::io::ErrorKind::ConnectionAborted
-                | std::io::ErrorKind::BrokenPipe
-                | std::io::ErrorKind::UnexpectedEof => ErrKind::Reset,
-                _ => ErrKind::Io,
-            };
+    #[test]
+    fn urls_parse() {
+        let t = Target::parse("http://127.0.0.1:8080/score/x?y=1").unwrap();
+        assert_eq!(t.addr.port(), 8080);
+        assert_eq!(t.host_header, "127.0.0.1:8080");
+        assert_eq!(t.path, "/score/x?y=1");
+        let t = Target::parse("http://127.0.0.1").unwrap();
+        assert_eq!((t.addr.port(), t.path.as_str()), (80, "/"));
+        let t = Target::parse("http://[::1]:9/").unwrap();
+        assert!(t.addr.is_ipv6());
+        for bad in [
+            "https://a/",
+            "ftp://a/",
+            "http://",
+            "http://a:99999/",
+            "http://a/b c",
+            "not a url",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
         }
-        source = s.source();
     }
-    ErrKind::Io
 }

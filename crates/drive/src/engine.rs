@@ -6,14 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::header::{HOST, HeaderName, HeaderValue};
-use hyper::{HeaderMap, Method};
 use tokio::sync::watch;
 
-use crate::client::{self, ErrKind, Sender, Target};
+use crate::client::{ErrKind, Target};
 use crate::error::{DriveError, invalid};
+use crate::h1::{self, Conn};
 use crate::hist::LatencyHistogram;
 use crate::measurement::{LoadShape, Measurement, SeriesPoint};
 use crate::spec::{DriveSpec, Load, ThinkTime};
@@ -114,55 +111,52 @@ struct Live {
 
 /// Everything a task needs to build requests.
 struct RequestShape {
-    method: Method,
-    headers: HeaderMap,
+    method: String,
+    headers: Vec<(String, String)>,
     body: Option<BodyTemplate>,
     timeout: Duration,
 }
 
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 impl RequestShape {
     fn from_spec(spec: &DriveSpec) -> Result<Self, DriveError> {
-        let method = Method::from_bytes(spec.method.as_bytes())
-            .map_err(|_| invalid("HTTP method", &spec.method, "not a valid method"))?;
-        let mut headers = HeaderMap::new();
+        if !is_token(&spec.method) {
+            return Err(invalid("HTTP method", &spec.method, "not a valid method"));
+        }
         for (k, v) in &spec.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| invalid("header name", k, "not a valid header name"))?;
-            let value = HeaderValue::from_str(v)
-                .map_err(|_| invalid("header value", v, "not a valid header value"))?;
-            headers.append(name, value);
+            if !is_token(k) {
+                return Err(invalid("header name", k, "not a valid header name"));
+            }
+            if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(invalid("header value", v, "contains a line break"));
+            }
+            if k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("host") {
+                return Err(invalid("header name", k, "is set by the driver"));
+            }
         }
         Ok(RequestShape {
-            method,
-            headers,
+            method: spec.method.clone(),
+            headers: spec.headers.clone(),
             body: spec.body.clone(),
             timeout: spec.timeout,
         })
     }
 
-    fn build(
-        &self,
-        target: &Target,
-        host: &HeaderValue,
-        seq: u64,
-        rng: &mut Rng,
-    ) -> hyper::Request<Full<Bytes>> {
-        let body = match &self.body {
-            Some(t) => Full::new(Bytes::from(t.render(seq, rng))),
-            None => Full::new(Bytes::new()),
-        };
-        let mut req = hyper::Request::new(body);
-        *req.method_mut() = self.method.clone();
-        // The path was validated when the target was parsed.
-        if let Ok(uri) = target.path.parse() {
-            *req.uri_mut() = uri;
-        }
-        let h = req.headers_mut();
-        h.insert(HOST, host.clone());
-        for (k, v) in &self.headers {
-            h.append(k.clone(), v.clone());
-        }
-        req
+    /// The bytes of request number `seq`.
+    fn build(&self, target: &Target, seq: u64, rng: &mut Rng) -> Vec<u8> {
+        let body = self.body.as_ref().map(|t| t.render(seq, rng));
+        h1::build_request(
+            &self.method,
+            &target.path,
+            &target.host_header,
+            &self.headers,
+            body.as_deref().map(str::as_bytes),
+        )
     }
 }
 
@@ -444,46 +438,46 @@ async fn sleep_until(deadline: Instant, stop: &mut watch::Receiver<bool>) -> boo
     }
 }
 
-/// One request on `sender` (connecting first when needed), bounded by the timeout and the stop
-/// signal. Returns `None` when stopped.
+/// One request (connecting first when needed), bounded by the timeout and the stop signal.
+/// `fixed` is the request when it is the same every time. Returns `None` when stopped.
 async fn attempt(
-    sender: &mut Option<Sender>,
+    conn: &mut Option<Conn>,
     slot: &Slot,
-    host: &HeaderValue,
     shape: &RequestShape,
+    fixed: Option<&[u8]>,
     seq: u64,
     rng: &mut Rng,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<Result<u16, ErrKind>> {
+    let head = shape.method == "HEAD";
+    let built;
+    let request: &[u8] = match fixed {
+        Some(r) => r,
+        None => {
+            built = shape.build(&slot.target, seq, rng);
+            &built
+        }
+    };
     let work = async {
-        // A connection the server closed between requests (keep-alive limit) is replaced
-        // silently; a failure to connect is an error.
-        if let Some(s) = sender.as_mut()
-            && s.ready().await.is_err()
-        {
-            *sender = None;
+        // A kept-alive connection the server closed while idle fails on first use; that is
+        // not the server's answer to this request, so it is retried once on a new connection.
+        if let Some(c) = conn.as_mut() {
+            match c.exchange(request, head).await {
+                Err(ErrKind::Reset) => *conn = None,
+                other => return other,
+            }
         }
-        if sender.is_none() {
-            *sender = Some(client::connect(&slot.target).await?);
-        }
-        let req = shape.build(&slot.target, host, seq, rng);
-        match sender.as_mut() {
-            Some(s) => client::exchange(s, req).await,
-            None => Err(ErrKind::Connect),
-        }
+        let c = conn.insert(Conn::connect(slot.target.addr).await?);
+        c.exchange(request, head).await
     };
     let result = tokio::select! {
         r = tokio::time::timeout(shape.timeout, work) => r.unwrap_or(Err(ErrKind::Timeout)),
         _ = stop.wait_for(|v| *v) => return None,
     };
-    if result.is_err() {
-        *sender = None;
+    if result.is_err() || conn.as_ref().is_some_and(|c| c.closed) {
+        *conn = None;
     }
     Some(result)
-}
-
-fn host_value(t: &Target) -> HeaderValue {
-    HeaderValue::from_str(&t.host_header).unwrap_or_else(|_| HeaderValue::from_static("localhost"))
 }
 
 async fn closed_user(
@@ -497,8 +491,11 @@ async fn closed_user(
 ) -> Recorder {
     let mut rec = Recorder::default();
     let mut rng = Rng::new(0x5EED ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
-    let host = host_value(&slot.target);
-    let mut sender: Option<Sender> = None;
+    let fixed = shape
+        .body
+        .is_none()
+        .then(|| shape.build(&slot.target, 0, &mut rng));
+    let mut conn: Option<Conn> = None;
     // Users start spread over the first think time, as users arriving at random would.
     if think != ThinkTime::Zero {
         let first = think.sample(rng.next_f64()).mul_f64(rng.next_f64());
@@ -509,7 +506,16 @@ async fn closed_user(
     while Instant::now() < w.end && !*stop.borrow() {
         let n = seq.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
-        let Some(result) = attempt(&mut sender, &slot, &host, shape, n, &mut rng, &mut stop).await
+        let Some(result) = attempt(
+            &mut conn,
+            &slot,
+            shape,
+            fixed.as_deref(),
+            n,
+            &mut rng,
+            &mut stop,
+        )
+        .await
         else {
             break;
         };
@@ -552,8 +558,11 @@ async fn open_lane(
 ) -> Recorder {
     let mut rec = Recorder::default();
     let mut rng = Rng::new(0x0BE2 ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
-    let host = host_value(&slot.target);
-    let mut sender: Option<Sender> = None;
+    let fixed = shape
+        .body
+        .is_none()
+        .then(|| shape.build(&slot.target, 0, &mut rng));
+    let mut conn: Option<Conn> = None;
     // Lane i sends at begin + (i + k * lanes) / rate: together the lanes send every 1/rate.
     let mut k: u64 = 0;
     loop {
@@ -572,7 +581,16 @@ async fn open_lane(
         }
         let sent = Instant::now();
         let n = seq.fetch_add(1, Ordering::Relaxed);
-        let Some(result) = attempt(&mut sender, &slot, &host, shape, n, &mut rng, &mut stop).await
+        let Some(result) = attempt(
+            &mut conn,
+            &slot,
+            shape,
+            fixed.as_deref(),
+            n,
+            &mut rng,
+            &mut stop,
+        )
+        .await
         else {
             break;
         };

@@ -20,6 +20,7 @@ pub mod adapters;
 mod client;
 mod engine;
 mod error;
+mod h1;
 mod hist;
 mod measurement;
 mod spec;
