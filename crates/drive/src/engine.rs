@@ -503,6 +503,7 @@ async fn closed_user(
             return rec;
         }
     }
+    let mut late_s = 0.0_f64;
     while Instant::now() < w.end && !*stop.borrow() {
         let n = seq.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
@@ -534,12 +535,16 @@ async fn closed_user(
             // Do not spin on a target that refuses connections.
             pause = pause.max(Duration::from_millis(10));
         }
-        // Timer wake-ups land on average half a tick late; aim that much earlier so the mean
-        // think time is the one asked for.
-        if !pause.is_zero()
-            && !sleep_until(done + pause.saturating_sub(TIMER_TICK / 2), &mut stop).await
-        {
-            break;
+        // Timer wake-ups land late (millisecond wheel, busy CPUs); carry the lateness over as
+        // a debt subtracted from the next think time, so the mean think time is the one
+        // asked for and X = N / (R + Z) holds.
+        if !pause.is_zero() {
+            let aim = pause.as_secs_f64() - late_s;
+            if aim > 0.0 && !sleep_until(done + Duration::from_secs_f64(aim), &mut stop).await {
+                break;
+            }
+            let actual = done.elapsed().as_secs_f64();
+            late_s = (late_s + actual - pause.as_secs_f64()).clamp(-0.1, 1.0);
         }
     }
     rec
