@@ -438,7 +438,8 @@ async fn sleep_until(deadline: Instant, stop: &mut watch::Receiver<bool>) -> boo
     }
 }
 
-/// One request (connecting first when needed), bounded by the timeout and the stop signal.
+/// One request (connecting first when needed), bounded by the timeout, the stop signal and the
+/// end of the run.
 /// `fixed` is the request when it is the same every time. Returns `None` when stopped.
 async fn attempt(
     conn: &mut Option<Conn>,
@@ -448,6 +449,7 @@ async fn attempt(
     seq: u64,
     rng: &mut Rng,
     stop: &mut watch::Receiver<bool>,
+    end: Instant,
 ) -> Option<Result<u16, ErrKind>> {
     let head = shape.method == "HEAD";
     let built;
@@ -473,6 +475,8 @@ async fn attempt(
     let result = tokio::select! {
         r = tokio::time::timeout(shape.timeout, work) => r.unwrap_or(Err(ErrKind::Timeout)),
         _ = stop.wait_for(|v| *v) => return None,
+        // A response still outstanding when the window closes is not waited for.
+        _ = tokio::time::sleep_until(end.into()) => return None,
     };
     if result.is_err() || conn.as_ref().is_some_and(|c| c.closed) {
         *conn = None;
@@ -515,6 +519,7 @@ async fn closed_user(
             n,
             &mut rng,
             &mut stop,
+            w.end,
         )
         .await
         else {
@@ -594,6 +599,7 @@ async fn open_lane(
             n,
             &mut rng,
             &mut stop,
+            w.end,
         )
         .await
         else {

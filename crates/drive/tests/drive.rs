@@ -303,3 +303,26 @@ fn histograms_merge_exactly_through_json() {
         .is_err()
     );
 }
+
+#[test]
+fn outstanding_requests_do_not_extend_the_run() {
+    let server = TestServer::start();
+    let mut s = spec(
+        vec![server.url("/delay/5000")],
+        Load::Closed {
+            users: 2,
+            think: ThinkTime::Zero,
+        },
+        0,
+        500,
+    );
+    s.timeout = Duration::from_secs(30);
+    let started = Instant::now();
+    let m = run(&s, &quiet()).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(m.requests, 0, "nothing completed inside the window");
+}
