@@ -441,6 +441,7 @@ async fn sleep_until(deadline: Instant, stop: &mut watch::Receiver<bool>) -> boo
 /// One request (connecting first when needed), bounded by the timeout, the stop signal and the
 /// end of the run.
 /// `fixed` is the request when it is the same every time. Returns `None` when stopped.
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     conn: &mut Option<Conn>,
     slot: &Slot,
