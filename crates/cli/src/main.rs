@@ -30,6 +30,8 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Queueing-network capacity models: solve, fit, predict, validate.
     Model(cmd::model::ModelArgs),
+    /// Drive load (closed or open loop) and measure it, or adapt another driver's results.
+    Drive(cmd::drive::DriveArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -55,5 +57,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(a) => cmd::dump::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Model(args) => cmd::model::run(args),
+        Command::Drive(args) => cmd::drive::run(args),
     }
 }

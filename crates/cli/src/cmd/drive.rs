@@ -1,0 +1,308 @@
+//! `perfpilot drive`: drive HTTP load, or turn other drivers' output into a Measurement.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use perfpilot_drive::adapters::{self, NumberMeaning};
+use perfpilot_drive::{
+    BodyTemplate, DataSource, DriveSpec, Load, Measurement, RunControl, ThinkTime, Threshold,
+    check_all, parse_duration, render_summary,
+};
+
+/// Exit code when a `--fail-if` threshold does not hold.
+pub const EXIT_THRESHOLD: i32 = 3;
+/// Exit code after Ctrl-C (the partial summary is printed first).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Drive load against HTTP targets (closed or open loop), or adapt another driver's results.
+///
+/// Closed loop (virtual users with think time):
+///   perfpilot drive --users 50 --think-time exp:1s --warmup 30s --duration 5m http://127.0.0.1:8080/
+///
+/// Open loop (constant arrival rate; latency from the intended send time):
+///   perfpilot drive --rate 2000/s --connections 64 --duration 60s http://127.0.0.1:8080/
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct DriveArgs {
+    #[command(subcommand)]
+    sub: Option<DriveSub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum DriveSub {
+    /// Merge measurements of runs that ran at the same time (histograms add exactly).
+    Merge {
+        /// Measurement JSON files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Print the summary of a measurement file and check thresholds.
+    Show {
+        file: PathBuf,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Run wrk with the given arguments (after `--`) and convert its output.
+    Wrk {
+        #[command(flatten)]
+        out: OutputArgs,
+        /// wrk's arguments; add --latency for percentiles.
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
+    },
+    /// Run pgbench with the given arguments (after `--`; add `-P 1` for a per-second series).
+    Pgbench {
+        #[command(flatten)]
+        out: OutputArgs,
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
+    },
+    /// Run redis-benchmark with the given arguments (after `--`); one measurement per test.
+    RedisBenchmark {
+        #[command(flatten)]
+        out: OutputArgs,
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
+    },
+    /// Run any command and take the last number it prints on stdout.
+    Command {
+        /// What the number is.
+        #[arg(long = "as", value_enum, default_value = "throughput")]
+        meaning: Meaning,
+        #[command(flatten)]
+        out: OutputArgs,
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Meaning {
+    /// Operations per second.
+    Throughput,
+    /// A latency in milliseconds.
+    LatencyMs,
+    /// A plain value (kept under extra.value).
+    Value,
+}
+
+#[derive(Args, Debug)]
+struct OutputArgs {
+    /// Write the Measurement JSON to FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Threshold that must hold, e.g. 'p99<50ms', 'errors<0.1%', 'throughput>=900' (repeatable).
+    /// A failed threshold makes the exit code 3.
+    #[arg(long = "fail-if", value_name = "EXPR")]
+    fail_if: Vec<String>,
+    /// Do not print the human summary.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Target URLs (http://host:port/path); users or connections are spread over them round-robin.
+    #[arg(required = true, value_name = "URL")]
+    targets: Vec<String>,
+    /// Closed loop: this many virtual users, each with its own keep-alive connection.
+    #[arg(long, short = 'u', conflicts_with = "rate")]
+    users: Option<usize>,
+    /// Closed loop think time after each response: 0, a constant (100ms) or exponential (exp:1s).
+    #[arg(long, default_value = "0", conflicts_with = "rate")]
+    think_time: String,
+    /// Open loop: constant arrival rate in total, e.g. 500/s.
+    #[arg(long)]
+    rate: Option<String>,
+    /// Open loop: connections the rate is spread over (each keeps its own schedule).
+    #[arg(long, short = 'c', default_value_t = 32)]
+    connections: usize,
+    /// HTTP method.
+    #[arg(long, short = 'X', default_value = "GET")]
+    method: String,
+    /// Request header 'Name: value' (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Request body template; {{column}} takes values from --data, {{seq}}, {{rand:A-B}}, {{randf:A-B}} are generated.
+    #[arg(long, conflicts_with = "body_file")]
+    body: Option<String>,
+    /// Read the body template from FILE.
+    #[arg(long, value_name = "FILE")]
+    body_file: Option<PathBuf>,
+    /// CSV file (with a header line) whose rows fill the body template in turn.
+    #[arg(long, value_name = "CSV")]
+    data: Option<PathBuf>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s")]
+    timeout: String,
+    /// Unmeasured warm-up before the measured window.
+    #[arg(long, default_value = "0")]
+    warmup: String,
+    /// Length of the measured window.
+    #[arg(long, short = 'd', default_value = "10s")]
+    duration: String,
+    /// Driver threads (default: one per CPU).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
+    /// No live progress line.
+    #[arg(long)]
+    no_progress: bool,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+pub fn run(args: DriveArgs) -> Result<()> {
+    match args.sub {
+        None => drive(args.run),
+        Some(DriveSub::Merge { files, out }) => {
+            let parts = files
+                .iter()
+                .map(read_measurement)
+                .collect::<Result<Vec<_>>>()?;
+            let merged = Measurement::merge(&parts).context("cannot merge the measurements")?;
+            finish(&[merged], &out, false)
+        }
+        Some(DriveSub::Show { file, out }) => finish(&[read_measurement(&file)?], &out, false),
+        Some(DriveSub::Wrk { out, args }) => finish(&[adapters::run_wrk(&args)?], &out, false),
+        Some(DriveSub::Pgbench { out, args }) => {
+            finish(&[adapters::run_pgbench(&args)?], &out, false)
+        }
+        Some(DriveSub::RedisBenchmark { out, args }) => {
+            finish(&adapters::run_redis_benchmark(&args)?, &out, false)
+        }
+        Some(DriveSub::Command { meaning, out, argv }) => {
+            let meaning = match meaning {
+                Meaning::Throughput => NumberMeaning::Throughput,
+                Meaning::LatencyMs => NumberMeaning::LatencyMs,
+                Meaning::Value => NumberMeaning::Value,
+            };
+            finish(&[adapters::run_command(&argv, meaning)?], &out, false)
+        }
+    }
+}
+
+fn read_measurement(path: &PathBuf) -> Result<Measurement> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Measurement::from_json(&text).with_context(|| format!("in {}", path.display()))
+}
+
+fn drive(a: RunArgs) -> Result<()> {
+    // Reject a bad threshold before driving any load.
+    parse_thresholds(&a.out.fail_if)?;
+    let load = match (&a.rate, a.users) {
+        (Some(rate), _) => Load::open(rate, a.connections)?,
+        (None, users) => Load::Closed {
+            users: users.unwrap_or(10),
+            think: ThinkTime::parse(&a.think_time)?,
+        },
+    };
+    let mut spec = DriveSpec::new(a.targets.clone(), load);
+    spec.method = a.method.to_ascii_uppercase();
+    for h in &a.headers {
+        let (k, v) = h
+            .split_once(':')
+            .with_context(|| format!("header {h:?} must look like 'Name: value'"))?;
+        spec.headers
+            .push((k.trim().to_string(), v.trim().to_string()));
+    }
+    let data = a
+        .data
+        .as_ref()
+        .map(|p| DataSource::from_csv(p))
+        .transpose()?;
+    let body = match (&a.body, &a.body_file) {
+        (Some(b), _) => Some(b.clone()),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read the body template {}", f.display()))?
+                .trim_end_matches('\n')
+                .to_string(),
+        ),
+        (None, None) => None,
+    };
+    if data.is_some() && body.is_none() {
+        bail!("--data needs a body template (--body or --body-file) that uses its columns");
+    }
+    spec.body = body
+        .map(|b| BodyTemplate::compile(&b, data.as_ref()))
+        .transpose()?;
+    spec.timeout = parse_duration(&a.timeout)?;
+    if spec.timeout.is_zero() {
+        bail!("--timeout must be positive");
+    }
+    spec.warmup = parse_duration(&a.warmup)?;
+    spec.duration = parse_duration(&a.duration)?;
+    if spec.duration < Duration::from_millis(100) {
+        bail!("--duration must be at least 100ms");
+    }
+    if let Some(t) = a.threads {
+        spec.threads = t.max(1);
+    }
+    let control = RunControl {
+        progress: !a.no_progress && !a.out.quiet,
+        ctrl_c: true,
+    };
+    let m = perfpilot_drive::run(&spec, &control)?;
+    let interrupted = m.duration_s + 0.05 < spec.duration.as_secs_f64();
+    finish(&[m], &a.out, interrupted)
+}
+
+fn parse_thresholds(exprs: &[String]) -> Result<Vec<Threshold>> {
+    exprs
+        .iter()
+        .map(|e| Threshold::parse(e).map_err(anyhow::Error::from))
+        .collect()
+}
+
+/// Prints summaries, writes JSON, checks thresholds and exits non-zero when one fails.
+fn finish(ms: &[Measurement], out: &OutputArgs, interrupted: bool) -> Result<()> {
+    let thresholds = parse_thresholds(&out.fail_if)?;
+    if let Some(path) = &out.json {
+        let text = if ms.len() == 1 {
+            ms[0].to_json()
+        } else {
+            serde_json::to_string_pretty(ms)?
+        };
+        if path.as_os_str() == "-" {
+            println!("{text}");
+        } else {
+            std::fs::write(path, text + "\n")
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    let to_stdout = out.json.as_ref().is_none_or(|p| p.as_os_str() != "-");
+    if !out.quiet {
+        for m in ms {
+            let s = render_summary(m);
+            if to_stdout {
+                print!("{s}");
+            } else {
+                eprint!("{s}");
+            }
+        }
+        if interrupted {
+            eprintln!("interrupted: the summary covers the part of the run before Ctrl-C");
+        }
+    }
+    let mut failed = false;
+    for m in ms {
+        for o in check_all(&thresholds, m) {
+            eprintln!("{o}");
+            failed |= !o.passed;
+        }
+    }
+    if interrupted {
+        std::process::exit(EXIT_INTERRUPTED);
+    }
+    if failed {
+        std::process::exit(EXIT_THRESHOLD);
+    }
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! `perfpilot drive` end to end: exit codes of thresholds, JSON output and merge, Ctrl-C, and
+//! errors reported before any load is driven.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_perfpilot");
+
+/// A tiny keep-alive HTTP/1.1 server answering every GET with 200 "ok" (thread per connection).
+fn serve() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || answer(stream));
+        }
+    });
+    addr
+}
+
+fn answer(mut s: TcpStream) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let Ok(n) = s.read(&mut chunk) else { return };
+        if n == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.drain(..end + 4);
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+fn perfpilot(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("perfpilot-cli-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn thresholds_set_the_exit_code() {
+    let url = format!("http://{}/", serve());
+    let base = [
+        "drive",
+        "--users",
+        "2",
+        "--duration",
+        "300ms",
+        "--no-progress",
+        &url,
+    ];
+    let pass = perfpilot(
+        &[
+            &base[..],
+            &["--fail-if", "p99<10s", "--fail-if", "errors<1%"],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        pass.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&pass.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&pass.stderr);
+    assert!(stderr.contains("pass: p99<10s"), "{stderr}");
+    let fail = perfpilot(&[&base[..], &["--fail-if", "p99<1us"]].concat());
+    assert_eq!(fail.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&fail.stderr).contains("FAIL: p99<1us"));
+    let stdout = String::from_utf8_lossy(&fail.stdout);
+    assert!(
+        stdout.contains("throughput:") && stdout.contains("p99.9"),
+        "{stdout}"
+    );
+    let bad = perfpilot(&[&base[..], &["--fail-if", "p99 about 5ms"]].concat());
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("threshold"));
+}
+
+#[test]
+fn json_files_merge_and_show() {
+    let url = format!("http://{}/", serve());
+    let (a, b, m) = (tmp("a.json"), tmp("b.json"), tmp("m.json"));
+    // Two driver processes at the same time, as a study would run one per client machine.
+    let spawn = |out: &PathBuf| {
+        Command::new(BIN)
+            .args([
+                "drive",
+                "--rate",
+                "100/s",
+                "-c",
+                "2",
+                "--duration",
+                "1s",
+                "--quiet",
+                &url,
+                "--json",
+            ])
+            .arg(out)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut pa, mut pb) = (spawn(&a), spawn(&b));
+    assert!(pa.wait().unwrap().success() && pb.wait().unwrap().success());
+    let out = Command::new(BIN)
+        .args(["drive", "merge"])
+        .args([&a, &b])
+        .arg("--json")
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |p: &PathBuf| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (ja, jb, jm) = (read(&a), read(&b), read(&m));
+    assert_eq!(jm["schema"], 1);
+    assert_eq!(
+        jm["requests"].as_u64().unwrap(),
+        ja["requests"].as_u64().unwrap() + jb["requests"].as_u64().unwrap()
+    );
+    assert_eq!(
+        jm["latency"]["count"].as_u64().unwrap(),
+        ja["latency"]["count"].as_u64().unwrap() + jb["latency"]["count"].as_u64().unwrap()
+    );
+    assert!(
+        (jm["throughput_rps"].as_f64().unwrap() - 200.0).abs() < 20.0,
+        "{}",
+        jm["throughput_rps"]
+    );
+    let show = perfpilot(&[
+        "drive",
+        "show",
+        m.to_str().unwrap(),
+        "--fail-if",
+        "throughput>=150",
+    ]);
+    assert!(show.status.success());
+    assert!(String::from_utf8_lossy(&show.stdout).contains("2 merged runs"));
+    for p in [a, b, m] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[test]
+fn ctrl_c_prints_the_partial_summary() {
+    let url = format!("http://{}/", serve());
+    let child = Command::new(BIN)
+        .args([
+            "drive",
+            "--users",
+            "2",
+            "--think-time",
+            "10ms",
+            "--duration",
+            "60s",
+            &url,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("requests:") && stdout.contains("200 "),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+}
+
+#[test]
+fn missing_csv_column_fails_before_driving() {
+    let csv = tmp("rows.csv");
+    std::fs::write(&csv, "a,b\n1,2\n").unwrap();
+    let out = perfpilot(&[
+        "drive",
+        "--users",
+        "1",
+        "--duration",
+        "1s",
+        "--body",
+        "{\"v\": {{c}}}",
+        "--data",
+        csv.to_str().unwrap(),
+        "http://127.0.0.1:9/",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("column \"c\"") && err.contains("a, b"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(csv);
+}
+
+#[test]
+fn adapter_for_a_command() {
+    let out = perfpilot(&[
+        "drive",
+        "command",
+        "--json",
+        "-",
+        "--",
+        "sh",
+        "-c",
+        "echo 42.5",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["throughput_rps"], 42.5);
+    assert_eq!(v["source"], "command");
+}

@@ -1,0 +1,129 @@
+//! Targets (parsed and resolved once, before a run) and the kinds of request errors.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::error::{DriveError, invalid};
+
+/// A parsed `http://host:port/path` target.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    pub url: String,
+    pub addr: SocketAddr,
+    pub host_header: String,
+    pub path: String,
+}
+
+impl Target {
+    /// Parses and resolves a URL (resolution happens once, before the run).
+    pub fn parse(url: &str) -> Result<Self, DriveError> {
+        let bad = |reason: &str| invalid("target URL", url, reason.to_string());
+        let rest = if let Some(r) = url.strip_prefix("http://") {
+            r
+        } else if url.starts_with("https://") {
+            return Err(bad("https is not supported; use http://"));
+        } else {
+            return Err(bad("expected http://host[:port]/path"));
+        };
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err(bad("has no host (user info is not supported)"));
+        }
+        if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(bad("the path contains spaces or control characters"));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or_else(|| bad("unclosed [ in the host"))?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(bad("unexpected text after the IPv6 host")),
+            };
+            (h, port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        let port: u16 = match port {
+            Some(p) => p
+                .parse()
+                .map_err(|_| bad("the port is not a number 0-65535"))?,
+            None => 80,
+        };
+        if host.is_empty() || host.bytes().any(|b| b <= b' ' || b == b'/' || b == 0x7f) {
+            return Err(bad("has no valid host"));
+        }
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| bad(&format!("cannot resolve {host}: {e}")))?
+            .next()
+            .ok_or_else(|| bad(&format!("{host} resolves to no address")))?;
+        Ok(Target {
+            url: url.to_string(),
+            addr,
+            host_header: authority.to_string(),
+            path,
+        })
+    }
+}
+
+/// What went wrong with one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ErrKind {
+    /// The connection could not be established (refused, unreachable).
+    Connect,
+    /// No complete response within the timeout.
+    Timeout,
+    /// The server reset or closed the connection mid-exchange.
+    Reset,
+    /// Another I/O error.
+    Io,
+    /// The response was not valid HTTP/1.1.
+    Http,
+}
+
+impl ErrKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrKind::Connect => "connect",
+            ErrKind::Timeout => "timeout",
+            ErrKind::Reset => "reset",
+            ErrKind::Io => "io",
+            ErrKind::Http => "http",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse() {
+        let t = Target::parse("http://127.0.0.1:8080/score/x?y=1").unwrap();
+        assert_eq!(t.addr.port(), 8080);
+        assert_eq!(t.host_header, "127.0.0.1:8080");
+        assert_eq!(t.path, "/score/x?y=1");
+        let t = Target::parse("http://127.0.0.1").unwrap();
+        assert_eq!((t.addr.port(), t.path.as_str()), (80, "/"));
+        let t = Target::parse("http://[::1]:9/").unwrap();
+        assert!(t.addr.is_ipv6());
+        for bad in [
+            "https://a/",
+            "ftp://a/",
+            "http://",
+            "http://a:99999/",
+            "http://a/b c",
+            "not a url",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! perfpilot's load driver.
+//!
+//! This crate drives HTTP load against a service and turns the results of other load drivers
+//! into one result shape, [`Measurement`], that the study runner and the capacity models consume.
+//!
+//! - [`run`] drives load described by a [`DriveSpec`]: a *closed loop* (`users` virtual users,
+//!   each waiting for its response and then a [`ThinkTime`]) or an *open loop* (a constant
+//!   arrival rate whose latency is measured from each request's *intended* send time, so a
+//!   stalled server shows in the percentiles instead of being hidden by coordinated omission).
+//! - [`Measurement`] carries totals, latency percentiles, errors by kind and HTTP status, a
+//!   per-second series and a serialized HdrHistogram, so the results of several driver
+//!   processes [`Measurement::merge`] exactly.
+//! - [`Threshold`] checks such as `p99<50ms` or `errors<0.1%` decide a run's exit code.
+//! - [`adapters`] parse the output of `wrk`, `pgbench`, `redis-benchmark` and any command that
+//!   prints a number into the same [`Measurement`].
+//!
+//! The crate knows nothing of Linux internals (no `sys`/`observe` dependency).
+
+pub mod adapters;
+mod client;
+mod engine;
+mod error;
+mod h1;
+mod hist;
+mod measurement;
+mod spec;
+mod summary;
+mod template;
+mod threshold;
+
+pub use engine::{RunControl, run};
+pub use error::DriveError;
+pub use hist::LatencyHistogram;
+pub use measurement::{
+    CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
+};
+pub use spec::{DriveSpec, Load, ThinkTime, parse_duration};
+pub use summary::render_summary;
+pub use template::{BodyTemplate, DataSource};
+pub use threshold::{Threshold, ThresholdOutcome, check_all};
