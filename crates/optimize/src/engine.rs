@@ -512,7 +512,7 @@ impl Engine {
         }
         let ours: Option<&CpuSet> = self.bound_to(&w.signature);
         for m in &w.members {
-            if let Some(mask) = &m.cpus_allowed
+            if let Some(mask) = &Self::mask_of(&self.fs, m)
                 && !self.topo.online.is_subset(mask)
                 && ours != Some(mask)
             {
@@ -531,6 +531,16 @@ impl Engine {
             }
         }
         None
+    }
+
+    /// The affinity of a member's main thread now: asked of the kernel on the live system (a
+    /// sample may carry over an idle process's older reading), else the sample's.
+    fn mask_of(fs: &Fs, m: &workload::Member) -> Option<CpuSet> {
+        if fs.is_live() {
+            perfpilot_sys::affinity::get_affinity(m.pid).ok()
+        } else {
+            m.cpus_allowed.clone()
+        }
     }
 
     fn bound_to(&self, signature: &str) -> Option<&CpuSet> {
@@ -599,19 +609,9 @@ impl Engine {
             // Someone changed our mask: the workload becomes manual.
             if t.on
                 && let Some(mask) = &t.doc.bound_to
-                && let Some(m) = w
-                    .members
-                    .iter()
-                    .find(|m| m.cpus_allowed.as_ref().is_some_and(|c| c != mask))
+                && let Some((pid, now)) = changed_mask(&self.fs, w, &t.doc, mask)
             {
-                let why = format!(
-                    "manually tuned: pid {} affinity changed to {} behind perfpilot's back",
-                    m.pid,
-                    m.cpus_allowed
-                        .as_ref()
-                        .map(|c| c.to_string())
-                        .unwrap_or_default()
-                );
+                let why = format!("manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back");
                 self.manual.insert(t.signature.clone(), why.clone());
                 finished.push((i, Some(Decision::Neutral), format!("{why}; left as it is")));
                 continue;
@@ -838,19 +838,8 @@ impl Engine {
             let Some(mask) = h.doc.bound_to.clone() else {
                 continue;
             };
-            if let Some(m) = w
-                .members
-                .iter()
-                .find(|m| m.cpus_allowed.as_ref().is_some_and(|c| *c != mask))
-            {
-                let why = format!(
-                    "manually tuned: pid {} affinity changed to {} behind perfpilot's back; left as it is",
-                    m.pid,
-                    m.cpus_allowed
-                        .as_ref()
-                        .map(|c| c.to_string())
-                        .unwrap_or_default()
-                );
+            if let Some((pid, now)) = changed_mask(&self.fs, w, &h.doc, &mask) {
+                let why = format!("manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back; left as it is");
                 info!(action = h.id, workload = %w.name, "{why}");
                 self.manual.insert(h.signature.clone(), why.clone());
                 self.store.journal_set_state(h.id, "manual", &why)?;
@@ -1325,6 +1314,14 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// A member perfpilot bound whose mask is no longer `mask`: (pid, its mask now).
+fn changed_mask(fs: &Fs, w: &Workload, doc: &ActionDoc, mask: &CpuSet) -> Option<(i32, CpuSet)> {
+    w.members
+        .iter()
+        .filter(|m| doc.members.iter().any(|d| d.0 == m.pid))
+        .find_map(|m| Engine::mask_of(fs, m).filter(|c| c != mask).map(|c| (m.pid, c)))
 }
 
 /// Replaces an affinity change's thread list with the member's current threads.
