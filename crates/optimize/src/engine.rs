@@ -117,8 +117,10 @@ pub struct Status {
     pub workloads: Vec<WorkloadStatus>,
     pub trials: Vec<TrialStatus>,
     pub notes: Vec<String>,
-    /// The daemon's own CPU, % of one CPU, over its life.
+    /// The daemon's own CPU, % of one CPU, over its life: all of it, and the monitoring part
+    /// (without the time spent making changes, which pacing bounds).
     pub own_cpu_pct: f64,
+    pub monitoring_cpu_pct: f64,
     pub scans: u64,
 }
 
@@ -382,11 +384,19 @@ impl Engine {
             let obs = match &kind {
                 SignalKind::Probe { probe } => {
                     match signal::read_probe(probe, timeout) {
-                        Ok(v) => Ok(self.windowed.entry(sig.clone()).or_default().feed(
-                            probe.kind(),
-                            t_s,
-                            v,
-                        )),
+                        Ok(v) => {
+                            let o = self.windowed.entry(sig.clone()).or_default().feed(
+                                probe.kind(),
+                                t_s,
+                                v,
+                            );
+                            // Work per CPU-second: no observation while it used no CPU.
+                            Ok(if probe.per_cpu() {
+                                o.filter(|_| w.cpu_cores > 0.01).map(|x| x / w.cpu_cores)
+                            } else {
+                                o
+                            })
+                        }
                         Err(e) => {
                             self.windowed.entry(sig.clone()).or_default().reset();
                             Err(e.to_string())
@@ -575,7 +585,7 @@ impl Engine {
         doc.changes.push(c.clone());
         undo.push(u);
         store.journal_extend(id, &json(doc), &json(undo))?;
-        match change::apply(fs, &c) {
+        match journal::timed(|| change::apply(fs, &c)) {
             Ok(a) => Ok(Some(a)),
             Err(e) => {
                 warn!(action = id, "applying {} failed: {e}", describe(&c));
@@ -611,7 +621,9 @@ impl Engine {
                 && let Some(mask) = &t.doc.bound_to
                 && let Some((pid, now)) = changed_mask(&self.fs, w, &t.doc, mask)
             {
-                let why = format!("manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back");
+                let why = format!(
+                    "manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back"
+                );
                 self.manual.insert(t.signature.clone(), why.clone());
                 finished.push((i, Some(Decision::Neutral), format!("{why}; left as it is")));
                 continue;
@@ -690,7 +702,7 @@ impl Engine {
                         .map(|c| refresh_tids(c, &members))
                         .collect();
                     for c in changes {
-                        if let Err(e) = change::apply(&self.fs, &c) {
+                        if let Err(e) = journal::timed(|| change::apply(&self.fs, &c)) {
                             warn!(action = t.id, "re-applying {}: {e}", describe(&c));
                         }
                     }
@@ -775,7 +787,7 @@ impl Engine {
             Decision::Keep => {
                 if !t.on {
                     for c in t.doc.changes.clone() {
-                        if let Err(e) = change::apply(&self.fs, &c) {
+                        if let Err(e) = journal::timed(|| change::apply(&self.fs, &c)) {
                             warn!(action = t.id, "re-applying {}: {e}", describe(&c));
                         }
                     }
@@ -839,7 +851,9 @@ impl Engine {
                 continue;
             };
             if let Some((pid, now)) = changed_mask(&self.fs, w, &h.doc, &mask) {
-                let why = format!("manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back; left as it is");
+                let why = format!(
+                    "manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back; left as it is"
+                );
                 info!(action = h.id, workload = %w.name, "{why}");
                 self.manual.insert(h.signature.clone(), why.clone());
                 self.store.journal_set_state(h.id, "manual", &why)?;
@@ -1238,11 +1252,19 @@ impl Engine {
         self.status.interval_s = self.tun.num("interval_s");
         self.status.scans += 1;
         let elapsed = self.started.elapsed().as_secs_f64();
-        self.status.own_cpu_pct = if elapsed > 0.0 {
-            (perfpilot_sys::self_cpu_time() - self.cpu0).as_secs_f64() / elapsed * 100.0
-        } else {
-            0.0
+        let spent = perfpilot_sys::self_cpu_time()
+            .saturating_sub(self.cpu0)
+            .as_secs_f64();
+        let pct = |x: f64| {
+            if elapsed > 0.0 {
+                x / elapsed * 100.0
+            } else {
+                0.0
+            }
         };
+        self.status.own_cpu_pct = pct(spent);
+        self.status.monitoring_cpu_pct =
+            pct((spent - journal::action_cpu().as_secs_f64()).max(0.0));
         self.status.workloads = workloads
             .iter()
             .filter_map(|w| {
@@ -1321,7 +1343,11 @@ fn changed_mask(fs: &Fs, w: &Workload, doc: &ActionDoc, mask: &CpuSet) -> Option
     w.members
         .iter()
         .filter(|m| doc.members.iter().any(|d| d.0 == m.pid))
-        .find_map(|m| Engine::mask_of(fs, m).filter(|c| c != mask).map(|c| (m.pid, c)))
+        .find_map(|m| {
+            Engine::mask_of(fs, m)
+                .filter(|c| c != mask)
+                .map(|c| (m.pid, c))
+        })
 }
 
 /// Replaces an affinity change's thread list with the member's current threads.
