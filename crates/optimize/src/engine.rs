@@ -80,7 +80,8 @@ struct Trial {
     on_obs: Vec<f64>,
     /// The workload whose signal judges the action (itself, or for a device, its top reader).
     judge: String,
-    signal: SignalKind,
+    /// `None`: unverified (allow_unverified): applied, paced, and kept without a verdict.
+    signal: Option<SignalKind>,
     failures: u32,
     reason: String,
 }
@@ -370,7 +371,7 @@ impl Engine {
         let judges: Vec<(String, SignalKind)> = self
             .trials
             .iter()
-            .map(|t| (t.judge.clone(), t.signal.clone()))
+            .filter_map(|t| Some((t.judge.clone(), t.signal.clone()?)))
             .collect();
         let t_s = cur.mono_ns as f64 / 1e9;
         let timeout = Duration::from_secs_f64(self.tun.num("probe_timeout_s"));
@@ -440,7 +441,9 @@ impl Engine {
         }
         let capacity = (w.threads as f64).min(self.topo.online.len() as f64);
         let machine_busy = rates.total.busy / 100.0;
-        if w.cpu_cores < 0.85 * capacity && machine_busy < 0.9 {
+        // CPU consumed judges an action only for a workload that does measurable work and is
+        // not saturated (then the same work for less CPU is a gain).
+        if w.cpu_cores >= 0.05 && w.cpu_cores < 0.85 * capacity && machine_busy < 0.9 {
             return Ok(SignalKind::Cpu);
         }
         Err(format!(
@@ -682,6 +685,11 @@ impl Engine {
                 if t.steps.is_empty() {
                     t.phase = Phase::Measuring;
                 }
+                // Unverified: nothing to measure; kept once every step is applied.
+                if t.signal.is_none() && t.phase == Phase::Measuring {
+                    finished.push((i, None, String::new()));
+                    continue;
+                }
             } else if t.phase == Phase::Measuring && t.doc.interleave {
                 if t.off_obs.len() >= windows && t.on_obs.len() >= windows {
                     finished.push((i, Some(Decision::Keep), String::new()));
@@ -729,9 +737,17 @@ impl Engine {
         hint: Option<Decision>,
         why: String,
     ) -> Result<(), EngineError> {
+        if t.signal.is_none() && why.is_empty() {
+            let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
+            self.store.journal_set_verdict(t.id, &v.to_string())?;
+            self.store.journal_set_state(t.id, "kept", "unverified")?;
+            info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept without verification: {}", t.reason);
+            self.held.push(Held { id: t.id, signature: t.signature.clone(), strategy: t.strategy, doc: t.doc });
+            return Ok(());
+        }
         let conf = self.tun.num("confidence");
         let min_effect = self.tun.num("min_effect");
-        let hib = t.signal.higher_is_better();
+        let hib = t.signal.as_ref().is_none_or(|s| s.higher_is_better());
         let early = !why.is_empty();
         let gain = if early {
             None
@@ -772,7 +788,7 @@ impl Engine {
         };
         let verdict = Verdict {
             action: t.id,
-            signal: t.signal.describe(),
+            signal: t.signal.as_ref().map(|s| s.describe()).unwrap_or_default(),
             higher_is_better: hib,
             interleaved: t.doc.interleave,
             before: Stats::of(&t.off_obs),
@@ -1164,7 +1180,7 @@ impl Engine {
             Change::Affinity { cpus, .. } => Some(cpus.clone()),
             _ => None,
         });
-        let mut doc = ActionDoc {
+        let doc = ActionDoc {
             members: w.members.iter().map(|m| (m.pid, m.starttime)).collect(),
             changes: Vec::new(),
             interleave,
@@ -1172,7 +1188,7 @@ impl Engine {
             signal: signal.clone(),
             bound_to,
         };
-        let mut undo: Vec<Undo> = Vec::new();
+        let undo: Vec<Undo> = Vec::new();
         let id = self.store.journal_begin(
             &w.signature,
             &w.name,
@@ -1183,17 +1199,23 @@ impl Engine {
         )?;
         let Some(signal) = signal else {
             info!(action = id, workload = %w.name, strategy = %kind, "applying without verification (allow_unverified): {reason}");
-            for c in changes {
-                Self::journal_and_apply(&mut self.store, &self.fs, id, &mut doc, &mut undo, c)?;
-            }
-            let v = serde_json::json!({ "action": id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
-            self.store.journal_set_verdict(id, &v.to_string())?;
-            self.store.journal_set_state(id, "kept", "unverified")?;
-            self.held.push(Held {
+            self.store.journal_set_state(id, "trial", "applying (unverified)")?;
+            self.trials.push(Trial {
                 id,
                 signature: w.signature.clone(),
+                name: w.name.clone(),
                 strategy: kind,
                 doc,
+                undo,
+                steps: changes.into(),
+                phase: Phase::Applying,
+                on: false,
+                off_obs: Vec::new(),
+                on_obs: Vec::new(),
+                judge,
+                signal: None,
+                failures: 0,
+                reason,
             });
             return Ok(id);
         };
@@ -1213,7 +1235,7 @@ impl Engine {
             off_obs: Vec::new(),
             on_obs: Vec::new(),
             judge,
-            signal,
+            signal: Some(signal),
             failures: 0,
             reason,
         });
@@ -1304,7 +1326,7 @@ impl Engine {
                 windows_off: t.off_obs.len(),
                 windows_on: t.on_obs.len(),
                 windows_needed: windows,
-                signal: t.signal.describe(),
+                signal: t.signal.as_ref().map(|s| s.describe()).unwrap_or_else(|| "none (unverified)".into()),
             })
             .collect();
     }
