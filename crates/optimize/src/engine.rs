@@ -742,7 +742,12 @@ impl Engine {
             self.store.journal_set_verdict(t.id, &v.to_string())?;
             self.store.journal_set_state(t.id, "kept", "unverified")?;
             info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept without verification: {}", t.reason);
-            self.held.push(Held { id: t.id, signature: t.signature.clone(), strategy: t.strategy, doc: t.doc });
+            self.held.push(Held {
+                id: t.id,
+                signature: t.signature.clone(),
+                strategy: t.strategy,
+                doc: t.doc,
+            });
             return Ok(());
         }
         let conf = self.tun.num("confidence");
@@ -1199,7 +1204,8 @@ impl Engine {
         )?;
         let Some(signal) = signal else {
             info!(action = id, workload = %w.name, strategy = %kind, "applying without verification (allow_unverified): {reason}");
-            self.store.journal_set_state(id, "trial", "applying (unverified)")?;
+            self.store
+                .journal_set_state(id, "trial", "applying (unverified)")?;
             self.trials.push(Trial {
                 id,
                 signature: w.signature.clone(),
@@ -1326,7 +1332,11 @@ impl Engine {
                 windows_off: t.off_obs.len(),
                 windows_on: t.on_obs.len(),
                 windows_needed: windows,
-                signal: t.signal.as_ref().map(|s| s.describe()).unwrap_or_else(|| "none (unverified)".into()),
+                signal: t
+                    .signal
+                    .as_ref()
+                    .map(|s| s.describe())
+                    .unwrap_or_else(|| "none (unverified)".into()),
             })
             .collect();
     }

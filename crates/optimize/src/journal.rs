@@ -147,17 +147,26 @@ pub fn revert_open(
         if ids.is_some_and(|ids| !ids.contains(&rec.id)) {
             continue;
         }
-        let lines = match parse(&rec) {
-            Ok((doc, undo)) => undo_all(fs, &doc.members, &undo),
+        let (lines, irreversible) = match parse(&rec) {
+            Ok((doc, undo)) => (undo_all(fs, &doc.members, &undo), doc.irreversible),
             Err(e) => {
                 warn!("{e}");
-                vec![format!("journal entry unreadable: {e}")]
+                (vec![format!("journal entry unreadable: {e}")], false)
             }
         };
         for l in &lines {
             info!(action = rec.id, strategy = %rec.strategy, workload = %rec.workload, "revert: {l}");
         }
-        store.journal_set_state(rec.id, "reverted", note)?;
+        if irreversible {
+            // Huge pages stay: the action ends rather than being undone.
+            store.journal_set_state(
+                rec.id,
+                "ended",
+                &format!("{note}; its huge pages stay (they cannot be split back cheaply)"),
+            )?;
+        } else {
+            store.journal_set_state(rec.id, "reverted", note)?;
+        }
         done.push((rec.id, lines));
     }
     Ok(done)
