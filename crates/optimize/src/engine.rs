@@ -1202,32 +1202,18 @@ impl Engine {
             &json(&undo),
             &reason,
         )?;
-        let Some(signal) = signal else {
-            info!(action = id, workload = %w.name, strategy = %kind, "applying without verification (allow_unverified): {reason}");
-            self.store
-                .journal_set_state(id, "trial", "applying (unverified)")?;
-            self.trials.push(Trial {
-                id,
-                signature: w.signature.clone(),
-                name: w.name.clone(),
-                strategy: kind,
-                doc,
-                undo,
-                steps: changes.into(),
-                phase: Phase::Applying,
-                on: false,
-                off_obs: Vec::new(),
-                on_obs: Vec::new(),
-                judge,
-                signal: None,
-                failures: 0,
-                reason,
-            });
-            return Ok(id);
+        // Unverified actions have nothing to measure: they are applied (paced) and kept.
+        let (phase, note) = match &signal {
+            Some(sig) => {
+                info!(action = id, workload = %w.name, strategy = %kind, signal = %sig.describe(), "trial starts: {reason}");
+                (Phase::Baseline, "measuring the baseline")
+            }
+            None => {
+                info!(action = id, workload = %w.name, strategy = %kind, "applying without verification (allow_unverified): {reason}");
+                (Phase::Applying, "applying (unverified)")
+            }
         };
-        info!(action = id, workload = %w.name, strategy = %kind, signal = %signal.describe(), "trial starts: {reason}");
-        self.store
-            .journal_set_state(id, "trial", "measuring the baseline")?;
+        self.store.journal_set_state(id, "trial", note)?;
         self.trials.push(Trial {
             id,
             signature: w.signature.clone(),
@@ -1236,12 +1222,12 @@ impl Engine {
             doc,
             undo,
             steps: changes.into(),
-            phase: Phase::Baseline,
+            phase,
             on: false,
             off_obs: Vec::new(),
             on_obs: Vec::new(),
             judge,
-            signal: Some(signal),
+            signal,
             failures: 0,
             reason,
         });

@@ -168,15 +168,7 @@ mod tests {
         let busy = busy(&topo, |_| 0.5);
         let (mut tun, thp) = (Tunables::default(), thp("madvise", "never"));
         tun.set("collapse_mb_per_s", "16").unwrap();
-        let ctx = Context {
-            topo: &topo,
-            tun: &tun,
-            cpu_busy: &busy,
-            thp: &thp,
-            collapse_supported: true,
-            interval_s: 1.0,
-            page_size: 4096,
-        };
+        let ctx = ctx(&topo, &tun, &busy, &thp);
         let mem = WorkloadMemory {
             per_node: [(0, 512 << 20)].into(),
             anonymous: 256 << 20,
@@ -262,15 +254,7 @@ mod tests {
             maps: Some(&maps),
             bound_to: None,
         };
-        let ctx = Context {
-            topo: &topo,
-            tun: &tun,
-            cpu_busy: &busy,
-            thp: &thp,
-            collapse_supported: true,
-            interval_s: 1.0,
-            page_size: 4096,
-        };
+        let ctx = ctx(&topo, &tun, &busy, &thp);
         assert!(
             matches!(LargePages.propose(&v, &ctx), Proposal::Skip(s) if s.contains("min_cpu_cores"))
         );
