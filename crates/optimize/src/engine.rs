@@ -6,11 +6,13 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use perfpilot_observe::pmu::PmuSet;
 use perfpilot_observe::rates::MemoryBook;
 use perfpilot_observe::workload::{self, Workload, WorkloadMemory};
 use perfpilot_observe::{Rates, Sample, Sampler, SamplerConfig, Topology};
 use perfpilot_store::Store;
 use perfpilot_sys::change::{self, Applied, Change, Undo};
+use perfpilot_sys::perf::Event;
 use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 use perfpilot_sys::{CpuSet, Fs, block};
 use serde::{Deserialize, Serialize};
@@ -156,6 +158,10 @@ pub struct Engine {
     identity: HashMap<(i32, u64), (Option<String>, Option<String>)>,
     manual: HashMap<String, String>,
     collapse_supported: bool,
+    /// Cycles and instructions per judged workload, where the machine has PMU counters.
+    pmu: Option<PmuSet>,
+    /// Last (cycles, instructions) totals per workload signature.
+    pmu_last: HashMap<String, (u64, u64)>,
     pub status: Status,
     started: Instant,
     cpu0: Duration,
@@ -196,6 +202,9 @@ impl Engine {
         if let Err(why) = perfpilot_sys::perf::hardware_support() {
             notes.push(format!("PMU counters: not supported ({why}); signals come from probes, I/O progress or CPU consumed"));
         }
+        let pmu = perfpilot_sys::perf::hardware_support()
+            .is_ok()
+            .then(|| PmuSet::new(&[Event::Cycles, Event::Instructions]));
         let collapse_supported = perfpilot_sys::collapse::kernel_supports_collapse();
         if !collapse_supported {
             notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
@@ -217,6 +226,8 @@ impl Engine {
             identity: HashMap::new(),
             manual: HashMap::new(),
             collapse_supported,
+            pmu,
+            pmu_last: HashMap::new(),
             status: Status {
                 notes,
                 ..Status::default()
@@ -415,11 +426,29 @@ impl Engine {
                         .sum(),
                 )),
                 SignalKind::Cpu => Ok(Some(w.cpu_cores)),
-                SignalKind::Cpi => Err("PMU counters are not available".into()),
+                SignalKind::Cpi => Ok(self.cpi(w)),
             };
             out.insert(sig, obs);
         }
         out
+    }
+
+    /// Cycles per instruction of a workload since its previous window (every thread counted;
+    /// new threads are caught, exited ones keep their counts). `None` on the first window.
+    fn cpi(&mut self, w: &Workload) -> Option<f64> {
+        let set = self.pmu.as_mut()?;
+        let (mut cycles, mut instructions) = (0u64, 0u64);
+        for m in &w.members {
+            set.track(m.pid, m.starttime, &m.tids);
+            let totals = set.read(m.pid)?;
+            cycles += totals.get(&Event::Cycles).copied().unwrap_or(0);
+            instructions += totals.get(&Event::Instructions).copied().unwrap_or(0);
+        }
+        let prev = self
+            .pmu_last
+            .insert(w.signature.clone(), (cycles, instructions))?;
+        let di = instructions.saturating_sub(prev.1);
+        (di > 0).then(|| cycles.saturating_sub(prev.0) as f64 / di as f64)
     }
 
     /// Chooses a workload's signal: its probe, else PMU CPI, else its I/O progress, else the
@@ -429,6 +458,9 @@ impl Engine {
             && let Some(p) = &rule.signal
         {
             return Ok(SignalKind::Probe { probe: p.clone() });
+        }
+        if self.pmu.is_some() {
+            return Ok(SignalKind::Cpi);
         }
         let io: f64 = rates
             .processes
