@@ -222,7 +222,7 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
         cpu.sort_by(f64::total_cmp);
         wall.sort_by(f64::total_cmp);
         report.push(format!(
-            "cheap sample, {what}: {} processes, {} threads; CPU median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
+            "cheap sample, {what}: {} processes, {} threads; CPU mean {mean:.1} ms, median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
             counted.0,
             counted.1,
             cpu[cpu.len() / 2],
