@@ -460,3 +460,49 @@ fn bad_configs_and_tunables_are_named() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected one of node, llc, core"));
 }
+
+#[test]
+fn threads_started_later_are_bound_and_restored_with_the_others() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        < 2
+    {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    let dir = Dir::new("late");
+    // 3 threads and a helper now; at 3 s the helper starts one more thread and ends.
+    let load = Load::spawn(
+        "late-thread",
+        &["--threads", "3", "--late-thread", "3"],
+        &[],
+    );
+    let pid = load.pid();
+    let tids = |pid: u32| -> Vec<String> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let early = tids(pid);
+    let cfg = dir.config(&format!("only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag late-thread\" }}\n"));
+    let d = daemon(&cfg, &dir.state(), "8s");
+    let all_bound = wait_until(Duration::from_secs(7), || {
+        tids(pid).iter().any(|t| !early.contains(t)) && masks(pid).iter().all(|x| *x != all_cpus())
+    });
+    assert!(
+        all_bound,
+        "the late threads were not bound: {:?}",
+        masks(pid)
+    );
+    let log = finish(d);
+    assert!(log.contains("new threads"), "{log}");
+    // The daemon stopped (revert_on_stop): every thread, the late ones too, is back.
+    assert!(
+        masks(pid).iter().all(|m| *m == all_cpus()),
+        "{:?}\n{log}",
+        masks(pid)
+    );
+}

@@ -663,6 +663,20 @@ impl Engine {
                 finished.push((i, Some(Decision::Neutral), format!("{why}; left as it is")));
                 continue;
             }
+            // Threads started while bound inherited perfpilot's mask: journal and bind them.
+            if t.on
+                && let Some(mask) = t.doc.bound_to.clone()
+            {
+                bind_new_threads(
+                    &mut self.store,
+                    &self.fs,
+                    t.id,
+                    &mut t.doc,
+                    &mut t.undo,
+                    w,
+                    &mask,
+                )?;
+            }
             match obs.get(&t.judge) {
                 Some(Ok(Some(v))) => {
                     t.failures = 0;
@@ -734,17 +748,21 @@ impl Engine {
                     }
                     t.on = false;
                 } else {
-                    let changes: Vec<Change> = t
-                        .doc
-                        .changes
-                        .iter()
-                        .cloned()
-                        .map(|c| refresh_tids(c, &members))
-                        .collect();
-                    for c in changes {
+                    for c in t.doc.changes.clone() {
                         if let Err(e) = journal::timed(|| change::apply(&self.fs, &c)) {
                             warn!(action = t.id, "re-applying {}: {e}", describe(&c));
                         }
+                    }
+                    if let Some(mask) = t.doc.bound_to.clone() {
+                        bind_new_threads(
+                            &mut self.store,
+                            &self.fs,
+                            t.id,
+                            &mut t.doc,
+                            &mut t.undo,
+                            w,
+                            &mask,
+                        )?;
                     }
                     t.on = true;
                 }
@@ -913,52 +931,23 @@ impl Engine {
                 drop.push(i);
                 continue;
             }
-            // Threads not yet bound (new ones, or new member processes).
-            for m in &w.members {
-                let known: Vec<i32> = h
-                    .doc
-                    .changes
-                    .iter()
-                    .filter_map(|c| match c {
-                        Change::Affinity { pid, tids, .. } if *pid == m.pid => Some(tids.clone()),
-                        _ => None,
-                    })
-                    .flatten()
-                    .collect();
-                let new: Vec<i32> = m
-                    .tids
-                    .iter()
-                    .copied()
-                    .filter(|t| !known.contains(t))
-                    .collect();
-                if new.is_empty() {
-                    continue;
-                }
-                if !h.doc.members.iter().any(|x| x.0 == m.pid) {
-                    h.doc.members.push((m.pid, m.starttime));
-                }
-                let c = Change::Affinity {
-                    pid: m.pid,
-                    tids: new.clone(),
-                    cpus: mask.clone(),
-                };
-                // The undo list lives in the journal; extend it there.
-                let rec = self.store.action(h.id)?;
-                let mut undo: Vec<Undo> = rec
-                    .and_then(|r| serde_json::from_str(&r.undo).ok())
-                    .unwrap_or_default();
-                if Self::journal_and_apply(
-                    &mut self.store,
-                    &self.fs,
-                    h.id,
-                    &mut h.doc,
-                    &mut undo,
-                    c,
-                )?
-                .is_some()
-                {
-                    info!(action = h.id, workload = %w.name, "bound {} new threads of pid {} to {mask}", new.len(), m.pid);
-                }
+            // Threads not yet bound (new ones, or new member processes). The undo list lives
+            // in the journal; extend it there.
+            let rec = self.store.action(h.id)?;
+            let mut undo: Vec<Undo> = rec
+                .and_then(|r| serde_json::from_str(&r.undo).ok())
+                .unwrap_or_default();
+            let n = bind_new_threads(
+                &mut self.store,
+                &self.fs,
+                h.id,
+                &mut h.doc,
+                &mut undo,
+                w,
+                &mask,
+            )?;
+            if n > 0 {
+                info!(action = h.id, workload = %w.name, "bound {n} new threads to {mask}");
             }
         }
         for i in drop.into_iter().rev() {
@@ -1386,6 +1375,90 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// Binds the threads of `w` that action `id` has no undo record for (threads started since,
+/// new member processes) to `mask`, journaling first an undo that restores each to its
+/// process's original mask: a thread started while bound inherited perfpilot's mask, which is
+/// not its own. Returns how many threads were bound.
+fn bind_new_threads(
+    store: &mut Store,
+    fs: &Fs,
+    id: i64,
+    doc: &mut ActionDoc,
+    undo: &mut Vec<Undo>,
+    w: &Workload,
+    mask: &CpuSet,
+) -> Result<usize, EngineError> {
+    let recorded = |undo: &[Undo], pid: i32| -> Vec<(i32, CpuSet)> {
+        undo.iter()
+            .filter_map(|u| match u {
+                Undo::Affinity { pid: p, masks } if *p == pid => Some(masks.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let mut bound = 0;
+    let mut reader = ProcReader::new(fs);
+    for m in &w.members {
+        let known = recorded(undo, m.pid);
+        // The thread list now (a sample may carry an idle process's list over).
+        let tids = if fs.is_live() {
+            reader.tids(m.pid).unwrap_or_else(|_| m.tids.clone())
+        } else {
+            m.tids.clone()
+        };
+        let new: Vec<i32> = tids
+            .into_iter()
+            .filter(|t| !known.iter().any(|k| k.0 == *t))
+            .collect();
+        if new.is_empty() {
+            continue;
+        }
+        let c = Change::Affinity {
+            pid: m.pid,
+            tids: new.clone(),
+            cpus: mask.clone(),
+        };
+        // The original mask: the process's main thread's record, else any of its threads', else
+        // another member's (a process forked by a bound member inherited the mask too).
+        let original = known
+            .iter()
+            .find(|k| k.0 == m.pid)
+            .or(known.first())
+            .map(|k| k.1.clone())
+            .or_else(|| {
+                undo.iter().find_map(|u| match u {
+                    Undo::Affinity { masks, .. } => masks.first().map(|k| k.1.clone()),
+                    _ => None,
+                })
+            });
+        let u = match original {
+            Some(orig) => Undo::Affinity {
+                pid: m.pid,
+                masks: new.iter().map(|t| (*t, orig.clone())).collect(),
+            },
+            None => match change::prepare(fs, &c) {
+                Ok(u) => u,
+                Err(e) => {
+                    warn!(action = id, "cannot prepare {}: {e}", describe(&c));
+                    continue;
+                }
+            },
+        };
+        if !doc.members.iter().any(|x| x.0 == m.pid) {
+            doc.members.push((m.pid, m.starttime));
+        }
+        doc.changes.push(c.clone());
+        undo.push(u);
+        store.journal_extend(id, &json(doc), &json(undo))?;
+        match journal::timed(|| change::apply(fs, &c)) {
+            Ok(_) => bound += new.len(),
+            Err(e) => warn!(action = id, "binding new threads: {}: {e}", describe(&c)),
+        }
+    }
+    Ok(bound)
 }
 
 /// A member perfpilot bound whose mask is no longer `mask`: (pid, its mask now).
