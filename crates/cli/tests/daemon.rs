@@ -16,7 +16,10 @@ struct Load(Child);
 impl Load {
     fn spawn(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Load {
         let mut c = Command::new(EXE);
-        c.args(["bench", "load", "--tag", tag])
+        // Tags carry this test process's pid: another run of these tests on the machine (a
+        // second checkout, CI) must not match our loads.
+        let tag = format!("{}-{tag}", std::process::id());
+        c.args(["bench", "load", "--tag", &tag])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
@@ -168,11 +171,12 @@ fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
         return;
     };
     let dir = Dir::new("keep");
+    let p = std::process::id();
     let helps = Load::spawn("keep-helps", &["--threads", "3"], &[]);
     // Two spinning threads (plus the waiting main one): one core gives them half the CPU.
     let hurts = Load::spawn("keep-hurts", &["--threads", "3", "--busy"], &[]);
     let cfg = dir.config(&format!(
-        "only_matched = true\n{FAST}headroom = 2.5\n\n[[workload]]\nmatch = {{ cmdline = \"--tag keep-helps\" }}\nsignal = {{ command = \"{}\", kind = \"gauge\" }}\n\n[[workload]]\nmatch = {{ cmdline = \"--tag keep-hurts\" }}\nsignal = {{ command = \"awk '{{print $14+$15}}' /proc/{}/stat\", kind = \"counter\" }}\n",
+        "only_matched = true\n{FAST}headroom = 2.5\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-keep-helps\" }}\nsignal = {{ command = \"{}\", kind = \"gauge\" }}\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-keep-hurts\" }}\nsignal = {{ command = \"awk '{{print $14+$15}}' /proc/{}/stat\", kind = \"counter\" }}\n",
         single_cpu(helps.pid()),
         hurts.pid()
     ));
@@ -188,7 +192,7 @@ fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
     let kept = find(helps.pid());
     assert_eq!(kept["strategy"], "cache_affinity");
     // revert_on_stop is on by default: at the daemon's stop, the kept action was undone too.
-    assert_eq!(kept["state"], "reverted", "{kept:#}");
+    assert_eq!(kept["state"], "reverted", "{kept:#}\n{log}");
     assert_eq!(kept["verdict"]["decision"], "keep", "{kept:#}\n{log}");
     assert!(kept["verdict"]["gain"]["ci_low"].as_f64().unwrap() > 1.5);
     assert!(log.contains("kept: gain"), "{log}");
@@ -239,6 +243,7 @@ fn manual_tuning_and_opt_out_are_left_alone_and_a_changed_mask_makes_it_manual()
         return;
     };
     let dir = Dir::new("manual");
+    let p = std::process::id();
     let pinned = Load::spawn("man-pinned", &["--threads", "3"], &[]);
     let off = Load::spawn("man-off", &["--threads", "3"], &[("PERFPILOT", "off")]);
     let victim = Load::spawn("man-victim", &["--threads", "3"], &[]);
@@ -252,7 +257,7 @@ fn manual_tuning_and_opt_out_are_left_alone_and_a_changed_mask_makes_it_manual()
             .success()
     );
     let cfg = dir.config(&format!(
-        "only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag man-\" }}\n"
+        "only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-man-\" }}\n"
     ));
     let d = daemon(&cfg, &dir.state(), "8s");
     // Wait for the victim's (unverified, so immediate) binding, then change it behind the
@@ -321,10 +326,11 @@ fn a_killed_daemon_is_recovered_from_its_journal() {
         return;
     };
     let dir = Dir::new("crash");
+    let p = std::process::id();
     let load = Load::spawn("crash-load", &["--threads", "3"], &[]);
     let pid = load.pid();
     let cfg = dir.config(&format!(
-        "only_matched = true\n{}\n[[workload]]\nmatch = {{ cmdline = \"--tag crash-load\" }}\nsignal = {{ command = \"{}\", kind = \"gauge\" }}\n",
+        "only_matched = true\n{}\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-crash-load\" }}\nsignal = {{ command = \"{}\", kind = \"gauge\" }}\n",
         FAST.replace("windows = 4", "windows = 50"),
         single_cpu(pid)
     ));
@@ -464,6 +470,7 @@ fn threads_started_later_are_bound_and_restored_with_the_others() {
         return;
     };
     let dir = Dir::new("late");
+    let p = std::process::id();
     // 3 threads and a helper now; at 3 s the helper starts one more thread and ends.
     let load = Load::spawn(
         "late-thread",
@@ -478,7 +485,7 @@ fn threads_started_later_are_bound_and_restored_with_the_others() {
             .collect()
     };
     let early = tids(pid);
-    let cfg = dir.config(&format!("only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag late-thread\" }}\n"));
+    let cfg = dir.config(&format!("only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-late-thread\" }}\n"));
     let d = daemon(&cfg, &dir.state(), "8s");
     let all_bound = wait_until(Duration::from_secs(7), || {
         tids(pid).iter().any(|t| !early.contains(t)) && masks(pid).iter().all(|x| *x != all_cpus())
