@@ -19,9 +19,11 @@ mod error;
 pub mod journal;
 pub mod samples;
 pub mod schema;
+pub mod trials;
 
 pub use error::{Error, Result};
 pub use journal::ActionRecord;
+pub use trials::{StudyRecord, TrialRecord};
 pub use samples::{CorruptRow, Retention, RetentionOutcome, SampleIter, SampleRange};
 
 /// How long a statement waits for another connection's lock before failing.
