@@ -528,6 +528,10 @@ pub(crate) fn line_of(src: &str, section: &str, key: &str) -> usize {
             return i + 1;
         }
     }
+    // `key` inside an inline table: `env = { KEY = … }` is on the line of `env`.
+    if let Some((parent, last)) = section.rsplit_once('.') {
+        return line_of(src, parent, last);
+    }
     header_line.unwrap_or(1)
 }
 
@@ -692,7 +696,7 @@ impl Study {
             for n in names {
                 if !extra.contains(&n.as_str()) && !factor_names.contains(&n.as_str()) {
                     let mut known: Vec<&str> = extra.to_vec();
-                    known.extend(factor_names.iter().copied());
+                    known.extend(factor_names.iter().copied().filter(|f| !extra.contains(f)));
                     return Err(bad(
                         section,
                         key,
