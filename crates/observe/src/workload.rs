@@ -52,7 +52,9 @@ pub struct Workload {
 impl Workload {
     /// All (pid, tid) pairs.
     pub fn tasks(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
-        self.members.iter().flat_map(|m| m.tids.iter().map(move |t| (m.pid, *t)))
+        self.members
+            .iter()
+            .flat_map(|m| m.tids.iter().map(move |t| (m.pid, *t)))
     }
 
     /// The process ids.
@@ -62,7 +64,10 @@ impl Workload {
 
     /// The union of the CPUs its threads last ran on.
     pub fn cpus_used(&self) -> CpuSet {
-        self.members.iter().flat_map(|m| m.thread_cpus.iter().flatten().copied()).collect()
+        self.members
+            .iter()
+            .flat_map(|m| m.thread_cpus.iter().flatten().copied())
+            .collect()
     }
 }
 
@@ -80,9 +85,17 @@ pub fn stable_hash(bytes: &[u8]) -> u64 {
 /// The signature of a process: its command line (executable and arguments) and, for a group,
 /// a marker that it is one.
 pub fn signature(p: &ProcSample, group: bool) -> String {
-    let key = if p.cmdline.is_empty() { &p.comm } else { &p.cmdline };
+    let key = if p.cmdline.is_empty() {
+        &p.comm
+    } else {
+        &p.cmdline
+    };
     let h = stable_hash(key.as_bytes());
-    if group { format!("{h:016x}-shm") } else { format!("{h:016x}") }
+    if group {
+        format!("{h:016x}-shm")
+    } else {
+        format!("{h:016x}")
+    }
 }
 
 /// Groups the processes of `cur` into workloads. `shm` gives the shared-memory segments of the
@@ -121,8 +134,16 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
         let r = find(&mut parent, i);
         groups.entry(r).or_default().push(i);
     }
-    let cpu: HashMap<i32, f64> = rates.processes.iter().map(|p| (p.pid, p.cpu / 100.0)).collect();
-    let thread_cpu: HashMap<i32, f64> = rates.threads.iter().map(|t| (t.tid, t.cpu / 100.0)).collect();
+    let cpu: HashMap<i32, f64> = rates
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.cpu / 100.0))
+        .collect();
+    let thread_cpu: HashMap<i32, f64> = rates
+        .threads
+        .iter()
+        .map(|t| (t.tid, t.cpu / 100.0))
+        .collect();
     let uptime_ticks = uptime_ticks(cur);
     let mut out = Vec::new();
     for members in groups.values() {
@@ -149,9 +170,15 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
                 let (tids, thread_cpus) = if p.threads.is_empty() {
                     (vec![p.pid], vec![p.processor])
                 } else {
-                    (p.threads.iter().map(|t| t.tid).collect(), p.threads.iter().map(|t| t.processor).collect())
+                    (
+                        p.threads.iter().map(|t| t.tid).collect(),
+                        p.threads.iter().map(|t| t.processor).collect(),
+                    )
                 };
-                let thread_cores = tids.iter().map(|t| thread_cpu.get(t).copied().unwrap_or(0.0)).collect();
+                let thread_cores = tids
+                    .iter()
+                    .map(|t| thread_cpu.get(t).copied().unwrap_or(0.0))
+                    .collect();
                 Member {
                     pid: p.pid,
                     starttime: p.starttime,
@@ -167,7 +194,11 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
         let ticks = cur.ticks_per_sec.max(1) as f64;
         out.push(Workload {
             signature: signature(oldest, is_group),
-            name: if is_group { format!("{} (+{} processes)", oldest.comm, members.len() - 1) } else { oldest.comm.clone() },
+            name: if is_group {
+                format!("{} (+{} processes)", oldest.comm, members.len() - 1)
+            } else {
+                oldest.comm.clone()
+            },
             comm: oldest.comm.clone(),
             cmdline: oldest.cmdline.clone(),
             uid: oldest.uid,
@@ -256,7 +287,14 @@ mod tests {
             kernel_thread: false,
             threads: threads
                 .iter()
-                .map(|&tid| ThreadSample { tid, comm: "t".into(), state: 'S', utime: 0, stime: 0, processor: Some(1) })
+                .map(|&tid| ThreadSample {
+                    tid,
+                    comm: "t".into(),
+                    state: 'S',
+                    utime: 0,
+                    stime: 0,
+                    processor: Some(1),
+                })
                 .collect(),
         }
     }
@@ -267,7 +305,10 @@ mod tests {
             time_ms: 2_000_000,
             mono_ns: 0,
             ticks_per_sec: 100,
-            kernel: perfpilot_sys::stat::KernelStat { btime: 1000, ..Default::default() },
+            kernel: perfpilot_sys::stat::KernelStat {
+                btime: 1000,
+                ..Default::default()
+            },
             cpu_ctxt: None,
             memory: SystemMemory::default(),
             pressure: PressureSample::default(),
@@ -292,8 +333,16 @@ mod tests {
             disks: vec![],
             nets: vec![],
         };
-        let seg = ShmAttach::Sysv { key: 0x52e2c1, shmid: 7 };
-        let shm: HashMap<i32, Vec<ShmAttach>> = [(10, vec![seg.clone()]), (11, vec![seg.clone()]), (12, vec![seg.clone()])].into();
+        let seg = ShmAttach::Sysv {
+            key: 0x52e2c1,
+            shmid: 7,
+        };
+        let shm: HashMap<i32, Vec<ShmAttach>> = [
+            (10, vec![seg.clone()]),
+            (11, vec![seg.clone()]),
+            (12, vec![seg.clone()]),
+        ]
+        .into();
         let w = group(&s, &rates, &shm);
         assert_eq!(w.len(), 2);
         let pg = w.iter().find(|w| w.members.len() == 3).unwrap();
@@ -307,11 +356,28 @@ mod tests {
         // Age: booted at 1000 s, now 2000 s, started 800 ticks (8 s) after boot.
         assert!((java.age_s - 992.0).abs() < 1e-6);
         // The signature is stable: same command line, same signature.
-        assert_eq!(java.signature, signature(&proc(99, 1, "java -jar app.jar", &[99]), false));
-        assert_ne!(java.signature, signature(&proc(99, 1, "java -jar other.jar", &[99]), false));
+        assert_eq!(
+            java.signature,
+            signature(&proc(99, 1, "java -jar app.jar", &[99]), false)
+        );
+        assert_ne!(
+            java.signature,
+            signature(&proc(99, 1, "java -jar other.jar", &[99]), false)
+        );
     }
 
     fn dummy_cpu() -> crate::rates::CpuRate {
-        crate::rates::CpuRate { time_ms: 0, cpu: None, busy: 0.0, user: 0.0, system: 0.0, irq: 0.0, steal: 0.0, iowait: 0.0, idle: 0.0, ctxt_per_s: None }
+        crate::rates::CpuRate {
+            time_ms: 0,
+            cpu: None,
+            busy: 0.0,
+            user: 0.0,
+            system: 0.0,
+            irq: 0.0,
+            steal: 0.0,
+            iowait: 0.0,
+            idle: 0.0,
+            ctxt_per_s: None,
+        }
     }
 }

@@ -37,8 +37,7 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-const COLUMNS: &str =
-    "id, signature, workload, strategy, state, changes, undo, reason, note, verdict, created_ms, updated_ms";
+const COLUMNS: &str = "id, signature, workload, strategy, state, changes, undo, reason, note, verdict, created_ms, updated_ms";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRecord> {
     Ok(ActionRecord {
@@ -124,7 +123,11 @@ impl Store {
     /// One action.
     pub fn action(&self, id: i64) -> Result<Option<ActionRecord>> {
         self.conn
-            .query_row(&format!("SELECT {COLUMNS} FROM actions WHERE id = ?1"), [id], row)
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM actions WHERE id = ?1"),
+                [id],
+                row,
+            )
             .optional()
             .map_err(|e| self.sql(format!("reading action {id}"), e))
     }
@@ -138,7 +141,9 @@ impl Store {
         };
         let mut st = self
             .conn
-            .prepare(&format!("SELECT {COLUMNS} FROM actions {filter} ORDER BY id DESC LIMIT ?1"))
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM actions {filter} ORDER BY id DESC LIMIT ?1"
+            ))
             .map_err(|e| self.sql("listing actions", e))?;
         let rows = st
             .query_map([limit as i64], row)
@@ -148,7 +153,13 @@ impl Store {
     }
 
     /// Backs off `strategy` for the workload `signature` until `until_ms`.
-    pub fn backoff_set(&mut self, signature: &str, strategy: &str, until_ms: i64, reason: &str) -> Result<()> {
+    pub fn backoff_set(
+        &mut self,
+        signature: &str,
+        strategy: &str,
+        until_ms: i64,
+        reason: &str,
+    ) -> Result<()> {
         self.conn
             .execute(
                 "INSERT INTO backoff (signature, strategy, until_ms, reason) VALUES (?1, ?2, ?3, ?4)
@@ -168,7 +179,12 @@ impl Store {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
-            .map_err(|e| self.sql(format!("reading the back-off of {strategy} for {signature}"), e))
+            .map_err(|e| {
+                self.sql(
+                    format!("reading the back-off of {strategy} for {signature}"),
+                    e,
+                )
+            })
     }
 
     /// Every persisted tunable value.

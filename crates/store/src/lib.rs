@@ -23,8 +23,8 @@ pub mod trials;
 
 pub use error::{Error, Result};
 pub use journal::ActionRecord;
-pub use trials::{StudyRecord, TrialRecord};
 pub use samples::{CorruptRow, Retention, RetentionOutcome, SampleIter, SampleRange};
+pub use trials::{StudyRecord, TrialRecord};
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -46,8 +46,7 @@ fn now_ms() -> i64 {
 }
 
 const STUDY_COLUMNS: &str = "id, name, file, spec, host, state, summary, created_ms, updated_ms";
-const TRIAL_COLUMNS: &str =
-    "id, study, phase, round, config, factors, status, reason, value, measurement, detail, created_ms";
+const TRIAL_COLUMNS: &str = "id, study, phase, round, config, factors, status, reason, value, measurement, detail, created_ms";
 
 fn study_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StudyRecord> {
     Ok(StudyRecord {
@@ -122,13 +121,14 @@ impl Store {
     pub fn studies(&self) -> Result<Vec<StudyRecord>> {
         let mut st = self
             .conn
-            .prepare(&format!("SELECT {STUDY_COLUMNS} FROM studies ORDER BY id DESC"))
+            .prepare(&format!(
+                "SELECT {STUDY_COLUMNS} FROM studies ORDER BY id DESC"
+            ))
             .map_err(|e| self.sql("listing study runs", e))?;
         let rows = st
             .query_map([], study_row)
-            .and_then(|r| r.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.sql("listing study runs", e));
-        rows
+            .and_then(|r| r.collect::<rusqlite::Result<Vec<_>>>());
+        rows.map_err(|e| self.sql("listing study runs", e))
     }
 
     /// Records one trial (its `id` and `created_ms` are assigned); returns its id.
@@ -166,9 +166,8 @@ impl Store {
             .map_err(|e| self.sql(format!("reading the trials of study run {study}"), e))?;
         let rows = st
             .query_map([study], trial_row)
-            .and_then(|r| r.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.sql(format!("reading the trials of study run {study}"), e));
-        rows
+            .and_then(|r| r.collect::<rusqlite::Result<Vec<_>>>());
+        rows.map_err(|e| self.sql(format!("reading the trials of study run {study}"), e))
     }
 }
 
@@ -180,7 +179,9 @@ mod tests {
     fn studies_and_trials_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path().join("s.db")).unwrap();
-        let id = s.study_begin("demo", "demo.toml", "name = 'x'", "{}").unwrap();
+        let id = s
+            .study_begin("demo", "demo.toml", "name = 'x'", "{}")
+            .unwrap();
         let t = TrialRecord {
             id: 0,
             study: id,
@@ -196,7 +197,8 @@ mod tests {
             created_ms: 0,
         };
         let tid = s.trial_add(&t).unwrap();
-        s.study_set_state(id, "done", Some("{\"winner\":1}")).unwrap();
+        s.study_set_state(id, "done", Some("{\"winner\":1}"))
+            .unwrap();
         let got = s.trials(id).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].id, tid);

@@ -175,7 +175,10 @@ fn log_tail(path: &Path) -> String {
 /// Runs `cmd` with `sh -c` in `workdir`; an error gives the exit status and stderr.
 pub fn shell(cmd: &str, workdir: Option<&Path>) -> Result<(), String> {
     let mut c = Command::new("sh");
-    c.arg("-c").arg(cmd).stdin(Stdio::null()).stdout(Stdio::null());
+    c.arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
     if let Some(w) = workdir {
         c.current_dir(w);
     }
@@ -248,9 +251,8 @@ pub fn values_for(
 
 /// Whether a program is on `PATH`.
 pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| d.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 /// The binding wrapper of an instance: `taskset -c CPUS`, or `numactl --physcpubind=CPUS
@@ -339,8 +341,8 @@ pub fn deploy(
             port,
             il.instance
         ));
-        let log_file =
-            std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let log_file = std::fs::File::create(&log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::null())
@@ -369,7 +371,10 @@ pub fn deploy(
     for i in 0..dep.instances.len() {
         let port = dep.instances[i].port;
         let url = match &study.deployment.ready {
-            Ready::Http { url } => Some(render(url, &values_for(config, n, Some((&layout.instances[i], port))))),
+            Ready::Http { url } => Some(render(
+                url,
+                &values_for(config, n, Some((&layout.instances[i], port))),
+            )),
             Ready::Tcp => None,
         };
         let mut last: String;
@@ -394,7 +399,8 @@ pub fn deploy(
                     i,
                     dep.instances[i].pid,
                     study.deployment.ready_timeout,
-                    url.as_deref().map_or_else(|| format!("tcp port {port}"), |u| format!("GET {u}"))
+                    url.as_deref()
+                        .map_or_else(|| format!("tcp port {port}"), |u| format!("GET {u}"))
                 ));
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -422,10 +428,15 @@ pub fn http_ok(url: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .next()
         .ok_or("no address")?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n")
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_millis(300)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 64];
     let n = s.read(&mut buf).map_err(|e| e.to_string())?;
     let head = String::from_utf8_lossy(&buf[..n]);

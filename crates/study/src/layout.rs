@@ -149,8 +149,9 @@ pub fn plan(
             let mut sets = Vec::with_capacity(n);
             for _ in 0..n {
                 let mut set = CpuSet::new();
-                let node_free =
-                    |free: &Vec<Vec<Vec<CpuSet>>>, ni: usize| -> usize { free[ni].iter().map(Vec::len).sum() };
+                let node_free = |free: &Vec<Vec<Vec<CpuSet>>>, ni: usize| -> usize {
+                    free[ni].iter().map(Vec::len).sum()
+                };
                 // 1. One LLC with room: the one with the most free cores (ties: the node with
                 //    the most free cores, then topology order).
                 let mut best: Option<(usize, usize)> = None;
@@ -211,14 +212,20 @@ pub fn plan(
             let mut free: Vec<Vec<(usize, CpuSet)>> = topo
                 .nodes
                 .iter()
-                .map(|nd| nd.llcs.iter().map(|l| (l.cores.len(), l.cpus.clone())).collect())
+                .map(|nd| {
+                    nd.llcs
+                        .iter()
+                        .map(|l| (l.cores.len(), l.cpus.clone()))
+                        .collect()
+                })
                 .collect();
             let mut sets = Vec::with_capacity(n);
             let want = cores_per_instance.unwrap_or(1);
             for i in 0..n {
                 // The node with the most free cores in free LLCs.
-                let ni = (0..free.len())
-                    .max_by_key(|&ni| (free[ni].iter().map(|l| l.0).sum::<usize>(), usize::MAX - ni));
+                let ni = (0..free.len()).max_by_key(|&ni| {
+                    (free[ni].iter().map(|l| l.0).sum::<usize>(), usize::MAX - ni)
+                });
                 let mut set = CpuSet::new();
                 let mut got = 0;
                 let mut take_from = |nd: &mut Vec<(usize, CpuSet)>| {

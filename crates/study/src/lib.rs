@@ -26,7 +26,6 @@ pub mod stats;
 pub use error::{Result, StudyError};
 pub use layout::{InstanceLayout, Layout, LayoutError, plan};
 pub use runner::{
-    Plan, RunOptions, RunOutcome, ScalePoint, Scaling, Summary, plan_study, run_scaling,
-    run_study,
+    Plan, RunOptions, RunOutcome, ScalePoint, Scaling, Summary, plan_study, run_scaling, run_study,
 };
 pub use spec::{Binding, Config, Goal, Level, Study};

@@ -183,7 +183,11 @@ pub fn plan_study(study: &Study, topo: &Topology) -> Plan {
         }
     }
     let feasible = configs.len() - infeasible.len();
-    let confirm = if feasible > 1 { 2 * study.run.confirm_rounds } else { 0 };
+    let confirm = if feasible > 1 {
+        2 * study.run.confirm_rounds
+    } else {
+        0
+    };
     let max_trials = feasible * study.run.repetitions + confirm;
     let per = study.run.warmup.as_secs_f64()
         + study.run.measure.as_secs_f64()
@@ -303,7 +307,8 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
     if let Some(il) = layout.instances.first()
         && let Some(&p) = ports.first()
     {
-        detail.env = deploy::environment(study, config, &deploy::values_for(config, n, Some((il, p))));
+        detail.env =
+            deploy::environment(study, config, &deploy::values_for(config, n, Some((il, p))));
     }
     let measured = measure(ctx, config, &layout, &mut dep, users);
     let stop_problems = dep.stop();
@@ -315,9 +320,10 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
     };
     detail.notes.extend(stop_problems);
     if !restore_problems.is_empty() {
-        detail
-            .notes
-            .push(format!("knobs not restored: {}", restore_problems.join("; ")));
+        detail.notes.push(format!(
+            "knobs not restored: {}",
+            restore_problems.join("; ")
+        ));
     }
     // MSER-5 on the per-second throughput.
     let series: Vec<f64> = m.series.iter().map(|p| p.requests as f64).collect();
@@ -330,9 +336,15 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         .map(|o| o.to_string())
         .collect();
     let (status, reason) = if value.is_none() {
-        ("failed".to_string(), "the measurement lacks the objective's value".to_string())
+        (
+            "failed".to_string(),
+            "the measurement lacks the objective's value".to_string(),
+        )
     } else if m.ok == 0 {
-        ("failed".to_string(), format!("no request succeeded ({} errors)", m.errors))
+        (
+            "failed".to_string(),
+            format!("no request succeeded ({} errors)", m.errors),
+        )
     } else if !failed.is_empty() {
         ("violated".to_string(), failed.join("; "))
     } else {
@@ -502,12 +514,7 @@ fn score(goal: &Goal, t: &TrialRecord) -> Option<f64> {
 
 /// Scores of `configs` in `round` rows; missing or failed scores are replaced by a value
 /// worse than every score of the row.
-fn blocks(
-    goal: &Goal,
-    trials: &[TrialRecord],
-    configs: &[String],
-    rounds: usize,
-) -> Vec<Vec<f64>> {
+fn blocks(goal: &Goal, trials: &[TrialRecord], configs: &[String], rounds: usize) -> Vec<Vec<f64>> {
     let mut out = Vec::new();
     for r in 1..=rounds {
         let row: Vec<Option<f64>> = configs
@@ -519,18 +526,24 @@ fn blocks(
                     .and_then(|t| score(goal, t))
             })
             .collect();
-        let min = row
-            .iter()
-            .flatten()
-            .copied()
-            .fold(f64::INFINITY, f64::min);
-        let worst = if min.is_finite() { min - 1.0 - min.abs() } else { 0.0 };
+        let min = row.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+        let worst = if min.is_finite() {
+            min - 1.0 - min.abs()
+        } else {
+            0.0
+        };
         out.push(row.into_iter().map(|v| v.unwrap_or(worst)).collect());
     }
     out
 }
 
-fn to_record(study_id: i64, phase: &str, round: usize, config: &Config, o: &TrialOutcome) -> TrialRecord {
+fn to_record(
+    study_id: i64,
+    phase: &str,
+    round: usize,
+    config: &Config,
+    o: &TrialOutcome,
+) -> TrialRecord {
     TrialRecord {
         id: 0,
         study: study_id,
@@ -717,7 +730,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     let result: Result<()> = (|| {
         for round in 1..=study.run.repetitions {
             let mut order = alive.clone();
-            Rng(study.run.seed.wrapping_mul(1_000_003).wrapping_add(round as u64)).shuffle(&mut order);
+            Rng(study
+                .run
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(round as u64))
+            .shuffle(&mut order);
             for c in &order {
                 one("race", round, c, &mut trials, &mut store)?;
             }
@@ -761,7 +779,8 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                         if j == best {
                             continue;
                         }
-                        if let Some(w) = stats::wilcoxon(&best_scores, &col(j), Alternative::Greater)
+                        if let Some(w) =
+                            stats::wilcoxon(&best_scores, &col(j), Alternative::Greater)
                             && w.p_value < study.run.alpha
                         {
                             eliminated.push(Elimination {
@@ -787,7 +806,11 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     })();
     if let Err(e) = result {
         progress.finish();
-        let state = if matches!(e, StudyError::Interrupted) { "interrupted" } else { "failed" };
+        let state = if matches!(e, StudyError::Interrupted) {
+            "interrupted"
+        } else {
+            "failed"
+        };
         store.study_set_state(run_id, state, None)?;
         return Err(e);
     }
@@ -829,21 +852,31 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             })();
             if let Err(e) = confirm {
                 progress.finish();
-                let state = if matches!(e, StudyError::Interrupted) { "interrupted" } else { "failed" };
+                let state = if matches!(e, StudyError::Interrupted) {
+                    "interrupted"
+                } else {
+                    "failed"
+                };
                 store.study_set_state(run_id, state, None)?;
                 return Err(e);
             }
             // Pairs: every (phase, round) where both ran successfully.
             let mut cand = Vec::new();
             let mut base = Vec::new();
-            let mut keys: Vec<(String, i64)> = trials.iter().map(|t| (t.phase.clone(), t.round)).collect();
+            let mut keys: Vec<(String, i64)> =
+                trials.iter().map(|t| (t.phase.clone(), t.round)).collect();
             keys.sort();
             keys.dedup();
             for (phase, round) in keys {
                 let get = |k: &str| {
                     trials
                         .iter()
-                        .find(|t| t.phase == phase && t.round == round && t.config == k && t.status == "ok")
+                        .find(|t| {
+                            t.phase == phase
+                                && t.round == round
+                                && t.config == k
+                                && t.status == "ok"
+                        })
                         .and_then(|t| t.value)
                 };
                 if let (Some(a), Some(b)) = (get(&w.key()), get(&baseline.key())) {
@@ -904,7 +937,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             "{unsteady} trial(s) never reached a steady state (MSER-5): lengthen warmup or measure"
         ));
     }
-    if trials.iter().filter(|t| t.phase == "race").all(|t| serde_json::from_str::<TrialDetail>(&t.detail).ok().and_then(|d| d.mser).is_none()) {
+    if trials.iter().filter(|t| t.phase == "race").all(|t| {
+        serde_json::from_str::<TrialDetail>(&t.detail)
+            .ok()
+            .and_then(|d| d.mser)
+            .is_none()
+    }) {
         warnings.push("measurements shorter than 20 s: MSER-5 warm-up detection needs at least 20 per-second points".into());
     }
     let configurations = feasible
@@ -942,7 +980,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     })
 }
 
-fn summarize(goal: &Goal, trials: &[TrialRecord], c: &Config, elim: &[Elimination]) -> ConfigSummary {
+fn summarize(
+    goal: &Goal,
+    trials: &[TrialRecord],
+    c: &Config,
+    elim: &[Elimination],
+) -> ConfigSummary {
     let key = c.key();
     let mine: Vec<&TrialRecord> = trials.iter().filter(|t| t.config == key).collect();
     let vals: Vec<f64> = mine
@@ -959,7 +1002,11 @@ fn summarize(goal: &Goal, trials: &[TrialRecord], c: &Config, elim: &[Eliminatio
     let thr: Vec<f64> = ms.iter().map(|m| m.throughput_rps).collect();
     let cpu: Vec<f64> = ms
         .iter()
-        .filter_map(|m| m.cpu.as_ref().map(|c| c.iter().map(|u| u.cores).sum::<f64>()))
+        .filter_map(|m| {
+            m.cpu
+                .as_ref()
+                .map(|c| c.iter().map(|u| u.cores).sum::<f64>())
+        })
         .collect();
     let _ = goal;
     ConfigSummary {
@@ -1003,7 +1050,10 @@ pub struct Scaling {
 impl Scaling {
     /// The points as `[[measurements]]` of a model file (`perfpilot model fit`).
     pub fn model_toml(&self, think_time_s: f64) -> String {
-        let mut s = format!("# perfpilot study scale, run {}: {}\n", self.run, self.config);
+        let mut s = format!(
+            "# perfpilot study scale, run {}: {}\n",
+            self.run, self.config
+        );
         for p in &self.points {
             s.push_str(&format!(
                 "\n[[measurements]]\nlabel = \"{} users\"\nclients = {}\nthink_time = {}\nthroughput = {:.3}\n",
@@ -1045,7 +1095,12 @@ pub fn saturation_and_knee(points: &[ScalePoint]) -> (Option<usize>, Option<usiz
 }
 
 /// The scaling mode: one fresh deployment of the scaling configuration per user count.
-pub fn run_scaling(study: &Study, topo: &Topology, opts: &RunOptions, users: &[usize]) -> Result<Scaling> {
+pub fn run_scaling(
+    study: &Study,
+    topo: &Topology,
+    opts: &RunOptions,
+    users: &[usize],
+) -> Result<Scaling> {
     let mut store = Store::open(&opts.store)?;
     let run_id = store.study_begin(
         &format!("{} (scaling)", study.name),
@@ -1087,7 +1142,11 @@ pub fn run_scaling(study: &Study, topo: &Topology, opts: &RunOptions, users: &[u
                 points.push(ScalePoint {
                     users: u,
                     throughput: m.throughput_rps,
-                    response_time_s: m.latency.as_ref().and_then(|l| l.mean_ms).map(|v| v / 1000.0),
+                    response_time_s: m
+                        .latency
+                        .as_ref()
+                        .and_then(|l| l.mean_ms)
+                        .map(|v| v / 1000.0),
                     p99_ms: m.latency.as_ref().and_then(|l| l.p99_ms),
                     errors: m.errors,
                     cpu,
@@ -1107,6 +1166,10 @@ pub fn run_scaling(study: &Study, topo: &Topology, opts: &RunOptions, users: &[u
         knee_users,
         failed,
     };
-    store.study_set_state(run_id, "done", Some(&serde_json::json!({ "scaling": s }).to_string()))?;
+    store.study_set_state(
+        run_id,
+        "done",
+        Some(&serde_json::json!({ "scaling": s }).to_string()),
+    )?;
     Ok(s)
 }

@@ -23,8 +23,14 @@ pub const DEPLOY_PLACEHOLDERS: [&str; 6] =
     ["port", "instance", "cpus", "cpuset", "nodes", "instances"];
 
 /// Placeholders a load command may use besides the factors.
-pub const LOAD_PLACEHOLDERS: [&str; 6] =
-    ["targets", "users", "duration_s", "warmup_s", "instances", "ports"];
+pub const LOAD_PLACEHOLDERS: [&str; 6] = [
+    "targets",
+    "users",
+    "duration_s",
+    "warmup_s",
+    "instances",
+    "ports",
+];
 
 /// Allocators known without an `[allocators]` entry (Debian's library paths).
 pub const DEFAULT_ALLOCATORS: [(&str, &str); 4] = [
@@ -626,7 +632,12 @@ impl Study {
         for (name, value) in &raw.factors {
             let field = format!("factors.{name}");
             let Some(arr) = value.as_array() else {
-                return Err(bad("factors", name, &field, "expected a list of levels".into()));
+                return Err(bad(
+                    "factors",
+                    name,
+                    &field,
+                    "expected a list of levels".into(),
+                ));
             };
             if arr.is_empty() {
                 return Err(bad("factors", name, &field, "has no levels".into()));
@@ -716,14 +727,30 @@ impl Study {
         };
         let d = &raw.deployment;
         if d.command.trim().is_empty() {
-            return Err(bad("deployment", "command", "deployment.command", "is empty".into()));
+            return Err(bad(
+                "deployment",
+                "command",
+                "deployment.command",
+                "is empty".into(),
+            ));
         }
-        check_template(&d.command, "deployment", "command", "deployment.command", &DEPLOY_PLACEHOLDERS)?;
-        split_words(&d.command).map_err(|m| {
-            bad("deployment", "command", "deployment.command", m)
-        })?;
+        check_template(
+            &d.command,
+            "deployment",
+            "command",
+            "deployment.command",
+            &DEPLOY_PLACEHOLDERS,
+        )?;
+        split_words(&d.command)
+            .map_err(|m| bad("deployment", "command", "deployment.command", m))?;
         for (k, v) in &d.env {
-            check_template(v, "deployment.env", k, &format!("deployment.env.{k}"), &DEPLOY_PLACEHOLDERS)?;
+            check_template(
+                v,
+                "deployment.env",
+                k,
+                &format!("deployment.env.{k}"),
+                &DEPLOY_PLACEHOLDERS,
+            )?;
             if k == "LD_PRELOAD" && factor_names.contains(&"allocator") {
                 return Err(bad(
                     "deployment.env",
@@ -734,14 +761,32 @@ impl Study {
             }
         }
         for (i, s) in d.setup.iter().enumerate() {
-            check_template(s, "deployment", "setup", &format!("deployment.setup[{i}]"), &["instances"])?;
+            check_template(
+                s,
+                "deployment",
+                "setup",
+                &format!("deployment.setup[{i}]"),
+                &["instances"],
+            )?;
         }
         for (i, s) in d.teardown.iter().enumerate() {
-            check_template(s, "deployment", "teardown", &format!("deployment.teardown[{i}]"), &["instances"])?;
+            check_template(
+                s,
+                "deployment",
+                "teardown",
+                &format!("deployment.teardown[{i}]"),
+                &["instances"],
+            )?;
         }
         for (i, k) in d.knobs.iter().enumerate() {
             let field = format!("deployment.knobs[{i}]");
-            check_template(&k.value, "deployment.knobs", "value", &field, &["instances"])?;
+            check_template(
+                &k.value,
+                "deployment.knobs",
+                "value",
+                &field,
+                &["instances"],
+            )?;
             let p = k.path.trim_start_matches('/');
             if !(p.starts_with("sys/") || p.starts_with("proc/")) || p.split('/').any(|c| c == "..")
             {
@@ -763,7 +808,13 @@ impl Study {
                 ));
             }
             (Some(url), _) => {
-                check_template(url, "deployment", "ready", "deployment.ready.http", &DEPLOY_PLACEHOLDERS)?;
+                check_template(
+                    url,
+                    "deployment",
+                    "ready",
+                    "deployment.ready.http",
+                    &DEPLOY_PLACEHOLDERS,
+                )?;
                 if !url.starts_with("http://") {
                     return Err(bad(
                         "deployment",
@@ -776,11 +827,10 @@ impl Study {
             }
             _ => Ready::Tcp,
         };
-        let dur = |section: &str, key: &str, field: &str, v: &Option<String>, def: Duration| {
-            match v {
-                None => Ok(def),
-                Some(s) => parse_duration(s).map_err(|e| bad(section, key, field, e.to_string())),
-            }
+        let dur = |section: &str, key: &str, field: &str, v: &Option<String>, def: Duration| match v
+        {
+            None => Ok(def),
+            Some(s) => parse_duration(s).map_err(|e| bad(section, key, field, e.to_string())),
         };
         let ready_timeout = dur(
             "deployment",
@@ -804,52 +854,103 @@ impl Study {
         // Load.
         let l = &raw.load;
         if l.users_per_instance == 0 {
-            return Err(bad("load", "users_per_instance", "load.users_per_instance", "must be at least 1".into()));
+            return Err(bad(
+                "load",
+                "users_per_instance",
+                "load.users_per_instance",
+                "must be at least 1".into(),
+            ));
         }
         let kind = match (&l.url, &l.command) {
             (Some(_), Some(_)) => {
-                return Err(bad("load", "command", "load", "give either url (the built-in driver) or command (an adapter), not both".into()));
+                return Err(bad(
+                    "load",
+                    "command",
+                    "load",
+                    "give either url (the built-in driver) or command (an adapter), not both"
+                        .into(),
+                ));
             }
             (None, None) => {
-                return Err(bad("load", "url", "load", "needs url (the built-in driver) or command (an adapter)".into()));
+                return Err(bad(
+                    "load",
+                    "url",
+                    "load",
+                    "needs url (the built-in driver) or command (an adapter)".into(),
+                ));
             }
             (Some(url), None) => {
                 check_template(url, "load", "url", "load.url", &DEPLOY_PLACEHOLDERS)?;
                 if !url.starts_with("http://") {
-                    return Err(bad("load", "url", "load.url", format!("{url:?} must start with http://")));
+                    return Err(bad(
+                        "load",
+                        "url",
+                        "load.url",
+                        format!("{url:?} must start with http://"),
+                    ));
                 }
                 perfpilot_drive::ThinkTime::parse(&l.think_time)
                     .map_err(|e| bad("load", "think_time", "load.think_time", e.to_string()))?;
                 let body = match (&l.body, &l.body_file) {
                     (Some(_), Some(_)) => {
-                        return Err(bad("load", "body_file", "load.body_file", "give body or body_file, not both".into()));
+                        return Err(bad(
+                            "load",
+                            "body_file",
+                            "load.body_file",
+                            "give body or body_file, not both".into(),
+                        ));
                     }
                     (Some(b), None) => Some(b.clone()),
                     (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
-                        bad("load", "body_file", "load.body_file", format!("cannot read {}: {e}", f.display()))
+                        bad(
+                            "load",
+                            "body_file",
+                            "load.body_file",
+                            format!("cannot read {}: {e}", f.display()),
+                        )
                     })?),
                     (None, None) => None,
                 };
                 if let Some(data) = &l.data
                     && !data.is_file()
                 {
-                    return Err(bad("load", "data", "load.data", format!("{} is not a file", data.display())));
+                    return Err(bad(
+                        "load",
+                        "data",
+                        "load.data",
+                        format!("{} is not a file", data.display()),
+                    ));
                 }
                 LoadKind::Builtin {
                     url: url.clone(),
                     method: l.method.clone(),
-                    headers: l.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    headers: l
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
                     body,
                     data: l.data.clone(),
                     think_time: l.think_time.clone(),
-                    timeout: dur("load", "timeout", "load.timeout", &l.timeout, Duration::from_secs(10))?,
+                    timeout: dur(
+                        "load",
+                        "timeout",
+                        "load.timeout",
+                        &l.timeout,
+                        Duration::from_secs(10),
+                    )?,
                     threads: l.threads.unwrap_or(1).max(1),
                 }
             }
             (None, Some(cmd)) => {
                 check_template(cmd, "load", "command", "load.command", &LOAD_PLACEHOLDERS)?;
                 if !["throughput", "latency_ms"].contains(&l.meaning.as_str()) {
-                    return Err(bad("load", "as", "load.as", format!("{:?}: expected throughput or latency_ms", l.meaning)));
+                    return Err(bad(
+                        "load",
+                        "as",
+                        "load.as",
+                        format!("{:?}: expected throughput or latency_ms", l.meaning),
+                    ));
                 }
                 LoadKind::Command {
                     command: cmd.clone(),
@@ -873,23 +974,52 @@ impl Study {
             let p = p.trim();
             let p = if p.is_empty() { "p99" } else { p };
             if !["mean", "p50", "p75", "p90", "p95", "p99", "p99.9", "max"].contains(&p) {
-                return Err(bad("objective", "goal", "objective.goal", format!("latency statistic {p:?}: expected mean, p50, p75, p90, p95, p99, p99.9 or max")));
+                return Err(bad(
+                    "objective",
+                    "goal",
+                    "objective.goal",
+                    format!(
+                        "latency statistic {p:?}: expected mean, p50, p75, p90, p95, p99, p99.9 or max"
+                    ),
+                ));
             }
             Goal::MinLatency(p.to_string())
         } else {
-            return Err(bad("objective", "goal", "objective.goal", format!(
-                "{:?}: expected \"maximize throughput\", \"minimize latency p99\" (any of mean, p50…p99.9, max) or \"minimize cpu per request\"",
-                o.goal
-            )));
+            return Err(bad(
+                "objective",
+                "goal",
+                "objective.goal",
+                format!(
+                    "{:?}: expected \"maximize throughput\", \"minimize latency p99\" (any of mean, p50…p99.9, max) or \"minimize cpu per request\"",
+                    o.goal
+                ),
+            ));
         };
         if matches!(goal, Goal::MinCpuPerRequest) && matches!(load.kind, LoadKind::Command { .. }) {
-            return Err(bad("objective", "goal", "objective.goal", "CPU per request needs request counts: use the built-in driver (load.url)".into()));
+            return Err(bad(
+                "objective",
+                "goal",
+                "objective.goal",
+                "CPU per request needs request counts: use the built-in driver (load.url)".into(),
+            ));
         }
         for c in &o.constraints {
-            Threshold::parse(c).map_err(|e| bad("objective", "constraints", "objective.constraints", e.to_string()))?;
+            Threshold::parse(c).map_err(|e| {
+                bad(
+                    "objective",
+                    "constraints",
+                    "objective.constraints",
+                    e.to_string(),
+                )
+            })?;
         }
         if !(o.min_effect > 0.0 && o.min_effect < 10.0) {
-            return Err(bad("objective", "min_effect", "objective.min_effect", "must be a positive fraction such as 0.05 (5 %)".into()));
+            return Err(bad(
+                "objective",
+                "min_effect",
+                "objective.min_effect",
+                "must be a positive fraction such as 0.05 (5 %)".into(),
+            ));
         }
         let objective = Objective {
             goal,
@@ -901,24 +1031,48 @@ impl Study {
         let r = &raw.run;
         let repetitions = r.repetitions.unwrap_or(5);
         if repetitions == 0 {
-            return Err(bad("run", "repetitions", "run.repetitions", "must be at least 1".into()));
+            return Err(bad(
+                "run",
+                "repetitions",
+                "run.repetitions",
+                "must be at least 1".into(),
+            ));
         }
         let alpha = r.alpha.unwrap_or(0.05);
         if !(alpha > 0.0 && alpha < 0.5) {
-            return Err(bad("run", "alpha", "run.alpha", "must be between 0 and 0.5".into()));
+            return Err(bad(
+                "run",
+                "alpha",
+                "run.alpha",
+                "must be between 0 and 0.5".into(),
+            ));
         }
         let config_from = |table: &toml::Table, section: &str| -> Result<Config> {
             for (k, v) in table {
                 let field = format!("{section}.{k}");
                 let Some(f) = factors.iter().find(|f| &f.name == k) else {
-                    return Err(bad(section, k, &field, format!("{k:?} is not a factor of this study")));
+                    return Err(bad(
+                        section,
+                        k,
+                        &field,
+                        format!("{k:?} is not a factor of this study"),
+                    ));
                 };
                 let ok = Level::from_toml(v).is_some_and(|l| f.levels.contains(&l));
                 if !ok {
-                    return Err(bad(section, k, &field, format!(
-                        "{v} is not one of the factor's levels ({})",
-                        f.levels.iter().map(level_repr).collect::<Vec<_>>().join(", ")
-                    )));
+                    return Err(bad(
+                        section,
+                        k,
+                        &field,
+                        format!(
+                            "{v} is not one of the factor's levels ({})",
+                            f.levels
+                                .iter()
+                                .map(level_repr)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
                 }
             }
             Ok(Config(
@@ -936,8 +1090,20 @@ impl Study {
         };
         let baseline = config_from(&r.baseline, "run.baseline")?;
         let run = RunSpec {
-            warmup: dur("run", "warmup", "run.warmup", &r.warmup, Duration::from_secs(10))?,
-            measure: dur("run", "measure", "run.measure", &r.measure, Duration::from_secs(30))?,
+            warmup: dur(
+                "run",
+                "warmup",
+                "run.warmup",
+                &r.warmup,
+                Duration::from_secs(10),
+            )?,
+            measure: dur(
+                "run",
+                "measure",
+                "run.measure",
+                &r.measure,
+                Duration::from_secs(30),
+            )?,
             repetitions,
             racing: r.racing.unwrap_or(true),
             min_rounds: r.min_rounds.unwrap_or(5).max(2),
@@ -945,17 +1111,33 @@ impl Study {
             confirm_rounds: r.confirm_rounds.unwrap_or(3),
             seed: r.seed.unwrap_or(1),
             baseline,
-            cooldown: dur("run", "cooldown", "run.cooldown", &r.cooldown, Duration::from_millis(200))?,
+            cooldown: dur(
+                "run",
+                "cooldown",
+                "run.cooldown",
+                &r.cooldown,
+                Duration::from_millis(200),
+            )?,
         };
         if run.measure.is_zero() {
-            return Err(bad("run", "measure", "run.measure", "must be longer than 0".into()));
+            return Err(bad(
+                "run",
+                "measure",
+                "run.measure",
+                "must be longer than 0".into(),
+            ));
         }
         let scaling = ScalingSpec {
             users: raw.scaling.users.clone(),
             config: config_from(&raw.scaling.config, "scaling.config")?,
         };
         if scaling.users.contains(&0) {
-            return Err(bad("scaling", "users", "scaling.users", "user counts must be at least 1".into()));
+            return Err(bad(
+                "scaling",
+                "users",
+                "scaling.users",
+                "user counts must be at least 1".into(),
+            ));
         }
 
         let name = raw.name.clone().unwrap_or_else(|| {
@@ -1017,30 +1199,50 @@ fn check_level(
         "instances" | "cores_per_instance" => match l {
             Level::Int(n) if *n >= 1 => Ok(()),
             Level::Int(_) => Err("must be at least 1".into()),
-            other => Err(format!("{name} levels are positive integers, not {}", other.type_name())),
+            other => Err(format!(
+                "{name} levels are positive integers, not {}",
+                other.type_name()
+            )),
         },
         "binding" => match l {
             Level::Str(s) if Binding::parse(s).is_some() => Ok(()),
-            Level::Str(_) => Err("binding levels are \"none\", \"cores\", \"llc\" or \"node\"".into()),
-            other => Err(format!("binding levels are strings, not {}", other.type_name())),
+            Level::Str(_) => {
+                Err("binding levels are \"none\", \"cores\", \"llc\" or \"node\"".into())
+            }
+            other => Err(format!(
+                "binding levels are strings, not {}",
+                other.type_name()
+            )),
         },
         "allocator" => match l {
             Level::Str(s) => {
-                let path = allocators
-                    .get(s)
-                    .map(String::as_str)
-                    .or_else(|| DEFAULT_ALLOCATORS.iter().find(|(n, _)| n == s).map(|(_, p)| *p));
+                let path = allocators.get(s).map(String::as_str).or_else(|| {
+                    DEFAULT_ALLOCATORS
+                        .iter()
+                        .find(|(n, _)| n == s)
+                        .map(|(_, p)| *p)
+                });
                 match path {
                     None => Err(format!(
                         "no library for allocator {s:?}: add it to [allocators] (name = \"/path/lib.so\"); known: {}",
-                        DEFAULT_ALLOCATORS.iter().map(|(n, _)| *n).chain(allocators.keys().map(String::as_str)).collect::<Vec<_>>().join(", ")
+                        DEFAULT_ALLOCATORS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .chain(allocators.keys().map(String::as_str))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )),
                     Some("") => Ok(()),
                     Some(p) if Path::new(p).is_file() => Ok(()),
-                    Some(p) => Err(format!("allocator library {p} does not exist (install it, e.g. libjemalloc2, libgoogle-perftools4, libmimalloc2.0)")),
+                    Some(p) => Err(format!(
+                        "allocator library {p} does not exist (install it, e.g. libjemalloc2, libgoogle-perftools4, libmimalloc2.0)"
+                    )),
                 }
             }
-            other => Err(format!("allocator levels are names (strings), not {}", other.type_name())),
+            other => Err(format!(
+                "allocator levels are names (strings), not {}",
+                other.type_name()
+            )),
         },
         _ => Ok(()),
     }

@@ -122,7 +122,12 @@ pub fn wilcoxon(x: &[f64], y: &[f64], alt: Alternative) -> Option<Wilcoxon> {
     }
     let abs: Vec<f64> = d.iter().map(|v| v.abs()).collect();
     let r = ranks(&abs);
-    let w_plus: f64 = d.iter().zip(&r).filter(|(v, _)| **v > 0.0).map(|(_, r)| r).sum();
+    let w_plus: f64 = d
+        .iter()
+        .zip(&r)
+        .filter(|(v, _)| **v > 0.0)
+        .map(|(_, r)| r)
+        .sum();
     let total = (n * (n + 1)) as f64 / 2.0;
     if n <= 30 {
         // Ranks are multiples of 0.5: count sign assignments by doubled rank sums.

@@ -140,7 +140,11 @@ config = {{ instances = 1, cache = 300 }}
         .find(|t| t.config.starts_with("instances=2"))
         .unwrap();
     let m = perfpilot_drive::Measurement::from_json(two.measurement.as_deref().unwrap()).unwrap();
-    assert_eq!(m.cpu.as_ref().unwrap().len(), 2, "one CPU figure per instance");
+    assert_eq!(
+        m.cpu.as_ref().unwrap().len(),
+        2,
+        "one CPU figure per instance"
+    );
     assert_eq!(m.targets.len(), 2);
 
     // Resuming a finished run runs nothing more and reaches the same winner.
@@ -159,10 +163,22 @@ config = {{ instances = 1, cache = 300 }}
     let html = report::to_html(&r);
     assert!(html.contains("<svg") && html.contains("<polyline"));
     let json: serde_json::Value = serde_json::from_str(&report::to_json(&r)).unwrap();
-    assert_eq!(json["summary"]["winner"], serde_json::Value::String(winner.clone()));
+    assert_eq!(
+        json["summary"]["winner"],
+        serde_json::Value::String(winner.clone())
+    );
     let apply = r.apply.expect("an apply script");
-    let instances = if winner.starts_with("instances=2") { 2 } else { 1 };
-    assert_eq!(apply.shell.matches(" &\n").count(), instances, "{}", apply.shell);
+    let instances = if winner.starts_with("instances=2") {
+        2
+    } else {
+        1
+    };
+    assert_eq!(
+        apply.shell.matches(" &\n").count(),
+        instances,
+        "{}",
+        apply.shell
+    );
     assert!(apply.shell.contains("--listen 127.0.0.1:"));
     assert!(apply.shell.contains("echo "), "the knob is in the script");
     assert_eq!(apply.dropins.len(), instances);
@@ -172,7 +188,11 @@ config = {{ instances = 1, cache = 300 }}
     let sc = run_scaling(&study, &topo, &opts, &study.scaling.users).unwrap();
     assert_eq!(sc.points.len(), 2, "{:?}", sc.failed);
     assert_eq!(sc.points[1].users, 4);
-    assert!(sc.points.iter().all(|p| p.throughput > 0.0 && p.response_time_s.is_some()));
+    assert!(
+        sc.points
+            .iter()
+            .all(|p| p.throughput > 0.0 && p.response_time_s.is_some())
+    );
     assert!(sc.saturation_users.is_some() && sc.knee_users.is_some());
     let toml = sc.model_toml(0.0);
     assert_eq!(toml.matches("[[measurements]]").count(), 2);

@@ -103,7 +103,11 @@ repetitions = 1
 #[test]
 fn a_trial_whose_command_exits_fails_with_its_reason_and_restores_knobs() {
     let (d, fs) = tree();
-    let s = study(d.path(), "sh -c 'echo no model directory >&2; exit 3'", "10s");
+    let s = study(
+        d.path(),
+        "sh -c 'echo no model directory >&2; exit 3'",
+        "10s",
+    );
     let topo = vm_topology();
     let stop = AtomicBool::new(false);
     let ctx = TrialContext {

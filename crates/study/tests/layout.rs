@@ -21,7 +21,11 @@ fn check_disjoint_whole_cores(t: &Topology, l: &Layout) {
     let mut seen = CpuSet::new();
     for i in &l.instances {
         assert!(i.bound);
-        assert!(i.cpuset.intersection(&seen).is_empty(), "overlap in {:?}", sets(l));
+        assert!(
+            i.cpuset.intersection(&seen).is_empty(),
+            "overlap in {:?}",
+            sets(l)
+        );
         seen = seen.union(&i.cpuset);
         for core in t.cores() {
             let common = core.cpus.intersection(&i.cpuset);
@@ -41,7 +45,10 @@ fn vm_one_node_two_cores() {
     let t = topo("vm-1node");
     let l = plan(&t, 2, Some(1), Binding::Cores).unwrap();
     assert_eq!(sets(&l), ["0", "1"]);
-    assert!(l.instances.iter().all(|i| i.membind.is_empty()), "one node: no memory policy");
+    assert!(
+        l.instances.iter().all(|i| i.membind.is_empty()),
+        "one node: no memory policy"
+    );
     check_disjoint_whole_cores(&t, &l);
     let l = plan(&t, 1, None, Binding::Cores).unwrap();
     assert_eq!(sets(&l), ["0-1"]);
@@ -52,7 +59,11 @@ fn vm_one_node_two_cores() {
     );
     // Unbound: everything, with {cpus} the share.
     let l = plan(&t, 2, None, Binding::None).unwrap();
-    assert!(l.instances.iter().all(|i| !i.bound && i.cpuset.to_string() == "0-1"));
+    assert!(
+        l.instances
+            .iter()
+            .all(|i| !i.bound && i.cpuset.to_string() == "0-1")
+    );
     assert_eq!(l.instances[0].cpus, 1);
     let l = plan(&t, 1, None, Binding::Llc).unwrap();
     assert_eq!(sets(&l), ["0-1"]);
@@ -69,13 +80,25 @@ fn epyc_spreads_instances_over_llcs_and_nodes() {
     let l = plan(&t, 4, Some(2), Binding::Cores).unwrap();
     check_disjoint_whole_cores(&t, &l);
     for i in &l.instances {
-        let llcs: std::collections::BTreeSet<u32> =
-            i.cpuset.iter().filter_map(|c| t.llc_of(c).map(|l| l.id)).collect();
-        assert_eq!(llcs.len(), 1, "instance {} spans LLCs: {}", i.instance, i.cpuset);
+        let llcs: std::collections::BTreeSet<u32> = i
+            .cpuset
+            .iter()
+            .filter_map(|c| t.llc_of(c).map(|l| l.id))
+            .collect();
+        assert_eq!(
+            llcs.len(),
+            1,
+            "instance {} spans LLCs: {}",
+            i.instance,
+            i.cpuset
+        );
         assert_eq!(i.cpus, 4, "2 cores × SMT2");
         assert_eq!(i.membind.len(), 1);
     }
-    assert_eq!(sets(&l), ["0-1,32-33", "16-17,48-49", "4-5,36-37", "20-21,52-53"]);
+    assert_eq!(
+        sets(&l),
+        ["0-1,32-33", "16-17,48-49", "4-5,36-37", "20-21,52-53"]
+    );
     assert_eq!(l.instances[0].membind, [0]);
     assert_eq!(l.instances[1].membind, [1]);
     // 6 cores do not fit an LLC (4 cores): kept in one node.
@@ -88,9 +111,16 @@ fn epyc_spreads_instances_over_llcs_and_nodes() {
     // 32 cores: every core used once.
     let l = plan(&t, 8, Some(4), Binding::Cores).unwrap();
     check_disjoint_whole_cores(&t, &l);
-    assert_eq!(l.instances.iter().map(|i| i.cpuset.len()).sum::<usize>(), 64);
+    assert_eq!(
+        l.instances.iter().map(|i| i.cpuset.len()).sum::<usize>(),
+        64
+    );
     let e = plan(&t, 9, Some(4), Binding::Cores).unwrap_err();
-    assert!(e.to_string().contains("needs 36 cores; this machine has 32 cores"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("needs 36 cores; this machine has 32 cores"),
+        "{e}"
+    );
     // LLC binding: whole LLCs; 8 of them.
     let l = plan(&t, 8, None, Binding::Llc).unwrap();
     check_disjoint_whole_cores(&t, &l);
@@ -118,7 +148,11 @@ fn power_smt8_keeps_all_eight_threads_together() {
         assert_eq!(i.membind.len(), 1, "{}", i.cpuset);
     }
     let e = plan(&t, 4, Some(2), Binding::Cores).unwrap_err();
-    assert!(e.to_string().contains("needs 8 cores; this machine has 7 cores"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("needs 8 cores; this machine has 7 cores"),
+        "{e}"
+    );
     let l = plan(&t, 7, Some(1), Binding::Llc).unwrap();
     check_disjoint_whole_cores(&t, &l);
     let l = plan(&t, 2, None, Binding::Node).unwrap();

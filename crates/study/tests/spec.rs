@@ -67,26 +67,41 @@ fn unknown_placeholder_names_line_and_field() {
     let e = error(&bad);
     assert!(e.starts_with("bad.toml:5: deployment.command:"), "{e}");
     assert!(e.contains("unknown placeholder {cahce}"), "{e}");
-    assert!(e.contains("{cache}"), "the known placeholders are listed: {e}");
+    assert!(
+        e.contains("{cache}"),
+        "the known placeholders are listed: {e}"
+    );
 }
 
 #[test]
 fn unknown_placeholder_in_env_and_url() {
     let e = error(&GOOD.replace("\"{arenas}\"", "\"{arena}\""));
     assert!(e.contains(":6: deployment.env.MALLOC_ARENA_MAX"), "{e}");
-    let e = error(&GOOD.replace("url = \"http://127.0.0.1:{port}/\"", "url = \"http://127.0.0.1:{prot}/\""));
+    let e = error(&GOOD.replace(
+        "url = \"http://127.0.0.1:{port}/\"",
+        "url = \"http://127.0.0.1:{prot}/\"",
+    ));
     assert!(e.contains(":10: load.url"), "{e}");
 }
 
 #[test]
 fn level_of_the_wrong_type() {
     let e = error(&GOOD.replace("instances = [1, 2]", "instances = [1, \"two\"]"));
-    assert!(e.contains(":18: factors.instances: level 2 (\"two\")"), "{e}");
+    assert!(
+        e.contains(":18: factors.instances: level 2 (\"two\")"),
+        "{e}"
+    );
     assert!(e.contains("positive integers"), "{e}");
     let e = error(&GOOD.replace("cache = [2, 100]", "cache = [2, \"big\"]"));
     assert!(e.contains(":20: factors.cache"), "{e}");
-    assert!(e.contains("is a string but the first level is an integer"), "{e}");
-    let e = error(&GOOD.replace("binding = [\"none\", \"cores\"]", "binding = [\"none\", \"socket\"]"));
+    assert!(
+        e.contains("is a string but the first level is an integer"),
+        "{e}"
+    );
+    let e = error(&GOOD.replace(
+        "binding = [\"none\", \"cores\"]",
+        "binding = [\"none\", \"socket\"]",
+    ));
     assert!(e.contains(":19: factors.binding"), "{e}");
     let e = error(&GOOD.replace("instances = [1, 2]", "instances = [0, 2]"));
     assert!(e.contains("must be at least 1"), "{e}");
@@ -94,7 +109,10 @@ fn level_of_the_wrong_type() {
 
 #[test]
 fn unknown_allocator_and_missing_library() {
-    let with = GOOD.replace("arenas = [1, 4]", "arenas = [1, 4]\nallocator = [\"system\", \"hoard\"]");
+    let with = GOOD.replace(
+        "arenas = [1, 4]",
+        "arenas = [1, 4]\nallocator = [\"system\", \"hoard\"]",
+    );
     let e = error(&with);
     assert!(e.contains("factors.allocator"), "{e}");
     assert!(e.contains("no library for allocator \"hoard\""), "{e}");
@@ -105,9 +123,15 @@ fn unknown_allocator_and_missing_library() {
 
 #[test]
 fn baseline_must_name_levels() {
-    let e = error(&GOOD.replace("baseline = { binding = \"cores\" }", "baseline = { binding = \"llc\" }"));
+    let e = error(&GOOD.replace(
+        "baseline = { binding = \"cores\" }",
+        "baseline = { binding = \"llc\" }",
+    ));
     assert!(e.contains(":27: run.baseline.binding"), "{e}");
-    let e = error(&GOOD.replace("baseline = { binding = \"cores\" }", "baseline = { threads = 4 }"));
+    let e = error(&GOOD.replace(
+        "baseline = { binding = \"cores\" }",
+        "baseline = { threads = 4 }",
+    ));
     assert!(e.contains("\"threads\" is not a factor"), "{e}");
 }
 
@@ -140,10 +164,16 @@ fn knob_paths_and_load_choice() {
     ));
     assert!(e.contains("deployment.knobs[0]"), "{e}");
     assert!(e.contains("under /sys or /proc"), "{e}");
-    let e = error(&GOOD.replace("users_per_instance = 2", "users_per_instance = 2\ncommand = \"wrk {targets}\""));
+    let e = error(&GOOD.replace(
+        "users_per_instance = 2",
+        "users_per_instance = 2\ncommand = \"wrk {targets}\"",
+    ));
     assert!(e.contains("either url"), "{e}");
     let e = error(&GOOD.replace("command = \"app", "command = \"'app"));
-    assert!(e.contains("deployment.command: a quote is not closed"), "{e}");
+    assert!(
+        e.contains("deployment.command: a quote is not closed"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -157,7 +187,10 @@ fn the_examples_are_valid() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     // Relative paths in the examples (body_file, data) are relative to the repository root.
     std::env::set_current_dir(&root).unwrap();
-    for f in ["examples/studies/scoring-quick.toml", "examples/studies/scoring-spss.toml"] {
+    for f in [
+        "examples/studies/scoring-quick.toml",
+        "examples/studies/scoring-spss.toml",
+    ] {
         match Study::load(Path::new(f)) {
             Ok(s) => assert!(!s.configurations().is_empty()),
             // jemalloc may be missing on a machine without libjemalloc2.

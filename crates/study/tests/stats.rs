@@ -1,9 +1,7 @@
 //! The statistics against known answers: textbook rank tests, CIs on synthetic series, MSER-5
 //! on a series with a known warm-up.
 
-use perfpilot_study::stats::{
-    Alternative, friedman, mser5, paired_ratio_ci, ranks, wilcoxon,
-};
+use perfpilot_study::stats::{Alternative, friedman, mser5, paired_ratio_ci, ranks, wilcoxon};
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
@@ -25,7 +23,11 @@ fn friedman_matches_the_hand_computed_statistic() {
     let blocks: Vec<Vec<f64>> = (0..7).map(|i| vec![before[i], after[i], five[i]]).collect();
     let f = friedman(&blocks).unwrap();
     assert!(close(f.statistic, 10.571_428_6, 1e-6), "{}", f.statistic);
-    assert!(close(f.p_value, (-f.statistic / 2.0).exp(), 1e-9), "{}", f.p_value);
+    assert!(
+        close(f.p_value, (-f.statistic / 2.0).exp(), 1e-9),
+        "{}",
+        f.p_value
+    );
     assert!(close(f.p_value, 0.005_063, 1e-5));
     assert_eq!(f.mean_ranks, vec![10.0 / 7.0, 3.0, 11.0 / 7.0]);
 }
@@ -43,6 +45,7 @@ fn friedman_with_ties_uses_the_correction() {
 }
 
 #[test]
+#[allow(clippy::approx_constant)] // 3.14 is a measurement in the data set, not π.
 fn wilcoxon_matches_r_documentation_example() {
     // Hollander & Wolfe (1973) p. 29, the example of R's wilcox.test: depression scale factor
     // at the first (x) and second (y) visit. R: V = 40, p = 0.01953 (greater), 0.03906 (two-sided).
@@ -80,7 +83,9 @@ fn wilcoxon_normal_approximation_for_large_samples() {
     assert_eq!(w.w_plus, 820.0);
     assert!(w.p_value < 1e-6);
     // A symmetric sample around zero: p near 1 two-sided.
-    let d: Vec<f64> = (1..=40).map(|i| if i % 2 == 0 { i as f64 } else { -(i as f64) }).collect();
+    let d: Vec<f64> = (1..=40)
+        .map(|i| if i % 2 == 0 { i as f64 } else { -(i as f64) })
+        .collect();
     let w = wilcoxon(&d, &[0.0; 40], Alternative::TwoSided).unwrap();
     assert!(w.p_value > 0.8, "{}", w.p_value);
 }
@@ -112,12 +117,16 @@ fn ratio_ci_on_synthetic_pairs() {
 fn mser5_finds_a_known_warm_up() {
     // 20 s ramping up from 0, then 100 s around 1000 with a deterministic ±10 wobble.
     let mut s: Vec<f64> = (0..20).map(|i| i as f64 * 50.0).collect();
-    s.extend((0..100).map(|i| 1000.0 + if i % 2 == 0 { 10.0 } else { -10.0 } * ((i % 7) as f64 / 7.0)));
+    s.extend(
+        (0..100).map(|i| 1000.0 + if i % 2 == 0 { 10.0 } else { -10.0 } * ((i % 7) as f64 / 7.0)),
+    );
     let m = mser5(&s).unwrap();
     assert_eq!(m.truncate, 20, "{m:?}");
     assert!(m.steady);
     // A steady series needs no truncation.
-    let flat: Vec<f64> = (0..60).map(|i| 500.0 + if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
+    let flat: Vec<f64> = (0..60)
+        .map(|i| 500.0 + if i % 2 == 0 { 1.0 } else { -1.0 })
+        .collect();
     let m = mser5(&flat).unwrap();
     assert_eq!(m.truncate, 0, "{m:?}");
     assert!(m.steady);

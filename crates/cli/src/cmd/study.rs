@@ -26,9 +26,7 @@ pub struct StudyArgs {
 #[derive(Subcommand, Debug)]
 enum StudySub {
     /// Check a study file without running it; print its trials, layouts and estimated duration.
-    Validate {
-        file: PathBuf,
-    },
+    Validate { file: PathBuf },
     /// Run a study (or continue one with --resume); every trial goes to the store.
     Run {
         /// The study file (with --resume: optional, the stored copy is used).
@@ -105,7 +103,9 @@ fn options(store: PathBuf, quiet: bool) -> Result<RunOptions> {
         if stop.swap(true, Ordering::SeqCst) {
             eprintln!("perfpilot study: stopping (restoring knobs, stopping instances)…");
         } else {
-            eprintln!("\nperfpilot study: Ctrl-C: finishing the current step, then restoring every knob");
+            eprintln!(
+                "\nperfpilot study: Ctrl-C: finishing the current step, then restoring every knob"
+            );
         }
     })
     .context("installing the Ctrl-C handler")?;
@@ -143,12 +143,23 @@ pub fn run(a: StudyArgs) -> Result<()> {
             }
             println!("baseline: {}", study.run.baseline);
             for c in study.configurations() {
-                match perfpilot_study::plan(&topo, c.instances(), c.cores_per_instance(), c.binding()) {
+                match perfpilot_study::plan(
+                    &topo,
+                    c.instances(),
+                    c.cores_per_instance(),
+                    c.binding(),
+                ) {
                     Ok(l) => {
                         let sets: Vec<String> = l
                             .instances
                             .iter()
-                            .map(|i| if i.bound { i.cpuset.to_string() } else { "unbound".into() })
+                            .map(|i| {
+                                if i.bound {
+                                    i.cpuset.to_string()
+                                } else {
+                                    "unbound".into()
+                                }
+                            })
                             .collect();
                         println!("  {c}: CPUs {}", sets.join(" | "));
                     }
@@ -166,7 +177,11 @@ pub fn run(a: StudyArgs) -> Result<()> {
             println!(
                 "estimated duration: at most {}{}",
                 secs(plan.max_duration),
-                if study.run.racing { " (racing usually stops earlier)" } else { "" }
+                if study.run.racing {
+                    " (racing usually stops earlier)"
+                } else {
+                    ""
+                }
             );
             Ok(())
         }
@@ -182,9 +197,9 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 (Some(f), _) => Study::load(f)?,
                 (None, Some(run)) => {
                     let s = Store::open(&path)?;
-                    let rec = s
-                        .study(run)?
-                        .with_context(|| format!("the store {} has no study run {run}", path.display()))?;
+                    let rec = s.study(run)?.with_context(|| {
+                        format!("the store {} has no study run {run}", path.display())
+                    })?;
                     Study::parse(&rec.spec, std::path::Path::new(&rec.file))?
                 }
                 (None, None) => bail!("give a study file (or --resume RUN)"),
@@ -197,21 +212,38 @@ pub fn run(a: StudyArgs) -> Result<()> {
             }
             let out = run_study(&study, &topo, &opts)?;
             let s = &out.summary;
-            println!("study run {} ({}): {} trials in {} rounds, {:.0} s", out.run, path.display(), s.trials_run, s.rounds, s.elapsed_s);
+            println!(
+                "study run {} ({}): {} trials in {} rounds, {:.0} s",
+                out.run,
+                path.display(),
+                s.trials_run,
+                s.rounds,
+                s.elapsed_s
+            );
             for e in &s.eliminated {
-                println!("  raced out after round {}: {} — {}", e.round, e.config, e.reason);
+                println!(
+                    "  raced out after round {}: {} — {}",
+                    e.round, e.config, e.reason
+                );
             }
             match &s.winner {
                 Some(w) => println!("best: {w}\n  {}", s.verdict),
                 None => println!("no winner: {}", s.verdict),
             }
             if !s.indistinguishable.is_empty() {
-                println!("  not significantly different from it: {}", s.indistinguishable.join("; "));
+                println!(
+                    "  not significantly different from it: {}",
+                    s.indistinguishable.join("; ")
+                );
             }
             for w in &s.warnings {
                 println!("warning: {w}");
             }
-            println!("report: perfpilot study report {} --store {} [--html|--md|--json] [--apply DIR]", out.run, path.display());
+            println!(
+                "report: perfpilot study report {} --store {} [--html|--md|--json] [--apply DIR]",
+                out.run,
+                path.display()
+            );
             Ok(())
         }
         StudySub::Scale {
@@ -238,7 +270,10 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 return Ok(());
             }
             println!("load sweep of {} (study run {})", s.config, s.run);
-            println!("{:>6} {:>12} {:>12} {:>10} {:>8} {:>10}", "users", "req/s", "mean ms", "p99 ms", "errors", "CPU cores");
+            println!(
+                "{:>6} {:>12} {:>12} {:>10} {:>8} {:>10}",
+                "users", "req/s", "mean ms", "p99 ms", "errors", "CPU cores"
+            );
             for p in &s.points {
                 println!(
                     "{:>6} {:>12.1} {:>12.2} {:>10.2} {:>8} {:>10.2}",
@@ -274,10 +309,15 @@ pub fn run(a: StudyArgs) -> Result<()> {
             let s = Store::open(&path)?;
             let r = report::build(&s, run)?;
             if let Some(dir) = apply {
-                let a = r.apply.as_ref().context("this run has no best configuration to apply")?;
-                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                let a = r
+                    .apply
+                    .as_ref()
+                    .context("this run has no best configuration to apply")?;
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
                 let sh = dir.join("apply.sh");
-                std::fs::write(&sh, &a.shell).with_context(|| format!("writing {}", sh.display()))?;
+                std::fs::write(&sh, &a.shell)
+                    .with_context(|| format!("writing {}", sh.display()))?;
                 #[cfg(unix)]
                 {
                     use std::os::unix::fs::PermissionsExt;
@@ -286,11 +326,18 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 for (p, content) in &a.dropins {
                     let f = dir.join(p);
                     if let Some(parent) = f.parent() {
-                        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+                        std::fs::create_dir_all(parent)
+                            .with_context(|| format!("creating {}", parent.display()))?;
                     }
-                    std::fs::write(&f, content).with_context(|| format!("writing {}", f.display()))?;
+                    std::fs::write(&f, content)
+                        .with_context(|| format!("writing {}", f.display()))?;
                 }
-                eprintln!("wrote {} and {} systemd drop-in(s) under {}", sh.display(), a.dropins.len(), dir.display());
+                eprintln!(
+                    "wrote {} and {} systemd drop-in(s) under {}",
+                    sh.display(),
+                    a.dropins.len(),
+                    dir.display()
+                );
             }
             let out = if html {
                 report::to_html(&r)
