@@ -16,12 +16,22 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Show the machine's topology: NUMA nodes, LLC domains, cores, SMT threads (like `lssrad -av`).
     Topology(cmd::topology::TopologyArgs),
     /// A live view of CPUs, processes, threads, memory placement, huge pages, disks, network, PSI.
     Observe(cmd::observe::ObserveArgs),
+    /// The autonomous optimizer: watch workloads, apply, verify, keep or revert.
+    Daemon(cmd::daemon::DaemonArgs),
+    /// What the optimizer sees and did: workloads, trials, actions with their evidence.
+    Status(cmd::daemon::StatusArgs),
+    /// Undo the optimizer's actions from the journal (the daemon must be stopped).
+    Revert(cmd::daemon::RevertArgs),
+    /// List or set the optimizer's tunables (persisted).
+    Tunables(cmd::daemon::TunablesArgs),
     /// Append samples to the embedded store at a fixed interval.
     Record(cmd::record::RecordArgs),
     /// Replay recorded samples as rates (JSON, CSV or OpenMetrics).
@@ -33,7 +43,7 @@ enum Command {
     /// Drive load (closed or open loop) and measure it, or adapt another driver's results.
     Drive(cmd::drive::DriveArgs),
     /// Configuration studies: validate, run (racing, confirmation), scale, report.
-    Study(cmd::study::StudyArgs),
+    Study(Box<cmd::study::StudyArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -55,11 +65,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Observe(a) => cmd::observe::run(a),
+        Command::Daemon(a) => cmd::daemon::run_daemon(a),
+        Command::Status(a) => cmd::daemon::run_status(a),
+        Command::Revert(a) => cmd::daemon::run_revert(a),
+        Command::Tunables(a) => cmd::daemon::run_tunables(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Model(args) => cmd::model::run(args),
         Command::Drive(args) => cmd::drive::run(args),
-        Command::Study(args) => cmd::study::run(args),
+        Command::Study(args) => cmd::study::run(*args),
     }
 }

@@ -11,6 +11,9 @@
 //! alone, and a workload whose mask someone else changed becomes manual.
 
 pub mod config;
+pub mod daemon;
+pub mod engine;
+pub mod journal;
 pub mod signal;
 pub mod stats;
 pub mod strategy;

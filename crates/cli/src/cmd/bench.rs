@@ -55,6 +55,10 @@ pub struct LoadArgs {
     /// `madvise(MADV_HUGEPAGE)` the memory before touching it.
     #[arg(long)]
     hugepage: bool,
+    /// A label that only shows in the command line (to tell loads apart, e.g. in a config's
+    /// `match = { cmdline = … }`).
+    #[arg(long)]
+    tag: Option<String>,
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {

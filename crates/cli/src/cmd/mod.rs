@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod daemon;
 pub mod drive;
 pub mod dump;
 pub mod model;

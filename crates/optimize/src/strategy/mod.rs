@@ -17,7 +17,7 @@ use crate::tunables::Tunables;
 mod cache_affinity;
 mod large_pages;
 mod memory_affinity;
-mod read_ahead;
+pub mod read_ahead;
 
 pub use cache_affinity::{CacheAffinity, domains};
 pub use large_pages::LargePages;

@@ -1,0 +1,296 @@
+//! `perfpilot daemon`, `status`, `revert` and `tunables`: the optimizer's commands.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use perfpilot_optimize::daemon::{self, Lock, Options};
+use perfpilot_optimize::journal;
+use perfpilot_optimize::tunables::{self, Kind, Tunables};
+use perfpilot_store::Store;
+use perfpilot_sys::Fs;
+
+use crate::fmt;
+
+#[derive(Args)]
+pub struct DaemonArgs {
+    /// Configuration file (TOML with [tunables] and [[workload]] tables).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// State directory: the journal/store, the lock and status.json.
+    #[arg(long, value_name = "DIR", env = "PERFPILOT_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Stop after this long (default: until SIGINT/SIGTERM).
+    #[arg(long = "for", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    run_for: Option<Duration>,
+    /// Log level (error, warn, info, debug); RUST_LOG overrides it.
+    #[arg(long, default_value = "info")]
+    log: String,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    #[arg(long, value_name = "DIR", env = "PERFPILOT_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// How many recent actions to show.
+    #[arg(long, default_value_t = 20)]
+    actions: usize,
+}
+
+#[derive(Args)]
+pub struct RevertArgs {
+    #[arg(long, value_name = "DIR", env = "PERFPILOT_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Revert every open action.
+    #[arg(long, conflicts_with = "ids")]
+    all: bool,
+    /// The actions to revert.
+    ids: Vec<i64>,
+}
+
+#[derive(Args)]
+pub struct TunablesArgs {
+    #[arg(long, value_name = "DIR", env = "PERFPILOT_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// List every tunable with its default, range and unit (the default action).
+    #[arg(long)]
+    list: bool,
+    /// Set a tunable (persisted; a running daemon picks it up at its next scan).
+    #[arg(short = 'o', value_name = "NAME=VALUE")]
+    set: Vec<String>,
+}
+
+fn state_dir(p: Option<PathBuf>) -> PathBuf {
+    p.unwrap_or_else(daemon::default_state_dir)
+}
+
+pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&a.log));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst))
+        .context("installing the SIGINT/SIGTERM handler")?;
+    let opts = Options {
+        state_dir: state_dir(a.state_dir),
+        config: a.config,
+        run_for: a.run_for,
+    };
+    daemon::run(&opts, stop)?;
+    Ok(())
+}
+
+pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
+    let dir = state_dir(a.state_dir);
+    let running = Lock::held(&dir);
+    let live: Option<serde_json::Value> = std::fs::read(daemon::status_path(&dir))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let db = daemon::store_path(&dir);
+    if !db.exists() {
+        bail!(
+            "no perfpilot state in {}: start `perfpilot daemon --state-dir {}` first",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let store = Store::open(&db)?;
+    let actions = store.actions(false, a.actions)?;
+    if a.json {
+        let acts: Vec<serde_json::Value> = actions
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "id": r.id, "workload": r.workload, "signature": r.signature, "strategy": r.strategy, "state": r.state,
+                    "reason": r.reason, "note": r.note, "created": fmt::time_ms(r.created_ms), "updated": fmt::time_ms(r.updated_ms),
+                    "changes": serde_json::from_str::<serde_json::Value>(&r.changes).ok(),
+                    "verdict": r.verdict.as_deref().and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok()),
+                })
+            })
+            .collect();
+        let out = serde_json::json!({ "running": running.is_some(), "pid": running.flatten(), "daemon": live, "actions": acts });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    match running {
+        Some(pid) => println!(
+            "daemon: running{} on {}",
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+            dir.display()
+        ),
+        None => println!("daemon: not running ({})", dir.display()),
+    }
+    if let Some(s) = &live {
+        println!(
+            "last scan {}, {} scans, interval {} s, own CPU {:.3} % of one CPU",
+            s["time_ms"].as_i64().map(fmt::time_ms).unwrap_or_default(),
+            s["scans"],
+            s["effective_interval_s"],
+            s["own_cpu_pct"].as_f64().unwrap_or(0.0)
+        );
+        for n in s["notes"].as_array().into_iter().flatten() {
+            println!("note: {}", n.as_str().unwrap_or_default());
+        }
+        let ws = s["workloads"].as_array().cloned().unwrap_or_default();
+        if !ws.is_empty() {
+            println!(
+                "\n{:<18} {:<22} {:>6} {:>5} {:>10}  STATE",
+                "WORKLOAD", "NAME", "CORES", "THR", "RSS"
+            );
+            for w in ws {
+                println!(
+                    "{:<18} {:<22} {:>6.2} {:>5} {:>10}  {}",
+                    w["signature"].as_str().unwrap_or_default(),
+                    fmt::trunc(w["name"].as_str().unwrap_or_default(), 22),
+                    w["cpu_cores"].as_f64().unwrap_or(0.0),
+                    w["threads"],
+                    fmt::bytes(w["rss"].as_u64().unwrap_or(0)),
+                    w["state"].as_str().unwrap_or_default()
+                );
+            }
+        }
+        for t in s["trials"].as_array().into_iter().flatten() {
+            println!(
+                "trial: action {} {} on {}: {}, windows off {} on {} of {}, signal {}",
+                t["action"],
+                t["strategy"].as_str().unwrap_or_default(),
+                t["workload"].as_str().unwrap_or_default(),
+                t["phase"].as_str().unwrap_or_default(),
+                t["windows_off"],
+                t["windows_on"],
+                t["windows_needed"],
+                t["signal"].as_str().unwrap_or_default()
+            );
+        }
+    }
+    if actions.is_empty() {
+        println!("\nno actions yet");
+        return Ok(());
+    }
+    println!(
+        "\n{:>5} {:<16} {:<20} {:<9} {:<20}  EVIDENCE",
+        "ID", "STRATEGY", "WORKLOAD", "STATE", "UPDATED"
+    );
+    for r in &actions {
+        let v: Option<serde_json::Value> = r
+            .verdict
+            .as_deref()
+            .and_then(|v| serde_json::from_str(v).ok());
+        let evidence = match &v {
+            Some(v) if v["gain"].is_object() => format!(
+                "{}: before {:.4} (n {}), after {:.4} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}",
+                v["signal"].as_str().unwrap_or_default(),
+                v["before"]["mean"].as_f64().unwrap_or(f64::NAN),
+                v["before"]["n"],
+                v["after"]["mean"].as_f64().unwrap_or(f64::NAN),
+                v["after"]["n"],
+                v["gain"]["ratio"].as_f64().unwrap_or(f64::NAN),
+                v["gain"]["ci_low"].as_f64().unwrap_or(f64::NAN),
+                v["gain"]["ci_high"].as_f64().unwrap_or(f64::NAN),
+                v["decision"].as_str().unwrap_or_default()
+            ),
+            Some(v) => v["why"].as_str().unwrap_or_default().to_string(),
+            None => r.note.clone(),
+        };
+        println!(
+            "{:>5} {:<16} {:<20} {:<9} {:<20}  {evidence}",
+            r.id,
+            r.strategy,
+            fmt::trunc(&r.workload, 20),
+            r.state,
+            fmt::time_ms(r.updated_ms)
+        );
+        println!("{:>5} why: {}", "", r.reason);
+    }
+    Ok(())
+}
+
+pub fn run_revert(a: RevertArgs) -> anyhow::Result<()> {
+    let dir = state_dir(a.state_dir);
+    if !a.all && a.ids.is_empty() {
+        bail!("say what to revert: --all, or action ids (see `perfpilot status`)");
+    }
+    if let Some(pid) = Lock::held(&dir) {
+        bail!(
+            "a perfpilot daemon{} is running on {}: stop it first (it reverts its actions on stop unless revert_on_stop is off)",
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+            dir.display()
+        );
+    }
+    let db = daemon::store_path(&dir);
+    if !db.exists() {
+        bail!("no perfpilot state in {}", dir.display());
+    }
+    let mut store = Store::open(&db)?;
+    let ids = (!a.all).then_some(a.ids.as_slice());
+    let done = journal::revert_open(
+        &mut store,
+        &Fs::live(),
+        ids,
+        "reverted by `perfpilot revert`",
+    )?;
+    if done.is_empty() {
+        println!(
+            "nothing to revert: no open action{}",
+            if a.all { "" } else { " with those ids" }
+        );
+    }
+    for (id, lines) in done {
+        println!(
+            "action {id}: {}",
+            if lines.is_empty() {
+                "nothing was applied".to_string()
+            } else {
+                lines.join("; ")
+            }
+        );
+    }
+    Ok(())
+}
+
+pub fn run_tunables(a: TunablesArgs) -> anyhow::Result<()> {
+    let dir = state_dir(a.state_dir);
+    let mut store = Store::open(daemon::store_path(&dir))?;
+    for kv in &a.set {
+        let (n, v) = kv
+            .split_once('=')
+            .with_context(|| format!("-o {kv:?}: expected NAME=VALUE"))?;
+        let v = tunables::validate(n.trim(), v)?;
+        store.tunable_set(n.trim(), &v)?;
+        println!("{} = {v} (persisted in {})", n.trim(), dir.display());
+    }
+    if !a.set.is_empty() && !a.list {
+        return Ok(());
+    }
+    let mut t = Tunables::default();
+    for (n, v) in store.tunables()? {
+        let _ = t.set(&n, &v);
+    }
+    println!(
+        "{:<24} {:>8} {:>8} {:<22} {:<14} DESCRIPTION",
+        "NAME", "VALUE", "DEFAULT", "RANGE", "UNIT"
+    );
+    for (d, v) in t.iter() {
+        let range = match d.kind {
+            Kind::Bool => "on|off".to_string(),
+            Kind::Number { min, max } => format!("{min}..{max}"),
+            Kind::Choice(c) => c.join("|"),
+        };
+        println!(
+            "{:<24} {:>8} {:>8} {:<22} {:<14} {}",
+            d.name, v, d.default, range, d.unit, d.help
+        );
+    }
+    Ok(())
+}

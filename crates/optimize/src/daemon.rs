@@ -1,0 +1,230 @@
+//! The daemon loop: a lock on the state directory (one daemon per directory), recovery from the
+//! journal, one scan per interval within a CPU budget, `status.json` after every scan, and a
+//! clean stop.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use perfpilot_store::Store;
+use perfpilot_sys::Fs;
+use serde::Serialize;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::engine::{Engine, EngineError, Status};
+use crate::tunables::Tunables;
+
+/// Daemon failures.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot use the state directory {}: {source}", dir.display())]
+    StateDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("another perfpilot daemon{} holds {}; stop it first or use another --state-dir", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), lock.display())]
+    Locked { lock: PathBuf, pid: Option<i32> },
+    #[error(transparent)]
+    Store(#[from] perfpilot_store::Error),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// The default state directory: `/var/lib/perfpilot` for root, else
+/// `$XDG_STATE_HOME/perfpilot` or `~/.local/state/perfpilot`.
+pub fn default_state_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/lib/perfpilot");
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| Path::new(x).is_absolute()) {
+        return Path::new(&x).join("perfpilot");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    Path::new(&home).join(".local/state/perfpilot")
+}
+
+/// The store of a state directory.
+pub fn store_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("perfpilot.db")
+}
+
+/// The status file of a state directory.
+pub fn status_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("status.json")
+}
+
+/// The exclusive lock a daemon holds on its state directory (released when dropped or when the
+/// process dies, also by `kill -9`).
+pub struct Lock {
+    /// Held open: the lock lives as long as the descriptor.
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Lock {
+    /// Takes the lock of `state_dir`, or says who holds it.
+    pub fn take(state_dir: &Path) -> Result<Lock, DaemonError> {
+        std::fs::create_dir_all(state_dir).map_err(|source| DaemonError::StateDir {
+            dir: state_dir.to_path_buf(),
+            source,
+        })?;
+        let path = state_dir.join("daemon.lock");
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|source| DaemonError::StateDir {
+                dir: state_dir.to_path_buf(),
+                source,
+            })?;
+        // SAFETY: flock on a valid descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let pid = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            return Err(DaemonError::Locked { lock: path, pid });
+        }
+        file.set_len(0).map_err(|source| DaemonError::StateDir {
+            dir: state_dir.to_path_buf(),
+            source,
+        })?;
+        let _ = write!(file, "{}", std::process::id());
+        Ok(Lock { _file: file, path })
+    }
+
+    /// `Some(pid)` when a live daemon holds the lock of `state_dir` (without taking it).
+    pub fn held(state_dir: &Path) -> Option<Option<i32>> {
+        let path = state_dir.join("daemon.lock");
+        let file = std::fs::File::open(&path).ok()?;
+        // SAFETY: flock on a valid descriptor; a shared lock is refused while a daemon holds the
+        // exclusive one, and released when `file` closes.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+            return None;
+        }
+        Some(
+            std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+        )
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// `status.json`: the engine's status and the daemon's own figures.
+#[derive(Serialize)]
+struct StatusFile<'a> {
+    pid: u32,
+    #[serde(flatten)]
+    status: &'a Status,
+    effective_interval_s: f64,
+}
+
+fn write_status(dir: &Path, status: &Status, effective: f64) {
+    let tmp = dir.join("status.json.tmp");
+    let body = serde_json::to_vec_pretty(&StatusFile {
+        pid: std::process::id(),
+        status,
+        effective_interval_s: effective,
+    })
+    .unwrap_or_default();
+    if let Err(e) =
+        std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, status_path(dir)))
+    {
+        warn!("cannot write {}: {e}", status_path(dir).display());
+    }
+}
+
+/// How the daemon runs.
+pub struct Options {
+    pub state_dir: PathBuf,
+    pub config: Option<PathBuf>,
+    /// Stop after this long (default: until `stop` is set).
+    pub run_for: Option<Duration>,
+}
+
+/// Runs the daemon until `stop` is set (or `run_for` passes), then stops cleanly.
+pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    let config = match &opts.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let _lock = Lock::take(&opts.state_dir)?;
+    let store = Store::open(store_path(&opts.state_dir))?;
+    let mut tun = Tunables::default();
+    config.apply_tunables(&mut tun);
+    let fs = Fs::live();
+    let mut engine = Engine::new(&fs, store, config, tun)?;
+    engine.recover()?;
+    let start = Instant::now();
+    info!(state_dir = %opts.state_dir.display(), "perfpilot daemon started (pid {})", std::process::id());
+    for n in &engine.status.notes {
+        info!("{n}");
+    }
+    let mut slowed = false;
+    let (mut cpu_prev, mut t_prev) = (perfpilot_sys::self_cpu_time(), Instant::now());
+    let mut effective = engine.tun.num("interval_s");
+    while !stop.load(Ordering::SeqCst) && opts.run_for.is_none_or(|d| start.elapsed() < d) {
+        let scan_start = Instant::now();
+        engine.scan()?;
+        // Keep the daemon's own CPU under its budget by stretching the interval.
+        let interval = engine.tun.num("interval_s");
+        let budget = engine.tun.num("cpu_budget_pct") / 100.0;
+        let (cpu_now, t_now) = (perfpilot_sys::self_cpu_time(), Instant::now());
+        let used = (cpu_now - cpu_prev).as_secs_f64();
+        let span = (t_now - t_prev).as_secs_f64();
+        if span >= interval * 6.0 {
+            let share = used / span;
+            effective = if share > budget {
+                (effective * share / budget).min(interval * 10.0)
+            } else {
+                interval.max(effective * 0.8)
+            };
+            if (share > budget) != slowed {
+                slowed = share > budget;
+                if slowed {
+                    warn!(
+                        "the daemon used {:.2} % of a CPU, over its budget of {:.2} %: scanning every {effective:.1} s",
+                        share * 100.0,
+                        budget * 100.0
+                    );
+                } else {
+                    info!(
+                        "back under the CPU budget ({:.2} %): scanning every {effective:.1} s",
+                        share * 100.0
+                    );
+                }
+            }
+            (cpu_prev, t_prev) = (cpu_now, t_now);
+        }
+        let effective_now = effective.max(interval);
+        write_status(&opts.state_dir, &engine.status, effective_now);
+        let next = scan_start + Duration::from_secs_f64(effective_now);
+        while !stop.load(Ordering::SeqCst)
+            && Instant::now() < next
+            && opts.run_for.is_none_or(|d| start.elapsed() < d)
+        {
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
+        }
+    }
+    engine.shutdown()?;
+    info!(
+        "perfpilot daemon stopped after {} scans; it used {:.3} % of one CPU",
+        engine.status.scans, engine.status.own_cpu_pct
+    );
+    write_status(&opts.state_dir, &engine.status, effective);
+    Ok(())
+}
