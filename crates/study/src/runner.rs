@@ -503,6 +503,43 @@ fn drive(
     }
 }
 
+/// One racing decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RaceStep {
+    /// The column with the highest mean rank.
+    pub best: usize,
+    pub friedman_p: f64,
+    /// Columns significantly worse than the best, with the one-sided Wilcoxon p-value.
+    pub losers: Vec<(usize, f64)>,
+}
+
+/// The racing step on `blocks` (rows: rounds; columns: configurations; higher is better):
+/// when Friedman's test rejects at `alpha`, every configuration whose paired scores are
+/// significantly lower than the best's (one-sided Wilcoxon signed-rank, `alpha`) loses.
+/// `None` when Friedman's test does not reject.
+pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
+    let f = stats::friedman(blocks)?;
+    if f.p_value >= alpha {
+        return None;
+    }
+    let k = f.mean_ranks.len();
+    let best = (0..k).max_by(|&a, &c| f.mean_ranks[a].total_cmp(&f.mean_ranks[c]))?;
+    let col = |j: usize| blocks.iter().map(|row| row[j]).collect::<Vec<f64>>();
+    let best_scores = col(best);
+    let losers = (0..k)
+        .filter(|&j| j != best)
+        .filter_map(|j| {
+            let w = stats::wilcoxon(&best_scores, &col(j), Alternative::Greater)?;
+            (w.p_value < alpha).then_some((j, w.p_value))
+        })
+        .collect();
+    Some(RaceStep {
+        best,
+        friedman_p: f.p_value,
+        losers,
+    })
+}
+
 /// Score: higher is better; `None` for failed or violated trials.
 fn score(goal: &Goal, t: &TrialRecord) -> Option<f64> {
     if t.status != "ok" {
@@ -767,34 +804,19 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             if racing && round >= study.run.min_rounds && alive.len() > 1 {
                 let keys: Vec<String> = alive.iter().map(Config::key).collect();
                 let b = blocks(goal, &trials, &keys, round);
-                if let Some(f) = stats::friedman(&b)
-                    && f.p_value < study.run.alpha
-                {
-                    let best = (0..keys.len())
-                        .max_by(|&a, &c| f.mean_ranks[a].total_cmp(&f.mean_ranks[c]))
-                        .unwrap_or(0);
-                    let col = |j: usize| b.iter().map(|row| row[j]).collect::<Vec<f64>>();
-                    let best_scores = col(best);
-                    for j in 0..keys.len() {
-                        if j == best {
-                            continue;
-                        }
-                        if let Some(w) =
-                            stats::wilcoxon(&best_scores, &col(j), Alternative::Greater)
-                            && w.p_value < study.run.alpha
-                        {
-                            eliminated.push(Elimination {
-                                config: keys[j].clone(),
-                                round,
-                                reason: format!(
-                                    "worse than {} (Friedman p = {:.4}, Wilcoxon p = {:.4})",
-                                    keys[best], f.p_value, w.p_value
-                                ),
-                                p_value: Some(w.p_value),
-                            });
-                            alive.retain(|c| c.key() != keys[j]);
-                            progress.shrink(study.run.repetitions - round);
-                        }
+                if let Some(step) = race_step(&b, study.run.alpha) {
+                    for (j, w_p) in step.losers {
+                        eliminated.push(Elimination {
+                            config: keys[j].clone(),
+                            round,
+                            reason: format!(
+                                "worse than {} (Friedman p = {:.4}, Wilcoxon p = {:.4})",
+                                keys[step.best], step.friedman_p, w_p
+                            ),
+                            p_value: Some(w_p),
+                        });
+                        alive.retain(|c| c.key() != keys[j]);
+                        progress.shrink(study.run.repetitions - round);
                     }
                 }
             }

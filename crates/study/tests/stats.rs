@@ -137,3 +137,34 @@ fn mser5_finds_a_known_warm_up() {
     // Too short.
     assert!(mser5(&[1.0; 19]).is_none());
 }
+
+#[test]
+fn racing_drops_only_configurations_significantly_worse() {
+    use perfpilot_study::runner::race_step;
+    // Six rounds of three configurations: A is best every round, B worst every round, C is
+    // close to A (better in two rounds).
+    let a = [100.0, 104.0, 98.0, 101.0, 103.0, 99.0];
+    let b = [80.0, 85.0, 79.0, 83.0, 81.0, 84.0];
+    let c = [99.0, 105.0, 97.0, 100.5, 104.0, 98.5];
+    let blocks: Vec<Vec<f64>> = (0..6).map(|i| vec![a[i], b[i], c[i]]).collect();
+    let step = race_step(&blocks, 0.05).expect("Friedman rejects");
+    assert_eq!(step.best, 0);
+    // Rank sums: A 3+2+3+3+2+3 = 16, B 6, C 14: Q = 12/(6·3·4)·(256+36+196) − 72 = 9.333,
+    // p = exp(−Q/2).
+    assert!(
+        (step.friedman_p - (-9.333_333_3 / 2.0f64).exp()).abs() < 1e-6,
+        "{}",
+        step.friedman_p
+    );
+    // B: six positive differences, exact p = 1/64. C: differences 1, −1, 1, .5, −1, .5 give
+    // W+ = 12 of 21 — kept.
+    assert_eq!(step.losers, vec![(1, 1.0 / 64.0)]);
+    // Four rounds cannot reject anything at 0.05 with Wilcoxon (its smallest p is 1/16).
+    let step = race_step(&blocks[..4], 0.05);
+    assert!(
+        step.as_ref().is_none_or(|s| s.losers.is_empty()),
+        "{step:?}"
+    );
+    // No differences: no step.
+    assert!(race_step(&[vec![1.0, 1.0], vec![2.0, 2.0], vec![3.0, 3.0]], 0.05).is_none());
+}
