@@ -837,6 +837,17 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         return Err(e);
     }
 
+    // Without racing, the same tests over every round say which configurations are
+    // significantly worse than the best (for the summary only; nothing was dropped).
+    let mut worse: Vec<String> = Vec::new();
+    if !racing && alive.len() > 1 {
+        let keys: Vec<String> = alive.iter().map(Config::key).collect();
+        let b = blocks(goal, &trials, &keys, rounds_done);
+        if let Some(step) = race_step(&b, study.run.alpha) {
+            worse = step.losers.iter().map(|(j, _)| keys[*j].clone()).collect();
+        }
+    }
+
     // The winner: the best mean score among the survivors.
     let mean_of = |trials: &[TrialRecord], key: &str| -> Option<f64> {
         let v: Vec<f64> = trials
@@ -981,6 +992,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             .iter()
             .map(Config::key)
             .filter(|k| Some(k) != winner.as_ref().map(Config::key).as_ref())
+            .filter(|k| !worse.contains(k))
             .collect(),
         gain,
         gain_p_value: gain_p,
