@@ -1090,7 +1090,7 @@ impl Scaling {
         );
         for p in &self.points {
             s.push_str(&format!(
-                "\n[[measurements]]\nlabel = \"{} users\"\nclients = {}\nthink_time = {}\nthroughput = {:.3}\n",
+                "\n[[measurements]]\nlabel = \"{} users\"\nclients = {}\nthink_time = {:?}\nthroughput = {:.3}\n",
                 p.users, p.users, think_time_s, p.throughput
             ));
             if let Some(r) = p.response_time_s {
