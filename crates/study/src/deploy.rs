@@ -432,14 +432,20 @@ pub fn http_ok(url: &str) -> Result<(), String> {
         TcpStream::connect_timeout(&addr, Duration::from_millis(300)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| e.to_string())?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut buf = [0u8; 64];
-    let n = s.read(&mut buf).map_err(|e| e.to_string())?;
-    let head = String::from_utf8_lossy(&buf[..n]);
+    // One write: a server answering after a partial request would reset the connection.
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    // Read until the status line is complete (it may arrive in pieces).
+    let mut got = Vec::new();
+    let mut buf = [0u8; 128];
+    while !got.windows(2).any(|w| w == b"\r\n") && got.len() < 4096 {
+        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&got);
     let status = head.split_whitespace().nth(1).unwrap_or("");
     if status.starts_with('2') {
         Ok(())

@@ -25,13 +25,26 @@ fn readiness_needs_a_2xx_answer() {
         use std::io::{Read, Write};
         for status in ["503 Service Unavailable", "200 OK"] {
             let (mut s, _) = l.accept().unwrap();
+            // Read the whole request before answering.
+            let mut req = Vec::new();
             let mut buf = [0u8; 256];
-            let _ = s.read(&mut buf);
-            write!(s, "HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").unwrap();
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                req.extend_from_slice(&buf[..n]);
+            }
+            // In two pieces, as a server may send it.
+            s.write_all(b"HTTP/1.1 ").unwrap();
+            s.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            write!(s, "{status}\r\nContent-Length: 0\r\n\r\n").unwrap();
         }
     });
     let url = format!("http://127.0.0.1:{port}/health");
-    assert!(http_ok(&url).unwrap_err().contains("503"));
+    let e = http_ok(&url).unwrap_err();
+    assert!(e.contains("503"), "{e}");
     http_ok(&url).unwrap();
     server.join().unwrap();
 }
