@@ -140,6 +140,21 @@ fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// Takes the lock that runs these tests one at a time; `None` (the test is skipped, and says
+/// so) on a machine with fewer than two CPUs, which has no core-level domains to compact onto.
+fn serial_on_two_cpus() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        < 2
+    {
+        eprintln!("skipped: needs two CPUs for core-level domains");
+        return None;
+    }
+    Some(g)
+}
+
 fn single_cpu(pid: u32) -> String {
     // The application "says" it runs better when bound to one CPU: a gauge of 100 or 50.
     format!(
@@ -149,15 +164,9 @@ fn single_cpu(pid: u32) -> String {
 
 #[test]
 fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        < 2
-    {
-        eprintln!("skipped: needs two CPUs for core-level domains");
+    let Some(_g) = serial_on_two_cpus() else {
         return;
-    }
+    };
     let dir = Dir::new("keep");
     let helps = Load::spawn("keep-helps", &["--threads", "3"], &[]);
     // Two spinning threads (plus the waiting main one): one core gives them half the CPU.
@@ -226,15 +235,9 @@ fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
 
 #[test]
 fn manual_tuning_and_opt_out_are_left_alone_and_a_changed_mask_makes_it_manual() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        < 2
-    {
-        eprintln!("skipped: needs two CPUs");
+    let Some(_g) = serial_on_two_cpus() else {
         return;
-    }
+    };
     let dir = Dir::new("manual");
     let pinned = Load::spawn("man-pinned", &["--threads", "3"], &[]);
     let off = Load::spawn("man-off", &["--threads", "3"], &[("PERFPILOT", "off")]);
@@ -314,15 +317,9 @@ fn manual_tuning_and_opt_out_are_left_alone_and_a_changed_mask_makes_it_manual()
 
 #[test]
 fn a_killed_daemon_is_recovered_from_its_journal() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        < 2
-    {
-        eprintln!("skipped: needs two CPUs");
+    let Some(_g) = serial_on_two_cpus() else {
         return;
-    }
+    };
     let dir = Dir::new("crash");
     let load = Load::spawn("crash-load", &["--threads", "3"], &[]);
     let pid = load.pid();
@@ -459,4 +456,44 @@ fn bad_configs_and_tunables_are_named() {
     let out = t(&["-o", "affinity_level=socket"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected one of node, llc, core"));
+}
+
+#[test]
+fn threads_started_later_are_bound_and_restored_with_the_others() {
+    let Some(_g) = serial_on_two_cpus() else {
+        return;
+    };
+    let dir = Dir::new("late");
+    // 3 threads and a helper now; at 3 s the helper starts one more thread and ends.
+    let load = Load::spawn(
+        "late-thread",
+        &["--threads", "3", "--late-thread", "3"],
+        &[],
+    );
+    let pid = load.pid();
+    let tids = |pid: u32| -> Vec<String> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let early = tids(pid);
+    let cfg = dir.config(&format!("only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag late-thread\" }}\n"));
+    let d = daemon(&cfg, &dir.state(), "8s");
+    let all_bound = wait_until(Duration::from_secs(7), || {
+        tids(pid).iter().any(|t| !early.contains(t)) && masks(pid).iter().all(|x| *x != all_cpus())
+    });
+    assert!(
+        all_bound,
+        "the late threads were not bound: {:?}",
+        masks(pid)
+    );
+    let log = finish(d);
+    assert!(log.contains("new threads"), "{log}");
+    // The daemon stopped (revert_on_stop): every thread, the late ones too, is back.
+    assert!(
+        masks(pid).iter().all(|m| *m == all_cpus()),
+        "{:?}\n{log}",
+        masks(pid)
+    );
 }

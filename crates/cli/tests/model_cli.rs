@@ -25,10 +25,29 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("perfpilot-model-cli-{}", std::process::id()));
+/// A file in a per-test scratch directory, removed with it when dropped.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir =
+        std::env::temp_dir().join(format!("perfpilot-model-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
+    Scratch(dir.join(name))
 }
 
 #[test]
@@ -116,7 +135,7 @@ fn convert_to_jmva_and_back_solves_the_same() {
         "examples/models/three-tier.toml",
         xml.to_str().expect("utf-8 path"),
     ]);
-    let text = std::fs::read_to_string(&xml).expect("written");
+    let text = std::fs::read_to_string(&*xml).expect("written");
     assert!(text.contains("<ldstation name=\"app\">"));
     let a: serde_json::Value = serde_json::from_str(&ok(&[
         "model",
@@ -143,7 +162,7 @@ fn convert_to_jmva_and_back_solves_the_same() {
 fn bad_input_fails_naming_the_station() {
     let bad = scratch("bad.toml");
     std::fs::write(
-        &bad,
+        &*bad,
         "[[classes]]\nname = \"c\"\npopulation = 3\n[[stations]]\nname = \"dbtier\"\nkind = \"multiserver\"\nservers = 0\ndemand = 0.1\n",
     )
     .expect("write");

@@ -191,8 +191,9 @@ pub struct SamplerConfig {
     /// carry over its `status`, `io` and thread readings instead of reading them again (its
     /// `stat` is always read). Saves most of a sample's cost on a mostly idle population.
     pub reuse_idle: bool,
-    /// Read an idle process in full at least every N-th sample anyway, so carried-over
-    /// readings (context switches, affinity, I/O counters) are never older than N intervals.
+    /// Read an idle process in full every N-th sample anyway (at a phase set by its pid, so
+    /// the full reads spread over the samples): carried-over readings (context switches,
+    /// affinity, I/O counters) are never older than N intervals.
     pub idle_refresh_every: u32,
 }
 
@@ -222,8 +223,8 @@ pub struct Sampler {
     cfg: SamplerConfig,
     cmdlines: HashMap<(i32, u64), String>,
     prev_ticks: HashMap<(i32, u64), u64>,
-    /// Per process: the previous full reading and how many samples it has been carried over.
-    prev_full: HashMap<(i32, u64), (u32, ProcSample)>,
+    /// Per process: its previous reading (carried over while it stays idle).
+    prev_full: HashMap<(i32, u64), ProcSample>,
     cpu_counters: Vec<(u32, Counter)>,
     /// Why per-CPU context switches are not available, if they are not.
     pub cpu_ctxt_unavailable: Option<String>,
@@ -422,9 +423,9 @@ impl Sampler {
         let mut full = HashMap::with_capacity(if self.cfg.reuse_idle { pids.len() } else { 0 });
         for pid in pids {
             match self.process(pid, page, skips) {
-                Ok((age, p)) => {
+                Ok(p) => {
                     if self.cfg.reuse_idle {
-                        full.insert((p.pid, p.starttime), (age, p.clone()));
+                        full.insert((p.pid, p.starttime), p.clone());
                     }
                     out.push(p);
                 }
@@ -441,20 +442,23 @@ impl Sampler {
         Ok(out)
     }
 
-    /// Reads one process; returns it with the number of samples its full reading has been
-    /// carried over (0 = read now).
+    /// Reads one process (or carries over the previous reading of an idle one).
     fn process(
         &mut self,
         pid: i32,
         page: u64,
         skips: &mut Skips,
-    ) -> perfpilot_sys::Result<(u32, ProcSample)> {
+    ) -> perfpilot_sys::Result<ProcSample> {
         let st = self.reader.stat(pid)?;
         let key = (pid, st.starttime);
-        if let Some((age, prev)) = self.prev_full.get(&key).filter(|_| self.cfg.reuse_idle)
+        // Each idle process is read in full once every `idle_refresh_every` samples, at a phase
+        // set by its pid, so the full reads spread evenly over the samples.
+        let every = u64::from(self.cfg.idle_refresh_every.max(1));
+        let due = self.taken % every == pid.unsigned_abs() as u64 % every;
+        if !due
+            && let Some(prev) = self.prev_full.get(&key).filter(|_| self.cfg.reuse_idle)
             && prev.utime + prev.stime == st.utime + st.stime
             && prev.num_threads == st.num_threads
-            && *age + 1 < self.cfg.idle_refresh_every.max(1)
         {
             let mut p = prev.clone();
             p.state = st.state;
@@ -462,7 +466,7 @@ impl Sampler {
             p.majflt = st.majflt;
             p.rss = st.rss_pages * page;
             p.processor = st.processor;
-            return Ok((age + 1, p));
+            return Ok(p);
         }
         let status = self.reader.status(pid)?;
         let cmdline = match self.cmdlines.get(&key) {
@@ -518,7 +522,7 @@ impl Sampler {
             kernel_thread: status.kernel_thread,
             threads,
         };
-        Ok((0, p))
+        Ok(p)
     }
 
     /// Chooses the processes for expensive readings: the requested pids, else the top by CPU

@@ -66,6 +66,10 @@ pub enum ProbeSpec {
         kind: Option<ValueKind>,
         #[serde(default = "yes")]
         higher_is_better: bool,
+        /// Divide by the CPU the workload used in the window: work per CPU-second, a measure
+        /// of efficiency that other load on shared CPUs does not blur.
+        #[serde(default)]
+        per_cpu: bool,
     },
     /// A command printing a number.
     Command {
@@ -73,6 +77,9 @@ pub enum ProbeSpec {
         kind: Option<ValueKind>,
         #[serde(default = "yes")]
         higher_is_better: bool,
+        /// As for `url`: divide by the workload's CPU in the window.
+        #[serde(default)]
+        per_cpu: bool,
     },
 }
 
@@ -87,6 +94,13 @@ impl ProbeSpec {
             ProbeSpec::Http { kind: Some(k), .. } | ProbeSpec::Command { kind: Some(k), .. } => *k,
             ProbeSpec::Http { metric, .. } if metric.ends_with("_total") => ValueKind::Counter,
             _ => ValueKind::Gauge,
+        }
+    }
+
+    /// Whether the value is divided by the workload's CPU.
+    pub fn per_cpu(&self) -> bool {
+        match self {
+            ProbeSpec::Http { per_cpu, .. } | ProbeSpec::Command { per_cpu, .. } => *per_cpu,
         }
     }
 

@@ -6,11 +6,13 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use perfpilot_observe::pmu::PmuSet;
 use perfpilot_observe::rates::MemoryBook;
 use perfpilot_observe::workload::{self, Workload, WorkloadMemory};
 use perfpilot_observe::{Rates, Sample, Sampler, SamplerConfig, Topology};
 use perfpilot_store::Store;
 use perfpilot_sys::change::{self, Applied, Change, Undo};
+use perfpilot_sys::perf::Event;
 use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 use perfpilot_sys::{CpuSet, Fs, block};
 use serde::{Deserialize, Serialize};
@@ -80,7 +82,8 @@ struct Trial {
     on_obs: Vec<f64>,
     /// The workload whose signal judges the action (itself, or for a device, its top reader).
     judge: String,
-    signal: SignalKind,
+    /// `None`: unverified (allow_unverified): applied, paced, and kept without a verdict.
+    signal: Option<SignalKind>,
     failures: u32,
     reason: String,
 }
@@ -117,8 +120,10 @@ pub struct Status {
     pub workloads: Vec<WorkloadStatus>,
     pub trials: Vec<TrialStatus>,
     pub notes: Vec<String>,
-    /// The daemon's own CPU, % of one CPU, over its life.
+    /// The daemon's own CPU, % of one CPU, over its life: all of it, and the monitoring part
+    /// (without the time spent making changes, which pacing bounds).
     pub own_cpu_pct: f64,
+    pub monitoring_cpu_pct: f64,
     pub scans: u64,
 }
 
@@ -153,6 +158,10 @@ pub struct Engine {
     identity: HashMap<(i32, u64), (Option<String>, Option<String>)>,
     manual: HashMap<String, String>,
     collapse_supported: bool,
+    /// Cycles and instructions per judged workload, where the machine has PMU counters.
+    pmu: Option<PmuSet>,
+    /// Last (cycles, instructions) totals per workload signature.
+    pmu_last: HashMap<String, (u64, u64)>,
     pub status: Status,
     started: Instant,
     cpu0: Duration,
@@ -193,6 +202,9 @@ impl Engine {
         if let Err(why) = perfpilot_sys::perf::hardware_support() {
             notes.push(format!("PMU counters: not supported ({why}); signals come from probes, I/O progress or CPU consumed"));
         }
+        let pmu = perfpilot_sys::perf::hardware_support()
+            .is_ok()
+            .then(|| PmuSet::new(&[Event::Cycles, Event::Instructions]));
         let collapse_supported = perfpilot_sys::collapse::kernel_supports_collapse();
         if !collapse_supported {
             notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
@@ -214,6 +226,8 @@ impl Engine {
             identity: HashMap::new(),
             manual: HashMap::new(),
             collapse_supported,
+            pmu,
+            pmu_last: HashMap::new(),
             status: Status {
                 notes,
                 ..Status::default()
@@ -368,7 +382,7 @@ impl Engine {
         let judges: Vec<(String, SignalKind)> = self
             .trials
             .iter()
-            .map(|t| (t.judge.clone(), t.signal.clone()))
+            .filter_map(|t| Some((t.judge.clone(), t.signal.clone()?)))
             .collect();
         let t_s = cur.mono_ns as f64 / 1e9;
         let timeout = Duration::from_secs_f64(self.tun.num("probe_timeout_s"));
@@ -382,11 +396,19 @@ impl Engine {
             let obs = match &kind {
                 SignalKind::Probe { probe } => {
                     match signal::read_probe(probe, timeout) {
-                        Ok(v) => Ok(self.windowed.entry(sig.clone()).or_default().feed(
-                            probe.kind(),
-                            t_s,
-                            v,
-                        )),
+                        Ok(v) => {
+                            let o = self.windowed.entry(sig.clone()).or_default().feed(
+                                probe.kind(),
+                                t_s,
+                                v,
+                            );
+                            // Work per CPU-second: no observation while it used no CPU.
+                            Ok(if probe.per_cpu() {
+                                o.filter(|_| w.cpu_cores > 0.01).map(|x| x / w.cpu_cores)
+                            } else {
+                                o
+                            })
+                        }
                         Err(e) => {
                             self.windowed.entry(sig.clone()).or_default().reset();
                             Err(e.to_string())
@@ -404,11 +426,29 @@ impl Engine {
                         .sum(),
                 )),
                 SignalKind::Cpu => Ok(Some(w.cpu_cores)),
-                SignalKind::Cpi => Err("PMU counters are not available".into()),
+                SignalKind::Cpi => Ok(self.cpi(w)),
             };
             out.insert(sig, obs);
         }
         out
+    }
+
+    /// Cycles per instruction of a workload since its previous window (every thread counted;
+    /// new threads are caught, exited ones keep their counts). `None` on the first window.
+    fn cpi(&mut self, w: &Workload) -> Option<f64> {
+        let set = self.pmu.as_mut()?;
+        let (mut cycles, mut instructions) = (0u64, 0u64);
+        for m in &w.members {
+            set.track(m.pid, m.starttime, &m.tids);
+            let totals = set.read(m.pid)?;
+            cycles += totals.get(&Event::Cycles).copied().unwrap_or(0);
+            instructions += totals.get(&Event::Instructions).copied().unwrap_or(0);
+        }
+        let prev = self
+            .pmu_last
+            .insert(w.signature.clone(), (cycles, instructions))?;
+        let di = instructions.saturating_sub(prev.1);
+        (di > 0).then(|| cycles.saturating_sub(prev.0) as f64 / di as f64)
     }
 
     /// Chooses a workload's signal: its probe, else PMU CPI, else its I/O progress, else the
@@ -418,6 +458,9 @@ impl Engine {
             && let Some(p) = &rule.signal
         {
             return Ok(SignalKind::Probe { probe: p.clone() });
+        }
+        if self.pmu.is_some() {
+            return Ok(SignalKind::Cpi);
         }
         let io: f64 = rates
             .processes
@@ -430,7 +473,9 @@ impl Engine {
         }
         let capacity = (w.threads as f64).min(self.topo.online.len() as f64);
         let machine_busy = rates.total.busy / 100.0;
-        if w.cpu_cores < 0.85 * capacity && machine_busy < 0.9 {
+        // CPU consumed judges an action only for a workload that does measurable work and is
+        // not saturated (then the same work for less CPU is a gain).
+        if w.cpu_cores >= 0.05 && w.cpu_cores < 0.85 * capacity && machine_busy < 0.9 {
             return Ok(SignalKind::Cpu);
         }
         Err(format!(
@@ -575,7 +620,7 @@ impl Engine {
         doc.changes.push(c.clone());
         undo.push(u);
         store.journal_extend(id, &json(doc), &json(undo))?;
-        match change::apply(fs, &c) {
+        match journal::timed(|| change::apply(fs, &c)) {
             Ok(a) => Ok(Some(a)),
             Err(e) => {
                 warn!(action = id, "applying {} failed: {e}", describe(&c));
@@ -617,6 +662,20 @@ impl Engine {
                 self.manual.insert(t.signature.clone(), why.clone());
                 finished.push((i, Some(Decision::Neutral), format!("{why}; left as it is")));
                 continue;
+            }
+            // Threads started while bound inherited perfpilot's mask: journal and bind them.
+            if t.on
+                && let Some(mask) = t.doc.bound_to.clone()
+            {
+                bind_new_threads(
+                    &mut self.store,
+                    &self.fs,
+                    t.id,
+                    &mut t.doc,
+                    &mut t.undo,
+                    w,
+                    &mask,
+                )?;
             }
             match obs.get(&t.judge) {
                 Some(Ok(Some(v))) => {
@@ -672,6 +731,11 @@ impl Engine {
                 if t.steps.is_empty() {
                     t.phase = Phase::Measuring;
                 }
+                // Unverified: nothing to measure; kept once every step is applied.
+                if t.signal.is_none() && t.phase == Phase::Measuring {
+                    finished.push((i, None, String::new()));
+                    continue;
+                }
             } else if t.phase == Phase::Measuring && t.doc.interleave {
                 if t.off_obs.len() >= windows && t.on_obs.len() >= windows {
                     finished.push((i, Some(Decision::Keep), String::new()));
@@ -684,17 +748,21 @@ impl Engine {
                     }
                     t.on = false;
                 } else {
-                    let changes: Vec<Change> = t
-                        .doc
-                        .changes
-                        .iter()
-                        .cloned()
-                        .map(|c| refresh_tids(c, &members))
-                        .collect();
-                    for c in changes {
-                        if let Err(e) = change::apply(&self.fs, &c) {
+                    for c in t.doc.changes.clone() {
+                        if let Err(e) = journal::timed(|| change::apply(&self.fs, &c)) {
                             warn!(action = t.id, "re-applying {}: {e}", describe(&c));
                         }
+                    }
+                    if let Some(mask) = t.doc.bound_to.clone() {
+                        bind_new_threads(
+                            &mut self.store,
+                            &self.fs,
+                            t.id,
+                            &mut t.doc,
+                            &mut t.undo,
+                            w,
+                            &mask,
+                        )?;
                     }
                     t.on = true;
                 }
@@ -719,9 +787,22 @@ impl Engine {
         hint: Option<Decision>,
         why: String,
     ) -> Result<(), EngineError> {
+        if t.signal.is_none() && why.is_empty() {
+            let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
+            self.store.journal_set_verdict(t.id, &v.to_string())?;
+            self.store.journal_set_state(t.id, "kept", "unverified")?;
+            info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept without verification: {}", t.reason);
+            self.held.push(Held {
+                id: t.id,
+                signature: t.signature.clone(),
+                strategy: t.strategy,
+                doc: t.doc,
+            });
+            return Ok(());
+        }
         let conf = self.tun.num("confidence");
         let min_effect = self.tun.num("min_effect");
-        let hib = t.signal.higher_is_better();
+        let hib = t.signal.as_ref().is_none_or(|s| s.higher_is_better());
         let early = !why.is_empty();
         let gain = if early {
             None
@@ -762,7 +843,7 @@ impl Engine {
         };
         let verdict = Verdict {
             action: t.id,
-            signal: t.signal.describe(),
+            signal: t.signal.as_ref().map(|s| s.describe()).unwrap_or_default(),
             higher_is_better: hib,
             interleaved: t.doc.interleave,
             before: Stats::of(&t.off_obs),
@@ -777,7 +858,7 @@ impl Engine {
             Decision::Keep => {
                 if !t.on {
                     for c in t.doc.changes.clone() {
-                        if let Err(e) = change::apply(&self.fs, &c) {
+                        if let Err(e) = journal::timed(|| change::apply(&self.fs, &c)) {
                             warn!(action = t.id, "re-applying {}: {e}", describe(&c));
                         }
                     }
@@ -850,52 +931,23 @@ impl Engine {
                 drop.push(i);
                 continue;
             }
-            // Threads not yet bound (new ones, or new member processes).
-            for m in &w.members {
-                let known: Vec<i32> = h
-                    .doc
-                    .changes
-                    .iter()
-                    .filter_map(|c| match c {
-                        Change::Affinity { pid, tids, .. } if *pid == m.pid => Some(tids.clone()),
-                        _ => None,
-                    })
-                    .flatten()
-                    .collect();
-                let new: Vec<i32> = m
-                    .tids
-                    .iter()
-                    .copied()
-                    .filter(|t| !known.contains(t))
-                    .collect();
-                if new.is_empty() {
-                    continue;
-                }
-                if !h.doc.members.iter().any(|x| x.0 == m.pid) {
-                    h.doc.members.push((m.pid, m.starttime));
-                }
-                let c = Change::Affinity {
-                    pid: m.pid,
-                    tids: new.clone(),
-                    cpus: mask.clone(),
-                };
-                // The undo list lives in the journal; extend it there.
-                let rec = self.store.action(h.id)?;
-                let mut undo: Vec<Undo> = rec
-                    .and_then(|r| serde_json::from_str(&r.undo).ok())
-                    .unwrap_or_default();
-                if Self::journal_and_apply(
-                    &mut self.store,
-                    &self.fs,
-                    h.id,
-                    &mut h.doc,
-                    &mut undo,
-                    c,
-                )?
-                .is_some()
-                {
-                    info!(action = h.id, workload = %w.name, "bound {} new threads of pid {} to {mask}", new.len(), m.pid);
-                }
+            // Threads not yet bound (new ones, or new member processes). The undo list lives
+            // in the journal; extend it there.
+            let rec = self.store.action(h.id)?;
+            let mut undo: Vec<Undo> = rec
+                .and_then(|r| serde_json::from_str(&r.undo).ok())
+                .unwrap_or_default();
+            let n = bind_new_threads(
+                &mut self.store,
+                &self.fs,
+                h.id,
+                &mut h.doc,
+                &mut undo,
+                w,
+                &mask,
+            )?;
+            if n > 0 {
+                info!(action = h.id, workload = %w.name, "bound {n} new threads to {mask}");
             }
         }
         for i in drop.into_iter().rev() {
@@ -1154,7 +1206,7 @@ impl Engine {
             Change::Affinity { cpus, .. } => Some(cpus.clone()),
             _ => None,
         });
-        let mut doc = ActionDoc {
+        let doc = ActionDoc {
             members: w.members.iter().map(|m| (m.pid, m.starttime)).collect(),
             changes: Vec::new(),
             interleave,
@@ -1162,7 +1214,7 @@ impl Engine {
             signal: signal.clone(),
             bound_to,
         };
-        let mut undo: Vec<Undo> = Vec::new();
+        let undo: Vec<Undo> = Vec::new();
         let id = self.store.journal_begin(
             &w.signature,
             &w.name,
@@ -1171,25 +1223,18 @@ impl Engine {
             &json(&undo),
             &reason,
         )?;
-        let Some(signal) = signal else {
-            info!(action = id, workload = %w.name, strategy = %kind, "applying without verification (allow_unverified): {reason}");
-            for c in changes {
-                Self::journal_and_apply(&mut self.store, &self.fs, id, &mut doc, &mut undo, c)?;
+        // Unverified actions have nothing to measure: they are applied (paced) and kept.
+        let (phase, note) = match &signal {
+            Some(sig) => {
+                info!(action = id, workload = %w.name, strategy = %kind, signal = %sig.describe(), "trial starts: {reason}");
+                (Phase::Baseline, "measuring the baseline")
             }
-            let v = serde_json::json!({ "action": id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
-            self.store.journal_set_verdict(id, &v.to_string())?;
-            self.store.journal_set_state(id, "kept", "unverified")?;
-            self.held.push(Held {
-                id,
-                signature: w.signature.clone(),
-                strategy: kind,
-                doc,
-            });
-            return Ok(id);
+            None => {
+                info!(action = id, workload = %w.name, strategy = %kind, "applying without verification (allow_unverified): {reason}");
+                (Phase::Applying, "applying (unverified)")
+            }
         };
-        info!(action = id, workload = %w.name, strategy = %kind, signal = %signal.describe(), "trial starts: {reason}");
-        self.store
-            .journal_set_state(id, "trial", "measuring the baseline")?;
+        self.store.journal_set_state(id, "trial", note)?;
         self.trials.push(Trial {
             id,
             signature: w.signature.clone(),
@@ -1198,7 +1243,7 @@ impl Engine {
             doc,
             undo,
             steps: changes.into(),
-            phase: Phase::Baseline,
+            phase,
             on: false,
             off_obs: Vec::new(),
             on_obs: Vec::new(),
@@ -1242,11 +1287,19 @@ impl Engine {
         self.status.interval_s = self.tun.num("interval_s");
         self.status.scans += 1;
         let elapsed = self.started.elapsed().as_secs_f64();
-        self.status.own_cpu_pct = if elapsed > 0.0 {
-            (perfpilot_sys::self_cpu_time() - self.cpu0).as_secs_f64() / elapsed * 100.0
-        } else {
-            0.0
+        let spent = perfpilot_sys::self_cpu_time()
+            .saturating_sub(self.cpu0)
+            .as_secs_f64();
+        let pct = |x: f64| {
+            if elapsed > 0.0 {
+                x / elapsed * 100.0
+            } else {
+                0.0
+            }
         };
+        self.status.own_cpu_pct = pct(spent);
+        self.status.monitoring_cpu_pct =
+            pct((spent - journal::action_cpu().as_secs_f64()).max(0.0));
         self.status.workloads = workloads
             .iter()
             .filter_map(|w| {
@@ -1286,7 +1339,11 @@ impl Engine {
                 windows_off: t.off_obs.len(),
                 windows_on: t.on_obs.len(),
                 windows_needed: windows,
-                signal: t.signal.describe(),
+                signal: t
+                    .signal
+                    .as_ref()
+                    .map(|s| s.describe())
+                    .unwrap_or_else(|| "none (unverified)".into()),
             })
             .collect();
     }
@@ -1318,6 +1375,90 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// Binds the threads of `w` that action `id` has no undo record for (threads started since,
+/// new member processes) to `mask`, journaling first an undo that restores each to its
+/// process's original mask: a thread started while bound inherited perfpilot's mask, which is
+/// not its own. Returns how many threads were bound.
+fn bind_new_threads(
+    store: &mut Store,
+    fs: &Fs,
+    id: i64,
+    doc: &mut ActionDoc,
+    undo: &mut Vec<Undo>,
+    w: &Workload,
+    mask: &CpuSet,
+) -> Result<usize, EngineError> {
+    let recorded = |undo: &[Undo], pid: i32| -> Vec<(i32, CpuSet)> {
+        undo.iter()
+            .filter_map(|u| match u {
+                Undo::Affinity { pid: p, masks } if *p == pid => Some(masks.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let mut bound = 0;
+    let mut reader = ProcReader::new(fs);
+    for m in &w.members {
+        let known = recorded(undo, m.pid);
+        // The thread list now (a sample may carry an idle process's list over).
+        let tids = if fs.is_live() {
+            reader.tids(m.pid).unwrap_or_else(|_| m.tids.clone())
+        } else {
+            m.tids.clone()
+        };
+        let new: Vec<i32> = tids
+            .into_iter()
+            .filter(|t| !known.iter().any(|k| k.0 == *t))
+            .collect();
+        if new.is_empty() {
+            continue;
+        }
+        let c = Change::Affinity {
+            pid: m.pid,
+            tids: new.clone(),
+            cpus: mask.clone(),
+        };
+        // The original mask: the process's main thread's record, else any of its threads', else
+        // another member's (a process forked by a bound member inherited the mask too).
+        let original = known
+            .iter()
+            .find(|k| k.0 == m.pid)
+            .or(known.first())
+            .map(|k| k.1.clone())
+            .or_else(|| {
+                undo.iter().find_map(|u| match u {
+                    Undo::Affinity { masks, .. } => masks.first().map(|k| k.1.clone()),
+                    _ => None,
+                })
+            });
+        let u = match original {
+            Some(orig) => Undo::Affinity {
+                pid: m.pid,
+                masks: new.iter().map(|t| (*t, orig.clone())).collect(),
+            },
+            None => match change::prepare(fs, &c) {
+                Ok(u) => u,
+                Err(e) => {
+                    warn!(action = id, "cannot prepare {}: {e}", describe(&c));
+                    continue;
+                }
+            },
+        };
+        if !doc.members.iter().any(|x| x.0 == m.pid) {
+            doc.members.push((m.pid, m.starttime));
+        }
+        doc.changes.push(c.clone());
+        undo.push(u);
+        store.journal_extend(id, &json(doc), &json(undo))?;
+        match journal::timed(|| change::apply(fs, &c)) {
+            Ok(_) => bound += new.len(),
+            Err(e) => warn!(action = id, "binding new threads: {}: {e}", describe(&c)),
+        }
+    }
+    Ok(bound)
 }
 
 /// A member perfpilot bound whose mask is no longer `mask`: (pid, its mask now).

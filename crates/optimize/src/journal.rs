@@ -10,6 +10,28 @@ use tracing::{info, warn};
 
 use crate::signal::SignalKind;
 
+/// CPU time this process spent making and undoing changes (page migration and huge-page
+/// collapse run in the caller's context and can cost seconds): the daemon's CPU budget
+/// governs monitoring, while the cost of actions is bounded by their pacing tunables.
+static ACTION_CPU_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// CPU time spent in actions so far (see [`timed`]).
+pub fn action_cpu() -> std::time::Duration {
+    std::time::Duration::from_nanos(ACTION_CPU_NS.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Runs `f`, counting its CPU time as action time.
+pub fn timed<T>(f: impl FnOnce() -> T) -> T {
+    let t0 = perfpilot_sys::self_cpu_time();
+    let r = f();
+    let spent = perfpilot_sys::self_cpu_time().saturating_sub(t0);
+    ACTION_CPU_NS.fetch_add(
+        spent.as_nanos() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    r
+}
+
 /// What an action changes: journaled (as the `changes` column) before the change is made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ActionDoc {
@@ -77,7 +99,7 @@ pub fn undo_all(fs: &Fs, members: &[(i32, u64)], undos: &[Undo]) -> Vec<String> 
                 _ => {}
             }
         }
-        match change::undo(fs, u) {
+        match timed(|| change::undo(fs, u)) {
             Ok(Restored::Affinity(o)) => out.push(format!(
                 "restored the affinity of {} threads ({} gone)",
                 o.set, o.vanished
@@ -125,17 +147,26 @@ pub fn revert_open(
         if ids.is_some_and(|ids| !ids.contains(&rec.id)) {
             continue;
         }
-        let lines = match parse(&rec) {
-            Ok((doc, undo)) => undo_all(fs, &doc.members, &undo),
+        let (lines, irreversible) = match parse(&rec) {
+            Ok((doc, undo)) => (undo_all(fs, &doc.members, &undo), doc.irreversible),
             Err(e) => {
                 warn!("{e}");
-                vec![format!("journal entry unreadable: {e}")]
+                (vec![format!("journal entry unreadable: {e}")], false)
             }
         };
         for l in &lines {
             info!(action = rec.id, strategy = %rec.strategy, workload = %rec.workload, "revert: {l}");
         }
-        store.journal_set_state(rec.id, "reverted", note)?;
+        if irreversible {
+            // Huge pages stay: the action ends rather than being undone.
+            store.journal_set_state(
+                rec.id,
+                "ended",
+                &format!("{note}; its huge pages stay (they cannot be split back cheaply)"),
+            )?;
+        } else {
+            store.journal_set_state(rec.id, "reverted", note)?;
+        }
         done.push((rec.id, lines));
     }
     Ok(done)

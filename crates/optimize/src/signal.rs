@@ -39,11 +39,26 @@ impl SignalKind {
     pub fn describe(&self) -> String {
         match self {
             SignalKind::Probe {
-                probe: ProbeSpec::Http { url, metric, .. },
-            } => format!("{metric} at {url}"),
+                probe:
+                    ProbeSpec::Http {
+                        url,
+                        metric,
+                        per_cpu,
+                        ..
+                    },
+            } => format!(
+                "{metric} at {url}{}",
+                if *per_cpu { " per CPU-second" } else { "" }
+            ),
             SignalKind::Probe {
-                probe: ProbeSpec::Command { command, .. },
-            } => format!("command `{command}`"),
+                probe:
+                    ProbeSpec::Command {
+                        command, per_cpu, ..
+                    },
+            } => format!(
+                "command `{command}`{}",
+                if *per_cpu { " per CPU-second" } else { "" }
+            ),
             SignalKind::Cpi => "cycles per instruction".into(),
             SignalKind::Io => "I/O bytes per second (rchar+wchar)".into(),
             SignalKind::Cpu => "CPU consumed at steady load".into(),

@@ -185,6 +185,31 @@ pub(crate) fn for_each_kv<'a>(text: &'a str, mut f: impl FnMut(usize, &'a str, &
     }
 }
 
+/// The values of `keys` from `Key: value [kB]` lines (bytes for `kB` values, the number
+/// otherwise; 0 for a key the text lacks). The first malformed value is the error.
+pub(crate) fn kv_numbers<const N: usize>(
+    text: &str,
+    path: &Path,
+    keys: [&str; N],
+) -> Result<[u64; N]> {
+    let mut out = [0u64; N];
+    let mut err = None;
+    for_each_kv(text, |line, k, v| {
+        if let Some(i) = keys.iter().position(|key| *key == k) {
+            match parse_kb(path, line, k, v) {
+                Ok(n) => out[i] = n,
+                Err(e) => {
+                    err.get_or_insert(e);
+                }
+            }
+        }
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
 /// Parses a `NNN kB` (or bare number) value into bytes.
 pub(crate) fn parse_kb(path: &Path, line: usize, key: &str, v: &str) -> Result<u64> {
     let mut it = v.split_ascii_whitespace();

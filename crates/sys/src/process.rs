@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fs::{for_each_kv, list_dir, parse_kb, read_pid_file, read_single};
+use crate::fs::{for_each_kv, kv_numbers, list_dir, parse_kb, read_pid_file, read_single};
 use crate::{CpuSet, Error, Fs, Result};
 
 /// The fields of `/proc/<pid>/stat` (or `/proc/<pid>/task/<tid>/stat`) that perfpilot uses.
@@ -199,34 +199,36 @@ pub struct ProcIo {
 
 /// Parses the text of an `io` file.
 pub fn parse_io(text: &str, path: &Path) -> Result<ProcIo> {
-    let mut io = ProcIo::default();
-    let mut err = None;
-    for_each_kv(text, |line, k, v| {
-        let slot = match k {
-            "rchar" => &mut io.rchar,
-            "wchar" => &mut io.wchar,
-            "syscr" => &mut io.syscr,
-            "syscw" => &mut io.syscw,
-            "read_bytes" => &mut io.read_bytes,
-            "write_bytes" => &mut io.write_bytes,
-            "cancelled_write_bytes" => &mut io.cancelled_write_bytes,
-            _ => return,
-        };
-        match v.parse() {
-            Ok(n) => *slot = n,
-            Err(_) => {
-                err.get_or_insert(Error::parse(
-                    path,
-                    line,
-                    format!("{k}: {v:?} is not a number"),
-                ));
-            }
-        }
-    });
-    match err {
-        Some(e) => Err(e),
-        None => Ok(io),
-    }
+    let [
+        rchar,
+        wchar,
+        syscr,
+        syscw,
+        read_bytes,
+        write_bytes,
+        cancelled_write_bytes,
+    ] = kv_numbers(
+        text,
+        path,
+        [
+            "rchar",
+            "wchar",
+            "syscr",
+            "syscw",
+            "read_bytes",
+            "write_bytes",
+            "cancelled_write_bytes",
+        ],
+    )?;
+    Ok(ProcIo {
+        rchar,
+        wchar,
+        syscr,
+        syscw,
+        read_bytes,
+        write_bytes,
+        cancelled_write_bytes,
+    })
 }
 
 /// `/proc/<pid>/smaps_rollup`, in bytes: resident memory and its huge-page coverage.
@@ -247,32 +249,42 @@ pub struct SmapsRollup {
 
 /// Parses the text of `smaps_rollup`.
 pub fn parse_smaps_rollup(text: &str, path: &Path) -> Result<SmapsRollup> {
-    let mut r = SmapsRollup::default();
-    let mut err = None;
-    for_each_kv(text, |line, k, v| {
-        let slot = match k {
-            "Rss" => &mut r.rss,
-            "Pss" => &mut r.pss,
-            "Anonymous" => &mut r.anonymous,
-            "AnonHugePages" => &mut r.anon_huge,
-            "ShmemPmdMapped" => &mut r.shmem_pmd_mapped,
-            "FilePmdMapped" => &mut r.file_pmd_mapped,
-            "Shared_Hugetlb" => &mut r.shared_hugetlb,
-            "Private_Hugetlb" => &mut r.private_hugetlb,
-            "Swap" => &mut r.swap,
-            _ => return,
-        };
-        match parse_kb(path, line, k, v) {
-            Ok(n) => *slot = n,
-            Err(e) => {
-                err.get_or_insert(e);
-            }
-        }
-    });
-    match err {
-        Some(e) => Err(e),
-        None => Ok(r),
-    }
+    let [
+        rss,
+        pss,
+        anonymous,
+        anon_huge,
+        shmem_pmd_mapped,
+        file_pmd_mapped,
+        shared_hugetlb,
+        private_hugetlb,
+        swap,
+    ] = kv_numbers(
+        text,
+        path,
+        [
+            "Rss",
+            "Pss",
+            "Anonymous",
+            "AnonHugePages",
+            "ShmemPmdMapped",
+            "FilePmdMapped",
+            "Shared_Hugetlb",
+            "Private_Hugetlb",
+            "Swap",
+        ],
+    )?;
+    Ok(SmapsRollup {
+        rss,
+        pss,
+        anonymous,
+        anon_huge,
+        shmem_pmd_mapped,
+        file_pmd_mapped,
+        shared_hugetlb,
+        private_hugetlb,
+        swap,
+    })
 }
 
 /// What a memory range maps.

@@ -55,6 +55,9 @@ pub struct LoadArgs {
     /// `madvise(MADV_HUGEPAGE)` the memory before touching it.
     #[arg(long)]
     hugepage: bool,
+    /// Start one more (sleeping) thread this many seconds after `ready`.
+    #[arg(long, value_name = "SECONDS")]
+    late_thread: Option<f64>,
     /// A label that only shows in the command line (to tell loads apart, e.g. in a config's
     /// `match = { cmdline = … }`).
     #[arg(long)]
@@ -121,6 +124,16 @@ fn load(a: LoadArgs) -> anyhow::Result<()> {
     }
     println!("ready");
     std::io::stdout().flush()?;
+    if let Some(after) = a.late_thread {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(after.max(0.0)));
+            std::thread::spawn(|| {
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            });
+        });
+    }
     // Run until the parent closes our standard input (or kills us).
     let mut buf = [0u8; 64];
     let mut stdin = std::io::stdin();
@@ -222,7 +235,7 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
         cpu.sort_by(f64::total_cmp);
         wall.sort_by(f64::total_cmp);
         report.push(format!(
-            "cheap sample, {what}: {} processes, {} threads; CPU median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
+            "cheap sample, {what}: {} processes, {} threads; CPU mean {mean:.1} ms, median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
             counted.0,
             counted.1,
             cpu[cpu.len() / 2],

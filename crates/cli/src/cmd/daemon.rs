@@ -133,11 +133,12 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
     }
     if let Some(s) = &live {
         println!(
-            "last scan {}, {} scans, interval {} s, own CPU {:.3} % of one CPU",
+            "last scan {}, {} scans, interval {:.1} s, own CPU {:.3} % of one CPU ({:.3} % monitoring, the rest making changes)",
             s["time_ms"].as_i64().map(fmt::time_ms).unwrap_or_default(),
             s["scans"],
-            s["effective_interval_s"],
-            s["own_cpu_pct"].as_f64().unwrap_or(0.0)
+            s["effective_interval_s"].as_f64().unwrap_or(0.0),
+            s["own_cpu_pct"].as_f64().unwrap_or(0.0),
+            s["monitoring_cpu_pct"].as_f64().unwrap_or(0.0)
         );
         for n in s["notes"].as_array().into_iter().flatten() {
             println!("note: {}", n.as_str().unwrap_or_default());
@@ -154,7 +155,7 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                     w["signature"].as_str().unwrap_or_default(),
                     fmt::trunc(w["name"].as_str().unwrap_or_default(), 22),
                     w["cpu_cores"].as_f64().unwrap_or(0.0),
-                    w["threads"],
+                    w["threads"].as_u64().unwrap_or(0),
                     fmt::bytes(w["rss"].as_u64().unwrap_or(0)),
                     w["state"].as_str().unwrap_or_default()
                 );

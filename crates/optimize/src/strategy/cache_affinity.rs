@@ -116,24 +116,6 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::tunables::Tunables;
-    use perfpilot_sys::stat::ThpSettings;
-
-    fn ctx<'a>(
-        topo: &'a Topology,
-        tun: &'a Tunables,
-        busy: &'a std::collections::BTreeMap<u32, f64>,
-        thp: &'a ThpSettings,
-    ) -> Context<'a> {
-        Context {
-            topo,
-            tun,
-            cpu_busy: busy,
-            thp,
-            collapse_supported: true,
-            interval_s: 5.0,
-            page_size: 4096,
-        }
-    }
 
     #[test]
     fn compacts_onto_the_least_loaded_fitting_llc() {

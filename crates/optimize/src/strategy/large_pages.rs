@@ -10,6 +10,9 @@ use super::{Context, Proposal, Strategy, StrategyKind, View, skip};
 /// The huge-page size promoted to.
 pub const HUGE: u64 = 2 << 20;
 
+/// The shmem THP knob.
+pub const SHMEM_ENABLED: &str = "sys/kernel/mm/transparent_hugepage/shmem_enabled";
+
 /// The shmem THP setting that refuses collapse outright.
 const SHMEM_DENY: &str = "deny";
 
@@ -121,6 +124,18 @@ impl Strategy for LargePages {
         if changes.is_empty() {
             return skip("no range of at least one huge page");
         }
+        // Shared memory is collapsed only where shmem THP is allowed on some kernels: raise
+        // `never` to `advise`, which changes nothing for a process that has not asked for huge
+        // pages; journaled like every change and restored when the action ends.
+        if shm_bytes > 0 && ctx.thp.shmem_enabled.as_deref() == Some("never") {
+            changes.insert(
+                0,
+                Change::Sysfs {
+                    rel: SHMEM_ENABLED.into(),
+                    value: "advise".into(),
+                },
+            );
+        }
         Proposal::Act {
             reason: format!(
                 "promote {} MiB of private and {} MiB of shared memory to huge pages in {} steps (coverage {:.0} %, target {:.0} %)",
@@ -168,15 +183,7 @@ mod tests {
         let busy = busy(&topo, |_| 0.5);
         let (mut tun, thp) = (Tunables::default(), thp("madvise", "never"));
         tun.set("collapse_mb_per_s", "16").unwrap();
-        let ctx = Context {
-            topo: &topo,
-            tun: &tun,
-            cpu_busy: &busy,
-            thp: &thp,
-            collapse_supported: true,
-            interval_s: 1.0,
-            page_size: 4096,
-        };
+        let ctx = ctx(&topo, &tun, &busy, &thp);
         let mem = WorkloadMemory {
             per_node: [(0, 512 << 20)].into(),
             anonymous: 256 << 20,
@@ -204,7 +211,7 @@ mod tests {
             bound_to: None,
         };
         let Proposal::Act {
-            changes,
+            mut changes,
             irreversible,
             interleave,
             ..
@@ -212,6 +219,14 @@ mod tests {
         else {
             panic!()
         };
+        // shmem_enabled is `never` here: raised to `advise` first (journaled, restored later).
+        assert_eq!(
+            changes.remove(0),
+            Change::Sysfs {
+                rel: SHMEM_ENABLED.into(),
+                value: "advise".into()
+            }
+        );
         assert!(irreversible && !interleave);
         let mut total = 0;
         for c in &changes {
@@ -262,15 +277,7 @@ mod tests {
             maps: Some(&maps),
             bound_to: None,
         };
-        let ctx = Context {
-            topo: &topo,
-            tun: &tun,
-            cpu_busy: &busy,
-            thp: &thp,
-            collapse_supported: true,
-            interval_s: 1.0,
-            page_size: 4096,
-        };
+        let ctx = ctx(&topo, &tun, &busy, &thp);
         assert!(
             matches!(LargePages.propose(&v, &ctx), Proposal::Skip(s) if s.contains("min_cpu_cores"))
         );

@@ -139,15 +139,7 @@ mod tests {
         let busy = busy(&topo, |_| 0.1);
         let (mut tun, thp) = (Tunables::default(), thp("madvise", "never"));
         tun.set("migrate_mb_per_s", "8").unwrap();
-        let ctx = Context {
-            topo: &topo,
-            tun: &tun,
-            cpu_busy: &busy,
-            thp: &thp,
-            collapse_supported: true,
-            interval_s: 1.0,
-            page_size: 4096,
-        };
+        let ctx = ctx(&topo, &tun, &busy, &thp);
         // 100 MiB private: 40 on node 0 (the binding's), 60 on node 1.
         let mem = WorkloadMemory {
             anon_per_node: [(0, 40 << 20), (1, 60 << 20)].into(),
@@ -215,15 +207,7 @@ mod tests {
         let w = workload(&[(0, 0.5), (1, 0.5)]);
         let busy = busy(&topo, |_| 0.1);
         let (tun, thp) = (Tunables::default(), thp("madvise", "never"));
-        let ctx = Context {
-            topo: &topo,
-            tun: &tun,
-            cpu_busy: &busy,
-            thp: &thp,
-            collapse_supported: true,
-            interval_s: 1.0,
-            page_size: 4096,
-        };
+        let ctx = ctx(&topo, &tun, &busy, &thp);
         let maps: HashMap<i32, Vec<MapRange>> =
             [(100, vec![anon(0x7f00_0000_0000, 1 << 30)])].into();
         let mem = WorkloadMemory {

@@ -216,6 +216,24 @@ pub(crate) mod testing {
         topo.online.iter().map(|c| (c, f(c))).collect()
     }
 
+    /// A context with a 1 s interval, 4 KiB pages and MADV_COLLAPSE available.
+    pub fn ctx<'a>(
+        topo: &'a Topology,
+        tun: &'a Tunables,
+        busy: &'a BTreeMap<u32, f64>,
+        thp: &'a ThpSettings,
+    ) -> Context<'a> {
+        Context {
+            topo,
+            tun,
+            cpu_busy: busy,
+            thp,
+            collapse_supported: true,
+            interval_s: 1.0,
+            page_size: 4096,
+        }
+    }
+
     pub fn thp(enabled: &str, shmem: &str) -> ThpSettings {
         ThpSettings {
             enabled: Some(enabled.into()),

@@ -115,15 +115,7 @@ mod tests {
         let topo = machine(1, 1, 1, 1);
         let busy = busy(&topo, |_| 0.0);
         let (tun, thp) = (Tunables::default(), thp("madvise", "never"));
-        let ctx = Context {
-            topo: &topo,
-            tun: &tun,
-            cpu_busy: &busy,
-            thp: &thp,
-            collapse_supported: true,
-            interval_s: 1.0,
-            page_size: 4096,
-        };
+        let ctx = ctx(&topo, &tun, &busy, &thp);
         let q = QueueSettings {
             read_ahead_kb: Some(ra),
             ..Default::default()
