@@ -42,6 +42,8 @@ enum Command {
     Model(cmd::model::ModelArgs),
     /// Drive load (closed or open loop) and measure it, or adapt another driver's results.
     Drive(cmd::drive::DriveArgs),
+    /// Configuration studies: validate, run (racing, confirmation), scale, report.
+    Study(Box<cmd::study::StudyArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -72,5 +74,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Model(args) => cmd::model::run(args),
         Command::Drive(args) => cmd::drive::run(args),
+        Command::Study(args) => cmd::study::run(*args),
     }
 }

@@ -19,10 +19,12 @@ mod error;
 pub mod journal;
 pub mod samples;
 pub mod schema;
+pub mod trials;
 
 pub use error::{Error, Result};
 pub use journal::ActionRecord;
 pub use samples::{CorruptRow, Retention, RetentionOutcome, SampleIter, SampleRange};
+pub use trials::{StudyRecord, TrialRecord};
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -53,6 +53,34 @@ pub const MIGRATIONS: &[&str] = &[
          name  TEXT PRIMARY KEY NOT NULL,
          value TEXT NOT NULL
      ) WITHOUT ROWID;",
+    // 3: the study runner: one row per study run (its file's text, so a run can be resumed
+    // and reported without the file), one row per trial with its Measurement.
+    "CREATE TABLE studies (
+         id         INTEGER PRIMARY KEY,
+         name       TEXT NOT NULL,
+         file       TEXT NOT NULL,     -- the path it was run from
+         spec       TEXT NOT NULL,     -- the study file's text
+         host       TEXT NOT NULL,     -- JSON: facts about the machine (topology summary)
+         state      TEXT NOT NULL,     -- running, interrupted, done, failed
+         summary    TEXT,              -- JSON: the runner's conclusions, once done
+         created_ms INTEGER NOT NULL,
+         updated_ms INTEGER NOT NULL
+     );
+     CREATE TABLE trials (
+         id          INTEGER PRIMARY KEY,
+         study       INTEGER NOT NULL REFERENCES studies (id),
+         phase       TEXT NOT NULL,    -- race, confirm, scale
+         round       INTEGER NOT NULL,
+         config      TEXT NOT NULL,    -- the configuration's key (factor=level ...)
+         factors     TEXT NOT NULL,    -- JSON: the configuration
+         status      TEXT NOT NULL,    -- ok, failed, violated
+         reason      TEXT NOT NULL DEFAULT '',
+         value       REAL,             -- the objective's value
+         measurement TEXT,             -- JSON: perfpilot_drive::Measurement
+         detail      TEXT NOT NULL DEFAULT '{}',  -- JSON: layout, ports, warm-up analysis
+         created_ms  INTEGER NOT NULL
+     );
+     CREATE INDEX trials_study ON trials (study, phase, round);",
 ];
 
 /// The schema version this build writes: the number of migrations.

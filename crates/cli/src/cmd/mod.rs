@@ -7,4 +7,5 @@ pub mod dump;
 pub mod model;
 pub mod observe;
 pub mod record;
+pub mod study;
 pub mod topology;

@@ -1,0 +1,361 @@
+//! `perfpilot study`: validate, run, resume and report configuration studies.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use perfpilot_observe::{Fs, Topology};
+use perfpilot_store::Store;
+use perfpilot_study::report;
+use perfpilot_study::{RunOptions, Study, plan_study, run_scaling, run_study};
+
+use crate::cmd::record::store_path;
+
+/// Search a deployment's configuration space under load and report the best configuration.
+///
+///   perfpilot study validate examples/studies/scoring-quick.toml
+///   perfpilot study run examples/studies/scoring-quick.toml
+///   perfpilot study report 1 --md
+#[derive(Args, Debug)]
+pub struct StudyArgs {
+    #[command(subcommand)]
+    sub: StudySub,
+}
+
+#[derive(Subcommand, Debug)]
+enum StudySub {
+    /// Check a study file without running it; print its trials, layouts and estimated duration.
+    Validate { file: PathBuf },
+    /// Run a study (or continue one with --resume); every trial goes to the store.
+    Run {
+        /// The study file (with --resume: optional, the stored copy is used).
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArg,
+        /// Continue study run RUN from the store.
+        #[arg(long, value_name = "RUN")]
+        resume: Option<i64>,
+        /// Run every repetition of every configuration (no racing).
+        #[arg(long)]
+        exhaustive: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Sweep the users for the study's [scaling] configuration; print the saturation point,
+    /// the knee and the points for `perfpilot model fit`.
+    Scale {
+        file: PathBuf,
+        #[command(flatten)]
+        store: StoreArg,
+        /// User counts (default: the study's scaling.users, else 1,2,4,8,16,32).
+        #[arg(long, value_delimiter = ',')]
+        users: Vec<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// The report of a stored run: trials, scaling view, factor effects, the best
+    /// configuration and its apply script.
+    Report {
+        run: i64,
+        #[command(flatten)]
+        store: StoreArg,
+        /// HTML with inline SVG charts.
+        #[arg(long, conflicts_with_all = ["md", "json"])]
+        html: bool,
+        /// Markdown (the default).
+        #[arg(long, conflicts_with = "json")]
+        md: bool,
+        /// JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also write the apply script (apply.sh) and systemd drop-ins into DIR.
+        #[arg(long, value_name = "DIR")]
+        apply: Option<PathBuf>,
+    },
+    /// List the study runs in the store.
+    List {
+        #[command(flatten)]
+        store: StoreArg,
+    },
+}
+
+#[derive(Args, Debug)]
+struct StoreArg {
+    /// The store (default: $XDG_STATE_HOME/perfpilot/perfpilot.db, /var/lib/perfpilot/perfpilot.db for root).
+    #[arg(long, value_name = "PATH")]
+    store: Option<PathBuf>,
+}
+
+fn topology() -> Result<Topology> {
+    Topology::read(&Fs::live()).context("reading the machine's topology")
+}
+
+fn options(store: PathBuf, quiet: bool) -> Result<RunOptions> {
+    let mut o = RunOptions::new(store);
+    o.progress = !quiet;
+    let stop = o.stop.clone();
+    ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            eprintln!("perfpilot study: stopping (restoring knobs, stopping instances)…");
+        } else {
+            eprintln!(
+                "\nperfpilot study: Ctrl-C: finishing the current step, then restoring every knob"
+            );
+        }
+    })
+    .context("installing the Ctrl-C handler")?;
+    Ok(o)
+}
+
+fn secs(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+pub fn run(a: StudyArgs) -> Result<()> {
+    match a.sub {
+        StudySub::Validate { file } => {
+            let study = Study::load(&file)?;
+            let topo = topology()?;
+            let plan = plan_study(&study, &topo);
+            println!(
+                "{}: study {:?} is valid: {} factor(s), {} configuration(s), {} runnable here",
+                file.display(),
+                study.name,
+                study.factors.len(),
+                plan.configurations,
+                plan.feasible
+            );
+            println!("objective: {}", study.objective.goal.describe());
+            if !study.objective.constraints.is_empty() {
+                println!("constraints: {}", study.objective.constraints.join(", "));
+            }
+            println!("baseline: {}", study.run.baseline);
+            for c in study.configurations() {
+                match perfpilot_study::plan(
+                    &topo,
+                    c.instances(),
+                    c.cores_per_instance(),
+                    c.binding(),
+                ) {
+                    Ok(l) => {
+                        let sets: Vec<String> = l
+                            .instances
+                            .iter()
+                            .map(|i| {
+                                if i.bound {
+                                    i.cpuset.to_string()
+                                } else {
+                                    "unbound".into()
+                                }
+                            })
+                            .collect();
+                        println!("  {c}: CPUs {}", sets.join(" | "));
+                    }
+                    Err(e) => println!("  {c}: cannot run here: {e}"),
+                }
+            }
+            println!(
+                "trials: at most {} ({} repetitions × {} configurations + {} confirmation), each ~{:.0} s",
+                plan.max_trials,
+                study.run.repetitions,
+                plan.feasible,
+                plan.max_trials - plan.feasible * study.run.repetitions,
+                plan.seconds_per_trial
+            );
+            println!(
+                "estimated duration: at most {}{}",
+                secs(plan.max_duration),
+                if study.run.racing {
+                    " (racing usually stops earlier)"
+                } else {
+                    ""
+                }
+            );
+            Ok(())
+        }
+        StudySub::Run {
+            file,
+            store,
+            resume,
+            exhaustive,
+            quiet,
+        } => {
+            let path = store_path(store.store)?;
+            let study = match (&file, resume) {
+                (Some(f), _) => Study::load(f)?,
+                (None, Some(run)) => {
+                    let s = Store::open(&path)?;
+                    let rec = s.study(run)?.with_context(|| {
+                        format!("the store {} has no study run {run}", path.display())
+                    })?;
+                    Study::parse(&rec.spec, std::path::Path::new(&rec.file))?
+                }
+                (None, None) => bail!("give a study file (or --resume RUN)"),
+            };
+            let topo = topology()?;
+            let mut opts = options(path.clone(), quiet)?;
+            opts.resume = resume;
+            if exhaustive {
+                opts.racing = Some(false);
+            }
+            let out = run_study(&study, &topo, &opts)?;
+            let s = &out.summary;
+            println!(
+                "study run {} ({}): {} trials in {} rounds, {:.0} s",
+                out.run,
+                path.display(),
+                s.trials_run,
+                s.rounds,
+                s.elapsed_s
+            );
+            for e in &s.eliminated {
+                println!(
+                    "  raced out after round {}: {} — {}",
+                    e.round, e.config, e.reason
+                );
+            }
+            match &s.winner {
+                Some(w) => println!("best: {w}\n  {}", s.verdict),
+                None => println!("no winner: {}", s.verdict),
+            }
+            if !s.indistinguishable.is_empty() {
+                println!(
+                    "  not significantly different from it: {}",
+                    s.indistinguishable.join("; ")
+                );
+            }
+            for w in &s.warnings {
+                println!("warning: {w}");
+            }
+            println!(
+                "report: perfpilot study report {} --store {} [--html|--md|--json] [--apply DIR]",
+                out.run,
+                path.display()
+            );
+            Ok(())
+        }
+        StudySub::Scale {
+            file,
+            store,
+            users,
+            json,
+            quiet,
+        } => {
+            let study = Study::load(&file)?;
+            let path = store_path(store.store)?;
+            let topo = topology()?;
+            let opts = options(path, quiet)?;
+            let users = if !users.is_empty() {
+                users
+            } else if !study.scaling.users.is_empty() {
+                study.scaling.users.clone()
+            } else {
+                vec![1, 2, 4, 8, 16, 32]
+            };
+            let s = run_scaling(&study, &topo, &opts, &users)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+                return Ok(());
+            }
+            println!("load sweep of {} (study run {})", s.config, s.run);
+            println!(
+                "{:>6} {:>12} {:>12} {:>10} {:>8} {:>10}",
+                "users", "req/s", "mean ms", "p99 ms", "errors", "CPU cores"
+            );
+            for p in &s.points {
+                println!(
+                    "{:>6} {:>12.1} {:>12.2} {:>10.2} {:>8} {:>10.2}",
+                    p.users,
+                    p.throughput,
+                    p.response_time_s.unwrap_or(f64::NAN) * 1000.0,
+                    p.p99_ms.unwrap_or(f64::NAN),
+                    p.errors,
+                    p.cpu.get("app").copied().unwrap_or(f64::NAN)
+                );
+            }
+            for (u, r) in &s.failed {
+                println!("{u} users: failed: {r}");
+            }
+            println!(
+                "saturation (95 % of peak throughput): {} users; knee (max throughput/response time): {} users",
+                s.saturation_users.map_or("–".into(), |u| u.to_string()),
+                s.knee_users.map_or("–".into(), |u| u.to_string())
+            );
+            println!("\n# points for a model file ([[measurements]], perfpilot model fit):");
+            print!("{}", s.model_toml(0.0));
+            Ok(())
+        }
+        StudySub::Report {
+            run,
+            store,
+            html,
+            md: _,
+            json,
+            apply,
+        } => {
+            let path = store_path(store.store)?;
+            let s = Store::open(&path)?;
+            let r = report::build(&s, run)?;
+            if let Some(dir) = apply {
+                let a = r
+                    .apply
+                    .as_ref()
+                    .context("this run has no best configuration to apply")?;
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                let sh = dir.join("apply.sh");
+                std::fs::write(&sh, &a.shell)
+                    .with_context(|| format!("writing {}", sh.display()))?;
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ = std::fs::set_permissions(&sh, std::fs::Permissions::from_mode(0o755));
+                }
+                for (p, content) in &a.dropins {
+                    let f = dir.join(p);
+                    if let Some(parent) = f.parent() {
+                        std::fs::create_dir_all(parent)
+                            .with_context(|| format!("creating {}", parent.display()))?;
+                    }
+                    std::fs::write(&f, content)
+                        .with_context(|| format!("writing {}", f.display()))?;
+                }
+                eprintln!(
+                    "wrote {} and {} systemd drop-in(s) under {}",
+                    sh.display(),
+                    a.dropins.len(),
+                    dir.display()
+                );
+            }
+            let out = if html {
+                report::to_html(&r)
+            } else if json {
+                report::to_json(&r)
+            } else {
+                report::to_markdown(&r)
+            };
+            print!("{out}");
+            Ok(())
+        }
+        StudySub::List { store } => {
+            let path = store_path(store.store)?;
+            let s = Store::open(&path)?;
+            for r in s.studies()? {
+                println!("{:>4}  {:<12} {:<30} {}", r.id, r.state, r.name, r.file);
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! Deploying one trial: knobs (set through `perfpilot_sys::change`, each with its undo record,
+//! restored by a guard that also runs on panic), setup and teardown commands, free ports, the
+//! instances (bound with `taskset`/`numactl`), readiness checks, and stopping it all again.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use perfpilot_sys::Fs;
+use perfpilot_sys::change::{self, Change, Undo};
+
+use crate::layout::{InstanceLayout, Layout};
+use crate::spec::{Config, Ready, Study, render, split_words};
+
+/// Knobs set for one trial; dropping the guard restores them (in reverse order), also when the
+/// trial fails, is interrupted or panics.
+#[derive(Debug)]
+pub struct KnobGuard {
+    fs: Fs,
+    undo: Vec<Undo>,
+}
+
+impl KnobGuard {
+    /// A guard with nothing set yet; knob paths are relative to `fs`'s root.
+    pub fn new(fs: &Fs) -> KnobGuard {
+        KnobGuard {
+            fs: fs.clone(),
+            undo: Vec::new(),
+        }
+    }
+
+    /// Sets knob `rel` to `value`: reads the previous value (the undo record, kept before the
+    /// write), then writes. An error names the knob; whatever was set before stays restorable.
+    pub fn set(&mut self, rel: &str, value: &str) -> Result<(), String> {
+        let rel = rel.trim_start_matches('/').to_string();
+        let c = Change::Sysfs {
+            rel: rel.clone(),
+            value: value.to_string(),
+        };
+        let u = change::prepare(&self.fs, &c)
+            .map_err(|e| format!("knob /{rel} cannot be read: {e}"))?;
+        self.undo.push(u);
+        change::apply(&self.fs, &c)
+            .map_err(|e| format!("knob /{rel} cannot be set to {value:?}: {e}"))?;
+        Ok(())
+    }
+
+    /// The undo records of what was set, in order.
+    pub fn records(&self) -> &[Undo] {
+        &self.undo
+    }
+
+    /// Restores every knob (last set first); returns the knobs that could not be restored.
+    pub fn restore(&mut self) -> Vec<String> {
+        let mut failed = Vec::new();
+        while let Some(u) = self.undo.pop() {
+            if let Err(e) = change::undo(&self.fs, &u) {
+                failed.push(e.to_string());
+            }
+        }
+        failed
+    }
+}
+
+impl Drop for KnobGuard {
+    fn drop(&mut self) {
+        for e in self.restore() {
+            eprintln!("perfpilot study: could not restore a knob: {e}");
+        }
+    }
+}
+
+/// One running instance.
+#[derive(Debug)]
+pub struct Instance {
+    pub index: usize,
+    pub port: u16,
+    pub pid: u32,
+    /// The command line as started (after the binding wrapper).
+    pub argv: Vec<String>,
+    child: Child,
+    log: PathBuf,
+}
+
+/// A trial's running deployment; dropping it stops the instances (SIGTERM, then SIGKILL after
+/// 5 s) and runs the teardown commands.
+#[derive(Debug)]
+pub struct Deployed {
+    pub instances: Vec<Instance>,
+    /// Remarks for the trial record (ports moved, memory not bound, ...).
+    pub notes: Vec<String>,
+    teardown: Vec<String>,
+    workdir: Option<PathBuf>,
+    values: BTreeMap<String, String>,
+}
+
+impl Deployed {
+    /// The first instance that has exited, with how.
+    pub fn exited(&mut self) -> Option<String> {
+        for inst in &mut self.instances {
+            if let Ok(Some(status)) = inst.child.try_wait() {
+                return Some(format!(
+                    "instance {} (pid {}) exited ({status}){}",
+                    inst.index,
+                    inst.pid,
+                    log_tail(&inst.log)
+                ));
+            }
+        }
+        None
+    }
+
+    /// Stops the instances and runs the teardown commands; returns what went wrong.
+    pub fn stop(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for inst in &mut self.instances {
+            stop_child(&mut inst.child);
+            let _ = std::fs::remove_file(&inst.log);
+        }
+        self.instances.clear();
+        for cmd in std::mem::take(&mut self.teardown) {
+            let cmd = render(&cmd, &self.values);
+            if let Err(e) = shell(&cmd, self.workdir.as_deref()) {
+                problems.push(format!("teardown {cmd:?}: {e}"));
+            }
+        }
+        problems
+    }
+}
+
+impl Drop for Deployed {
+    fn drop(&mut self) {
+        for p in self.stop() {
+            eprintln!("perfpilot study: {p}");
+        }
+    }
+}
+
+fn stop_child(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill has no memory preconditions; pid is our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn log_tail(path: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = f.read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    format!("; its stderr ends: {}", tail.join(" | "))
+}
+
+/// Runs `cmd` with `sh -c` in `workdir`; an error gives the exit status and stderr.
+pub fn shell(cmd: &str, workdir: Option<&Path>) -> Result<(), String> {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if let Some(w) = workdir {
+        c.current_dir(w);
+    }
+    let out = c.output().map_err(|e| format!("cannot run sh: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} ({})",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Whether `port` on 127.0.0.1 is free to listen on.
+pub fn port_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// `n` free ports from `base` up; notes say which wanted ports were in use.
+pub fn free_ports(base: u16, n: usize, notes: &mut Vec<String>) -> Result<Vec<u16>, String> {
+    let mut ports = Vec::with_capacity(n);
+    let mut p = u32::from(base);
+    while ports.len() < n {
+        if p > u32::from(u16::MAX) || p > u32::from(base) + 200 + n as u32 {
+            return Err(format!(
+                "no {n} free ports from {base} on: too many are in use"
+            ));
+        }
+        let port = p as u16;
+        if port_free(port) {
+            ports.push(port);
+        } else {
+            notes.push(format!("port {port} is in use; skipped it"));
+        }
+        p += 1;
+    }
+    Ok(ports)
+}
+
+/// The template values of instance `inst` of `config`.
+pub fn values_for(
+    config: &Config,
+    instances: usize,
+    inst: Option<(&InstanceLayout, u16)>,
+) -> BTreeMap<String, String> {
+    let mut v: BTreeMap<String, String> = config
+        .0
+        .iter()
+        .map(|(n, l)| (n.clone(), l.to_string()))
+        .collect();
+    v.insert("instances".into(), instances.to_string());
+    if let Some((il, port)) = inst {
+        v.insert("port".into(), port.to_string());
+        v.insert("instance".into(), il.instance.to_string());
+        v.insert("cpus".into(), il.cpus.to_string());
+        v.insert("cpuset".into(), il.cpuset.to_string());
+        v.insert(
+            "nodes".into(),
+            il.membind
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
+    v
+}
+
+/// Whether a program is on `PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+/// The binding wrapper of an instance: `taskset -c CPUS`, or `numactl --physcpubind=CPUS
+/// --membind=NODES` when memory is bound too (and numactl is installed).
+pub fn wrapper(il: &InstanceLayout, numactl: bool, notes: &mut Vec<String>) -> Vec<String> {
+    if !il.bound {
+        return Vec::new();
+    }
+    if !il.membind.is_empty() {
+        let nodes = il
+            .membind
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        if numactl {
+            return vec![
+                "numactl".into(),
+                format!("--physcpubind={}", il.cpuset),
+                format!("--membind={nodes}"),
+            ];
+        }
+        notes.push(format!(
+            "instance {}: memory not bound to node(s) {nodes}: numactl is not installed",
+            il.instance
+        ));
+    }
+    vec!["taskset".into(), "-c".into(), il.cpuset.to_string()]
+}
+
+/// The environment of instance `values` of a configuration (templates filled, `LD_PRELOAD`
+/// for the allocator).
+pub fn environment(
+    study: &Study,
+    config: &Config,
+    values: &BTreeMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = study
+        .deployment
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), render(v, values)))
+        .collect();
+    if config.get("allocator").is_some() {
+        let lib = study.allocator_path(&config.allocator()).unwrap_or("");
+        if !lib.is_empty() {
+            env.push(("LD_PRELOAD".into(), lib.to_string()));
+        }
+    }
+    env
+}
+
+/// Starts the instances of `config` with `layout` on `ports` and waits until each is ready.
+/// Fails with the reason (an instance that exits, or never becomes ready) after stopping what
+/// was started; `stop` aborts the wait.
+pub fn deploy(
+    study: &Study,
+    config: &Config,
+    layout: &Layout,
+    ports: &[u16],
+    stop: &AtomicBool,
+    mut notes: Vec<String>,
+) -> Result<Deployed, String> {
+    let n = layout.instances.len();
+    let numactl = on_path("numactl");
+    let mut dep = Deployed {
+        instances: Vec::new(),
+        notes: Vec::new(),
+        teardown: study.deployment.teardown.clone(),
+        workdir: study.deployment.workdir.clone(),
+        values: values_for(config, n, None),
+    };
+    for cmd in &study.deployment.setup {
+        let cmd = render(cmd, &dep.values);
+        shell(&cmd, dep.workdir.as_deref()).map_err(|e| format!("setup {cmd:?} failed: {e}"))?;
+    }
+    for (il, &port) in layout.instances.iter().zip(ports) {
+        let values = values_for(config, n, Some((il, port)));
+        let line = render(&study.deployment.command, &values);
+        let words = split_words(&line).map_err(|e| format!("command {line:?}: {e}"))?;
+        let mut argv = wrapper(il, numactl, &mut notes);
+        argv.extend(words);
+        let log = std::env::temp_dir().join(format!(
+            "perfpilot-study-{}-{}-{}.log",
+            std::process::id(),
+            port,
+            il.instance
+        ));
+        let log_file = std::fs::File::create(&log)
+            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log_file));
+        for (k, v) in environment(study, config, &values) {
+            cmd.env(k, v);
+        }
+        if let Some(w) = &dep.workdir {
+            cmd.current_dir(w);
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("instance {}: cannot start {:?}: {e}", il.instance, argv[0]))?;
+        dep.instances.push(Instance {
+            index: il.instance,
+            port,
+            pid: child.id(),
+            argv,
+            child,
+            log,
+        });
+    }
+    // Readiness.
+    let deadline = Instant::now() + study.deployment.ready_timeout;
+    for i in 0..dep.instances.len() {
+        let port = dep.instances[i].port;
+        let url = match &study.deployment.ready {
+            Ready::Http { url } => Some(render(
+                url,
+                &values_for(config, n, Some((&layout.instances[i], port))),
+            )),
+            Ready::Tcp => None,
+        };
+        let mut last: String;
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Err("interrupted".into());
+            }
+            if let Some(e) = dep.exited() {
+                return Err(format!("{e} before it was ready"));
+            }
+            let r = match &url {
+                Some(u) => http_ok(u),
+                None => tcp_ok(port),
+            };
+            match r {
+                Ok(()) => break,
+                Err(e) => last = e,
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "instance {} (pid {}) did not become ready within {:?} ({}: {last})",
+                    i,
+                    dep.instances[i].pid,
+                    study.deployment.ready_timeout,
+                    url.as_deref()
+                        .map_or_else(|| format!("tcp port {port}"), |u| format!("GET {u}"))
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    dep.notes = notes;
+    Ok(dep)
+}
+
+fn tcp_ok(port: u16) -> Result<(), String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(300))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// GET `url` (http://host:port/path); Ok on a 2xx status.
+pub fn http_ok(url: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("http://").ok_or("not an http:// URL")?;
+    let (hostport, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(hostport)
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or("no address")?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_millis(300)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    // One write: a server answering after a partial request would reset the connection.
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    // Read until the status line is complete (it may arrive in pieces).
+    let mut got = Vec::new();
+    let mut buf = [0u8; 128];
+    while !got.windows(2).any(|w| w == b"\r\n") && got.len() < 4096 {
+        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&got);
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status.starts_with('2') {
+        Ok(())
+    } else {
+        Err(format!("status {status:?}"))
+    }
+}
+
+/// CPU seconds (user + system) process `pid` has used so far.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let mut r = perfpilot_sys::process::ProcReader::new(&Fs::live());
+    let st = r.stat(i32::try_from(pid).ok()?).ok()?;
+    Some((st.utime + st.stime) as f64 / perfpilot_sys::clock_ticks_per_sec() as f64)
+}

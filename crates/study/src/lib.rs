@@ -1,0 +1,31 @@
+//! perfpilot's study runner: searches a deployment's configuration space under load, with
+//! sound statistics, and reports the best configuration.
+//!
+//! - [`spec`]: the study file (TOML, `docs/study-file.md`) — deployment template, load,
+//!   objective and constraints, factors and levels, timing and racing — validated with errors
+//!   naming the file, line and field ([`Study::load`]);
+//! - [`layout`]: binding layouts from the machine's topology (non-overlapping CPU sets that keep
+//!   SMT siblings, LLC domains and nodes together), with the memory policy to match;
+//! - [`deploy`]: one trial's deployment — knobs through `perfpilot_sys::change` with undo
+//!   records and a restoring guard, free ports, bound instances, readiness, teardown;
+//! - [`runner`]: randomized interleaved rounds, CPU per instance, MSER-5, racing (Friedman,
+//!   then Wilcoxon against the best), the winner confirmed against the baseline with a 95 %
+//!   CI on the gain, `--resume`, and the scaling mode (saturation point and knee);
+//! - [`stats`]: the rank tests, MSER-5 and the ratio CI;
+//! - [`report`]: the report of a stored run (JSON, Markdown, HTML with an inline SVG chart)
+//!   and the apply script (shell and systemd drop-ins) of the best configuration.
+
+pub mod deploy;
+pub mod error;
+pub mod layout;
+pub mod report;
+pub mod runner;
+pub mod spec;
+pub mod stats;
+
+pub use error::{Result, StudyError};
+pub use layout::{InstanceLayout, Layout, LayoutError, plan};
+pub use runner::{
+    Plan, RunOptions, RunOutcome, ScalePoint, Scaling, Summary, plan_study, run_scaling, run_study,
+};
+pub use spec::{Binding, Config, Goal, Level, Study};

@@ -1,0 +1,1209 @@
+//! The runner: trials in randomized interleaved rounds, racing, the winner's confirmation
+//! against the baseline, the scaling sweep, and `--resume`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use perfpilot_drive::{
+    BodyTemplate, CpuUsage, DataSource, DriveSpec, Load, Measurement, RunControl, ThinkTime,
+    check_all,
+};
+use perfpilot_observe::Topology;
+use perfpilot_store::{Store, TrialRecord};
+use perfpilot_sys::Fs;
+use serde::{Deserialize, Serialize};
+
+use crate::deploy::{self, Deployed, KnobGuard};
+use crate::error::{Result, StudyError};
+use crate::layout::{Layout, plan};
+use crate::spec::{Config, Goal, LoadKind, Study, render};
+use crate::stats::{self, Alternative, Mser, RatioCi};
+
+/// How a run is carried out.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The store holding the run's records.
+    pub store: PathBuf,
+    /// Continue this run instead of starting a new one.
+    pub resume: Option<i64>,
+    /// Show progress on stderr.
+    pub progress: bool,
+    /// Set (by a Ctrl-C handler) to stop after restoring everything.
+    pub stop: Arc<AtomicBool>,
+    /// Where knob paths are rooted (the live system, or a temporary tree in tests).
+    pub knob_fs: Fs,
+    /// Override the study file's racing setting.
+    pub racing: Option<bool>,
+}
+
+impl RunOptions {
+    /// Options for the live system.
+    pub fn new(store: PathBuf) -> RunOptions {
+        RunOptions {
+            store,
+            resume: None,
+            progress: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            knob_fs: Fs::live(),
+            racing: None,
+        }
+    }
+}
+
+/// A configuration that cannot run on this machine.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Infeasible {
+    pub config: String,
+    pub reason: String,
+}
+
+/// A configuration raced out.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Elimination {
+    pub config: String,
+    pub round: usize,
+    /// Why: `worse than <best> (Wilcoxon p = …)` or `failed: …`.
+    pub reason: String,
+    pub p_value: Option<f64>,
+}
+
+/// Per-configuration figures.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConfigSummary {
+    pub config: String,
+    pub trials: usize,
+    pub ok: usize,
+    pub mean: Option<f64>,
+    pub stdev: Option<f64>,
+    pub throughput: Option<f64>,
+    pub cpu_cores: Option<f64>,
+    pub eliminated_round: Option<usize>,
+}
+
+/// What a run concluded (stored as the study run's summary).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub goal: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    pub baseline: String,
+    pub winner: Option<String>,
+    /// Configurations still in the race at the end: not significantly different from the
+    /// winner.
+    pub indistinguishable: Vec<String>,
+    /// The winner's gain over the baseline in the goal's direction (> 1 is better), with its
+    /// 95 % confidence interval, from paired rounds.
+    pub gain: Option<RatioCi>,
+    /// Wilcoxon (two-sided) p-value of winner vs baseline over the paired rounds.
+    pub gain_p_value: Option<f64>,
+    /// "better", "not significantly different", or why there is no verdict.
+    pub verdict: String,
+    pub configurations: Vec<ConfigSummary>,
+    pub eliminated: Vec<Elimination>,
+    pub infeasible: Vec<Infeasible>,
+    pub warnings: Vec<String>,
+    pub rounds: usize,
+    pub trials_run: usize,
+    pub elapsed_s: f64,
+    pub racing: bool,
+}
+
+/// The result of one trial, as stored.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrialDetail {
+    pub layout: Option<Layout>,
+    pub ports: Vec<u16>,
+    pub argv: Vec<Vec<String>>,
+    pub env: Vec<(String, String)>,
+    pub knobs: Vec<perfpilot_sys::change::Undo>,
+    pub notes: Vec<String>,
+    pub mser: Option<Mser>,
+    pub users: usize,
+}
+
+/// One trial's outcome.
+#[derive(Clone, Debug)]
+pub struct TrialOutcome {
+    /// `ok`, `violated` (a constraint failed), `failed`.
+    pub status: String,
+    pub reason: String,
+    pub value: Option<f64>,
+    pub measurement: Option<Measurement>,
+    pub detail: TrialDetail,
+}
+
+/// A tiny deterministic generator for the round orders (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+/// Seconds one trial takes besides warm-up and measurement (deploy, readiness, stop).
+const TRIAL_OVERHEAD_S: f64 = 1.0;
+
+/// What `validate` prints: trials and the estimated duration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub configurations: usize,
+    pub feasible: usize,
+    pub infeasible: Vec<Infeasible>,
+    /// Trials with every repetition (no configuration raced out) plus confirmation.
+    pub max_trials: usize,
+    pub seconds_per_trial: f64,
+    pub max_duration: Duration,
+}
+
+/// Plans a study on `topo`: layouts of every configuration, trials, the time it takes at most.
+pub fn plan_study(study: &Study, topo: &Topology) -> Plan {
+    let configs = study.configurations();
+    let mut infeasible = Vec::new();
+    for c in &configs {
+        if let Err(e) = plan(topo, c.instances(), c.cores_per_instance(), c.binding()) {
+            infeasible.push(Infeasible {
+                config: c.key(),
+                reason: e.to_string(),
+            });
+        }
+    }
+    let feasible = configs.len() - infeasible.len();
+    let confirm = if feasible > 1 {
+        2 * study.run.confirm_rounds
+    } else {
+        0
+    };
+    let max_trials = feasible * study.run.repetitions + confirm;
+    let per = study.run.warmup.as_secs_f64()
+        + study.run.measure.as_secs_f64()
+        + study.run.cooldown.as_secs_f64()
+        + TRIAL_OVERHEAD_S;
+    Plan {
+        configurations: configs.len(),
+        feasible,
+        infeasible,
+        max_trials,
+        seconds_per_trial: per,
+        max_duration: Duration::from_secs_f64(per * max_trials as f64),
+    }
+}
+
+/// The machine facts stored with a run.
+fn host_json(topo: &Topology) -> String {
+    serde_json::json!({
+        "online": topo.online.to_string(),
+        "nodes": topo.nodes.len(),
+        "llcs": topo.llcs().count(),
+        "cores": topo.cores().count(),
+        "smt": topo.smt_width(),
+    })
+    .to_string()
+}
+
+/// The objective's value of a measurement (`None` when it lacks it).
+pub fn objective_value(goal: &Goal, m: &Measurement) -> Option<f64> {
+    match goal {
+        Goal::MaxThroughput => Some(m.throughput_rps),
+        Goal::MinLatency(p) => {
+            let l = m.latency.as_ref()?;
+            match p.as_str() {
+                "mean" => l.mean_ms,
+                "p50" => l.p50_ms,
+                "p75" => l.p75_ms,
+                "p90" => l.p90_ms,
+                "p95" => l.p95_ms,
+                "p99" => l.p99_ms,
+                "p99.9" => l.p99_9_ms,
+                "max" => l.max_ms,
+                _ => None,
+            }
+        }
+        Goal::MinCpuPerRequest => {
+            let cpu: f64 = m.cpu.as_ref()?.iter().map(|c| c.cpu_s).sum();
+            (m.ok > 0).then(|| cpu * 1000.0 / m.ok as f64)
+        }
+    }
+}
+
+/// Everything a trial needs.
+pub struct TrialContext<'a> {
+    pub study: &'a Study,
+    pub topo: &'a Topology,
+    pub knob_fs: &'a Fs,
+    pub stop: &'a AtomicBool,
+}
+
+/// Runs one trial of `config` with `users` total users: knobs, deployment, load, CPU per
+/// instance, constraints, MSER-5. Every knob is restored and every instance stopped before it
+/// returns (or unwinds).
+pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) -> TrialOutcome {
+    let study = ctx.study;
+    let n = config.instances();
+    let users = users.unwrap_or(study.load.users_per_instance * n);
+    let mut detail = TrialDetail {
+        layout: None,
+        ports: Vec::new(),
+        argv: Vec::new(),
+        env: Vec::new(),
+        knobs: Vec::new(),
+        notes: Vec::new(),
+        mser: None,
+        users,
+    };
+    let fail = |detail: TrialDetail, reason: String| TrialOutcome {
+        status: "failed".into(),
+        reason,
+        value: None,
+        measurement: None,
+        detail,
+    };
+    let layout = match plan(ctx.topo, n, config.cores_per_instance(), config.binding()) {
+        Ok(l) => l,
+        Err(e) => return fail(detail, e.to_string()),
+    };
+    detail.layout = Some(layout.clone());
+    let mut knobs = KnobGuard::new(ctx.knob_fs);
+    let values = deploy::values_for(config, n, None);
+    for k in &study.deployment.knobs {
+        let value = render(&k.value, &values);
+        if let Err(e) = knobs.set(&k.path, &value) {
+            detail.knobs = knobs.records().to_vec();
+            let restore = knobs.restore();
+            let mut reason = e;
+            if !restore.is_empty() {
+                reason.push_str(&format!("; restoring failed too: {}", restore.join("; ")));
+            }
+            return fail(detail, reason);
+        }
+    }
+    detail.knobs = knobs.records().to_vec();
+    let mut notes = Vec::new();
+    let ports = match deploy::free_ports(study.deployment.base_port, n, &mut notes) {
+        Ok(p) => p,
+        Err(e) => return fail(detail, e),
+    };
+    detail.ports = ports.clone();
+    let mut dep = match deploy::deploy(study, config, &layout, &ports, ctx.stop, notes) {
+        Ok(d) => d,
+        Err(e) => return fail(detail, e),
+    };
+    detail.notes = dep.notes.clone();
+    detail.argv = dep.instances.iter().map(|i| i.argv.clone()).collect();
+    if let Some(il) = layout.instances.first()
+        && let Some(&p) = ports.first()
+    {
+        detail.env =
+            deploy::environment(study, config, &deploy::values_for(config, n, Some((il, p))));
+    }
+    let measured = measure(ctx, config, &layout, &mut dep, users);
+    let stop_problems = dep.stop();
+    drop(dep);
+    let restore_problems = knobs.restore();
+    let mut m = match measured {
+        Ok(m) => m,
+        Err(e) => return fail(detail, e),
+    };
+    detail.notes.extend(stop_problems);
+    if !restore_problems.is_empty() {
+        detail.notes.push(format!(
+            "knobs not restored: {}",
+            restore_problems.join("; ")
+        ));
+    }
+    // MSER-5 on the per-second throughput.
+    let series: Vec<f64> = m.series.iter().map(|p| p.requests as f64).collect();
+    detail.mser = stats::mser5(&series);
+    m.name = Some(config.key());
+    let value = objective_value(&study.objective.goal, &m);
+    let failed: Vec<String> = check_all(&study.objective.thresholds(), &m)
+        .into_iter()
+        .filter(|o| !o.passed)
+        .map(|o| o.to_string())
+        .collect();
+    let (status, reason) = if value.is_none() {
+        (
+            "failed".to_string(),
+            "the measurement lacks the objective's value".to_string(),
+        )
+    } else if m.ok == 0 {
+        (
+            "failed".to_string(),
+            format!("no request succeeded ({} errors)", m.errors),
+        )
+    } else if !failed.is_empty() {
+        ("violated".to_string(), failed.join("; "))
+    } else {
+        ("ok".to_string(), String::new())
+    };
+    TrialOutcome {
+        status,
+        reason,
+        value,
+        measurement: Some(m),
+        detail,
+    }
+}
+
+/// Drives the load against a running deployment and samples CPU per instance over the
+/// measured window.
+fn measure(
+    ctx: &TrialContext<'_>,
+    config: &Config,
+    layout: &Layout,
+    dep: &mut Deployed,
+    users: usize,
+) -> std::result::Result<Measurement, String> {
+    let study = ctx.study;
+    let run = &study.run;
+    let pids: Vec<u32> = dep.instances.iter().map(|i| i.pid).collect();
+    let n = layout.instances.len();
+    let targets: Vec<String> = dep
+        .instances
+        .iter()
+        .zip(&layout.instances)
+        .map(|(inst, il)| {
+            let url = match &study.load.kind {
+                LoadKind::Builtin { url, .. } => url.clone(),
+                LoadKind::Command { .. } => "http://127.0.0.1:{port}".into(),
+            };
+            render(&url, &deploy::values_for(config, n, Some((il, inst.port))))
+        })
+        .collect();
+    let stop = ctx.stop;
+    let warmup = match &study.load.kind {
+        LoadKind::Builtin { .. } => run.warmup,
+        LoadKind::Command { .. } => Duration::ZERO,
+    };
+    let (result, cpu) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let until = Instant::now() + warmup;
+            while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let start: Vec<Option<f64>> = pids.iter().map(|&p| deploy::cpu_seconds(p)).collect();
+            (Instant::now(), start)
+        });
+        let result = drive(study, config, &targets, users, stop);
+        let end: Vec<Option<f64>> = pids.iter().map(|&p| deploy::cpu_seconds(p)).collect();
+        let ended = Instant::now();
+        let cpu = sampler.join().ok().map(|(t0, start)| {
+            let secs = ended.duration_since(t0).as_secs_f64().max(1e-3);
+            start
+                .iter()
+                .zip(&end)
+                .zip(&pids)
+                .enumerate()
+                .filter_map(|(i, ((a, b), pid))| {
+                    let cpu_s = (b.as_ref()? - a.as_ref()?).max(0.0);
+                    Some(CpuUsage {
+                        name: format!("instance-{i}"),
+                        pid: Some(*pid),
+                        tier: Some("app".into()),
+                        cpu_s,
+                        cores: cpu_s / secs,
+                    })
+                })
+                .collect::<Vec<_>>()
+        });
+        (result, cpu)
+    });
+    if stop.load(Ordering::SeqCst) {
+        return Err("interrupted".into());
+    }
+    let mut m = result?;
+    if let Some(e) = dep.exited() {
+        return Err(format!("{e} during the measurement"));
+    }
+    m.cpu = cpu;
+    Ok(m)
+}
+
+fn drive(
+    study: &Study,
+    config: &Config,
+    targets: &[String],
+    users: usize,
+    stop: &AtomicBool,
+) -> std::result::Result<Measurement, String> {
+    let run = &study.run;
+    match &study.load.kind {
+        LoadKind::Builtin {
+            method,
+            headers,
+            body,
+            data,
+            think_time,
+            timeout,
+            threads,
+            ..
+        } => {
+            let think = ThinkTime::parse(think_time).map_err(|e| e.to_string())?;
+            let mut spec = DriveSpec::new(targets.to_vec(), Load::Closed { users, think });
+            spec.method = method.clone();
+            spec.headers = headers.clone();
+            if let Some(b) = body {
+                let ds = match data {
+                    Some(p) => Some(DataSource::from_csv(p).map_err(|e| e.to_string())?),
+                    None => None,
+                };
+                spec.body = Some(BodyTemplate::compile(b, ds.as_ref()).map_err(|e| e.to_string())?);
+            }
+            spec.timeout = *timeout;
+            spec.warmup = run.warmup;
+            spec.duration = run.measure;
+            spec.threads = *threads;
+            // Ctrl-C ends the drive early; the stop flag (set by the caller's handler) then
+            // stops the study.
+            let control = RunControl {
+                progress: false,
+                ctrl_c: true,
+            };
+            let _ = stop;
+            perfpilot_drive::run(&spec, &control).map_err(|e| format!("load driver: {e}"))
+        }
+        LoadKind::Command { command, meaning } => {
+            let mut values = deploy::values_for(config, targets.len(), None);
+            values.insert("targets".into(), targets.join(","));
+            values.insert("users".into(), users.to_string());
+            values.insert("duration_s".into(), run.measure.as_secs().to_string());
+            values.insert("warmup_s".into(), run.warmup.as_secs().to_string());
+            values.insert(
+                "ports".into(),
+                targets
+                    .iter()
+                    .filter_map(|t| t.rsplit(':').next())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            let line = render(command, &values);
+            let argv = vec!["sh".to_string(), "-c".to_string(), line];
+            let meaning = if meaning == "latency_ms" {
+                perfpilot_drive::adapters::NumberMeaning::LatencyMs
+            } else {
+                perfpilot_drive::adapters::NumberMeaning::Throughput
+            };
+            perfpilot_drive::adapters::run_command(&argv, meaning)
+                .map_err(|e| format!("load command: {e}"))
+        }
+    }
+}
+
+/// One racing decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RaceStep {
+    /// The column with the highest mean rank.
+    pub best: usize,
+    pub friedman_p: f64,
+    /// Columns significantly worse than the best, with the one-sided Wilcoxon p-value.
+    pub losers: Vec<(usize, f64)>,
+}
+
+/// The racing step on `blocks` (rows: rounds; columns: configurations; higher is better):
+/// when Friedman's test rejects at `alpha`, every configuration whose paired scores are
+/// significantly lower than the best's (one-sided Wilcoxon signed-rank, `alpha`) loses.
+/// `None` when Friedman's test does not reject.
+pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
+    let f = stats::friedman(blocks)?;
+    if f.p_value >= alpha {
+        return None;
+    }
+    let k = f.mean_ranks.len();
+    let best = (0..k).max_by(|&a, &c| f.mean_ranks[a].total_cmp(&f.mean_ranks[c]))?;
+    let col = |j: usize| blocks.iter().map(|row| row[j]).collect::<Vec<f64>>();
+    let best_scores = col(best);
+    let losers = (0..k)
+        .filter(|&j| j != best)
+        .filter_map(|j| {
+            let w = stats::wilcoxon(&best_scores, &col(j), Alternative::Greater)?;
+            (w.p_value < alpha).then_some((j, w.p_value))
+        })
+        .collect();
+    Some(RaceStep {
+        best,
+        friedman_p: f.p_value,
+        losers,
+    })
+}
+
+/// Score: higher is better; `None` for failed or violated trials.
+fn score(goal: &Goal, t: &TrialRecord) -> Option<f64> {
+    if t.status != "ok" {
+        return None;
+    }
+    let v = t.value?;
+    Some(if goal.higher_is_better() { v } else { -v })
+}
+
+/// Scores of `configs` in `round` rows; missing or failed scores are replaced by a value
+/// worse than every score of the row.
+fn blocks(goal: &Goal, trials: &[TrialRecord], configs: &[String], rounds: usize) -> Vec<Vec<f64>> {
+    let mut out = Vec::new();
+    for r in 1..=rounds {
+        let row: Vec<Option<f64>> = configs
+            .iter()
+            .map(|c| {
+                trials
+                    .iter()
+                    .find(|t| t.phase == "race" && t.round == r as i64 && &t.config == c)
+                    .and_then(|t| score(goal, t))
+            })
+            .collect();
+        let min = row.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+        let worst = if min.is_finite() {
+            min - 1.0 - min.abs()
+        } else {
+            0.0
+        };
+        out.push(row.into_iter().map(|v| v.unwrap_or(worst)).collect());
+    }
+    out
+}
+
+fn to_record(
+    study_id: i64,
+    phase: &str,
+    round: usize,
+    config: &Config,
+    o: &TrialOutcome,
+) -> TrialRecord {
+    TrialRecord {
+        id: 0,
+        study: study_id,
+        phase: phase.into(),
+        round: round as i64,
+        config: config.key(),
+        factors: serde_json::to_string(config).unwrap_or_default(),
+        status: o.status.clone(),
+        reason: o.reason.clone(),
+        value: o.value,
+        measurement: o.measurement.as_ref().map(Measurement::to_json),
+        detail: serde_json::to_string(&o.detail).unwrap_or_else(|_| "{}".into()),
+        created_ms: 0,
+    }
+}
+
+/// Progress on stderr.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(show: bool, total: usize) -> Progress {
+        let bar = show.then(|| {
+            let b = indicatif::ProgressBar::with_draw_target(
+                Some(total as u64),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} trials, ~{eta} left (at most) {msg}",
+            ) {
+                b.set_style(style.progress_chars("=> "));
+            }
+            b
+        });
+        Progress { bar }
+    }
+    fn message(&self, m: String) {
+        if let Some(b) = &self.bar {
+            b.set_message(m);
+        }
+    }
+    fn inc(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+    fn shrink(&self, by: usize) {
+        if let Some(b) = &self.bar
+            && let Some(len) = b.length()
+        {
+            b.set_length(len.saturating_sub(by as u64).max(b.position()));
+        }
+    }
+    fn println(&self, m: String) {
+        match &self.bar {
+            Some(b) => b.println(m),
+            None => eprintln!("{m}"),
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// The outcome of `run_study`.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run: i64,
+    pub summary: Summary,
+}
+
+/// Runs (or resumes) a study and stores every trial and the summary.
+pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<RunOutcome> {
+    let started = Instant::now();
+    let mut store = Store::open(&opts.store)?;
+    let (run_id, existing) = match opts.resume {
+        Some(id) => {
+            if store.study(id)?.is_none() {
+                return Err(StudyError::NoRun {
+                    store: opts.store.clone(),
+                    run: id,
+                });
+            }
+            store.study_set_state(id, "running", None)?;
+            (id, store.trials(id)?)
+        }
+        None => (
+            store.study_begin(
+                &study.name,
+                &study.path.display().to_string(),
+                &study.source,
+                &host_json(topo),
+            )?,
+            Vec::new(),
+        ),
+    };
+    let plan_ = plan_study(study, topo);
+    let racing = opts.racing.unwrap_or(study.run.racing);
+    let goal = &study.objective.goal;
+    let all = study.configurations();
+    let infeasible = plan_.infeasible.clone();
+    let feasible: Vec<Config> = all
+        .into_iter()
+        .filter(|c| !infeasible.iter().any(|i| i.config == c.key()))
+        .collect();
+    let baseline = study.run.baseline.clone();
+    if let Some(i) = infeasible.iter().find(|i| i.config == baseline.key()) {
+        store.study_set_state(run_id, "failed", None)?;
+        return Err(StudyError::Failed(format!(
+            "the baseline {} cannot run on this machine: {}",
+            i.config, i.reason
+        )));
+    }
+    let progress = Progress::new(opts.progress, plan_.max_trials);
+    let ctx = TrialContext {
+        study,
+        topo,
+        knob_fs: &opts.knob_fs,
+        stop: &opts.stop,
+    };
+    let mut trials: Vec<TrialRecord> = existing.clone();
+    let mut trials_run = 0usize;
+    let mut warnings = Vec::new();
+    for i in &infeasible {
+        warnings.push(format!("skipped {}: {}", i.config, i.reason));
+    }
+    let mut alive: Vec<Config> = feasible.clone();
+    let mut eliminated: Vec<Elimination> = Vec::new();
+    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
+    let mut rounds_done = 0;
+
+    // One trial, reused from the store when resuming.
+    let mut one = |phase: &str,
+                   round: usize,
+                   c: &Config,
+                   trials: &mut Vec<TrialRecord>,
+                   store: &mut Store|
+     -> Result<()> {
+        if trials
+            .iter()
+            .any(|t| t.phase == phase && t.round == round as i64 && t.config == c.key())
+        {
+            progress.inc();
+            return Ok(());
+        }
+        if opts.stop.load(Ordering::SeqCst) {
+            return Err(StudyError::Interrupted);
+        }
+        progress.message(format!("{phase} round {round}: {}", c.key()));
+        let o = run_trial(&ctx, c, None);
+        if opts.stop.load(Ordering::SeqCst) {
+            return Err(StudyError::Interrupted);
+        }
+        trials_run += 1;
+        let rec = to_record(run_id, phase, round, c, &o);
+        if o.status != "ok" {
+            progress.println(format!(
+                "trial {phase} {round} {}: {}: {}",
+                c.key(),
+                o.status,
+                o.reason
+            ));
+        }
+        if let Some(m) = &o.detail.mser
+            && !m.steady
+        {
+            progress.println(format!(
+                "warning: {} ({phase} round {round}) never reached a steady state (MSER-5 truncation point {} s of {} s); lengthen warmup or measure",
+                c.key(),
+                m.truncate,
+                study.run.measure.as_secs()
+            ));
+        }
+        store.trial_add(&rec)?;
+        trials.push(rec);
+        progress.inc();
+        std::thread::sleep(study.run.cooldown);
+        Ok(())
+    };
+
+    let result: Result<()> = (|| {
+        for round in 1..=study.run.repetitions {
+            let mut order = alive.clone();
+            Rng(study
+                .run
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(round as u64))
+            .shuffle(&mut order);
+            for c in &order {
+                one("race", round, c, &mut trials, &mut store)?;
+            }
+            rounds_done = round;
+            // Configurations that keep failing leave the race.
+            let keys: Vec<String> = alive.iter().map(Config::key).collect();
+            for k in &keys {
+                let t = trials
+                    .iter()
+                    .rev()
+                    .find(|t| t.phase == "race" && t.round == round as i64 && &t.config == k);
+                if let Some(t) = t
+                    && t.status == "failed"
+                {
+                    let f = failures.entry(k.clone()).or_default();
+                    *f += 1;
+                    if *f >= 2 && k != &baseline.key() {
+                        eliminated.push(Elimination {
+                            config: k.clone(),
+                            round,
+                            reason: format!("failed twice, last: {}", t.reason),
+                            p_value: None,
+                        });
+                        alive.retain(|c| &c.key() != k);
+                        progress.shrink(study.run.repetitions - round);
+                    }
+                }
+            }
+            if racing && round >= study.run.min_rounds && alive.len() > 1 {
+                let keys: Vec<String> = alive.iter().map(Config::key).collect();
+                let b = blocks(goal, &trials, &keys, round);
+                if let Some(step) = race_step(&b, study.run.alpha) {
+                    for (j, w_p) in step.losers {
+                        eliminated.push(Elimination {
+                            config: keys[j].clone(),
+                            round,
+                            reason: format!(
+                                "worse than {} (Friedman p = {:.4}, Wilcoxon p = {:.4})",
+                                keys[step.best], step.friedman_p, w_p
+                            ),
+                            p_value: Some(w_p),
+                        });
+                        alive.retain(|c| c.key() != keys[j]);
+                        progress.shrink(study.run.repetitions - round);
+                    }
+                }
+            }
+            if alive.len() <= 1 {
+                break;
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        progress.finish();
+        let state = if matches!(e, StudyError::Interrupted) {
+            "interrupted"
+        } else {
+            "failed"
+        };
+        store.study_set_state(run_id, state, None)?;
+        return Err(e);
+    }
+
+    // Without racing, the same tests over every round say which configurations are
+    // significantly worse than the best (for the summary only; nothing was dropped).
+    let mut worse: Vec<String> = Vec::new();
+    if !racing && alive.len() > 1 {
+        let keys: Vec<String> = alive.iter().map(Config::key).collect();
+        let b = blocks(goal, &trials, &keys, rounds_done);
+        if let Some(step) = race_step(&b, study.run.alpha) {
+            worse = step.losers.iter().map(|(j, _)| keys[*j].clone()).collect();
+        }
+    }
+
+    // The winner: the best mean score among the survivors.
+    let mean_of = |trials: &[TrialRecord], key: &str| -> Option<f64> {
+        let v: Vec<f64> = trials
+            .iter()
+            .filter(|t| t.phase == "race" && t.config == key)
+            .filter_map(|t| score(goal, t))
+            .collect();
+        (!v.is_empty()).then(|| stats::mean(&v))
+    };
+    let winner = alive
+        .iter()
+        .filter_map(|c| mean_of(&trials, &c.key()).map(|m| (c.clone(), m)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(c, _)| c);
+
+    // Confirmation: paired rounds of winner and baseline.
+    let mut gain = None;
+    let mut gain_p = None;
+    let verdict;
+    match &winner {
+        None => verdict = "no configuration completed a trial".to_string(),
+        Some(w) if w.key() == baseline.key() => {
+            verdict = "the baseline is the best configuration".to_string();
+        }
+        Some(w) => {
+            let confirm: Result<()> = (|| {
+                for round in 1..=study.run.confirm_rounds {
+                    let mut pair = [w.clone(), baseline.clone()];
+                    Rng(study.run.seed ^ 0xC0FF_EE00 ^ round as u64).shuffle(&mut pair);
+                    for c in &pair {
+                        one("confirm", round, c, &mut trials, &mut store)?;
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = confirm {
+                progress.finish();
+                let state = if matches!(e, StudyError::Interrupted) {
+                    "interrupted"
+                } else {
+                    "failed"
+                };
+                store.study_set_state(run_id, state, None)?;
+                return Err(e);
+            }
+            // Pairs: every (phase, round) where both ran successfully.
+            let mut cand = Vec::new();
+            let mut base = Vec::new();
+            let mut keys: Vec<(String, i64)> =
+                trials.iter().map(|t| (t.phase.clone(), t.round)).collect();
+            keys.sort();
+            keys.dedup();
+            for (phase, round) in keys {
+                let get = |k: &str| {
+                    trials
+                        .iter()
+                        .find(|t| {
+                            t.phase == phase
+                                && t.round == round
+                                && t.config == k
+                                && t.status == "ok"
+                        })
+                        .and_then(|t| t.value)
+                };
+                if let (Some(a), Some(b)) = (get(&w.key()), get(&baseline.key())) {
+                    if goal.higher_is_better() {
+                        cand.push(a);
+                        base.push(b);
+                    } else {
+                        // Gain in the goal's direction: baseline / winner.
+                        cand.push(b);
+                        base.push(a);
+                    }
+                }
+            }
+            gain = stats::paired_ratio_ci(&cand, &base, 0.95);
+            gain_p = stats::wilcoxon(&cand, &base, Alternative::TwoSided).map(|w| w.p_value);
+            verdict = match gain {
+                Some(g) if g.low > 1.0 => format!(
+                    "better than the baseline: gain ×{:.3} (95 % CI {:.3}–{:.3}, {} pairs)",
+                    g.ratio, g.low, g.high, g.pairs
+                ),
+                Some(g) if g.high < 1.0 => format!(
+                    "worse than the baseline in paired rounds: ×{:.3} (95 % CI {:.3}–{:.3}); keep the baseline",
+                    g.ratio, g.low, g.high
+                ),
+                Some(g) => format!(
+                    "not significantly different from the baseline: ×{:.3} (95 % CI {:.3}–{:.3}, {} pairs)",
+                    g.ratio, g.low, g.high, g.pairs
+                ),
+                None => "too few paired rounds for a confidence interval".to_string(),
+            };
+        }
+    }
+    progress.finish();
+
+    // Noise: the baseline's run-to-run variation against the effect sought.
+    let base_vals: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.config == baseline.key() && t.status == "ok")
+        .filter_map(|t| t.value)
+        .collect();
+    if base_vals.len() >= 2 {
+        let cv = stats::cv(&base_vals);
+        if cv > study.objective.min_effect {
+            warnings.push(format!(
+                "the baseline varies {:.1} % run to run, more than the {:.1} % effect sought (objective.min_effect): lengthen measure or add repetitions",
+                cv * 100.0,
+                study.objective.min_effect * 100.0
+            ));
+        }
+    }
+    let unsteady = trials
+        .iter()
+        .filter_map(|t| serde_json::from_str::<TrialDetail>(&t.detail).ok())
+        .filter(|d| d.mser.is_some_and(|m| !m.steady))
+        .count();
+    if unsteady > 0 {
+        warnings.push(format!(
+            "{unsteady} trial(s) never reached a steady state (MSER-5): lengthen warmup or measure"
+        ));
+    }
+    if trials.iter().filter(|t| t.phase == "race").all(|t| {
+        serde_json::from_str::<TrialDetail>(&t.detail)
+            .ok()
+            .and_then(|d| d.mser)
+            .is_none()
+    }) {
+        warnings.push("measurements shorter than 20 s: MSER-5 warm-up detection needs at least 20 per-second points".into());
+    }
+    let configurations = feasible
+        .iter()
+        .map(|c| summarize(goal, &trials, c, &eliminated))
+        .collect();
+    let summary = Summary {
+        goal: goal.describe(),
+        unit: goal.unit().into(),
+        higher_is_better: goal.higher_is_better(),
+        baseline: baseline.key(),
+        winner: winner.as_ref().map(Config::key),
+        indistinguishable: alive
+            .iter()
+            .map(Config::key)
+            .filter(|k| Some(k) != winner.as_ref().map(Config::key).as_ref())
+            .filter(|k| !worse.contains(k))
+            .collect(),
+        gain,
+        gain_p_value: gain_p,
+        verdict,
+        configurations,
+        eliminated,
+        infeasible,
+        warnings,
+        rounds: rounds_done,
+        trials_run,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        racing,
+    };
+    let json = serde_json::to_string(&summary).unwrap_or_default();
+    store.study_set_state(run_id, "done", Some(&json))?;
+    Ok(RunOutcome {
+        run: run_id,
+        summary,
+    })
+}
+
+fn summarize(
+    goal: &Goal,
+    trials: &[TrialRecord],
+    c: &Config,
+    elim: &[Elimination],
+) -> ConfigSummary {
+    let key = c.key();
+    let mine: Vec<&TrialRecord> = trials.iter().filter(|t| t.config == key).collect();
+    let vals: Vec<f64> = mine
+        .iter()
+        .filter(|t| t.status == "ok")
+        .filter_map(|t| t.value)
+        .collect();
+    let ms: Vec<Measurement> = mine
+        .iter()
+        .filter(|t| t.status == "ok")
+        .filter_map(|t| t.measurement.as_deref())
+        .filter_map(|j| Measurement::from_json(j).ok())
+        .collect();
+    let thr: Vec<f64> = ms.iter().map(|m| m.throughput_rps).collect();
+    let cpu: Vec<f64> = ms
+        .iter()
+        .filter_map(|m| {
+            m.cpu
+                .as_ref()
+                .map(|c| c.iter().map(|u| u.cores).sum::<f64>())
+        })
+        .collect();
+    let _ = goal;
+    ConfigSummary {
+        config: key.clone(),
+        trials: mine.len(),
+        ok: vals.len(),
+        mean: (!vals.is_empty()).then(|| stats::mean(&vals)),
+        stdev: (vals.len() > 1).then(|| stats::stdev(&vals)),
+        throughput: (!thr.is_empty()).then(|| stats::mean(&thr)),
+        cpu_cores: (!cpu.is_empty()).then(|| stats::mean(&cpu)),
+        eliminated_round: elim.iter().find(|e| e.config == key).map(|e| e.round),
+    }
+}
+
+/// One point of a load sweep.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ScalePoint {
+    pub users: usize,
+    pub throughput: f64,
+    /// Mean response time in seconds.
+    pub response_time_s: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub errors: u64,
+    /// Busy cores per tier (`app`: all instances).
+    pub cpu: BTreeMap<String, f64>,
+}
+
+/// The outcome of the scaling mode.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Scaling {
+    pub run: i64,
+    pub config: String,
+    pub points: Vec<ScalePoint>,
+    /// The fewest users reaching 95 % of the highest throughput.
+    pub saturation_users: Option<usize>,
+    /// The users with the highest power (throughput / response time): the knee.
+    pub knee_users: Option<usize>,
+    pub failed: Vec<(usize, String)>,
+}
+
+impl Scaling {
+    /// The points as `[[measurements]]` of a model file (`perfpilot model fit`).
+    pub fn model_toml(&self, think_time_s: f64) -> String {
+        let mut s = format!(
+            "# perfpilot study scale, run {}: {}\n",
+            self.run, self.config
+        );
+        for p in &self.points {
+            s.push_str(&format!(
+                "\n[[measurements]]\nlabel = \"{} users\"\nclients = {}\nthink_time = {:?}\nthroughput = {:.3}\n",
+                p.users, p.users, think_time_s, p.throughput
+            ));
+            if let Some(r) = p.response_time_s {
+                s.push_str(&format!("response_time = {r:.6}\n"));
+            }
+            if !p.cpu.is_empty() {
+                let u: Vec<String> = p.cpu.iter().map(|(k, v)| format!("{k} = {v:.3}")).collect();
+                s.push_str(&format!("utilization = {{ {} }}\n", u.join(", ")));
+            }
+        }
+        s
+    }
+}
+
+/// Finds the saturation point and the knee of a sweep.
+pub fn saturation_and_knee(points: &[ScalePoint]) -> (Option<usize>, Option<usize>) {
+    let max = points.iter().map(|p| p.throughput).fold(0.0, f64::max);
+    let sat = (max > 0.0)
+        .then(|| {
+            points
+                .iter()
+                .filter(|p| p.throughput >= 0.95 * max)
+                .map(|p| p.users)
+                .min()
+        })
+        .flatten();
+    let knee = points
+        .iter()
+        .filter_map(|p| {
+            let r = p.response_time_s.filter(|r| *r > 0.0)?;
+            Some((p.users, p.throughput / r))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(u, _)| u);
+    (sat, knee)
+}
+
+/// The scaling mode: one fresh deployment of the scaling configuration per user count.
+pub fn run_scaling(
+    study: &Study,
+    topo: &Topology,
+    opts: &RunOptions,
+    users: &[usize],
+) -> Result<Scaling> {
+    let mut store = Store::open(&opts.store)?;
+    let run_id = store.study_begin(
+        &format!("{} (scaling)", study.name),
+        &study.path.display().to_string(),
+        &study.source,
+        &host_json(topo),
+    )?;
+    let config = &study.scaling.config;
+    let progress = Progress::new(opts.progress, users.len());
+    let ctx = TrialContext {
+        study,
+        topo,
+        knob_fs: &opts.knob_fs,
+        stop: &opts.stop,
+    };
+    let mut points = Vec::new();
+    let mut failed = Vec::new();
+    for (i, &u) in users.iter().enumerate() {
+        if opts.stop.load(Ordering::SeqCst) {
+            store.study_set_state(run_id, "interrupted", None)?;
+            progress.finish();
+            return Err(StudyError::Interrupted);
+        }
+        progress.message(format!("{u} users"));
+        let o = run_trial(&ctx, config, Some(u));
+        if opts.stop.load(Ordering::SeqCst) {
+            store.study_set_state(run_id, "interrupted", None)?;
+            progress.finish();
+            return Err(StudyError::Interrupted);
+        }
+        store.trial_add(&to_record(run_id, "scale", i + 1, config, &o))?;
+        progress.inc();
+        match (&o.status[..], &o.measurement) {
+            ("ok" | "violated", Some(m)) => {
+                let mut cpu = BTreeMap::new();
+                if let Some(c) = &m.cpu {
+                    cpu.insert("app".to_string(), c.iter().map(|x| x.cores).sum());
+                }
+                points.push(ScalePoint {
+                    users: u,
+                    throughput: m.throughput_rps,
+                    response_time_s: m
+                        .latency
+                        .as_ref()
+                        .and_then(|l| l.mean_ms)
+                        .map(|v| v / 1000.0),
+                    p99_ms: m.latency.as_ref().and_then(|l| l.p99_ms),
+                    errors: m.errors,
+                    cpu,
+                });
+            }
+            _ => failed.push((u, o.reason.clone())),
+        }
+        std::thread::sleep(study.run.cooldown);
+    }
+    progress.finish();
+    let (saturation_users, knee_users) = saturation_and_knee(&points);
+    let s = Scaling {
+        run: run_id,
+        config: config.key(),
+        points,
+        saturation_users,
+        knee_users,
+        failed,
+    };
+    store.study_set_state(
+        run_id,
+        "done",
+        Some(&serde_json::json!({ "scaling": s }).to_string()),
+    )?;
+    Ok(s)
+}

@@ -1,0 +1,292 @@
+//! The statistics of a study: rank tests for racing (Friedman across configurations, Wilcoxon
+//! signed-rank between two), MSER-5 warm-up detection, and the confidence interval of a paired
+//! gain ratio. Distributions come from `statrs`; exact small-sample Wilcoxon p-values are
+//! computed by enumerating the signed-rank distribution.
+
+use statrs::distribution::{ChiSquared, ContinuousCDF, Normal, StudentsT};
+
+/// Ranks `xs` from 1 (smallest) to n, ties sharing their average rank.
+pub fn ranks(xs: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..xs.len()).collect();
+    idx.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
+    let mut out = vec![0.0; xs.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && xs[idx[j + 1]] == xs[idx[i]] {
+            j += 1;
+        }
+        let avg = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &idx[i..=j] {
+            out[k] = avg;
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// The result of a Friedman test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Friedman {
+    /// The tie-corrected statistic, χ² with k − 1 degrees of freedom under H0.
+    pub statistic: f64,
+    pub p_value: f64,
+    /// The mean rank of each treatment (higher = larger values).
+    pub mean_ranks: Vec<f64>,
+}
+
+/// Friedman's test on `blocks` (rows: blocks such as rounds; columns: treatments such as
+/// configurations, all rows the same length ≥ 2). `None` with fewer than 2 blocks or 2
+/// treatments, or when every block is all ties.
+pub fn friedman(blocks: &[Vec<f64>]) -> Option<Friedman> {
+    let n = blocks.len();
+    let k = blocks.first()?.len();
+    if n < 2 || k < 2 || blocks.iter().any(|b| b.len() != k) {
+        return None;
+    }
+    let mut sums = vec![0.0; k];
+    let mut tie_term = 0.0;
+    for b in blocks {
+        let r = ranks(b);
+        for (s, v) in sums.iter_mut().zip(&r) {
+            *s += v;
+        }
+        // Σ (t³ − t) over groups of ties in this block.
+        let mut sorted = b.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mut i = 0;
+        while i < sorted.len() {
+            let mut j = i;
+            while j + 1 < sorted.len() && sorted[j + 1] == sorted[i] {
+                j += 1;
+            }
+            let t = (j - i + 1) as f64;
+            tie_term += t * t * t - t;
+            i = j + 1;
+        }
+    }
+    let (nf, kf) = (n as f64, k as f64);
+    let q = 12.0 / (nf * kf * (kf + 1.0)) * sums.iter().map(|r| r * r).sum::<f64>()
+        - 3.0 * nf * (kf + 1.0);
+    let correction = 1.0 - tie_term / (nf * kf * (kf * kf - 1.0));
+    if correction <= 0.0 {
+        return None;
+    }
+    let statistic = q / correction;
+    let p_value = ChiSquared::new(kf - 1.0)
+        .map(|d| d.sf(statistic.max(0.0)))
+        .unwrap_or(1.0);
+    Some(Friedman {
+        statistic,
+        p_value,
+        mean_ranks: sums.iter().map(|s| s / nf).collect(),
+    })
+}
+
+/// Which alternative a Wilcoxon test examines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alternative {
+    /// x − y tends to be positive.
+    Greater,
+    /// x − y tends to be negative.
+    Less,
+    TwoSided,
+}
+
+/// The result of a Wilcoxon signed-rank test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wilcoxon {
+    /// W+: the sum of the ranks of the positive differences.
+    pub w_plus: f64,
+    /// Pairs with a non-zero difference.
+    pub n: usize,
+    pub p_value: f64,
+    /// Whether the p-value is exact (enumerated) or from the normal approximation.
+    pub exact: bool,
+}
+
+/// Wilcoxon's signed-rank test on the pairs `(x[i], y[i])`: zero differences are dropped
+/// (Wilcoxon's method), tied absolute differences share their average rank. Exact p-values by
+/// enumeration for n ≤ 30 (ties included), else the normal approximation with tie and
+/// continuity corrections. `None` when no pair differs.
+pub fn wilcoxon(x: &[f64], y: &[f64], alt: Alternative) -> Option<Wilcoxon> {
+    let d: Vec<f64> = x
+        .iter()
+        .zip(y)
+        .map(|(a, b)| a - b)
+        .filter(|v| *v != 0.0 && v.is_finite())
+        .collect();
+    let n = d.len();
+    if n == 0 {
+        return None;
+    }
+    let abs: Vec<f64> = d.iter().map(|v| v.abs()).collect();
+    let r = ranks(&abs);
+    let w_plus: f64 = d
+        .iter()
+        .zip(&r)
+        .filter(|(v, _)| **v > 0.0)
+        .map(|(_, r)| r)
+        .sum();
+    let total = (n * (n + 1)) as f64 / 2.0;
+    if n <= 30 {
+        // Ranks are multiples of 0.5: count sign assignments by doubled rank sums.
+        let twice: Vec<usize> = r.iter().map(|v| (v * 2.0).round() as usize).collect();
+        let max: usize = twice.iter().sum();
+        let mut counts = vec![0f64; max + 1];
+        counts[0] = 1.0;
+        for &t in &twice {
+            for s in (t..=max).rev() {
+                counts[s] += counts[s - t];
+            }
+        }
+        let all: f64 = counts.iter().sum();
+        let w2 = (w_plus * 2.0).round() as usize;
+        let ge: f64 = counts[w2.min(max)..].iter().sum::<f64>() / all;
+        let le: f64 = counts[..=w2.min(max)].iter().sum::<f64>() / all;
+        let p = match alt {
+            Alternative::Greater => ge,
+            Alternative::Less => le,
+            Alternative::TwoSided => (2.0 * ge.min(le)).min(1.0),
+        };
+        return Some(Wilcoxon {
+            w_plus,
+            n,
+            p_value: p,
+            exact: true,
+        });
+    }
+    let nf = n as f64;
+    let mean = total / 2.0;
+    let mut tie = 0.0;
+    let mut sorted = abs.clone();
+    sorted.sort_by(f64::total_cmp);
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && sorted[j + 1] == sorted[i] {
+            j += 1;
+        }
+        let t = (j - i + 1) as f64;
+        tie += t * t * t - t;
+        i = j + 1;
+    }
+    let var = nf * (nf + 1.0) * (2.0 * nf + 1.0) / 24.0 - tie / 48.0;
+    let sd = var.sqrt();
+    let norm = Normal::standard();
+    let upper = |w: f64| 1.0 - norm.cdf((w - mean - 0.5) / sd);
+    let lower = |w: f64| norm.cdf((w - mean + 0.5) / sd);
+    let p = match alt {
+        Alternative::Greater => upper(w_plus),
+        Alternative::Less => lower(w_plus),
+        Alternative::TwoSided => (2.0 * upper(w_plus).min(lower(w_plus))).min(1.0),
+    };
+    Some(Wilcoxon {
+        w_plus,
+        n,
+        p_value: p,
+        exact: false,
+    })
+}
+
+/// Mean.
+pub fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// Sample standard deviation (n − 1).
+pub fn stdev(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(xs);
+    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
+}
+
+/// Coefficient of variation (stdev / |mean|).
+pub fn cv(xs: &[f64]) -> f64 {
+    let m = mean(xs);
+    if m == 0.0 || !m.is_finite() {
+        return 0.0;
+    }
+    stdev(xs) / m.abs()
+}
+
+/// A ratio with its confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RatioCi {
+    /// Geometric mean of the paired ratios.
+    pub ratio: f64,
+    pub low: f64,
+    pub high: f64,
+    pub pairs: usize,
+}
+
+/// The gain `candidate / baseline` from paired runs: the geometric mean of the per-pair
+/// ratios with a Student-t interval at `level` (0.95) on their logarithms. `None` with fewer
+/// than 2 pairs or a non-positive value.
+pub fn paired_ratio_ci(candidate: &[f64], baseline: &[f64], level: f64) -> Option<RatioCi> {
+    let logs: Vec<f64> = candidate
+        .iter()
+        .zip(baseline)
+        .map(|(c, b)| (c / b).ln())
+        .collect();
+    if logs.len() < 2 || logs.iter().any(|l| !l.is_finite()) {
+        return None;
+    }
+    let n = logs.len() as f64;
+    let m = mean(&logs);
+    let se = stdev(&logs) / n.sqrt();
+    let t = StudentsT::new(0.0, 1.0, n - 1.0)
+        .ok()?
+        .inverse_cdf(0.5 + level / 2.0);
+    Some(RatioCi {
+        ratio: m.exp(),
+        low: (m - t * se).exp(),
+        high: (m + t * se).exp(),
+        pairs: logs.len(),
+    })
+}
+
+/// The outcome of MSER-5 on a series.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Mser {
+    /// Observations to drop from the start (a multiple of 5).
+    pub truncate: usize,
+    /// Whether a steady state was found: the optimum lies in the first half of the series.
+    pub steady: bool,
+}
+
+/// MSER-5 (White 1997): the series is averaged in batches of 5; the truncation point `d`
+/// minimizes `Σ_{i≥d} (Z_i − Z̄_d)² / (m − d)²` over the batch means `Z`, searched over the
+/// first half; an optimum at the end of the first half means no steady state. `None` with
+/// fewer than 4 batches (20 observations).
+pub fn mser5(series: &[f64]) -> Option<Mser> {
+    let batches: Vec<f64> = series.chunks_exact(5).map(mean).collect();
+    let m = batches.len();
+    if m < 4 {
+        return None;
+    }
+    let mut best = (f64::INFINITY, 0usize);
+    // White's rule: search the first half; an optimum at its end means the series never
+    // settled.
+    let half = m / 2;
+    for d in 0..=half {
+        let tail = &batches[d..];
+        let mu = mean(tail);
+        let ss: f64 = tail.iter().map(|z| (z - mu).powi(2)).sum();
+        let k = (m - d) as f64;
+        let stat = ss / (k * k);
+        // Strictly smaller (beyond rounding) so a flat tail keeps the earliest point.
+        if !best.0.is_finite() || stat < best.0 * (1.0 - 1e-12) {
+            best = (stat, d);
+        }
+    }
+    Some(Mser {
+        truncate: best.1 * 5,
+        steady: best.1 < half,
+    })
+}

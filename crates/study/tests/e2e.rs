@@ -1,0 +1,225 @@
+//! An end-to-end study on the scoring service (`workloads/scoring`) with tiny durations:
+//! interrupted before its first trial, resumed, finished, reported with an apply script; a
+//! knob (under a temporary tree) set per trial and restored.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::Ordering;
+
+use perfpilot_observe::{Fs, Topology};
+use perfpilot_store::Store;
+use perfpilot_study::{RunOptions, Study, StudyError, report, run_scaling, run_study};
+use perfpilot_sys::knob::read_knob;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The `scoring` binary of this build (cargo test --workspace builds it; else build it).
+fn scoring() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let bin = dir.join("scoring");
+    if !bin.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-p", "perfpilot-scoring", "--bin", "scoring"])
+            .current_dir(repo())
+            .status()
+            .unwrap();
+        assert!(st.success(), "building the scoring service");
+    }
+    assert!(bin.is_file(), "{} is missing", bin.display());
+    bin
+}
+
+#[test]
+fn a_tiny_study_on_the_scoring_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = dir.path().join("root");
+    let rel = "proc/sys/vm/swappiness";
+    std::fs::create_dir_all(knobs.join("proc/sys/vm")).unwrap();
+    std::fs::write(knobs.join(rel), "60\n").unwrap();
+    let repo = repo().canonicalize().unwrap();
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let text = format!(
+        r#"
+name = "tiny"
+
+[deployment]
+command = "{bin} --listen 127.0.0.1:{{port}} --models {models} --threads {{cpus}} --cache-size {{cache}}"
+ready = {{ http = "http://127.0.0.1:{{port}}/health", timeout = "30s" }}
+base_port = {port}
+[[deployment.knobs]]
+path = "{rel}"
+value = "{{cache}}"
+
+[load]
+url = "http://127.0.0.1:{{port}}/score/iris-forest"
+method = "POST"
+headers = {{ "content-type" = "application/json" }}
+body_file = "{body}"
+data = "{data}"
+users_per_instance = 2
+
+[objective]
+goal = "maximize throughput"
+constraints = ["errors < 1%"]
+
+[factors]
+instances = [1, 2]
+cache = [2, 300]
+
+[run]
+warmup = "1s"
+measure = "2s"
+repetitions = 2
+min_rounds = 2
+confirm_rounds = 1
+cooldown = "0s"
+
+[scaling]
+users = [1, 4]
+config = {{ instances = 1, cache = 300 }}
+"#,
+        bin = scoring().display(),
+        models = repo.join("examples/scoring/models").display(),
+        body = repo.join("examples/scoring/request.json").display(),
+        data = repo.join("examples/scoring/requests.csv").display(),
+    );
+    let file = dir.path().join("tiny.toml");
+    std::fs::write(&file, &text).unwrap();
+    let study = Study::load(&file).unwrap();
+    let topo = Topology::read(&Fs::live()).unwrap();
+    let mut opts = RunOptions::new(dir.path().join("study.db"));
+    opts.knob_fs = Fs::at(&knobs);
+
+    // Interrupted before the first trial: the run is marked so, nothing is left changed.
+    opts.stop.store(true, Ordering::SeqCst);
+    let e = run_study(&study, &topo, &opts).unwrap_err();
+    assert!(matches!(e, StudyError::Interrupted), "{e}");
+    let run = {
+        let s = Store::open(&opts.store).unwrap();
+        let runs = s.studies().unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].state, "interrupted");
+        assert!(s.trials(runs[0].id).unwrap().is_empty());
+        runs[0].id
+    };
+
+    // Resumed: every trial runs.
+    opts.stop.store(false, Ordering::SeqCst);
+    opts.resume = Some(run);
+    let out = run_study(&study, &topo, &opts).unwrap();
+    assert_eq!(out.run, run);
+    let s = &out.summary;
+    assert_eq!(s.rounds, 2);
+    assert_eq!(s.configurations.len(), 4);
+    let winner = s.winner.clone().expect("a winner");
+    let confirm = if winner == s.baseline { 0 } else { 2 };
+    assert_eq!(s.trials_run, 8 + confirm);
+    for c in &s.configurations {
+        assert_eq!(c.ok, c.trials, "{}: every trial succeeds", c.config);
+        assert!(c.throughput.unwrap() > 0.0);
+        assert!(c.cpu_cores.unwrap() > 0.0, "CPU per instance was sampled");
+    }
+    if winner != s.baseline {
+        let g = s.gain.expect("a gain with a CI");
+        assert!(g.low <= g.ratio && g.ratio <= g.high);
+        assert_eq!(g.pairs, 3, "2 race rounds + 1 confirmation round");
+    }
+    // The knob was set per trial and restored.
+    assert_eq!(read_knob(&Fs::at(&knobs), rel).unwrap(), "60");
+
+    // Every trial is in the store, with CPU per instance.
+    let store = Store::open(&opts.store).unwrap();
+    let trials = store.trials(run).unwrap();
+    assert_eq!(trials.len(), 8 + confirm);
+    let two = trials
+        .iter()
+        .find(|t| t.config.starts_with("instances=2"))
+        .unwrap();
+    let m = perfpilot_drive::Measurement::from_json(two.measurement.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        m.cpu.as_ref().unwrap().len(),
+        2,
+        "one CPU figure per instance"
+    );
+    assert_eq!(m.targets.len(), 2);
+
+    // Resuming a finished run runs nothing more and reaches the same winner.
+    let again = run_study(&study, &topo, &opts).unwrap();
+    assert_eq!(again.summary.trials_run, 0);
+    assert_eq!(again.summary.winner, Some(winner.clone()));
+
+    // The report and the apply script.
+    let r = report::build(&store, run).unwrap();
+    assert_eq!(r.trials.len(), trials.len());
+    assert_eq!(r.scaling_view.len(), 2, "throughput vs 1 and 2 instances");
+    assert_eq!(r.effects.len(), 2);
+    let md = report::to_markdown(&r);
+    assert!(md.contains(&format!("**{winner}**")), "{md}");
+    assert!(md.contains("## Apply script"));
+    let html = report::to_html(&r);
+    assert!(html.contains("<svg") && html.contains("<polyline"));
+    let json: serde_json::Value = serde_json::from_str(&report::to_json(&r)).unwrap();
+    assert_eq!(
+        json["summary"]["winner"],
+        serde_json::Value::String(winner.clone())
+    );
+    let apply = r.apply.expect("an apply script");
+    let instances = if winner.starts_with("instances=2") {
+        2
+    } else {
+        1
+    };
+    assert_eq!(
+        apply.shell.matches(" &\n").count(),
+        instances,
+        "{}",
+        apply.shell
+    );
+    assert!(apply.shell.contains("--listen 127.0.0.1:"));
+    assert!(apply.shell.contains("echo "), "the knob is in the script");
+    assert_eq!(apply.dropins.len(), instances);
+    assert!(apply.dropins[0].1.contains("[Service]"));
+
+    // The scaling mode: a sweep of users with the points a capacity model takes.
+    let sc = run_scaling(&study, &topo, &opts, &study.scaling.users).unwrap();
+    assert_eq!(sc.points.len(), 2, "{:?}", sc.failed);
+    assert_eq!(sc.points[1].users, 4);
+    assert!(
+        sc.points
+            .iter()
+            .all(|p| p.throughput > 0.0 && p.response_time_s.is_some())
+    );
+    assert!(sc.saturation_users.is_some() && sc.knee_users.is_some());
+    let toml = sc.model_toml(0.0);
+    assert_eq!(toml.matches("[[measurements]]").count(), 2);
+    assert!(toml.contains("clients = 4"));
+    assert_eq!(read_knob(&Fs::at(&knobs), rel).unwrap(), "60");
+}
+
+#[test]
+fn saturation_and_knee_on_a_known_curve() {
+    use perfpilot_study::runner::{ScalePoint, saturation_and_knee};
+    // X = min(N, 10) per second (1 s demand... saturating at 10), R = N / X.
+    let points: Vec<ScalePoint> = [1usize, 2, 5, 10, 20, 40]
+        .iter()
+        .map(|&n| {
+            let x = (n as f64).min(10.0);
+            ScalePoint {
+                users: n,
+                throughput: x,
+                response_time_s: Some(n as f64 / x),
+                p99_ms: None,
+                errors: 0,
+                cpu: Default::default(),
+            }
+        })
+        .collect();
+    let (sat, knee) = saturation_and_knee(&points);
+    assert_eq!(sat, Some(10));
+    // Power X/R = N for N ≤ 10 and 100/N after: the knee is at 10.
+    assert_eq!(knee, Some(10));
+}

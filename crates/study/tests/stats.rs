@@ -1,0 +1,170 @@
+//! The statistics against known answers: textbook rank tests, CIs on synthetic series, MSER-5
+//! on a series with a known warm-up.
+
+use perfpilot_study::stats::{Alternative, friedman, mser5, paired_ratio_ci, ranks, wilcoxon};
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+#[test]
+fn ranks_share_ties() {
+    assert_eq!(ranks(&[10.0, 20.0, 20.0, 5.0]), vec![2.0, 3.5, 3.5, 1.0]);
+}
+
+#[test]
+fn friedman_matches_the_hand_computed_statistic() {
+    // Seven subjects, three treatments (scipy's friedmanchisquare example data). Ranks per row
+    // give rank sums 10, 21, 11: Q = 12/(7·3·4)·(100+441+121) − 3·7·4 = 10.571; χ²(2) survival
+    // is exp(−Q/2) = 0.005063.
+    let before = [72.0, 96.0, 88.0, 92.0, 74.0, 76.0, 82.0];
+    let after = [120.0, 120.0, 132.0, 120.0, 101.0, 96.0, 112.0];
+    let five = [76.0, 95.0, 104.0, 96.0, 84.0, 72.0, 76.0];
+    let blocks: Vec<Vec<f64>> = (0..7).map(|i| vec![before[i], after[i], five[i]]).collect();
+    let f = friedman(&blocks).unwrap();
+    assert!(close(f.statistic, 10.571_428_6, 1e-6), "{}", f.statistic);
+    assert!(
+        close(f.p_value, (-f.statistic / 2.0).exp(), 1e-9),
+        "{}",
+        f.p_value
+    );
+    assert!(close(f.p_value, 0.005_063, 1e-5));
+    assert_eq!(f.mean_ranks, vec![10.0 / 7.0, 3.0, 11.0 / 7.0]);
+}
+
+#[test]
+fn friedman_with_ties_uses_the_correction() {
+    // Two blocks with a tie in one: ranks [1.5, 1.5, 3] and [1, 2, 3]: sums 2.5, 3.5, 6.
+    // Q = 12/(2·3·4)·(6.25+12.25+36) − 3·2·4 = 3.25; tie term (2³−2) = 6; C = 1 − 6/(2·3·8) = 0.875;
+    // corrected Q = 3.714286.
+    let f = friedman(&[vec![1.0, 1.0, 5.0], vec![1.0, 2.0, 3.0]]).unwrap();
+    assert!(close(f.statistic, 3.25 / 0.875, 1e-9), "{}", f.statistic);
+    // All ties: no test.
+    assert!(friedman(&[vec![1.0, 1.0], vec![2.0, 2.0]]).is_none());
+    assert!(friedman(&[vec![1.0, 2.0]]).is_none());
+}
+
+#[test]
+#[allow(clippy::approx_constant)] // 3.14 is a measurement in the data set, not π.
+fn wilcoxon_matches_r_documentation_example() {
+    // Hollander & Wolfe (1973) p. 29, the example of R's wilcox.test: depression scale factor
+    // at the first (x) and second (y) visit. R: V = 40, p = 0.01953 (greater), 0.03906 (two-sided).
+    let x = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30];
+    let y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29];
+    let g = wilcoxon(&x, &y, Alternative::Greater).unwrap();
+    assert_eq!(g.w_plus, 40.0);
+    assert_eq!(g.n, 9);
+    assert!(g.exact);
+    assert!(close(g.p_value, 0.019_53, 5e-5), "{}", g.p_value);
+    let t = wilcoxon(&x, &y, Alternative::TwoSided).unwrap();
+    assert!(close(t.p_value, 0.039_06, 5e-5), "{}", t.p_value);
+    let l = wilcoxon(&x, &y, Alternative::Less).unwrap();
+    assert!(l.p_value > 0.97);
+}
+
+#[test]
+fn wilcoxon_exact_tails_and_zero_differences() {
+    // Five positive differences: P(W+ ≥ 15) = 1/32.
+    let w = wilcoxon(&[2.0, 3.0, 4.0, 5.0, 6.0], &[1.0; 5], Alternative::Greater).unwrap();
+    assert!(close(w.p_value, 1.0 / 32.0, 1e-12));
+    // Zero differences are dropped.
+    let w = wilcoxon(&[1.0, 2.0, 3.0], &[1.0, 1.0, 1.0], Alternative::Greater).unwrap();
+    assert_eq!(w.n, 2);
+    assert!(wilcoxon(&[1.0, 2.0], &[1.0, 2.0], Alternative::TwoSided).is_none());
+}
+
+#[test]
+fn wilcoxon_normal_approximation_for_large_samples() {
+    // 40 pairs, all positive: W+ = 820, z far in the tail.
+    let x: Vec<f64> = (1..=40).map(|i| i as f64 + 0.5).collect();
+    let y: Vec<f64> = (1..=40).map(|i| i as f64 - (i as f64) / 100.0).collect();
+    let w = wilcoxon(&x, &y, Alternative::Greater).unwrap();
+    assert!(!w.exact);
+    assert_eq!(w.w_plus, 820.0);
+    assert!(w.p_value < 1e-6);
+    // A symmetric sample around zero: p near 1 two-sided.
+    let d: Vec<f64> = (1..=40)
+        .map(|i| if i % 2 == 0 { i as f64 } else { -(i as f64) })
+        .collect();
+    let w = wilcoxon(&d, &[0.0; 40], Alternative::TwoSided).unwrap();
+    assert!(w.p_value > 0.8, "{}", w.p_value);
+}
+
+#[test]
+fn ratio_ci_on_synthetic_pairs() {
+    // Log ratios ln(1.1) + {−0.02, 0, +0.02}: mean ln 1.1, sd 0.02, se 0.02/√3,
+    // t(0.975, 2) = 4.302653: CI = 1.1·exp(±4.302653·0.011547).
+    let base = [100.0, 200.0, 50.0];
+    let d = [-0.02, 0.0, 0.02];
+    let cand: Vec<f64> = base
+        .iter()
+        .zip(d)
+        .map(|(b, e)| b * (1.1f64.ln() + e).exp())
+        .collect();
+    let ci = paired_ratio_ci(&cand, &base, 0.95).unwrap();
+    assert!(close(ci.ratio, 1.1, 1e-12));
+    let half = 4.302_653 * 0.02 / 3f64.sqrt();
+    assert!(close(ci.low, 1.1 * (-half).exp(), 1e-5), "{}", ci.low);
+    assert!(close(ci.high, 1.1 * half.exp(), 1e-5), "{}", ci.high);
+    assert_eq!(ci.pairs, 3);
+    // No difference: CI straddles 1.
+    let same = paired_ratio_ci(&[10.0, 11.0, 9.0, 10.5], &[10.2, 10.8, 9.1, 10.4], 0.95).unwrap();
+    assert!(same.low < 1.0 && same.high > 1.0);
+    assert!(paired_ratio_ci(&[1.0], &[1.0], 0.95).is_none());
+}
+
+#[test]
+fn mser5_finds_a_known_warm_up() {
+    // 20 s ramping up from 0, then 100 s around 1000 with a deterministic ±10 wobble.
+    let mut s: Vec<f64> = (0..20).map(|i| i as f64 * 50.0).collect();
+    s.extend(
+        (0..100).map(|i| 1000.0 + if i % 2 == 0 { 10.0 } else { -10.0 } * ((i % 7) as f64 / 7.0)),
+    );
+    let m = mser5(&s).unwrap();
+    assert_eq!(m.truncate, 20, "{m:?}");
+    assert!(m.steady);
+    // A steady series needs no truncation.
+    let flat: Vec<f64> = (0..60)
+        .map(|i| 500.0 + if i % 2 == 0 { 1.0 } else { -1.0 })
+        .collect();
+    let m = mser5(&flat).unwrap();
+    assert_eq!(m.truncate, 0, "{m:?}");
+    assert!(m.steady);
+    // A series still climbing at the end has no steady state.
+    let climb: Vec<f64> = (0..60).map(|i| 100.0 + 3.0 * i as f64).collect();
+    let m = mser5(&climb).unwrap();
+    assert!(!m.steady, "{m:?}");
+    // Too short.
+    assert!(mser5(&[1.0; 19]).is_none());
+}
+
+#[test]
+fn racing_drops_only_configurations_significantly_worse() {
+    use perfpilot_study::runner::race_step;
+    // Six rounds of three configurations: A is best every round, B worst every round, C is
+    // close to A (better in two rounds).
+    let a = [100.0, 104.0, 98.0, 101.0, 103.0, 99.0];
+    let b = [80.0, 85.0, 79.0, 83.0, 81.0, 84.0];
+    let c = [99.0, 105.0, 97.0, 100.5, 104.0, 98.5];
+    let blocks: Vec<Vec<f64>> = (0..6).map(|i| vec![a[i], b[i], c[i]]).collect();
+    let step = race_step(&blocks, 0.05).expect("Friedman rejects");
+    assert_eq!(step.best, 0);
+    // Rank sums: A 3+2+3+3+2+3 = 16, B 6, C 14: Q = 12/(6·3·4)·(256+36+196) − 72 = 9.333,
+    // p = exp(−Q/2).
+    assert!(
+        (step.friedman_p - (-9.333_333_3 / 2.0f64).exp()).abs() < 1e-6,
+        "{}",
+        step.friedman_p
+    );
+    // B: six positive differences, exact p = 1/64. C: differences 1, −1, 1, .5, −1, .5 give
+    // W+ = 12 of 21 — kept.
+    assert_eq!(step.losers, vec![(1, 1.0 / 64.0)]);
+    // Four rounds cannot reject anything at 0.05 with Wilcoxon (its smallest p is 1/16).
+    let step = race_step(&blocks[..4], 0.05);
+    assert!(
+        step.as_ref().is_none_or(|s| s.losers.is_empty()),
+        "{step:?}"
+    );
+    // No differences: no step.
+    assert!(race_step(&[vec![1.0, 1.0], vec![2.0, 2.0], vec![3.0, 3.0]], 0.05).is_none());
+}
