@@ -22,6 +22,8 @@ use crate::spec::{Config, Ready, Study, render, split_words};
 pub struct KnobGuard {
     fs: Fs,
     undo: Vec<Undo>,
+    /// Where the undo records are written before each change (see [`recover_knobs`]).
+    journal: Option<std::path::PathBuf>,
 }
 
 impl KnobGuard {
@@ -30,7 +32,39 @@ impl KnobGuard {
         KnobGuard {
             fs: fs.clone(),
             undo: Vec::new(),
+            journal: None,
         }
+    }
+
+    /// A guard that writes its undo records to `journal` (durably) before every change, so a
+    /// study killed with SIGKILL leaves a record [`recover_knobs`] restores at the next run.
+    pub fn journaled(fs: &Fs, journal: &std::path::Path) -> KnobGuard {
+        KnobGuard {
+            fs: fs.clone(),
+            undo: Vec::new(),
+            journal: Some(journal.to_path_buf()),
+        }
+    }
+
+    fn write_journal(&self) -> Result<(), String> {
+        let Some(path) = &self.journal else {
+            return Ok(());
+        };
+        let tmp = path.with_extension("tmp");
+        let body = serde_json::to_vec(&self.undo).map_err(|e| e.to_string())?;
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&body)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|e| {
+            format!(
+                "cannot journal knob undo records in {}: {e}",
+                path.display()
+            )
+        })
     }
 
     /// Sets knob `rel` to `value`: reads the previous value (the undo record, kept before the
@@ -44,6 +78,11 @@ impl KnobGuard {
         let u = change::prepare(&self.fs, &c)
             .map_err(|e| format!("knob /{rel} cannot be read: {e}"))?;
         self.undo.push(u);
+        // The undo record is on disk before the knob changes.
+        if let Err(e) = self.write_journal() {
+            self.undo.pop();
+            return Err(e);
+        }
         change::apply(&self.fs, &c)
             .map_err(|e| format!("knob /{rel} cannot be set to {value:?}: {e}"))?;
         Ok(())
@@ -62,8 +101,35 @@ impl KnobGuard {
                 failed.push(e.to_string());
             }
         }
+        if failed.is_empty()
+            && let Some(path) = &self.journal
+        {
+            let _ = std::fs::remove_file(path);
+        }
         failed
     }
+}
+
+/// Restores the knobs a killed study left changed, from its journal (if there is one), and
+/// removes the journal. Returns a line per knob.
+pub fn recover_knobs(fs: &Fs, journal: &std::path::Path) -> Result<Vec<String>, String> {
+    let text = match std::fs::read(journal) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", journal.display())),
+    };
+    let undo: Vec<Undo> = serde_json::from_slice(&text)
+        .map_err(|e| format!("{} is not a knob journal: {e}", journal.display()))?;
+    let mut lines = Vec::new();
+    for u in undo.iter().rev() {
+        match change::undo(fs, u) {
+            Ok(r) => lines.push(format!("restored after an interrupted study: {r:?}")),
+            Err(e) => return Err(format!("restoring a knob from {}: {e}", journal.display())),
+        }
+    }
+    std::fs::remove_file(journal)
+        .map_err(|e| format!("cannot remove {}: {e}", journal.display()))?;
+    Ok(lines)
 }
 
 impl Drop for KnobGuard {

@@ -245,6 +245,8 @@ pub struct TrialContext<'a> {
     pub study: &'a Study,
     pub topo: &'a Topology,
     pub knob_fs: &'a Fs,
+    /// Where knob undo records are journaled before each change (`None`: not journaled).
+    pub knob_journal: Option<&'a std::path::Path>,
     pub stop: &'a AtomicBool,
 }
 
@@ -277,7 +279,10 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         Err(e) => return fail(detail, e.to_string()),
     };
     detail.layout = Some(layout.clone());
-    let mut knobs = KnobGuard::new(ctx.knob_fs);
+    let mut knobs = match ctx.knob_journal {
+        Some(j) => KnobGuard::journaled(ctx.knob_fs, j),
+        None => KnobGuard::new(ctx.knob_fs),
+    };
     let values = deploy::values_for(config, n, None);
     for k in &study.deployment.knobs {
         let value = render(&k.value, &values);
@@ -655,6 +660,16 @@ pub struct RunOutcome {
     pub summary: Summary,
 }
 
+/// The knob journal next to the store (`<store>.knobs-journal.json`): knobs a killed run left
+/// changed are restored from it first.
+fn knob_journal(opts: &RunOptions) -> Result<PathBuf, StudyError> {
+    let journal = opts.store.with_extension("knobs-journal.json");
+    for line in deploy::recover_knobs(&opts.knob_fs, &journal).map_err(StudyError::Failed)? {
+        eprintln!("perfpilot study: {line}");
+    }
+    Ok(journal)
+}
+
 /// Runs (or resumes) a study and stores every trial and the summary.
 pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
@@ -698,10 +713,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         )));
     }
     let progress = Progress::new(opts.progress, plan_.max_trials);
+    let journal = knob_journal(opts)?;
     let ctx = TrialContext {
         study,
         topo,
         knob_fs: &opts.knob_fs,
+        knob_journal: Some(&journal),
         stop: &opts.stop,
     };
     let mut trials: Vec<TrialRecord> = existing.clone();
@@ -1144,10 +1161,12 @@ pub fn run_scaling(
     )?;
     let config = &study.scaling.config;
     let progress = Progress::new(opts.progress, users.len());
+    let journal = knob_journal(opts)?;
     let ctx = TrialContext {
         study,
         topo,
         knob_fs: &opts.knob_fs,
+        knob_journal: Some(&journal),
         stop: &opts.stop,
     };
     let mut points = Vec::new();

@@ -114,6 +114,7 @@ fn a_trial_whose_command_exits_fails_with_its_reason_and_restores_knobs() {
         study: &s,
         topo: &topo,
         knob_fs: &fs,
+        knob_journal: None,
         stop: &stop,
     };
     let o = run_trial(&ctx, &s.configurations()[0], None);
@@ -135,6 +136,7 @@ fn a_trial_that_never_becomes_ready_fails_and_restores_knobs() {
         study: &s,
         topo: &topo,
         knob_fs: &fs,
+        knob_journal: None,
         stop: &stop,
     };
     let o = run_trial(&ctx, &s.configurations()[0], None);
@@ -165,6 +167,7 @@ fn an_interrupt_stops_the_trial_and_restores_knobs() {
         study: &s,
         topo: &topo,
         knob_fs: &fs,
+        knob_journal: None,
         stop: &stop,
     };
     let config: Config = s.configurations()[0].clone();
@@ -174,4 +177,34 @@ fn an_interrupt_stops_the_trial_and_restores_knobs() {
     assert_eq!(o.reason, "interrupted");
     assert_eq!(read_knob(&fs, SWAPPINESS).unwrap(), "60");
     assert_eq!(read_knob(&fs, THP).unwrap(), "madvise");
+}
+
+#[test]
+fn a_killed_study_leaves_a_journal_the_next_run_restores_from() {
+    let (d, fs) = tree();
+    let journal = d.path().join("study.knobs-journal.json");
+    let mut g = KnobGuard::journaled(&fs, &journal);
+    g.set(THP, "never").unwrap();
+    g.set(SWAPPINESS, "10").unwrap();
+    // The undo records were on disk before the knobs changed.
+    assert!(journal.exists());
+    // SIGKILL: no destructor runs.
+    std::mem::forget(g);
+    assert_eq!(read_knob(&fs, THP).unwrap(), "never");
+    assert_eq!(read_knob(&fs, SWAPPINESS).unwrap(), "10");
+    let lines = perfpilot_study::deploy::recover_knobs(&fs, &journal).unwrap();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(read_knob(&fs, THP).unwrap(), "madvise");
+    assert_eq!(read_knob(&fs, SWAPPINESS).unwrap(), "60");
+    assert!(!journal.exists());
+    // Nothing to recover: fine. A clean run removes its journal when it restores.
+    assert!(
+        perfpilot_study::deploy::recover_knobs(&fs, &journal)
+            .unwrap()
+            .is_empty()
+    );
+    let mut g = KnobGuard::journaled(&fs, &journal);
+    g.set(SWAPPINESS, "30").unwrap();
+    assert!(g.restore().is_empty());
+    assert!(!journal.exists());
 }
