@@ -86,6 +86,10 @@ struct Trial {
     signal: Option<SignalKind>,
     failures: u32,
     reason: String,
+    /// Whether any step changed anything (a step can fail whole: no free huge pages, …).
+    effective: bool,
+    /// What the last ineffective step said.
+    last_problem: Option<String>,
 }
 
 /// A kept action that is enforced (new threads get the mask; a mask changed behind our back
@@ -718,7 +722,7 @@ impl Engine {
             if t.phase == Phase::Applying {
                 if let Some(c) = t.steps.pop_front() {
                     let c = refresh_tids(c, &members);
-                    Self::journal_and_apply(
+                    let applied = Self::journal_and_apply(
                         &mut self.store,
                         &self.fs,
                         t.id,
@@ -726,10 +730,30 @@ impl Engine {
                         &mut t.undo,
                         c,
                     )?;
+                    match applied.as_ref().map(outcome) {
+                        Some((true, what)) => {
+                            t.effective = true;
+                            info!(action = t.id, workload = %t.name, "step applied: {what}");
+                        }
+                        Some((false, what)) => {
+                            warn!(action = t.id, workload = %t.name, "step changed nothing: {what}");
+                            t.last_problem = Some(what);
+                        }
+                        None => t.last_problem = Some("the step failed (see the log)".into()),
+                    }
                     t.on = true;
                 }
                 if t.steps.is_empty() {
                     t.phase = Phase::Measuring;
+                    // Nothing took effect: there is nothing to measure.
+                    if !t.effective {
+                        let why = format!(
+                            "nothing could be applied: {}",
+                            t.last_problem.clone().unwrap_or_default()
+                        );
+                        finished.push((i, Some(Decision::Neutral), why));
+                        continue;
+                    }
                 }
                 // Unverified: nothing to measure; kept once every step is applied.
                 if t.signal.is_none() && t.phase == Phase::Measuring {
@@ -1251,6 +1275,8 @@ impl Engine {
             signal,
             failures: 0,
             reason,
+            effective: false,
+            last_problem: None,
         });
         Ok(id)
     }
@@ -1471,6 +1497,44 @@ fn changed_mask(fs: &Fs, w: &Workload, doc: &ActionDoc, mask: &CpuSet) -> Option
                 .filter(|c| c != mask)
                 .map(|c| (m.pid, c))
         })
+}
+
+/// Whether an applied step changed anything, and a line saying what it did.
+fn outcome(a: &Applied) -> (bool, String) {
+    match a {
+        Applied::Affinity(o) => (
+            o.set > 0,
+            format!("{} threads bound ({} gone)", o.set, o.vanished),
+        ),
+        Applied::Pages(o) => (
+            o.moved > 0,
+            format!(
+                "{} pages on the target node, {} failed {:?}, {} gone",
+                o.moved,
+                o.failed_total(),
+                o.failed,
+                o.vanished
+            ),
+        ),
+        Applied::Collapse(o) => {
+            let failures: Vec<String> = o.failed.iter().take(3).map(|f| f.to_string()).collect();
+            (
+                o.bytes_ok > 0,
+                format!(
+                    "{} MiB collapsed in {} ranges, {} ranges failed{}",
+                    o.bytes_ok >> 20,
+                    o.ranges_ok,
+                    o.failed.len(),
+                    if failures.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", failures.join("; "))
+                    }
+                ),
+            )
+        }
+        Applied::Knob { rel, value } => (true, format!("/{rel} = {value}")),
+    }
 }
 
 /// Replaces an affinity change's thread list with the member's current threads.
