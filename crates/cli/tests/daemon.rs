@@ -351,18 +351,7 @@ fn a_killed_daemon_is_recovered_from_its_journal() {
     // A second daemon on the same directory while none runs: fine. While one runs: refused.
     let mut a = daemon(&cfg, &dir.state(), "3s");
     std::thread::sleep(Duration::from_millis(600));
-    let b = Command::new(EXE)
-        .args([
-            "daemon",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--state-dir",
-            dir.state().to_str().unwrap(),
-            "--for",
-            "1s",
-        ])
-        .output()
-        .unwrap();
+    let b = daemon(&cfg, &dir.state(), "1s").wait_with_output().unwrap();
     assert!(!b.status.success());
     assert!(
         String::from_utf8_lossy(&b.stderr).contains("another perfpilot daemon"),
@@ -421,18 +410,7 @@ fn a_killed_daemon_is_recovered_from_its_journal() {
 fn bad_configs_and_tunables_are_named() {
     let dir = Dir::new("badcfg");
     let cfg = dir.config("[tunables]\nheadroom = 99\n");
-    let out = Command::new(EXE)
-        .args([
-            "daemon",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--state-dir",
-            dir.state().to_str().unwrap(),
-            "--for",
-            "1s",
-        ])
-        .output()
-        .unwrap();
+    let out = daemon(&cfg, &dir.state(), "1s").wait_with_output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -670,6 +670,21 @@ fn knob_journal(opts: &RunOptions) -> Result<PathBuf, StudyError> {
     Ok(journal)
 }
 
+/// Ends a run that stopped on `e`: the progress bar, and the run's state in the store
+/// (interrupted or failed). Returns the error to report (the store's, if that write fails).
+fn end_run(store: &mut Store, run_id: i64, progress: &Progress, e: StudyError) -> StudyError {
+    progress.finish();
+    let state = if matches!(e, StudyError::Interrupted) {
+        "interrupted"
+    } else {
+        "failed"
+    };
+    match store.study_set_state(run_id, state, None) {
+        Ok(()) => e,
+        Err(se) => se.into(),
+    }
+}
+
 /// Runs (or resumes) a study and stores every trial and the summary.
 pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
@@ -844,14 +859,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         Ok(())
     })();
     if let Err(e) = result {
-        progress.finish();
-        let state = if matches!(e, StudyError::Interrupted) {
-            "interrupted"
-        } else {
-            "failed"
-        };
-        store.study_set_state(run_id, state, None)?;
-        return Err(e);
+        return Err(end_run(&mut store, run_id, &progress, e));
     }
 
     // Without racing, the same tests over every round say which configurations are
@@ -901,14 +909,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                 Ok(())
             })();
             if let Err(e) = confirm {
-                progress.finish();
-                let state = if matches!(e, StudyError::Interrupted) {
-                    "interrupted"
-                } else {
-                    "failed"
-                };
-                store.study_set_state(run_id, state, None)?;
-                return Err(e);
+                return Err(end_run(&mut store, run_id, &progress, e));
             }
             // Pairs: every (phase, round) where both ran successfully.
             let mut cand = Vec::new();
