@@ -8,16 +8,21 @@
 //!   SMT siblings, LLC domains and nodes together), with the memory policy to match;
 //! - [`deploy`]: one trial's deployment — knobs through `perfpilot_sys::change` with undo
 //!   records and a restoring guard, free ports, bound instances, readiness, teardown;
-//! - [`runner`]: randomized interleaved rounds, CPU per instance, MSER-5, racing (Friedman,
-//!   then Wilcoxon against the best), the winner confirmed against the baseline with a 95 %
-//!   CI on the gain, `--resume`, and the scaling mode (saturation point and knee);
-//! - [`stats`]: the rank tests, MSER-5 and the ratio CI;
+//! - [`runner`]: randomized interleaved rounds, CPU per instance, MSER-5, racing (F-Race:
+//!   Friedman with Conover's comparisons against the best, Wilcoxon when two are left, and
+//!   practically equivalent configurations leaving the race), the winner confirmed against the
+//!   baseline with a 95 % CI on the gain, `--resume`, and the scaling mode (saturation point
+//!   and knee);
+//! - [`replay`]: racing replayed on an exhaustive run's trials, over many round orders: the
+//!   trials a race would have spent and how often it picks the exhaustive winner;
+//! - [`stats`]: the rank tests, the equivalence check, MSER-5 and the ratio CI;
 //! - [`report`]: the report of a stored run (JSON, Markdown, HTML with an inline SVG chart)
 //!   and the apply script (shell and systemd drop-ins) of the best configuration.
 
 pub mod deploy;
 pub mod error;
 pub mod layout;
+pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod spec;

@@ -11,7 +11,7 @@ use perfpilot_store::{Store, StudyRecord, TrialRecord};
 use serde::Serialize;
 
 use crate::error::{Result, StudyError};
-use crate::runner::{Scaling, Summary, TrialDetail};
+use crate::runner::{Left, Scaling, Summary, TrialDetail};
 use crate::spec::{Config, Study, render, split_words};
 use crate::stats;
 
@@ -384,6 +384,16 @@ pub fn to_json(r: &Report) -> String {
     serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
+/// How a configuration left the race, in a word for the table.
+fn left_word(kind: Left) -> &'static str {
+    match kind {
+        Left::Worse => "worse",
+        Left::Failed => "failed",
+        Left::Equivalent => "equivalent",
+        Left::Tied => "tied",
+    }
+}
+
 /// The report as Markdown.
 pub fn to_markdown(r: &Report) -> String {
     let mut s = String::new();
@@ -415,7 +425,7 @@ pub fn to_markdown(r: &Report) -> String {
         if !sum.indistinguishable.is_empty() {
             let _ = writeln!(
                 s,
-                "Not significantly different from the winner: {}.",
+                "Not significantly different from the winner, or equivalent to it within the effect sought: {}.",
                 sum.indistinguishable.join("; ")
             );
         }
@@ -432,7 +442,7 @@ pub fn to_markdown(r: &Report) -> String {
             }
         );
         if !sum.eliminated.is_empty() {
-            let _ = writeln!(s, "### Raced out\n");
+            let _ = writeln!(s, "### Left the race\n");
             for e in &sum.eliminated {
                 let _ = writeln!(s, "- {} after round {}: {}", e.config, e.round, e.reason);
             }
@@ -448,7 +458,7 @@ pub fn to_markdown(r: &Report) -> String {
         let _ = writeln!(s, "### Configurations\n");
         let _ = writeln!(
             s,
-            "| configuration | trials | ok | mean ({}) | stdev | throughput | CPU cores | raced out |",
+            "| configuration | trials | ok | mean ({}) | stdev | throughput | CPU cores | left the race |",
             sum.unit
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
@@ -463,8 +473,10 @@ pub fn to_markdown(r: &Report) -> String {
                 f(c.stdev, 2),
                 f(c.throughput, 1),
                 f(c.cpu_cores, 2),
-                c.eliminated_round
-                    .map_or("–".into(), |r| format!("round {r}"))
+                match sum.eliminated.iter().find(|e| e.config == c.config) {
+                    Some(e) => format!("round {} ({})", e.round, left_word(e.kind)),
+                    None => "–".into(),
+                }
             );
         }
         let _ = writeln!(s);

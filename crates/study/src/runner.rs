@@ -60,14 +60,33 @@ pub struct Infeasible {
     pub reason: String,
 }
 
-/// A configuration raced out.
+/// Why a configuration left the race.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Left {
+    /// Significantly worse than the best.
+    #[default]
+    Worse,
+    /// Failed twice.
+    Failed,
+    /// Practically equivalent to the leader (within `objective.min_effect`): running it
+    /// further could not change the choice by more than that.
+    Equivalent,
+    /// Tied with the leader beyond what the rounds left could resolve (conditional power
+    /// below `run.futility`).
+    Tied,
+}
+
+/// A configuration that left the race before the last round.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Elimination {
     pub config: String,
     pub round: usize,
-    /// Why: `worse than <best> (Wilcoxon p = …)` or `failed: …`.
+    /// Why: `worse than <best> (…)`, `failed twice, …` or `equivalent to <leader> …`.
     pub reason: String,
     pub p_value: Option<f64>,
+    #[serde(default)]
+    pub kind: Left,
 }
 
 /// Per-configuration figures.
@@ -91,8 +110,8 @@ pub struct Summary {
     pub higher_is_better: bool,
     pub baseline: String,
     pub winner: Option<String>,
-    /// Configurations still in the race at the end: not significantly different from the
-    /// winner.
+    /// Configurations still in the race at the end (not significantly different from the
+    /// winner) and those that left it as practically equivalent to the leader.
     pub indistinguishable: Vec<String>,
     /// The winner's gain over the baseline in the goal's direction (> 1 is better), with its
     /// 95 % confidence interval, from paired rounds.
@@ -136,10 +155,10 @@ pub struct TrialOutcome {
 }
 
 /// A tiny deterministic generator for the round orders (splitmix64).
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -147,7 +166,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn shuffle<T>(&mut self, v: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = (self.next() % (i as u64 + 1)) as usize;
             v.swap(i, j);
@@ -511,42 +530,212 @@ fn drive(
 /// One racing decision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RaceStep {
-    /// The column with the highest mean rank.
+    /// The column with the highest rank sum.
     pub best: usize,
-    pub friedman_p: f64,
-    /// Columns significantly worse than the best, with the one-sided Wilcoxon p-value.
+    /// The test that gated the step: `Friedman` (three or more configurations, Conover's F
+    /// form) or `Wilcoxon` (two).
+    pub test: &'static str,
+    /// The gate test's p-value.
+    pub p_value: f64,
+    /// Columns significantly worse than the best, with the p-value of that comparison
+    /// (Conover's two-sided multiple comparison after Friedman, one-sided Wilcoxon with two).
     pub losers: Vec<(usize, f64)>,
 }
 
-/// The racing step on `blocks` (rows: rounds; columns: configurations; higher is better):
-/// when Friedman's test rejects at `alpha`, every configuration whose paired scores are
-/// significantly lower than the best's (one-sided Wilcoxon signed-rank, `alpha`) loses.
-/// `None` when Friedman's test does not reject.
+/// The racing step of F-Race (Birattari et al., 2002) on `blocks` (rows: rounds; columns:
+/// configurations; higher is better). With three or more configurations: when Friedman's test
+/// (Conover's F form) rejects at `alpha`, every configuration whose rank sum falls short of the
+/// best's by more than Conover's least significant difference loses. With two: the one-sided
+/// Wilcoxon signed-rank test of the better against the other. `None` when the gate test does
+/// not reject.
 pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
+    let k = blocks.first()?.len();
+    let col = |j: usize| blocks.iter().map(|row| row[j]).collect::<Vec<f64>>();
+    if k == 2 {
+        let (a, b) = (col(0), col(1));
+        let rank_a: f64 = blocks.iter().map(|row| stats::ranks(row)[0]).sum();
+        let rank_b: f64 = blocks.iter().map(|row| stats::ranks(row)[1]).sum();
+        let (best, worst, w) = if rank_a >= rank_b {
+            (0, 1, stats::wilcoxon(&a, &b, Alternative::Greater)?)
+        } else {
+            (1, 0, stats::wilcoxon(&b, &a, Alternative::Greater)?)
+        };
+        return (w.p_value < alpha).then(|| RaceStep {
+            best,
+            test: "Wilcoxon",
+            p_value: w.p_value,
+            losers: vec![(worst, w.p_value)],
+        });
+    }
     let f = stats::friedman(blocks)?;
-    if f.p_value >= alpha {
+    if f.f_p_value >= alpha {
         return None;
     }
-    let k = f.mean_ranks.len();
-    let best = (0..k).max_by(|&a, &c| f.mean_ranks[a].total_cmp(&f.mean_ranks[c]))?;
-    let col = |j: usize| blocks.iter().map(|row| row[j]).collect::<Vec<f64>>();
-    let best_scores = col(best);
+    let best = (0..k).max_by(|&a, &c| f.rank_sums[a].total_cmp(&f.rank_sums[c]))?;
+    let lsd = f.least_significant_difference(alpha);
     let losers = (0..k)
-        .filter(|&j| j != best)
-        .filter_map(|j| {
-            let w = stats::wilcoxon(&best_scores, &col(j), Alternative::Greater)?;
-            (w.p_value < alpha).then_some((j, w.p_value))
-        })
+        .filter(|&j| j != best && f.rank_sums[best] - f.rank_sums[j] > lsd)
+        .map(|j| (j, f.pair_p_value(best, j)))
         .collect();
     Some(RaceStep {
         best,
-        friedman_p: f.p_value,
+        test: "Friedman",
+        p_value: f.f_p_value,
         losers,
     })
 }
 
+/// The racing decision after `round` on the configurations `alive` (by key), from the race
+/// trials of rounds 1..=`round`: those significantly worse than the best ([`race_step`]), then
+/// those practically equivalent to the leader among the rest.
+pub fn race_round(
+    study: &Study,
+    trials: &[TrialRecord],
+    alive: &[String],
+    round: usize,
+) -> Vec<Elimination> {
+    let goal = &study.objective.goal;
+    let b = blocks(goal, trials, alive, round);
+    let mut out: Vec<Elimination> = Vec::new();
+    if let Some(step) = race_step(&b, study.run.alpha) {
+        for (j, p) in step.losers {
+            out.push(Elimination {
+                config: alive[j].clone(),
+                round,
+                reason: format!(
+                    "worse than {} ({} p = {:.4}, pairwise p = {:.4})",
+                    alive[step.best], step.test, step.p_value, p
+                ),
+                p_value: Some(p),
+                kind: Left::Worse,
+            });
+        }
+    }
+    let close = close_to_leader(study, trials, alive, &out, round);
+    out.extend(close);
+    out
+}
+
+/// Configurations among `keys` (not already leaving in `leaving`) close to the leader, the
+/// best mean score among the rest, over the race rounds where both succeeded:
+/// - equivalent: the paired ratio's confidence interval at 1 − 2α lies within
+///   1 ± `objective.min_effect` (two one-sided tests at α);
+/// - tied: the rounds left could show it worse only with a conditional power below
+///   `run.futility`, were its observed shortfall real.
+///
+/// Either way more rounds would not change the choice by more than the effect sought or than
+/// the study can resolve, so they leave the race; the leader stays.
+fn close_to_leader(
+    study: &Study,
+    trials: &[TrialRecord],
+    keys: &[String],
+    leaving: &[Elimination],
+    round: usize,
+) -> Vec<Elimination> {
+    let goal = &study.objective.goal;
+    let delta = study.objective.min_effect;
+    let staying: Vec<&String> = keys
+        .iter()
+        .filter(|k| !leaving.iter().any(|e| &e.config == *k))
+        .collect();
+    let value = |k: &str, r: i64| {
+        trials
+            .iter()
+            .find(|t| t.phase == "race" && t.round == r && t.config == k && t.status == "ok")
+            .and_then(|t| t.value)
+            .filter(|v| *v > 0.0)
+    };
+    let Some(leader) = best_mean(goal, trials, staying.iter().copied(), round) else {
+        return Vec::new();
+    };
+    let level = 1.0 - 2.0 * study.run.alpha;
+    let mut out = Vec::new();
+    for k in staying.into_iter().filter(|k| **k != leader) {
+        let (x, y): (Vec<f64>, Vec<f64>) = (1..=round as i64)
+            .filter_map(|r| Some((value(k, r)?, value(&leader, r)?)))
+            .unzip();
+        let Some((same, ci)) = stats::equivalent(&x, &y, delta, level) else {
+            continue;
+        };
+        if delta > 0.0 && same {
+            out.push(Elimination {
+                config: k.clone(),
+                round,
+                reason: format!(
+                    "equivalent to {leader} within {:.1} %: ratio ×{:.3} ({:.0} % CI {:.3}–{:.3}, {} pairs)",
+                    delta * 100.0,
+                    ci.ratio,
+                    level * 100.0,
+                    ci.low,
+                    ci.high,
+                    ci.pairs
+                ),
+                p_value: None,
+                kind: Left::Equivalent,
+            });
+            continue;
+        }
+        // The leader's advantage per round, in the goal's direction.
+        let d: Vec<f64> = x
+            .iter()
+            .zip(&y)
+            .map(|(k, l)| {
+                if goal.higher_is_better() {
+                    (l / k).ln()
+                } else {
+                    (k / l).ln()
+                }
+            })
+            .collect();
+        if study.run.futility > 0.0
+            && let Some(cp) = stats::conditional_power(&d, study.run.repetitions, study.run.alpha)
+            && cp < study.run.futility
+        {
+            let wide = stats::paired_ratio_ci(&x, &y, 0.95).unwrap_or(ci);
+            out.push(Elimination {
+                config: k.clone(),
+                round,
+                reason: format!(
+                    "tied with {leader}: ratio ×{:.3} (95 % CI {:.3}–{:.3}, {} pairs); the {} rounds left would show a difference with probability {:.0} % (< run.futility {:.0} %)",
+                    wide.ratio,
+                    wide.low,
+                    wide.high,
+                    wide.pairs,
+                    study.run.repetitions - round,
+                    cp * 100.0,
+                    study.run.futility * 100.0
+                ),
+                p_value: None,
+                kind: Left::Tied,
+            });
+        }
+    }
+    out
+}
+
+/// The configuration among `keys` with the best mean score over the race rounds up to
+/// `through_round`; `None` when none has a score.
+pub(crate) fn best_mean<'a>(
+    goal: &Goal,
+    trials: &[TrialRecord],
+    keys: impl IntoIterator<Item = &'a String>,
+    through_round: usize,
+) -> Option<String> {
+    keys.into_iter()
+        .filter_map(|k| {
+            let v: Vec<f64> = trials
+                .iter()
+                .filter(|t| t.phase == "race" && &t.config == k && t.round <= through_round as i64)
+                .filter_map(|t| score(goal, t))
+                .collect();
+            (!v.is_empty()).then(|| (k, stats::mean(&v)))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(k, _)| k.clone())
+}
+
 /// Score: higher is better; `None` for failed or violated trials.
-fn score(goal: &Goal, t: &TrialRecord) -> Option<f64> {
+pub(crate) fn score(goal: &Goal, t: &TrialRecord) -> Option<f64> {
     if t.status != "ok" {
         return None;
     }
@@ -556,7 +745,12 @@ fn score(goal: &Goal, t: &TrialRecord) -> Option<f64> {
 
 /// Scores of `configs` in `round` rows; missing or failed scores are replaced by a value
 /// worse than every score of the row.
-fn blocks(goal: &Goal, trials: &[TrialRecord], configs: &[String], rounds: usize) -> Vec<Vec<f64>> {
+pub(crate) fn blocks(
+    goal: &Goal,
+    trials: &[TrialRecord],
+    configs: &[String],
+    rounds: usize,
+) -> Vec<Vec<f64>> {
     let mut out = Vec::new();
     for r in 1..=rounds {
         let row: Vec<Option<f64>> = configs
@@ -827,6 +1021,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                             round,
                             reason: format!("failed twice, last: {}", t.reason),
                             p_value: None,
+                            kind: Left::Failed,
                         });
                         alive.retain(|c| &c.key() != k);
                         progress.shrink(study.run.repetitions - round);
@@ -835,21 +1030,14 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             }
             if racing && round >= study.run.min_rounds && alive.len() > 1 {
                 let keys: Vec<String> = alive.iter().map(Config::key).collect();
-                let b = blocks(goal, &trials, &keys, round);
-                if let Some(step) = race_step(&b, study.run.alpha) {
-                    for (j, w_p) in step.losers {
-                        eliminated.push(Elimination {
-                            config: keys[j].clone(),
-                            round,
-                            reason: format!(
-                                "worse than {} (Friedman p = {:.4}, Wilcoxon p = {:.4})",
-                                keys[step.best], step.friedman_p, w_p
-                            ),
-                            p_value: Some(w_p),
-                        });
-                        alive.retain(|c| c.key() != keys[j]);
-                        progress.shrink(study.run.repetitions - round);
-                    }
+                for e in race_round(study, &trials, &keys, round) {
+                    progress.println(format!(
+                        "round {round}: {} left the race: {}",
+                        e.config, e.reason
+                    ));
+                    alive.retain(|c| c.key() != e.config);
+                    progress.shrink(study.run.repetitions - round);
+                    eliminated.push(e);
                 }
             }
             if alive.len() <= 1 {
@@ -874,19 +1062,9 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     }
 
     // The winner: the best mean score among the survivors.
-    let mean_of = |trials: &[TrialRecord], key: &str| -> Option<f64> {
-        let v: Vec<f64> = trials
-            .iter()
-            .filter(|t| t.phase == "race" && t.config == key)
-            .filter_map(|t| score(goal, t))
-            .collect();
-        (!v.is_empty()).then(|| stats::mean(&v))
-    };
-    let winner = alive
-        .iter()
-        .filter_map(|c| mean_of(&trials, &c.key()).map(|m| (c.clone(), m)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(c, _)| c);
+    let alive_keys: Vec<String> = alive.iter().map(Config::key).collect();
+    let winner = best_mean(goal, &trials, &alive_keys, rounds_done)
+        .and_then(|k| alive.iter().find(|c| c.key() == k).cloned());
 
     // Confirmation: paired rounds of winner and baseline.
     let mut gain = None;
@@ -1011,6 +1189,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             .map(Config::key)
             .filter(|k| Some(k) != winner.as_ref().map(Config::key).as_ref())
             .filter(|k| !worse.contains(k))
+            .chain(
+                eliminated
+                    .iter()
+                    .filter(|e| matches!(e.kind, Left::Equivalent | Left::Tied))
+                    .map(|e| e.config.clone()),
+            )
             .collect(),
         gain,
         gain_p_value: gain_p,

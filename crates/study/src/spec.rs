@@ -312,6 +312,9 @@ pub struct Factor {
     pub levels: Vec<Level>,
 }
 
+/// The default conditional power under which a tied configuration leaves the race.
+pub const DEFAULT_FUTILITY: f64 = 0.2;
+
 /// Trial timing, repetitions and racing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
@@ -324,6 +327,10 @@ pub struct RunSpec {
     /// Rounds before the first racing test.
     pub min_rounds: usize,
     pub alpha: f64,
+    /// Conditional power below which a configuration tied with the leader leaves the race:
+    /// the chance that the rounds left would show it worse, were its observed shortfall real
+    /// (0: never).
+    pub futility: f64,
     /// Extra paired rounds of winner and baseline.
     pub confirm_rounds: usize,
     pub seed: u64,
@@ -482,6 +489,7 @@ struct RawRun {
     racing: Option<bool>,
     min_rounds: Option<usize>,
     alpha: Option<f64>,
+    futility: Option<f64>,
     confirm_rounds: Option<usize>,
     seed: Option<u64>,
     #[serde(default)]
@@ -1047,6 +1055,15 @@ impl Study {
                 "must be between 0 and 0.5".into(),
             ));
         }
+        let futility = r.futility.unwrap_or(DEFAULT_FUTILITY);
+        if !(0.0..1.0).contains(&futility) {
+            return Err(bad(
+                "run",
+                "futility",
+                "run.futility",
+                "must be at least 0 (off) and below 1".into(),
+            ));
+        }
         let config_from = |table: &toml::Table, section: &str| -> Result<Config> {
             for (k, v) in table {
                 let field = format!("{section}.{k}");
@@ -1106,8 +1123,9 @@ impl Study {
             )?,
             repetitions,
             racing: r.racing.unwrap_or(true),
-            min_rounds: r.min_rounds.unwrap_or(5).max(2),
+            min_rounds: r.min_rounds.unwrap_or(3).max(2),
             alpha,
+            futility,
             confirm_rounds: r.confirm_rounds.unwrap_or(3),
             seed: r.seed.unwrap_or(1),
             baseline,

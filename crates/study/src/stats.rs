@@ -1,9 +1,10 @@
-//! The statistics of a study: rank tests for racing (Friedman across configurations, Wilcoxon
-//! signed-rank between two), MSER-5 warm-up detection, and the confidence interval of a paired
-//! gain ratio. Distributions come from `statrs`; exact small-sample Wilcoxon p-values are
+//! The statistics of a study: rank tests for racing (Friedman across configurations with
+//! Conover's multiple comparisons, as in F-Race; Wilcoxon signed-rank between two), an
+//! equivalence check on paired ratios, MSER-5 warm-up detection, and the confidence interval of
+//! a paired gain ratio. Distributions come from `statrs`; exact small-sample Wilcoxon p-values are
 //! computed by enumerating the signed-rank distribution.
 
-use statrs::distribution::{ChiSquared, ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ChiSquared, ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 
 /// Ranks `xs` from 1 (smallest) to n, ties sharing their average rank.
 pub fn ranks(xs: &[f64]) -> Vec<f64> {
@@ -28,11 +29,60 @@ pub fn ranks(xs: &[f64]) -> Vec<f64> {
 /// The result of a Friedman test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Friedman {
-    /// The tie-corrected statistic, χ² with k − 1 degrees of freedom under H0.
+    /// The tie-corrected statistic T1, χ² with k − 1 degrees of freedom under H0.
     pub statistic: f64,
+    /// T1's p-value from the χ² approximation.
     pub p_value: f64,
+    /// Conover's T2 = (b − 1)·T1 / (b·(k − 1) − T1), F with (k − 1, (b − 1)(k − 1)) degrees
+    /// of freedom under H0: better than the χ² form with few blocks (Conover 1999, §5.8).
+    /// Infinite when every block ranks the treatments alike.
+    pub f_statistic: f64,
+    /// T2's p-value.
+    pub f_p_value: f64,
+    /// The rank sum of each treatment over the blocks (higher = larger values).
+    pub rank_sums: Vec<f64>,
     /// The mean rank of each treatment (higher = larger values).
     pub mean_ranks: Vec<f64>,
+    /// Blocks.
+    pub blocks: usize,
+    /// Σ of the squared within-block ranks (Conover's A1), for the multiple comparisons.
+    pub sum_sq_ranks: f64,
+}
+
+impl Friedman {
+    /// Degrees of freedom (b − 1)(k − 1) and the standard error of a rank-sum difference in
+    /// Conover's multiple comparison: √(2·(b·A1 − Σ R_j²) / ((b − 1)(k − 1))).
+    fn conover(&self) -> (f64, f64) {
+        let b = self.blocks as f64;
+        let k = self.rank_sums.len() as f64;
+        let df = (b - 1.0) * (k - 1.0);
+        let spread =
+            (b * self.sum_sq_ranks - self.rank_sums.iter().map(|r| r * r).sum::<f64>()).max(0.0);
+        (df, (2.0 * spread / df).sqrt())
+    }
+
+    /// Conover's multiple comparison after a Friedman test: the least difference of rank sums
+    /// at which two treatments differ at two-sided level `alpha`, t(1 − α/2; df) · se.
+    /// Zero when every block ranks the treatments alike (any difference is then significant).
+    pub fn least_significant_difference(&self, alpha: f64) -> f64 {
+        let (df, se) = self.conover();
+        StudentsT::new(0.0, 1.0, df)
+            .map(|d| d.inverse_cdf(1.0 - alpha / 2.0) * se)
+            .unwrap_or(f64::INFINITY)
+    }
+
+    /// The two-sided p-value of Conover's comparison of treatments `i` and `j` (the level at
+    /// which their rank-sum difference would just be the least significant one).
+    pub fn pair_p_value(&self, i: usize, j: usize) -> f64 {
+        let (df, se) = self.conover();
+        let diff = (self.rank_sums[i] - self.rank_sums[j]).abs();
+        if se <= 0.0 {
+            return if diff > 0.0 { 0.0 } else { 1.0 };
+        }
+        StudentsT::new(0.0, 1.0, df)
+            .map(|d| (2.0 * d.sf(diff / se)).min(1.0))
+            .unwrap_or(1.0)
+    }
 }
 
 /// Friedman's test on `blocks` (rows: blocks such as rounds; columns: treatments such as
@@ -46,10 +96,12 @@ pub fn friedman(blocks: &[Vec<f64>]) -> Option<Friedman> {
     }
     let mut sums = vec![0.0; k];
     let mut tie_term = 0.0;
+    let mut sum_sq_ranks = 0.0;
     for b in blocks {
         let r = ranks(b);
         for (s, v) in sums.iter_mut().zip(&r) {
             *s += v;
+            sum_sq_ranks += v * v;
         }
         // Σ (t³ − t) over groups of ties in this block.
         let mut sorted = b.clone();
@@ -76,10 +128,25 @@ pub fn friedman(blocks: &[Vec<f64>]) -> Option<Friedman> {
     let p_value = ChiSquared::new(kf - 1.0)
         .map(|d| d.sf(statistic.max(0.0)))
         .unwrap_or(1.0);
+    let denominator = nf * (kf - 1.0) - statistic;
+    let (f_statistic, f_p_value) = if denominator <= 1e-12 * nf * kf {
+        (f64::INFINITY, 0.0)
+    } else {
+        let t2 = (nf - 1.0) * statistic.max(0.0) / denominator;
+        let p = FisherSnedecor::new(kf - 1.0, (nf - 1.0) * (kf - 1.0))
+            .map(|d| d.sf(t2))
+            .unwrap_or(1.0);
+        (t2, p)
+    };
     Some(Friedman {
         statistic,
         p_value,
+        f_statistic,
+        f_p_value,
         mean_ranks: sums.iter().map(|s| s / nf).collect(),
+        rank_sums: sums,
+        blocks: n,
+        sum_sq_ranks,
     })
 }
 
@@ -249,6 +316,36 @@ pub fn paired_ratio_ci(candidate: &[f64], baseline: &[f64], level: f64) -> Optio
         high: (m + t * se).exp(),
         pairs: logs.len(),
     })
+}
+
+/// Whether the paired ratio `x / y` is practically equivalent to 1: its two-sided `level`
+/// confidence interval lies inside [1 / (1 + δ), 1 + δ] (two one-sided tests at
+/// (1 − level) / 2 each). `None` with fewer than 2 pairs or non-positive values.
+pub fn equivalent(x: &[f64], y: &[f64], delta: f64, level: f64) -> Option<(bool, RatioCi)> {
+    let ci = paired_ratio_ci(x, y, level)?;
+    let zone = 1.0 + delta.max(0.0);
+    Some((ci.low > 1.0 / zone && ci.high < zone, ci))
+}
+
+/// The conditional power of a one-sided test at level `alpha` that the differences `d` have a
+/// positive mean, once `total` of them will have been seen and the rest follow the observed
+/// mean m and spread s (stochastic curtailment): Φ((m·√N/s − z(1 − α)) / √((N − n)/N)).
+/// `None` with fewer than 2 differences or no more to come.
+pub fn conditional_power(d: &[f64], total: usize, alpha: f64) -> Option<f64> {
+    let n = d.len();
+    if n < 2 || total <= n {
+        return None;
+    }
+    let m = mean(d);
+    let s = stdev(d);
+    if s <= 0.0 || !s.is_finite() {
+        return Some(if m > 0.0 { 1.0 } else { 0.0 });
+    }
+    let norm = Normal::standard();
+    let z = norm.inverse_cdf(1.0 - alpha);
+    let nn = total as f64;
+    let rest = ((nn - n as f64) / nn).sqrt();
+    Some(norm.cdf((m * nn.sqrt() / s - z) / rest))
 }
 
 /// The outcome of MSER-5 on a series.

@@ -139,32 +139,143 @@ fn mser5_finds_a_known_warm_up() {
 }
 
 #[test]
+fn friedman_f_form_and_conover_comparisons_by_hand() {
+    // The scipy data above: T1 = 10.5714 with b = 7, k = 3, no ties, A1 = 7·(1 + 4 + 9) = 98.
+    // T2 = (b − 1)·T1 / (b(k − 1) − T1) = 6·10.5714 / 3.4286 = 18.5; F(2, 12) has the closed
+    // survival (1 + 2x/12)^(−6).
+    let before = [72.0, 96.0, 88.0, 92.0, 74.0, 76.0, 82.0];
+    let after = [120.0, 120.0, 132.0, 120.0, 101.0, 96.0, 112.0];
+    let five = [76.0, 95.0, 104.0, 96.0, 84.0, 72.0, 76.0];
+    let blocks: Vec<Vec<f64>> = (0..7).map(|i| vec![before[i], after[i], five[i]]).collect();
+    let f = friedman(&blocks).unwrap();
+    assert!(close(f.f_statistic, 18.5, 1e-9), "{}", f.f_statistic);
+    assert!(
+        close(f.f_p_value, (1.0f64 + 18.5 / 6.0).powi(-6), 1e-9),
+        "{}",
+        f.f_p_value
+    );
+    assert_eq!(f.rank_sums, vec![10.0, 21.0, 11.0]);
+    assert_eq!(f.sum_sq_ranks, 98.0);
+    // Conover: se = √(2·(7·98 − 662)/12) = 2; t(0.975, 12) = 2.178813.
+    let lsd = f.least_significant_difference(0.05);
+    assert!(close(lsd, 2.0 * 2.178_813, 1e-5), "{lsd}");
+    // The pair p-value is below α exactly when the difference exceeds the LSD.
+    assert!(f.pair_p_value(1, 0) < 0.05 && f.pair_p_value(1, 2) < 0.05);
+    assert!(f.pair_p_value(0, 2) > 0.5, "{}", f.pair_p_value(0, 2));
+    assert_eq!(f.pair_p_value(0, 1), f.pair_p_value(1, 0));
+    // Every block ranking alike: T2 is infinite, any difference significant.
+    let same: Vec<Vec<f64>> = (0..3).map(|i| vec![1.0 + i as f64, 5.0, 9.0]).collect();
+    let f = friedman(&same).unwrap();
+    assert!(f.f_statistic.is_infinite() && f.f_p_value == 0.0);
+    assert_eq!(f.least_significant_difference(0.05), 0.0);
+    assert_eq!(f.pair_p_value(0, 1), 0.0);
+}
+
+#[test]
 fn racing_drops_only_configurations_significantly_worse() {
     use perfpilot_study::runner::race_step;
-    // Six rounds of three configurations: A is best every round, B worst every round, C is
-    // close to A (better in two rounds).
-    let a = [100.0, 104.0, 98.0, 101.0, 103.0, 99.0];
-    let b = [80.0, 85.0, 79.0, 83.0, 81.0, 84.0];
-    let c = [99.0, 105.0, 97.0, 100.5, 104.0, 98.5];
-    let blocks: Vec<Vec<f64>> = (0..6).map(|i| vec![a[i], b[i], c[i]]).collect();
+    // Five configurations, three rounds: A and B close (B wins one round), C clearly below
+    // them, D and E far below. Rank sums 14, 13, 9, 5, 4; A1 = 3·55 = 165, Σ R² = 487.
+    // T1 = 4·(487 − 405)/(165 − 135) = 10.933, T2 = 2·T1/(12 − T1) = 20.5 (F(4, 8): p ≈ 3e-4).
+    // Conover: se = √(2·(3·165 − 487)/8) = √2, LSD = t(0.975, 8)·√2 = 2.306004·1.414214 = 3.2612:
+    // B (1 behind A) stays; C (5), D (9), E (10) leave.
+    let blocks = vec![
+        vec![100.0, 101.0, 91.0, 70.0, 60.0],
+        vec![101.0, 99.0, 89.0, 61.0, 71.0],
+        vec![99.0, 98.0, 90.0, 72.0, 62.0],
+    ];
     let step = race_step(&blocks, 0.05).expect("Friedman rejects");
     assert_eq!(step.best, 0);
-    // Rank sums: A 3+2+3+3+2+3 = 16, B 6, C 14: Q = 12/(6·3·4)·(256+36+196) − 72 = 9.333,
-    // p = exp(−Q/2).
+    assert_eq!(step.test, "Friedman");
+    let f = friedman(&blocks).unwrap();
+    assert!(close(f.f_statistic, 20.5, 1e-9), "{}", f.f_statistic);
+    assert!(close(f.least_significant_difference(0.05), 3.261_18, 1e-4));
+    assert!(step.p_value < 0.001, "{}", step.p_value);
+    let losers: Vec<usize> = step.losers.iter().map(|(j, _)| *j).collect();
+    assert_eq!(losers, vec![2, 3, 4]);
+    assert!(step.losers.iter().all(|(_, p)| *p < 0.05));
+    // Two rounds of the same: the evidence is not there yet for C (LSD grows as b shrinks).
+    let step = race_step(&blocks[..2], 0.05);
     assert!(
-        (step.friedman_p - (-9.333_333_3 / 2.0f64).exp()).abs() < 1e-6,
-        "{}",
-        step.friedman_p
-    );
-    // B: six positive differences, exact p = 1/64. C: differences 1, −1, 1, .5, −1, .5 give
-    // W+ = 12 of 21 — kept.
-    assert_eq!(step.losers, vec![(1, 1.0 / 64.0)]);
-    // Four rounds cannot reject anything at 0.05 with Wilcoxon (its smallest p is 1/16).
-    let step = race_step(&blocks[..4], 0.05);
-    assert!(
-        step.as_ref().is_none_or(|s| s.losers.is_empty()),
+        step.as_ref()
+            .is_none_or(|s| !s.losers.iter().any(|(j, _)| *j == 2 || *j == 1)),
         "{step:?}"
     );
     // No differences: no step.
-    assert!(race_step(&[vec![1.0, 1.0], vec![2.0, 2.0], vec![3.0, 3.0]], 0.05).is_none());
+    assert!(
+        race_step(
+            &[
+                vec![1.0, 1.0, 1.0],
+                vec![2.0, 2.0, 2.0],
+                vec![3.0, 3.0, 3.0]
+            ],
+            0.05
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn racing_two_configurations_uses_wilcoxon() {
+    use perfpilot_study::runner::race_step;
+    // The second is better in every round: four rounds cannot reject at 0.05 (the smallest
+    // one-sided p is 1/16); five can (1/32).
+    let rows: Vec<Vec<f64>> = (0..5)
+        .map(|i| vec![90.0 + i as f64, 100.0 + i as f64])
+        .collect();
+    assert!(race_step(&rows[..4], 0.05).is_none());
+    let step = race_step(&rows, 0.05).expect("Wilcoxon rejects");
+    assert_eq!(step.test, "Wilcoxon");
+    assert_eq!(step.best, 1);
+    assert_eq!(step.losers, vec![(0, 1.0 / 32.0)]);
+}
+
+#[test]
+fn equivalence_needs_a_narrow_interval_inside_the_zone() {
+    use perfpilot_study::stats::equivalent;
+    // Ratios 1.01 · exp(±0.005): CI far inside ±5 %.
+    let base = [100.0, 120.0, 90.0, 110.0, 105.0];
+    let wobble = [0.005, -0.005, 0.0, 0.004, -0.004];
+    let near: Vec<f64> = base
+        .iter()
+        .zip(wobble)
+        .map(|(b, w)| b * 1.01 * f64::exp(w))
+        .collect();
+    let (same, ci) = equivalent(&near, &base, 0.05, 0.90).unwrap();
+    assert!(same, "{ci:?}");
+    assert!(close(ci.ratio, 1.01, 1e-3));
+    // A 10 % difference is not equivalent within 5 %, however tight.
+    let far: Vec<f64> = base.iter().map(|b| b * 1.10).collect::<Vec<_>>();
+    let far: Vec<f64> = far
+        .iter()
+        .zip(wobble)
+        .map(|(v, w)| v * f64::exp(w))
+        .collect();
+    assert!(!equivalent(&far, &base, 0.05, 0.90).unwrap().0);
+    // Centred on 1 but noisy (±8 %) with three pairs: the interval is too wide to tell.
+    let noisy = [108.0, 111.0, 96.0 * 0.92 / 0.96];
+    assert!(
+        !equivalent(&noisy, &[100.0, 120.0, 92.0], 0.05, 0.90)
+            .unwrap()
+            .0
+    );
+    assert!(equivalent(&[1.0], &[1.0], 0.05, 0.90).is_none());
+}
+
+#[test]
+fn conditional_power_by_hand() {
+    use perfpilot_study::stats::conditional_power;
+    // d = [1, 3]: m = 2, s = √2; N = 8: m·√8/s = 4; z(0.95) = 1.644854; √(6/8) = 0.866025:
+    // Φ((4 − 1.644854)/0.866025) = Φ(2.719491) = 0.996730.
+    let cp = conditional_power(&[1.0, 3.0], 8, 0.05).unwrap();
+    assert!(close(cp, 0.996_730, 1e-5), "{cp}");
+    // No edge so far: Φ(−1.644854/0.866025) = Φ(−1.899313) = 0.028763.
+    let cp = conditional_power(&[1.0, -1.0], 8, 0.05).unwrap();
+    assert!(close(cp, 0.028_763, 1e-5), "{cp}");
+    // Nothing left to come, or too little to go on.
+    assert!(conditional_power(&[1.0, 2.0], 2, 0.05).is_none());
+    assert!(conditional_power(&[1.0], 8, 0.05).is_none());
+    // No spread: certain either way.
+    assert_eq!(conditional_power(&[0.5, 0.5], 8, 0.05), Some(1.0));
+    assert_eq!(conditional_power(&[0.0, 0.0], 8, 0.05), Some(0.0));
 }

@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use perfpilot_observe::{Fs, Topology};
 use perfpilot_store::Store;
+use perfpilot_study::replay::{ReplayOptions, replay_run};
 use perfpilot_study::report;
 use perfpilot_study::{RunOptions, Study, plan_study, run_scaling, run_study};
 
@@ -76,6 +77,31 @@ enum StudySub {
         /// Also write the apply script (apply.sh) and systemd drop-ins into DIR.
         #[arg(long, value_name = "DIR")]
         apply: Option<PathBuf>,
+    },
+    /// Replay racing on an exhaustive run (`study run --exhaustive`): the trials a race would
+    /// have spent on the same measurements, its winner, and over shuffled round orders how
+    /// often it picks the exhaustive run's winner.
+    Replay {
+        run: i64,
+        #[command(flatten)]
+        store: StoreArg,
+        /// Round orders to race over (the stored order first).
+        #[arg(long, default_value_t = 200)]
+        orders: usize,
+        /// Rounds before the first racing test (default: the study's run.min_rounds).
+        #[arg(long)]
+        min_rounds: Option<usize>,
+        /// The effect below which configurations count as equivalent, e.g. 0.05 (default: the
+        /// study's objective.min_effect; 0 turns the rule off).
+        #[arg(long)]
+        min_effect: Option<f64>,
+        /// The conditional power below which a tied configuration leaves (default: the study's
+        /// run.futility; 0 turns the rule off).
+        #[arg(long)]
+        futility: Option<f64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List the study runs in the store.
     List {
@@ -347,6 +373,67 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 report::to_markdown(&r)
             };
             print!("{out}");
+            Ok(())
+        }
+        StudySub::Replay {
+            run,
+            store,
+            orders,
+            min_rounds,
+            min_effect,
+            futility,
+            json,
+        } => {
+            let path = store_path(store.store)?;
+            let s = Store::open(&path)?;
+            let opts = ReplayOptions {
+                orders,
+                seed: 1,
+                min_rounds,
+                min_effect,
+                futility,
+            };
+            let r = replay_run(&s, run, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                return Ok(());
+            }
+            let pct = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
+            let first = &r.stored_order;
+            println!(
+                "exhaustive run {run}: {} race trials over {} rounds; winner {}",
+                r.exhaustive_trials,
+                r.rounds,
+                r.exhaustive_winner.as_deref().unwrap_or("–")
+            );
+            if !r.exhaustive_not_worse.is_empty() {
+                println!(
+                    "  not significantly worse than it over every round: {}",
+                    r.exhaustive_not_worse.join("; ")
+                );
+            }
+            println!(
+                "race in the stored order: {} trials ({:.1} % of exhaustive) in {} rounds; winner {}",
+                first.trials,
+                pct(first.trials as f64, r.exhaustive_trials as f64),
+                first.rounds,
+                first.winner.as_deref().unwrap_or("–")
+            );
+            for e in &first.left {
+                println!("  round {}: {} — {}", e.round, e.config, e.reason);
+            }
+            println!(
+                "over {} round orders: race trials mean {:.1} ({:.1} % of exhaustive), min {}, max {}; same winner {} ({:.1} %); a winner the exhaustive run cannot tell from its own {} ({:.1} %)",
+                r.orders,
+                r.trials_mean,
+                pct(r.trials_mean, r.exhaustive_trials as f64),
+                r.trials_min,
+                r.trials_max,
+                r.same_winner,
+                pct(r.same_winner as f64, r.orders as f64),
+                r.acceptable_winner,
+                pct(r.acceptable_winner as f64, r.orders as f64)
+            );
             Ok(())
         }
         StudySub::List { store } => {

@@ -1,0 +1,221 @@
+//! Racing replayed on a synthetic exhaustive run with known answers: clear losers leave after
+//! the first test, a near-equal runner-up leaves as equivalent, and the race picks the
+//! exhaustive winner on a fraction of the trials in every round order.
+
+use std::path::Path;
+
+use perfpilot_store::{Store, TrialRecord};
+use perfpilot_study::Study;
+use perfpilot_study::replay::{ReplayOptions, replay_run};
+use perfpilot_study::runner::Left;
+
+const STUDY: &str = r#"
+name = "synthetic"
+
+[deployment]
+command = "app --port {port} --variant {variant}"
+ready = { tcp = true }
+
+[load]
+url = "http://127.0.0.1:{port}/"
+
+[objective]
+goal = "maximize throughput"
+min_effect = 0.05
+
+[factors]
+variant = [1, 2, 3, 4, 5, 6]
+
+[run]
+repetitions = 10
+min_rounds = 3
+"#;
+
+/// Throughput of variant `v` in `round`: variant means 100, 97, 90, 80, 70, 60, a machine
+/// drift shared by the round (±20 %) and a ±0.5 % per-trial wobble.
+fn value(v: usize, round: i64) -> f64 {
+    let means = [100.0, 97.0, 90.0, 80.0, 70.0, 60.0];
+    let drift = 1.0 + 0.2 * (round as f64 * 1.3).sin();
+    let wobble = 1.0 + 0.005 * ((v as f64 * 7.1 + round as f64 * 3.7).sin());
+    means[v] * drift * wobble
+}
+
+/// A successful race trial.
+fn trial(run: i64, round: i64, config: String, value: f64) -> TrialRecord {
+    TrialRecord {
+        id: 0,
+        study: run,
+        phase: "race".into(),
+        round,
+        config,
+        factors: "{}".into(),
+        status: "ok".into(),
+        reason: String::new(),
+        value: Some(value),
+        measurement: None,
+        detail: "{}".into(),
+        created_ms: 0,
+    }
+}
+
+fn stored_run(store: &mut Store, study: &Study, rounds: &[i64]) -> i64 {
+    let run = store
+        .study_begin("synthetic", "synthetic.toml", STUDY, "{}")
+        .unwrap();
+    for (v, c) in study.configurations().iter().enumerate() {
+        for &round in rounds {
+            store
+                .trial_add(&trial(run, round, c.key(), value(v, round)))
+                .unwrap();
+        }
+    }
+    run
+}
+
+#[test]
+fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("s.db")).unwrap();
+    let study = Study::parse(STUDY, Path::new("synthetic.toml")).unwrap();
+    let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
+    let rounds: Vec<i64> = (1..=10).collect();
+    let run = stored_run(&mut store, &study, &rounds);
+    let opts = ReplayOptions {
+        orders: 50,
+        seed: 3,
+        min_rounds: None,
+        min_effect: None,
+        futility: None,
+    };
+    let r = replay_run(&store, run, &opts).unwrap();
+    assert_eq!(r.exhaustive_trials, 60);
+    assert_eq!(r.rounds, 10);
+    assert_eq!(r.exhaustive_winner.as_deref(), Some(keys[0].as_str()));
+    // Every block ranks the variants alike: the exhaustive run tells all of them apart.
+    assert!(
+        r.exhaustive_not_worse.is_empty(),
+        "{:?}",
+        r.exhaustive_not_worse
+    );
+    let first = &r.stored_order;
+    assert_eq!(first.winner.as_deref(), Some(keys[0].as_str()));
+    // After round 3 the four far variants are worse (ranks agree in every round); variant 2
+    // (3 % behind, ±0.5 % noise) is worse too or equivalent within 5 %.
+    assert!(first.left.iter().all(|e| e.round == 3), "{:?}", first.left);
+    assert_eq!(first.left.len(), 5, "{:?}", first.left);
+    for e in &first.left[..] {
+        if e.config == keys[1] {
+            assert!(matches!(e.kind, Left::Worse | Left::Equivalent), "{e:?}");
+        } else {
+            assert_eq!(e.kind, Left::Worse, "{e:?}");
+        }
+    }
+    assert_eq!(first.trials, 18);
+    assert_eq!(r.orders, 50);
+    assert_eq!(r.same_winner, 50);
+    assert_eq!(r.acceptable_winner, 50);
+    assert_eq!((r.trials_min, r.trials_max), (18, 18));
+
+    // Without the first test until round 6 the race spends more.
+    let late = replay_run(
+        &store,
+        run,
+        &ReplayOptions {
+            min_rounds: Some(6),
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(late.stored_order.trials, 36);
+    assert_eq!(late.same_winner, 50);
+}
+
+#[test]
+fn close_variants_leave_as_equivalent_not_worse() {
+    // Variant 1 is 1.2 % above or below variant 2, flipping from round to round: no rank test
+    // can separate them, but the ratio's interval falls inside ±5 % and the
+    // runner-up leaves as equivalent after the first test (round 3).
+    let text = STUDY.replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]");
+    let study = Study::parse(&text, Path::new("synthetic.toml")).unwrap();
+    let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("s.db")).unwrap();
+    let run = store
+        .study_begin("synthetic", "synthetic.toml", &text, "{}")
+        .unwrap();
+    for round in 1..=10i64 {
+        let drift = 1.0 + 0.2 * (round as f64 * 1.3).sin();
+        let flip = if round % 2 == 0 { 0.012 } else { -0.012 };
+        for (v, k) in keys.iter().enumerate() {
+            let base = 100.0;
+            let value = base * drift * (1.0 + if v == 0 { flip } else { 0.0 });
+            store
+                .trial_add(&trial(run, round, k.clone(), value))
+                .unwrap();
+        }
+    }
+    let opts = ReplayOptions {
+        orders: 1,
+        seed: 1,
+        min_rounds: None,
+        min_effect: None,
+        futility: None,
+    };
+    let r = replay_run(&store, run, &opts).unwrap();
+    let first = &r.stored_order;
+    assert_eq!(first.left.len(), 1, "{first:?}");
+    assert_eq!(first.left[0].kind, Left::Equivalent, "{first:?}");
+    assert_eq!(first.left[0].round, 3, "{first:?}");
+    assert_eq!(first.trials, 6, "{first:?}");
+    // With the equivalence rule off, the tie rule ends it: the leader's edge flips sign, so
+    // the rounds left could not show a difference.
+    let tie = replay_run(
+        &store,
+        run,
+        &ReplayOptions {
+            min_effect: Some(0.0),
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(tie.stored_order.left.len(), 1, "{:?}", tie.stored_order);
+    assert_eq!(tie.stored_order.left[0].kind, Left::Tied);
+    // With both off, the two run every round: no test separates them.
+    let off = replay_run(
+        &store,
+        run,
+        &ReplayOptions {
+            min_effect: Some(0.0),
+            futility: Some(0.0),
+            ..opts
+        },
+    )
+    .unwrap();
+    assert_eq!(off.stored_order.trials, 20, "{:?}", off.stored_order);
+}
+
+#[test]
+fn a_raced_run_cannot_be_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("s.db")).unwrap();
+    let study = Study::parse(STUDY, Path::new("synthetic.toml")).unwrap();
+    let run = stored_run(&mut store, &study, &[1, 2, 3]);
+    // Variant 1 alone runs two more rounds, as after a race.
+    let key = study.configurations()[0].key();
+    for round in [4, 5] {
+        store
+            .trial_add(&trial(run, round, key.clone(), 1.0))
+            .unwrap();
+    }
+    let opts = ReplayOptions {
+        orders: 1,
+        seed: 1,
+        min_rounds: None,
+        min_effect: None,
+        futility: None,
+    };
+    let e = replay_run(&store, run, &opts).unwrap_err().to_string();
+    assert!(e.contains("--exhaustive") && e.contains("run 1"), "{e}");
+    let e = replay_run(&store, 9, &opts).unwrap_err().to_string();
+    assert!(e.contains('9'), "{e}");
+}
