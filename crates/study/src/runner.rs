@@ -587,7 +587,8 @@ pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
 
 /// The racing decision after `round` on the configurations `alive` (by key), from the race
 /// trials of rounds 1..=`round`: those significantly worse than the best ([`race_step`]), then
-/// those practically equivalent to the leader among the rest.
+/// among the rest those equivalent to the leader or tied with it beyond what the rounds left
+/// could resolve.
 pub fn race_round(
     study: &Study,
     trials: &[TrialRecord],

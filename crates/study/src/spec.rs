@@ -313,7 +313,7 @@ pub struct Factor {
 }
 
 /// The default conditional power under which a tied configuration leaves the race.
-pub const DEFAULT_FUTILITY: f64 = 0.2;
+pub const DEFAULT_FUTILITY: f64 = 0.0;
 
 /// Trial timing, repetitions and racing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -174,6 +174,7 @@ fn close_variants_leave_as_equivalent_not_worse() {
         run,
         &ReplayOptions {
             min_effect: Some(0.0),
+            futility: Some(0.2),
             ..opts.clone()
         },
     )

@@ -248,7 +248,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             );
             for e in &s.eliminated {
                 println!(
-                    "  raced out after round {}: {} — {}",
+                    "  left the race after round {}: {} — {}",
                     e.round, e.config, e.reason
                 );
             }
@@ -258,7 +258,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             }
             if !s.indistinguishable.is_empty() {
                 println!(
-                    "  not significantly different from it: {}",
+                    "  not significantly different from it (or equivalent, or tied within the rounds run): {}",
                     s.indistinguishable.join("; ")
                 );
             }
