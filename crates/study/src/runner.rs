@@ -553,9 +553,10 @@ pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
     let col = |j: usize| blocks.iter().map(|row| row[j]).collect::<Vec<f64>>();
     if k == 2 {
         let (a, b) = (col(0), col(1));
-        let rank_a: f64 = blocks.iter().map(|row| stats::ranks(row)[0]).sum();
-        let rank_b: f64 = blocks.iter().map(|row| stats::ranks(row)[1]).sum();
-        let (best, worst, w) = if rank_a >= rank_b {
+        // With two columns the higher rank sum is the column winning more rounds.
+        let a_wins = blocks.iter().filter(|row| row[0] > row[1]).count();
+        let b_wins = blocks.iter().filter(|row| row[1] > row[0]).count();
+        let (best, worst, w) = if a_wins >= b_wins {
             (0, 1, stats::wilcoxon(&a, &b, Alternative::Greater)?)
         } else {
             (1, 0, stats::wilcoxon(&b, &a, Alternative::Greater)?)
