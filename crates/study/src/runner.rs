@@ -111,7 +111,7 @@ pub struct Summary {
     pub baseline: String,
     pub winner: Option<String>,
     /// Configurations still in the race at the end (not significantly different from the
-    /// winner) and those that left it as practically equivalent to the leader.
+    /// winner) and those that left it as equivalent to, or tied with, the leader.
     pub indistinguishable: Vec<String>,
     /// The winner's gain over the baseline in the goal's direction (> 1 is better), with its
     /// 95 % confidence interval, from paired rounds.
@@ -641,9 +641,8 @@ fn close_to_leader(
         .filter(|k| !leaving.iter().any(|e| &e.config == *k))
         .collect();
     let value = |k: &str, r: i64| {
-        trials
-            .iter()
-            .find(|t| t.phase == "race" && t.round == r && t.config == k && t.status == "ok")
+        race_trial(trials, k, r)
+            .filter(|t| t.status == "ok")
             .and_then(|t| t.value)
             .filter(|v| *v > 0.0)
     };
@@ -736,6 +735,15 @@ pub(crate) fn best_mean<'a>(
         .map(|(k, _)| k.clone())
 }
 
+/// The race trial of configuration `key` in `round` (the latest, should a resumed run hold
+/// two).
+fn race_trial<'a>(trials: &'a [TrialRecord], key: &str, round: i64) -> Option<&'a TrialRecord> {
+    trials
+        .iter()
+        .rev()
+        .find(|t| t.phase == "race" && t.round == round && t.config == key)
+}
+
 /// Score: higher is better; `None` for failed or violated trials.
 pub(crate) fn score(goal: &Goal, t: &TrialRecord) -> Option<f64> {
     if t.status != "ok" {
@@ -757,12 +765,7 @@ pub(crate) fn blocks(
     for r in 1..=rounds {
         let row: Vec<Option<f64>> = configs
             .iter()
-            .map(|c| {
-                trials
-                    .iter()
-                    .find(|t| t.phase == "race" && t.round == r as i64 && &t.config == c)
-                    .and_then(|t| score(goal, t))
-            })
+            .map(|c| race_trial(trials, c, r as i64).and_then(|t| score(goal, t)))
             .collect();
         let min = row.iter().flatten().copied().fold(f64::INFINITY, f64::min);
         let worst = if min.is_finite() {
@@ -1008,11 +1011,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             // Configurations that keep failing leave the race.
             let keys: Vec<String> = alive.iter().map(Config::key).collect();
             for k in &keys {
-                let t = trials
-                    .iter()
-                    .rev()
-                    .find(|t| t.phase == "race" && t.round == round as i64 && &t.config == k);
-                if let Some(t) = t
+                if let Some(t) = race_trial(&trials, k, round as i64)
                     && t.status == "failed"
                 {
                     let f = failures.entry(k.clone()).or_default();
