@@ -132,6 +132,26 @@ fn status_json(state: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `perfpilot status --json` while a daemon runs, or `None` when it cannot answer yet (no
+/// store before the daemon's first write).
+fn status_if_written(state: &Path) -> Option<serde_json::Value> {
+    let out = Command::new(EXE)
+        .args(["status", "--json", "--state-dir", state.to_str()?])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// Stops a daemon the way systemd does (SIGTERM): it reverts on stop and exits 0.
+fn terminate(d: &Child) {
+    let pid = libc::pid_t::try_from(d.id()).unwrap();
+    // SAFETY: kill(2) on the pid of a child this test spawned and has not yet waited for.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+}
+
 fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let t = Instant::now();
     while t.elapsed() < limit {
@@ -180,7 +200,26 @@ fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
         single_cpu(helps.pid()),
         hurts.pid()
     ));
-    let log = finish(daemon(&cfg, &dir.state(), "16s"));
+    // Run until both trials have a verdict (a loaded CI machine makes windows late), then stop
+    // the daemon as systemd would; the limit only bounds a daemon that never decides.
+    let d = daemon(&cfg, &dir.state(), "240s");
+    let decided = wait_until(Duration::from_secs(200), || {
+        let Some(s) = status_if_written(&dir.state()) else {
+            return false;
+        };
+        let Some(actions) = s["actions"].as_array() else {
+            return false;
+        };
+        [helps.pid(), hurts.pid()].iter().all(|&pid| {
+            actions.iter().any(|a| {
+                a["changes"]["members"][0][0].as_u64() == Some(u64::from(pid))
+                    && a["verdict"]["decision"].is_string()
+            })
+        })
+    });
+    terminate(&d);
+    let log = finish(d);
+    assert!(decided, "no verdict for both trials within 200 s:\n{log}");
     let s = status_json(&dir.state());
     let actions = s["actions"].as_array().unwrap();
     let find = |sig_pid: u32| {
