@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfpilot");
@@ -298,14 +298,21 @@ fn manual_tuning_and_opt_out_are_left_alone_and_a_changed_mask_makes_it_manual()
     let cfg = dir.config(&format!(
         "only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-man-\" }}\n"
     ));
-    let d = daemon(&cfg, &dir.state(), "8s");
+    let d = daemon(&cfg, &dir.state(), "240s");
     // Wait for the victim's (unverified, so immediate) binding, then change it behind the
     // daemon's back.
     let victim_pid = victim.pid();
-    let bound = wait_until(Duration::from_secs(5), || {
+    let bound = wait_until(Duration::from_secs(60), || {
         masks(victim_pid).iter().all(|m| *m != all_cpus())
     });
-    assert!(bound, "the victim was not bound: {:?}", masks(victim_pid));
+    if !bound {
+        terminate(&d);
+        panic!(
+            "the victim was not bound: {:?}\n{}",
+            masks(victim_pid),
+            finish(d)
+        );
+    }
     assert!(
         Command::new("taskset")
             .args(["-a", "-p", "-c", &all_cpus(), &victim_pid.to_string()])
@@ -314,7 +321,23 @@ fn manual_tuning_and_opt_out_are_left_alone_and_a_changed_mask_makes_it_manual()
             .status
             .success()
     );
+    // Run until the daemon has seen the change (a loaded machine makes scans late).
+    let noticed = wait_until(Duration::from_secs(60), || {
+        status_if_written(&dir.state()).is_some_and(|s| {
+            s["actions"].as_array().is_some_and(|acts| {
+                acts.iter().any(|a| {
+                    a["changes"]["members"][0][0].as_u64() == Some(u64::from(victim_pid))
+                        && a["state"] == "manual"
+                })
+            })
+        })
+    });
+    terminate(&d);
     let log = finish(d);
+    assert!(
+        noticed,
+        "the changed mask was not noticed within 60 s:\n{log}"
+    );
     let s = status_json(&dir.state());
     let actions = s["actions"].as_array().unwrap();
     let for_pid = |pid: u32| {
@@ -376,7 +399,7 @@ fn a_killed_daemon_is_recovered_from_its_journal() {
     // Run 1: killed with SIGKILL while the trial has the mask applied.
     let mut d = daemon(&cfg, &dir.state(), "60s");
     assert!(
-        wait_until(Duration::from_secs(15), || masks(pid)
+        wait_until(Duration::from_secs(60), || masks(pid)
             .iter()
             .all(|m| *m != all_cpus())),
         "the trial never applied its mask"
@@ -388,8 +411,12 @@ fn a_killed_daemon_is_recovered_from_its_journal() {
         "the mask is still applied after the crash"
     );
     // A second daemon on the same directory while none runs: fine. While one runs: refused.
-    let mut a = daemon(&cfg, &dir.state(), "3s");
-    std::thread::sleep(Duration::from_millis(600));
+    let mut a = daemon(&cfg, &dir.state(), "240s");
+    assert!(
+        wait_until(Duration::from_secs(60), || status_if_written(&dir.state())
+            .is_some_and(|s| s["running"] == true)),
+        "the second daemon never took the lock"
+    );
     let b = daemon(&cfg, &dir.state(), "1s").wait_with_output().unwrap();
     assert!(!b.status.success());
     assert!(
@@ -430,7 +457,7 @@ fn a_killed_daemon_is_recovered_from_its_journal() {
     );
     // Run 3: a restarted daemon recovers on its own too: crash again, then restart.
     let mut d = daemon(&cfg, &dir.state(), "60s");
-    assert!(wait_until(Duration::from_secs(15), || masks(pid)
+    assert!(wait_until(Duration::from_secs(60), || masks(pid)
         .iter()
         .all(|m| *m != all_cpus())));
     d.kill().unwrap();
@@ -503,17 +530,38 @@ fn threads_started_later_are_bound_and_restored_with_the_others() {
     };
     let early = tids(pid);
     let cfg = dir.config(&format!("only_matched = true\n{FAST}allow_unverified = true\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-late-thread\" }}\n"));
-    let d = daemon(&cfg, &dir.state(), "8s");
-    let all_bound = wait_until(Duration::from_secs(7), || {
-        tids(pid).iter().any(|t| !early.contains(t)) && masks(pid).iter().all(|x| *x != all_cpus())
+    let mut d = daemon(&cfg, &dir.state(), "240s");
+    // The daemon's log as it is written: run until it has taken the late thread in.
+    let log = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let err = d.stderr.take().unwrap();
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
+                l.push_str(&line);
+                l.push('\n');
+            }
+        })
+    };
+    let seen = wait_until(Duration::from_secs(60), || {
+        log.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains("new threads")
     });
+    let all_bound =
+        tids(pid).iter().any(|t| !early.contains(t)) && masks(pid).iter().all(|x| *x != all_cpus());
+    terminate(&d);
+    let status = d.wait().unwrap();
+    reader.join().unwrap();
+    let log = log.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(status.success(), "daemon failed: {log}");
+    assert!(seen, "the daemon never took the late thread in:\n{log}");
     assert!(
         all_bound,
-        "the late threads were not bound: {:?}",
+        "the late threads were not bound: {:?}\n{log}",
         masks(pid)
     );
-    let log = finish(d);
-    assert!(log.contains("new threads"), "{log}");
     // The daemon stopped (revert_on_stop): every thread, the late ones too, is back.
     assert!(
         masks(pid).iter().all(|m| *m == all_cpus()),

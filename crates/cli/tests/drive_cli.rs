@@ -5,23 +5,33 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_perfpilot");
 
 /// A tiny keep-alive HTTP/1.1 server answering every GET with 200 "ok" (thread per connection).
 fn serve() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || answer(stream));
-        }
-    });
-    addr
+    serve_counting().0
 }
 
-fn answer(mut s: TcpStream) {
+/// Like `serve`, with the count of requests the server has answered.
+fn serve_counting() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let count = answered.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let count = count.clone();
+            std::thread::spawn(move || answer(stream, &count));
+        }
+    });
+    (addr, answered)
+}
+
+fn answer(mut s: TcpStream, answered: &AtomicU64) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -37,6 +47,7 @@ fn answer(mut s: TcpStream) {
             {
                 return;
             }
+            answered.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -161,7 +172,8 @@ fn json_files_merge_and_show() {
 
 #[test]
 fn ctrl_c_prints_the_partial_summary() {
-    let url = format!("http://{}/", serve());
+    let (addr, answered) = serve_counting();
+    let url = format!("http://{addr}/");
     let child = Command::new(BIN)
         .args([
             "drive",
@@ -177,7 +189,12 @@ fn ctrl_c_prints_the_partial_summary() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Interrupt only once the run is under way (requests answered), however slow the machine.
+    let t = std::time::Instant::now();
+    while answered.load(Ordering::Relaxed) < 20 && t.elapsed() < Duration::from_secs(50) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     let ok = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

@@ -171,7 +171,19 @@ fn a_killed_recorder_leaves_a_readable_store() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Let it write a few samples (however slow the machine), then kill it mid-run.
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
+        let out = perfpilot(&["dump", "--store", &db, "--what", "net"]);
+        if out.status.success()
+            && serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout)
+                .is_ok_and(|rows| !rows.is_empty())
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     // SIGKILL: no chance to finish a write cleanly.
     rec.kill().unwrap();
     rec.wait().unwrap();
