@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
 
-use crate::runner::{Elimination, Rng, best_mean, blocks, race_round, race_step};
+use crate::runner::{Elimination, best_mean, blocks, chance_of_best, race_round, race_step};
 use crate::spec::{Config, Study};
+use crate::stats::Rng;
 
 /// One replayed race.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -39,6 +40,10 @@ pub struct Replay {
     /// Configurations the exhaustive run cannot tell from its winner (Friedman and Conover
     /// over every round at the study's α; empty when the test does not reject).
     pub exhaustive_not_worse: Vec<String>,
+    /// The exhaustive run's configurations' chance of being best (bootstrap of its rounds,
+    /// best first): how reproducible its own winner is, the ceiling for a race's agreement.
+    #[serde(default)]
+    pub exhaustive_chance_best: Vec<(String, f64)>,
     /// The race in the stored round order.
     pub stored_order: ReplayRace,
     /// Races over shuffled orders (the stored order first).
@@ -87,6 +92,7 @@ pub fn replay(
             .map(|(_, k)| k.clone())
             .collect();
     }
+    let exhaustive_chance_best = chance_of_best(goal, &renumbered, keys, rounds.len(), seed);
     let mut rng = Rng(seed);
     let mut races = Vec::new();
     for i in 0..orders.max(1) {
@@ -114,6 +120,7 @@ pub fn replay(
         rounds: rounds.len(),
         exhaustive_winner,
         exhaustive_not_worse,
+        exhaustive_chance_best,
         orders: races.len(),
         same_winner,
         acceptable_winner,

@@ -385,6 +385,22 @@ pub fn to_json(r: &Report) -> String {
 }
 
 /// How a configuration left the race, in a word for the table.
+/// "Chance of being the best …: A 86 %; B 7 %", the configurations a bootstrap of the rounds
+/// ever finds best; `None` when there is no figure (one configuration, or an old summary).
+pub fn chance_best_line(chance: &[(String, f64)]) -> Option<String> {
+    if chance.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = chance
+        .iter()
+        .map(|(k, c)| format!("{k} {:.0} %", c * 100.0))
+        .collect();
+    Some(format!(
+        "Chance of being the best (bootstrap of the rounds; measuring again at another time can differ more): {}",
+        parts.join("; ")
+    ))
+}
+
 fn left_word(kind: Left) -> &'static str {
     match kind {
         Left::Worse => "worse",
@@ -428,6 +444,9 @@ pub fn to_markdown(r: &Report) -> String {
                 "Not significantly different from the winner, or equivalent to it within the effect sought: {}.",
                 sum.indistinguishable.join("; ")
             );
+        }
+        if let Some(line) = chance_best_line(&sum.chance_best) {
+            let _ = writeln!(s, "{line}.");
         }
         let _ = writeln!(
             s,

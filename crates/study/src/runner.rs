@@ -20,7 +20,7 @@ use crate::deploy::{self, Deployed, KnobGuard};
 use crate::error::{Result, StudyError};
 use crate::layout::{Layout, plan};
 use crate::spec::{Config, Goal, LoadKind, Study, render};
-use crate::stats::{self, Alternative, Mser, RatioCi};
+use crate::stats::{self, Alternative, Mser, RatioCi, Rng};
 
 /// How a run is carried out.
 #[derive(Clone, Debug)]
@@ -113,6 +113,11 @@ pub struct Summary {
     /// Configurations still in the race at the end (not significantly different from the
     /// winner) and those that left it as equivalent to, or tied with, the leader.
     pub indistinguishable: Vec<String>,
+    /// The chance of being the best of each configuration still in the race at the end
+    /// (share of bootstrap resamples of the rounds in which it has the best mean; best first,
+    /// those never best left out): how firmly the rounds single out the winner.
+    #[serde(default)]
+    pub chance_best: Vec<(String, f64)>,
     /// The winner's gain over the baseline in the goal's direction (> 1 is better), with its
     /// 95 % confidence interval, from paired rounds.
     pub gain: Option<RatioCi>,
@@ -152,26 +157,6 @@ pub struct TrialOutcome {
     pub value: Option<f64>,
     pub measurement: Option<Measurement>,
     pub detail: TrialDetail,
-}
-
-/// A tiny deterministic generator for the round orders (splitmix64).
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
 }
 
 /// Seconds one trial takes besides warm-up and measurement (deploy, readiness, stop).
@@ -735,6 +720,36 @@ pub(crate) fn best_mean<'a>(
         .map(|(k, _)| k.clone())
 }
 
+/// Resamples of the rounds behind `chance_best`.
+pub(crate) const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// Each of `keys`' chance of having the best mean over rounds `1..=rounds` (a bootstrap of
+/// the rounds; a failed trial counts as worse than every other of its round), best first,
+/// configurations never best left out. Empty with fewer than two configurations or rounds.
+pub(crate) fn chance_of_best(
+    goal: &Goal,
+    trials: &[TrialRecord],
+    keys: &[String],
+    rounds: usize,
+    seed: u64,
+) -> Vec<(String, f64)> {
+    if keys.len() < 2 {
+        return Vec::new();
+    }
+    let b = blocks(goal, trials, keys, rounds);
+    let Some(chance) = stats::chance_best(&b, BOOTSTRAP_RESAMPLES, seed ^ 0xB007_5742) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, f64)> = keys
+        .iter()
+        .cloned()
+        .zip(chance)
+        .filter(|(_, c)| *c > 0.0)
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
 /// The race trial of configuration `key` in `round` (the latest, should a resumed run hold
 /// two).
 fn race_trial<'a>(trials: &'a [TrialRecord], key: &str, round: i64) -> Option<&'a TrialRecord> {
@@ -1067,6 +1082,8 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     let winner = best_mean(goal, &trials, &alive_keys, rounds_done)
         .and_then(|k| alive.iter().find(|c| c.key() == k).cloned());
 
+    let chance_best = chance_of_best(goal, &trials, &alive_keys, rounds_done, study.run.seed);
+
     // Confirmation: paired rounds of winner and baseline.
     let mut gain = None;
     let mut gain_p = None;
@@ -1197,6 +1214,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                     .map(|e| e.config.clone()),
             )
             .collect(),
+        chance_best,
         gain,
         gain_p_value: gain_p,
         verdict,

@@ -91,6 +91,8 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
     assert_eq!(r.exhaustive_trials, 60);
     assert_eq!(r.rounds, 10);
     assert_eq!(r.exhaustive_winner.as_deref(), Some(keys[0].as_str()));
+    // It leads every round by far: a bootstrap of the rounds always picks it.
+    assert_eq!(r.exhaustive_chance_best, vec![(keys[0].clone(), 1.0)]);
     // Every block ranks the variants alike: the exhaustive run tells all of them apart.
     assert!(
         r.exhaustive_not_worse.is_empty(),

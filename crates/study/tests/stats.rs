@@ -1,7 +1,9 @@
 //! The statistics against known answers: textbook rank tests, CIs on synthetic series, MSER-5
 //! on a series with a known warm-up.
 
-use perfpilot_study::stats::{Alternative, friedman, mser5, paired_ratio_ci, ranks, wilcoxon};
+use perfpilot_study::stats::{
+    Alternative, chance_best, friedman, mser5, paired_ratio_ci, ranks, wilcoxon,
+};
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
@@ -278,4 +280,33 @@ fn conditional_power_by_hand() {
     // No spread: certain either way.
     assert_eq!(conditional_power(&[0.5, 0.5], 8, 0.05), Some(1.0));
     assert_eq!(conditional_power(&[0.0, 0.0], 8, 0.05), Some(0.0));
+}
+
+#[test]
+fn chance_best_is_certain_for_a_clear_winner_and_split_for_a_tie() {
+    // Column 1 beats the others in every round: it is best in every resample.
+    let clear: Vec<Vec<f64>> = (0..8)
+        .map(|r| vec![10.0 + r as f64, 12.0 + r as f64, 9.0 + r as f64])
+        .collect();
+    assert_eq!(chance_best(&clear, 500, 7).unwrap(), vec![0.0, 1.0, 0.0]);
+    // Two columns that trade places round by round, with equal totals: a resample favours the
+    // first when it draws at most 4 of the 8 even rounds (an exact tie goes to the first).
+    let tie: Vec<Vec<f64>> = (0..8)
+        .map(|r| {
+            if r % 2 == 0 {
+                vec![10.0, 11.0]
+            } else {
+                vec![11.0, 10.0]
+            }
+        })
+        .collect();
+    let c = chance_best(&tie, 4000, 7).unwrap();
+    assert!((c[0] + c[1] - 1.0).abs() < 1e-12);
+    // P(Bin(8, 1/2) ≤ 4) = 163/256 = 0.637; the share's sd over 4000 resamples is 0.008.
+    assert!((c[0] - 0.637).abs() < 0.04, "{c:?}");
+    // One round is not enough to resample; ragged rows are refused.
+    assert!(chance_best(&clear[..1], 100, 1).is_none());
+    assert!(chance_best(&[vec![1.0, 2.0], vec![1.0]], 100, 1).is_none());
+    // The same seed reproduces the figure.
+    assert_eq!(chance_best(&tie, 300, 3), chance_best(&tie, 300, 3));
 }

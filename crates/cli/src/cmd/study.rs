@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use perfpilot_observe::{Fs, Topology};
 use perfpilot_store::Store;
 use perfpilot_study::replay::{ReplayOptions, replay_run};
-use perfpilot_study::report;
+use perfpilot_study::report::{self, chance_best_line};
 use perfpilot_study::{RunOptions, Study, plan_study, run_scaling, run_study};
 
 use crate::cmd::record::store_path;
@@ -262,6 +262,9 @@ pub fn run(a: StudyArgs) -> Result<()> {
                     s.indistinguishable.join("; ")
                 );
             }
+            if let Some(line) = chance_best_line(&s.chance_best) {
+                println!("  {line}");
+            }
             for w in &s.warnings {
                 println!("warning: {w}");
             }
@@ -411,6 +414,9 @@ pub fn run(a: StudyArgs) -> Result<()> {
                     "  not significantly worse than it over every round: {}",
                     r.exhaustive_not_worse.join("; ")
                 );
+            }
+            if let Some(line) = chance_best_line(&r.exhaustive_chance_best) {
+                println!("  {line}");
             }
             println!(
                 "race in the stored order: {} trials ({:.1} % of exhaustive) in {} rounds; winner {}",
