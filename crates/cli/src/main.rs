@@ -46,19 +46,26 @@ enum Command {
     Study(Box<cmd::study::StudyArgs>),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     let cli = Cli::parse();
-    let r = run(cli);
+    let Err(e) = run(cli) else {
+        return;
+    };
     // A closed pipe (`perfpilot dump … | head`) is the reader's choice, not an error.
-    if let Err(e) = &r
-        && e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        })
-    {
-        return Ok(());
+    if e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    }) {
+        return;
     }
-    r
+    // The message and its causes, without the backtrace anyhow captures when RUST_BACKTRACE
+    // is set: these are errors in the input or the machine's state, each saying what to do;
+    // a bug panics, and a panic still prints its backtrace.
+    eprintln!("Error: {e}");
+    for cause in e.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+    std::process::exit(1);
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

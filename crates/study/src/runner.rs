@@ -146,6 +146,28 @@ pub struct TrialDetail {
     pub notes: Vec<String>,
     pub mser: Option<Mser>,
     pub users: usize,
+    /// Cores the built-in load driver (this process) used over the measured window; `None`
+    /// for an adapter command, whose driver is another program.
+    #[serde(default)]
+    pub driver_cores: Option<f64>,
+}
+
+/// The built-in driver counts as saturated from this share of its threads' CPU on.
+const DRIVER_SATURATED: f64 = 0.9;
+
+/// Why a trial's measurement says more about the built-in load driver than about the
+/// deployment: the driver's process kept its threads at least 90 % busy, so the load, not the
+/// deployment, set the throughput. `None` when it had room (or for an adapter command).
+pub fn driver_saturation(study: &Study, detail: &TrialDetail) -> Option<String> {
+    let LoadKind::Builtin { threads, .. } = &study.load.kind else {
+        return None;
+    };
+    let cores = detail.driver_cores?;
+    (cores >= DRIVER_SATURATED * *threads as f64).then(|| {
+        format!(
+            "the load driver was saturated ({cores:.2} cores busy of its {threads} thread(s)): the throughput is the driver's limit, not the deployment's; raise load.threads (on a machine with CPUs to spare), drive from another machine, or make requests costlier for the service"
+        )
+    })
 }
 
 /// One trial's outcome.
@@ -270,6 +292,7 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         notes: Vec::new(),
         mser: None,
         users,
+        driver_cores: None,
     };
     let fail = |detail: TrialDetail, reason: String| TrialOutcome {
         status: "failed".into(),
@@ -324,10 +347,14 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
     drop(dep);
     let restore_problems = knobs.restore();
     let mut m = match measured {
-        Ok(m) => m,
+        Ok((m, driver_cores)) => {
+            detail.driver_cores = driver_cores;
+            m
+        }
         Err(e) => return fail(detail, e),
     };
     detail.notes.extend(stop_problems);
+    detail.notes.extend(driver_saturation(study, &detail));
     if !restore_problems.is_empty() {
         detail.notes.push(format!(
             "knobs not restored: {}",
@@ -369,17 +396,20 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
 }
 
 /// Drives the load against a running deployment and samples CPU per instance over the
-/// measured window.
+/// measured window, and the cores the built-in driver (this process) used in it.
 fn measure(
     ctx: &TrialContext<'_>,
     config: &Config,
     layout: &Layout,
     dep: &mut Deployed,
     users: usize,
-) -> std::result::Result<Measurement, String> {
+) -> std::result::Result<(Measurement, Option<f64>), String> {
     let study = ctx.study;
     let run = &study.run;
     let pids: Vec<u32> = dep.instances.iter().map(|i| i.pid).collect();
+    // The built-in driver runs in this process; its CPU is read with the instances'.
+    let builtin = matches!(study.load.kind, LoadKind::Builtin { .. });
+    let me = std::process::id();
     let n = layout.instances.len();
     let targets: Vec<String> = dep
         .instances
@@ -398,19 +428,25 @@ fn measure(
         LoadKind::Builtin { .. } => run.warmup,
         LoadKind::Command { .. } => Duration::ZERO,
     };
-    let (result, cpu) = std::thread::scope(|s| {
+    let (result, cpu, driver) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
             let until = Instant::now() + warmup;
             while Instant::now() < until && !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let start: Vec<Option<f64>> = pids.iter().map(|&p| deploy::cpu_seconds(p)).collect();
-            (Instant::now(), start)
+            (Instant::now(), start, deploy::cpu_seconds(me))
         });
         let result = drive(study, config, &targets, users, stop);
         let end: Vec<Option<f64>> = pids.iter().map(|&p| deploy::cpu_seconds(p)).collect();
+        let driver_end = deploy::cpu_seconds(me);
         let ended = Instant::now();
-        let cpu = sampler.join().ok().map(|(t0, start)| {
+        let joined = sampler.join().ok();
+        let driver = joined.as_ref().and_then(|(t0, _, driver_start)| {
+            let secs = ended.duration_since(*t0).as_secs_f64().max(1e-3);
+            Some((driver_end? - (*driver_start)?).max(0.0) / secs)
+        });
+        let cpu = joined.map(|(t0, start, _)| {
             let secs = ended.duration_since(t0).as_secs_f64().max(1e-3);
             start
                 .iter()
@@ -429,7 +465,7 @@ fn measure(
                 })
                 .collect::<Vec<_>>()
         });
-        (result, cpu)
+        (result, cpu, driver.filter(|_| builtin))
     });
     if stop.load(Ordering::SeqCst) {
         return Err("interrupted".into());
@@ -439,7 +475,7 @@ fn measure(
         return Err(format!("{e} during the measurement"));
     }
     m.cpu = cpu;
-    Ok(m)
+    Ok((m, driver))
 }
 
 fn drive(
@@ -952,6 +988,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     };
     let mut trials: Vec<TrialRecord> = existing.clone();
     let mut trials_run = 0usize;
+    let mut driver_warned = false;
     let mut warnings = Vec::new();
     for i in &infeasible {
         warnings.push(format!("skipped {}: {}", i.config, i.reason));
@@ -1001,6 +1038,13 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                 c.key(),
                 m.truncate,
                 study.run.measure.as_secs()
+            ));
+        }
+        if !driver_warned && let Some(why) = driver_saturation(study, &o.detail) {
+            driver_warned = true;
+            progress.println(format!(
+                "warning: {} ({phase} round {round}): {why}",
+                c.key()
             ));
         }
         store.trial_add(&rec)?;
@@ -1174,22 +1218,36 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             ));
         }
     }
-    let unsteady = trials
+    let details: Vec<(&TrialRecord, TrialDetail)> = trials
         .iter()
-        .filter_map(|t| serde_json::from_str::<TrialDetail>(&t.detail).ok())
-        .filter(|d| d.mser.is_some_and(|m| !m.steady))
+        .filter_map(|t| Some((t, serde_json::from_str::<TrialDetail>(&t.detail).ok()?)))
+        .collect();
+    let unsteady = details
+        .iter()
+        .filter(|(_, d)| d.mser.is_some_and(|m| !m.steady))
         .count();
     if unsteady > 0 {
         warnings.push(format!(
             "{unsteady} trial(s) never reached a steady state (MSER-5): lengthen warmup or measure"
         ));
     }
-    if trials.iter().filter(|t| t.phase == "race").all(|t| {
-        serde_json::from_str::<TrialDetail>(&t.detail)
-            .ok()
-            .and_then(|d| d.mser)
-            .is_none()
-    }) {
+    let saturated: Vec<&TrialDetail> = details
+        .iter()
+        .map(|(_, d)| d)
+        .filter(|d| driver_saturation(study, d).is_some())
+        .collect();
+    if let Some(why) = saturated.first().and_then(|d| driver_saturation(study, d)) {
+        warnings.push(format!(
+            "in {} of {} trials {why}",
+            saturated.len(),
+            details.len()
+        ));
+    }
+    if details
+        .iter()
+        .filter(|(t, _)| t.phase == "race")
+        .all(|(_, d)| d.mser.is_none())
+    {
         warnings.push("measurements shorter than 20 s: MSER-5 warm-up detection needs at least 20 per-second points".into());
     }
     let configurations = feasible
@@ -1287,6 +1345,9 @@ pub struct ScalePoint {
     pub errors: u64,
     /// Busy cores per tier (`app`: all instances).
     pub cpu: BTreeMap<String, f64>,
+    /// Busy cores of the built-in load driver (`None` for an adapter command).
+    #[serde(default)]
+    pub driver_cores: Option<f64>,
 }
 
 /// The outcome of the scaling mode.
@@ -1300,6 +1361,9 @@ pub struct Scaling {
     /// The users with the highest power (throughput / response time): the knee.
     pub knee_users: Option<usize>,
     pub failed: Vec<(usize, String)>,
+    /// Points where the measurement is the driver's limit rather than the deployment's.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl Scaling {
@@ -1375,6 +1439,7 @@ pub fn run_scaling(
     };
     let mut points = Vec::new();
     let mut failed = Vec::new();
+    let mut warnings = Vec::new();
     for (i, &u) in users.iter().enumerate() {
         if opts.stop.load(Ordering::SeqCst) {
             store.study_set_state(run_id, "interrupted", None)?;
@@ -1390,6 +1455,11 @@ pub fn run_scaling(
         }
         store.trial_add(&to_record(run_id, "scale", i + 1, config, &o))?;
         progress.inc();
+        if let Some(why) = driver_saturation(study, &o.detail) {
+            warnings.push(format!(
+                "{u} users: {why}; the saturation point and knee may be the driver's"
+            ));
+        }
         match (&o.status[..], &o.measurement) {
             ("ok" | "violated", Some(m)) => {
                 let mut cpu = BTreeMap::new();
@@ -1407,6 +1477,7 @@ pub fn run_scaling(
                     p99_ms: m.latency.as_ref().and_then(|l| l.p99_ms),
                     errors: m.errors,
                     cpu,
+                    driver_cores: o.detail.driver_cores,
                 });
             }
             _ => failed.push((u, o.reason.clone())),
@@ -1422,6 +1493,7 @@ pub fn run_scaling(
         saturation_users,
         knee_users,
         failed,
+        warnings,
     };
     store.study_set_state(
         run_id,

@@ -146,6 +146,16 @@ config = {{ instances = 1, cache = 300 }}
         "one CPU figure per instance"
     );
     assert_eq!(m.targets.len(), 2);
+    // The built-in driver's own CPU is measured per trial.
+    for t in &trials {
+        let d: perfpilot_study::runner::TrialDetail = serde_json::from_str(&t.detail).unwrap();
+        let cores = d.driver_cores.expect("the driver's cores");
+        assert!(
+            cores > 0.0 && cores < 1.2,
+            "{}: driver {cores} cores of 1 thread",
+            t.config
+        );
+    }
 
     // Resuming a finished run runs nothing more and reaches the same winner.
     let again = run_study(&study, &topo, &opts).unwrap();
@@ -215,6 +225,7 @@ fn saturation_and_knee_on_a_known_curve() {
                 p99_ms: None,
                 errors: 0,
                 cpu: Default::default(),
+                driver_cores: None,
             }
         })
         .collect();
@@ -222,4 +233,54 @@ fn saturation_and_knee_on_a_known_curve() {
     assert_eq!(sat, Some(10));
     // Power X/R = N for N ≤ 10 and 100/N after: the knee is at 10.
     assert_eq!(knee, Some(10));
+}
+
+#[test]
+fn the_driver_counts_as_saturated_from_90_percent_of_its_threads() {
+    use perfpilot_study::runner::{TrialDetail, driver_saturation};
+    let study = |load: &str| {
+        Study::parse(
+            &format!(
+                r#"
+[deployment]
+command = "app --port {{port}}"
+[load]
+{load}
+[factors]
+instances = [1]
+"#
+            ),
+            Path::new("t.toml"),
+        )
+        .unwrap()
+    };
+    let detail = |cores: Option<f64>| TrialDetail {
+        layout: None,
+        ports: Vec::new(),
+        argv: Vec::new(),
+        env: Vec::new(),
+        knobs: Vec::new(),
+        notes: Vec::new(),
+        mser: None,
+        users: 4,
+        driver_cores: cores,
+    };
+    let one = study(r#"url = "http://127.0.0.1:{port}/""#);
+    let two = study("url = \"http://127.0.0.1:{port}/\"\nthreads = 2");
+    let why = driver_saturation(&one, &detail(Some(0.95))).expect("0.95 of 1 thread");
+    assert!(
+        why.contains("0.95 cores") && why.contains("load.threads"),
+        "{why}"
+    );
+    assert_eq!(driver_saturation(&one, &detail(Some(0.85))), None);
+    assert_eq!(
+        driver_saturation(&two, &detail(Some(0.95))),
+        None,
+        "2 threads have room"
+    );
+    assert!(driver_saturation(&two, &detail(Some(1.9))).is_some());
+    assert_eq!(driver_saturation(&one, &detail(None)), None, "not measured");
+    // An adapter's driver is another program: nothing is judged.
+    let adapter = study(r#"command = "wrk -c {users} {targets}""#);
+    assert_eq!(driver_saturation(&adapter, &detail(Some(1.0))), None);
 }

@@ -309,3 +309,69 @@ fn http_scoring_and_metrics() {
         "{r}"
     );
 }
+
+/// Runs `scoring-model` with `args`, returning its exit status and stderr.
+fn scoring_model(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_scoring-model"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn generated_ensembles_are_seeded_and_score_as_their_splits_say() {
+    let dir = std::env::temp_dir().join(format!("perfpilot-scoring-model-{}", std::process::id()));
+    let out = dir.to_str().unwrap();
+    let gen_ = |name: &str, trees: &str, depth: &str, seed: &str| {
+        let (st, err) = scoring_model(&[
+            "--out", out, "--name", name, "--trees", trees, "--depth", depth, "--seed", seed,
+        ]);
+        assert!(st.success(), "{err}");
+        std::fs::read_to_string(dir.join(format!("{name}.pmml"))).unwrap()
+    };
+    // The same arguments give the same model; another seed another one.
+    let a = gen_("a", "20", "4", "7");
+    assert_eq!(a, gen_("b", "20", "4", "7").replace("\"b\"", "\"a\""));
+    assert_ne!(a, gen_("c", "20", "4", "8").replace("\"c\"", "\"a\""));
+    let m = pmml::load(&dir.join("a.pmml")).unwrap();
+    assert_eq!(a.matches("<Segment ").count(), 20);
+    // Every leaf is a lessOrEqual/greaterThan pair at depth 4: 2^4 leaves a tree.
+    assert_eq!(a.matches("<Node score=").count(), 20 * 16);
+    let p = m.score(&iris(5.8, 4.3, 1.3)).unwrap();
+    assert!(matches!(p.value, Value::Num(v) if v.is_finite()), "{p:?}");
+
+    // One split: inputs on either side of its threshold score its two leaves.
+    let one = gen_("one", "1", "1", "3");
+    let field_at = one.find("field=\"").unwrap() + 7;
+    let field = &one[field_at..field_at + one[field_at..].find('"').unwrap()];
+    let at = one.find("value=\"").unwrap() + 7;
+    let threshold: f64 = one[at..at + one[at..].find('"').unwrap()].parse().unwrap();
+    let leaves: Vec<f64> = one
+        .match_indices("score=\"")
+        .map(|(i, _)| {
+            let s = &one[i + 7..];
+            s[..s.find('"').unwrap()].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(leaves.len(), 2);
+    let m = pmml::load(&dir.join("one.pmml")).unwrap();
+    for (x, leaf) in [(threshold - 0.01, leaves[0]), (threshold + 0.01, leaves[1])] {
+        let mut rec = iris(5.8, 4.3, 1.3);
+        rec.insert(field.to_string(), Value::Num(x));
+        match m.score(&rec).unwrap().value {
+            Value::Num(v) => assert!((v - leaf).abs() < 1e-9, "{field} = {x}: {v} vs leaf {leaf}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    // Bad arguments are named.
+    let (st, err) = scoring_model(&["--out", out, "--depth", "0"]);
+    assert!(!st.success() && err.contains("--depth"), "{err}");
+    let (st, err) = scoring_model(&["--out", out, "--name", "../x"]);
+    assert!(!st.success() && err.contains("--name"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -300,22 +300,26 @@ pub fn run(a: StudyArgs) -> Result<()> {
             }
             println!("load sweep of {} (study run {})", s.config, s.run);
             println!(
-                "{:>6} {:>12} {:>12} {:>10} {:>8} {:>10}",
-                "users", "req/s", "mean ms", "p99 ms", "errors", "CPU cores"
+                "{:>6} {:>12} {:>12} {:>10} {:>8} {:>10} {:>13}",
+                "users", "req/s", "mean ms", "p99 ms", "errors", "CPU cores", "driver cores"
             );
             for p in &s.points {
                 println!(
-                    "{:>6} {:>12.1} {:>12.2} {:>10.2} {:>8} {:>10.2}",
+                    "{:>6} {:>12.1} {:>12.2} {:>10.2} {:>8} {:>10.2} {:>13.2}",
                     p.users,
                     p.throughput,
                     p.response_time_s.unwrap_or(f64::NAN) * 1000.0,
                     p.p99_ms.unwrap_or(f64::NAN),
                     p.errors,
-                    p.cpu.get("app").copied().unwrap_or(f64::NAN)
+                    p.cpu.get("app").copied().unwrap_or(f64::NAN),
+                    p.driver_cores.unwrap_or(f64::NAN)
                 );
             }
             for (u, r) in &s.failed {
                 println!("{u} users: failed: {r}");
+            }
+            for w in &s.warnings {
+                println!("warning: {w}");
             }
             println!(
                 "saturation (95 % of peak throughput): {} users; knee (max throughput/response time): {} users",
