@@ -52,6 +52,14 @@ pub struct Replay {
     pub same_winner: usize,
     /// Orders whose race picked a configuration the exhaustive run cannot tell from its winner.
     pub acceptable_winner: usize,
+    /// What the races' winners give up: each winner's mean over every exhaustive round as a
+    /// share of the exhaustive winner's (in the goal's direction, 1 = as good), averaged over
+    /// the orders, and the worst. The same measurements choose and judge, so within a group
+    /// of ties "same winner" flatters a race; this says what its pick costs.
+    #[serde(default)]
+    pub winner_share_mean: f64,
+    #[serde(default)]
+    pub winner_share_min: f64,
     /// Race trials over the orders: mean, smallest, largest.
     pub trials_mean: f64,
     pub trials_min: usize,
@@ -107,6 +115,28 @@ pub fn replay(
         .iter()
         .filter(|r| r.winner.is_some() && r.winner == exhaustive_winner)
         .count();
+    let mean_of = |k: &str| {
+        let v: Vec<f64> = renumbered
+            .iter()
+            .filter(|t| t.config == k && t.status == "ok")
+            .filter_map(|t| t.value)
+            .collect();
+        (!v.is_empty()).then(|| crate::stats::mean(&v))
+    };
+    let shares: Vec<f64> = races
+        .iter()
+        .filter_map(|r| {
+            let (w, best) = (
+                mean_of(r.winner.as_ref()?)?,
+                mean_of(exhaustive_winner.as_ref()?)?,
+            );
+            Some(if goal.higher_is_better() {
+                w / best
+            } else {
+                best / w
+            })
+        })
+        .collect();
     let acceptable_winner = races
         .iter()
         .filter(|r| {
@@ -124,6 +154,12 @@ pub fn replay(
         orders: races.len(),
         same_winner,
         acceptable_winner,
+        winner_share_mean: if shares.is_empty() {
+            f64::NAN
+        } else {
+            crate::stats::mean(&shares)
+        },
+        winner_share_min: shares.iter().copied().fold(f64::NAN, f64::min),
         trials_mean: counts.iter().sum::<usize>() as f64 / counts.len() as f64,
         trials_min: counts.iter().copied().min().unwrap_or(0),
         trials_max: counts.iter().copied().max().unwrap_or(0),
@@ -199,6 +235,8 @@ pub struct ReplayOptions {
     pub min_effect: Option<f64>,
     /// Override the study's `run.futility` (0 turns the tie rule off).
     pub futility: Option<f64>,
+    /// Override the study's `run.min_chance` (0 turns the chance-of-best rule off).
+    pub min_chance: Option<f64>,
 }
 
 /// Replays racing on stored run `run`, which must have run with racing off
@@ -244,6 +282,9 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
     }
     if let Some(f) = opts.futility {
         study.run.futility = f;
+    }
+    if let Some(c) = opts.min_chance {
+        study.run.min_chance = c;
     }
     study.run.racing = true;
     Ok(replay(&study, &trials, &keys, opts.orders, opts.seed))

@@ -407,6 +407,7 @@ fn left_word(kind: Left) -> &'static str {
         Left::Failed => "failed",
         Left::Equivalent => "equivalent",
         Left::Tied => "tied",
+        Left::Unlikely => "unlikely",
     }
 }
 

@@ -75,6 +75,9 @@ pub enum Left {
     /// Tied with the leader beyond what the rounds left could resolve (conditional power
     /// below `run.futility`).
     Tied,
+    /// Best in fewer than `run.min_chance` of the bootstrap resamples of the rounds so far:
+    /// it practically cannot win, though no test has yet shown it worse.
+    Unlikely,
 }
 
 /// A configuration that left the race before the last round.
@@ -636,13 +639,73 @@ pub fn race_round(
     }
     let close = close_to_leader(study, trials, alive, &out, round);
     out.extend(close);
+    let unlikely = unlikely_to_win(study, trials, alive, &out, round);
+    out.extend(unlikely);
     out
+}
+
+/// Rounds before the chance-of-best rule: with n rounds a bootstrap has C(2n − 1, n) distinct
+/// resamples, 126 with five rounds but only 10 with three, too few to put a chance near 1 %.
+pub const CHANCE_MIN_ROUNDS: usize = 5;
+
+/// Configurations among `keys` (not already leaving in `leaving`) whose chance of having the
+/// best mean, over [`BOOTSTRAP_RESAMPLES`] bootstrap resamples of rounds 1..=`round` (whole
+/// rounds, so the drift between rounds stays out), is below `run.min_chance`. A test asks
+/// whether a configuration is worse than the best by more than chance; this asks whether it
+/// can still be the best, which a configuration a little but steadily behind cannot, long
+/// before a rank test with few rounds can say so. Resampling whole rounds keeps it robust to a
+/// disturbed trial: resamples without that round still see the configuration as it is. The
+/// configuration most often best always stays.
+fn unlikely_to_win(
+    study: &Study,
+    trials: &[TrialRecord],
+    keys: &[String],
+    leaving: &[Elimination],
+    round: usize,
+) -> Vec<Elimination> {
+    let floor = study.run.min_chance;
+    if floor <= 0.0 || round < CHANCE_MIN_ROUNDS {
+        return Vec::new();
+    }
+    let staying: Vec<String> = keys
+        .iter()
+        .filter(|k| !leaving.iter().any(|e| &e.config == *k))
+        .cloned()
+        .collect();
+    if staying.len() < 2 {
+        return Vec::new();
+    }
+    let b = blocks(&study.objective.goal, trials, &staying, round);
+    let seed = study.run.seed ^ 0xB007_5742 ^ round as u64;
+    let Some(chance) = stats::chance_best(&b, BOOTSTRAP_RESAMPLES, seed) else {
+        return Vec::new();
+    };
+    let top = (0..chance.len())
+        .max_by(|&a, &c| chance[a].total_cmp(&chance[c]))
+        .unwrap_or(0);
+    staying
+        .into_iter()
+        .zip(chance)
+        .enumerate()
+        .filter(|(j, (_, c))| *j != top && *c < floor)
+        .map(|(_, (config, c))| Elimination {
+            config,
+            round,
+            reason: format!(
+                "unlikely to be the best: best in {:.1} % of {BOOTSTRAP_RESAMPLES} bootstrap resamples of the {round} rounds (below run.min_chance {:.1} %)",
+                c * 100.0,
+                floor * 100.0
+            ),
+            p_value: None,
+            kind: Left::Unlikely,
+        })
+        .collect()
 }
 
 /// Configurations among `keys` (not already leaving in `leaving`) close to the leader, the
 /// best mean score among the rest, over the race rounds where both succeeded:
-/// - equivalent: the paired ratio's confidence interval at 1 − 2α lies within
-///   1 ± `objective.min_effect` (two one-sided tests at α);
+/// - equivalent: the paired ratio's distribution-free (Hodges–Lehmann) interval at 1 − 2α
+///   lies within 1 ± `objective.min_effect` (two one-sided tests at α; from 5 rounds on);
 /// - tied: the rounds left could show it worse only with a conditional power below
 ///   `run.futility`, were its observed shortfall real.
 ///

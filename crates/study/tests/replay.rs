@@ -86,6 +86,7 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
         min_rounds: None,
         min_effect: None,
         futility: None,
+        min_chance: None,
     };
     let r = replay_run(&store, run, &opts).unwrap();
     assert_eq!(r.exhaustive_trials, 60);
@@ -116,6 +117,7 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
     assert_eq!(r.orders, 50);
     assert_eq!(r.same_winner, 50);
     assert_eq!(r.acceptable_winner, 50);
+    assert_eq!((r.winner_share_mean, r.winner_share_min), (1.0, 1.0));
     assert_eq!((r.trials_min, r.trials_max), (18, 18));
 
     // Without the first test until round 6 the race spends more.
@@ -135,8 +137,8 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
 #[test]
 fn close_variants_leave_as_equivalent_not_worse() {
     // Variant 1 is 1.2 % above or below variant 2, flipping from round to round: no rank test
-    // can separate them, but the ratio's interval falls inside ±5 % and the
-    // runner-up leaves as equivalent after the first test (round 3).
+    // can separate them, but the ratio's interval falls inside ±5 % and the runner-up leaves
+    // as equivalent as soon as a distribution-free 90 % interval exists (round 5).
     let text = STUDY.replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]");
     let study = Study::parse(&text, Path::new("synthetic.toml")).unwrap();
     let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
@@ -162,13 +164,14 @@ fn close_variants_leave_as_equivalent_not_worse() {
         min_rounds: None,
         min_effect: None,
         futility: None,
+        min_chance: None,
     };
     let r = replay_run(&store, run, &opts).unwrap();
     let first = &r.stored_order;
     assert_eq!(first.left.len(), 1, "{first:?}");
     assert_eq!(first.left[0].kind, Left::Equivalent, "{first:?}");
-    assert_eq!(first.left[0].round, 3, "{first:?}");
-    assert_eq!(first.trials, 6, "{first:?}");
+    assert_eq!(first.left[0].round, 5, "{first:?}");
+    assert_eq!(first.trials, 10, "{first:?}");
     // With the equivalence rule off, the tie rule ends it: the leader's edge flips sign, so
     // the rounds left could not show a difference.
     let tie = replay_run(
@@ -177,6 +180,7 @@ fn close_variants_leave_as_equivalent_not_worse() {
         &ReplayOptions {
             min_effect: Some(0.0),
             futility: Some(0.2),
+            min_chance: Some(0.0),
             ..opts.clone()
         },
     )
@@ -190,6 +194,7 @@ fn close_variants_leave_as_equivalent_not_worse() {
         &ReplayOptions {
             min_effect: Some(0.0),
             futility: Some(0.0),
+            min_chance: Some(0.0),
             ..opts
         },
     )
@@ -216,9 +221,62 @@ fn a_raced_run_cannot_be_replayed() {
         min_rounds: None,
         min_effect: None,
         futility: None,
+        min_chance: None,
     };
     let e = replay_run(&store, run, &opts).unwrap_err().to_string();
     assert!(e.contains("--exhaustive") && e.contains("run 1"), "{e}");
     let e = replay_run(&store, 9, &opts).unwrap_err().to_string();
     assert!(e.contains('9'), "{e}");
+}
+
+#[test]
+fn a_steady_shortfall_leaves_as_unlikely_before_a_test_can_reject() {
+    // Variant 2 is 6 % behind in every round but the third, where it is 1 % ahead. After five
+    // rounds Wilcoxon's p is 2/32 (not below 0.05) and the shortfall is too large for
+    // equivalence within 5 %, but a bootstrap of the rounds makes variant 2 the best only when
+    // it draws the third round nearly every time (≈ (1/5)⁵): it leaves as unlikely.
+    let text = STUDY.replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]");
+    let study = Study::parse(&text, Path::new("synthetic.toml")).unwrap();
+    let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("s.db")).unwrap();
+    let run = store
+        .study_begin("synthetic", "synthetic.toml", &text, "{}")
+        .unwrap();
+    for round in 1..=10i64 {
+        let first = 100.0 * (1.0 + 0.05 * (round as f64 * 1.3).sin());
+        let second = first * if round == 3 { 1.01 } else { 0.94 };
+        for (k, v) in keys.iter().zip([first, second]) {
+            store.trial_add(&trial(run, round, k.clone(), v)).unwrap();
+        }
+    }
+    let opts = ReplayOptions {
+        orders: 1,
+        seed: 1,
+        min_rounds: None,
+        min_effect: None,
+        futility: None,
+        min_chance: None,
+    };
+    let r = replay_run(&store, run, &opts).unwrap();
+    let first = &r.stored_order;
+    assert_eq!(first.left.len(), 1, "{first:?}");
+    assert_eq!(first.left[0].config, keys[1]);
+    assert_eq!(first.left[0].kind, Left::Unlikely, "{first:?}");
+    assert_eq!(first.left[0].round, 5, "{first:?}");
+    assert_eq!(first.trials, 10);
+    assert_eq!(first.winner.as_deref(), Some(keys[0].as_str()));
+    // Without the rule, Wilcoxon needs a sixth round (p = 2/64 after it).
+    let off = replay_run(
+        &store,
+        run,
+        &ReplayOptions {
+            min_chance: Some(0.0),
+            ..opts
+        },
+    )
+    .unwrap();
+    assert_eq!(off.stored_order.left.len(), 1, "{:?}", off.stored_order);
+    assert_eq!(off.stored_order.left[0].kind, Left::Worse);
+    assert_eq!(off.stored_order.left[0].round, 6);
 }

@@ -2,7 +2,7 @@
 //! on a series with a known warm-up.
 
 use perfpilot_study::stats::{
-    Alternative, chance_best, friedman, mser5, paired_ratio_ci, ranks, wilcoxon,
+    Alternative, chance_best, friedman, hodges_lehmann_ci, mser5, paired_ratio_ci, ranks, wilcoxon,
 };
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
@@ -254,13 +254,18 @@ fn equivalence_needs_a_narrow_interval_inside_the_zone() {
         .map(|(v, w)| v * f64::exp(w))
         .collect();
     assert!(!equivalent(&far, &base, 0.05, 0.90).unwrap().0);
-    // Centred on 1 but noisy (±8 %) with three pairs: the interval is too wide to tell.
-    let noisy = [108.0, 111.0, 96.0 * 0.92 / 0.96];
-    assert!(
-        !equivalent(&noisy, &[100.0, 120.0, 92.0], 0.05, 0.90)
-            .unwrap()
-            .0
-    );
+    // Centred on 1 but noisy (±8 %): the interval is too wide to tell.
+    let swing = [0.08, -0.08, 0.07, -0.075, 0.06, -0.07];
+    let base6 = [100.0, 120.0, 90.0, 110.0, 105.0, 95.0];
+    let noisy: Vec<f64> = base6
+        .iter()
+        .zip(swing)
+        .map(|(b, w)| b * f64::exp(w))
+        .collect();
+    let (same, ci) = equivalent(&noisy, &base6, 0.05, 0.90).unwrap();
+    assert!(!same && ci.low < 0.95 && ci.high > 1.05, "{ci:?}");
+    // Fewer than five pairs cannot give a 90 % distribution-free interval.
+    assert!(equivalent(&near[..4], &base[..4], 0.05, 0.90).is_none());
     assert!(equivalent(&[1.0], &[1.0], 0.05, 0.90).is_none());
 }
 
@@ -309,4 +314,68 @@ fn chance_best_is_certain_for_a_clear_winner_and_split_for_a_tie() {
     assert!(chance_best(&[vec![1.0, 2.0], vec![1.0]], 100, 1).is_none());
     // The same seed reproduces the figure.
     assert_eq!(chance_best(&tie, 300, 3), chance_best(&tie, 300, 3));
+}
+
+#[test]
+#[allow(clippy::approx_constant)] // 3.14 is a measurement in the data, not π
+fn hodges_lehmann_interval_matches_the_textbook() {
+    // Hollander & Wolfe's depression data (R's wilcox.test example): d = y − x, n = 9.
+    // Worked out by enumerating the 2⁹ sign assignments: 95 %: c = 5, P(W⁺ ≤ 5) = 10/512,
+    // interval (−0.786, −0.010) as R prints, estimate −0.46; 90 %: c = 8, (−0.726, −0.175).
+    let x = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30];
+    let y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29];
+    let d: Vec<f64> = x.iter().zip(&y).map(|(a, b)| b - a).collect();
+    let ci = hodges_lehmann_ci(&d, 0.95).unwrap();
+    assert!(close(ci.estimate, -0.46, 1e-9), "{ci:?}");
+    assert!(
+        close(ci.low, -0.786, 1e-9) && close(ci.high, -0.010, 1e-9),
+        "{ci:?}"
+    );
+    assert!(close(ci.level, 1.0 - 20.0 / 512.0, 1e-12), "{ci:?}");
+    let ci = hodges_lehmann_ci(&d, 0.90).unwrap();
+    assert!(
+        close(ci.low, -0.726, 1e-9) && close(ci.high, -0.175, 1e-9),
+        "{ci:?}"
+    );
+    assert!(close(ci.level, 1.0 - 50.0 / 512.0, 1e-12), "{ci:?}");
+    // Five pairs reach 90 % only with the whole range (2/32 outside); four cannot.
+    let five = hodges_lehmann_ci(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.90).unwrap();
+    assert_eq!((five.estimate, five.low, five.high), (3.0, 1.0, 5.0));
+    assert!(hodges_lehmann_ci(&[1.0, 2.0, 3.0, 4.0], 0.90).is_none());
+    assert!(hodges_lehmann_ci(&[1.0, f64::NAN, 3.0, 4.0, 5.0], 0.90).is_none());
+}
+
+#[test]
+fn one_disturbed_round_widens_a_t_interval_not_the_hodges_lehmann_one() {
+    // Ten rounds of a 1 % difference with small noise, one of them hit by a 25 % slump.
+    let clean: Vec<f64> = (0..10)
+        .map(|i| 0.01 + 0.004 * ((i as f64 * 2.3).sin()))
+        .collect();
+    let mut hit = clean.clone();
+    hit[3] = -0.25;
+    let t = |d: &[f64]| {
+        let x: Vec<f64> = d.iter().map(|v| v.exp()).collect();
+        let ci = paired_ratio_ci(&x, &vec![1.0; d.len()], 0.90).unwrap();
+        ci.high.ln() - ci.low.ln()
+    };
+    let hl = |d: &[f64]| {
+        let ci = hodges_lehmann_ci(d, 0.90).unwrap();
+        ci.high - ci.low
+    };
+    assert!(t(&hit) > 8.0 * t(&clean), "t: {} vs {}", t(&hit), t(&clean));
+    assert!(
+        hl(&hit) < 2.0 * hl(&clean),
+        "HL: {} vs {}",
+        hl(&hit),
+        hl(&clean)
+    );
+    // Large samples use the normal approximation; the interval still holds the centre.
+    let many: Vec<f64> = (0..40)
+        .map(|i| 0.02 + 0.01 * ((i as f64) * 1.7).sin())
+        .collect();
+    let ci = hodges_lehmann_ci(&many, 0.95).unwrap();
+    assert!(
+        ci.low < 0.02 && 0.02 < ci.high && ci.high - ci.low < 0.01,
+        "{ci:?}"
+    );
 }

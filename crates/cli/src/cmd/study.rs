@@ -99,6 +99,10 @@ enum StudySub {
         /// run.futility; 0 turns the rule off).
         #[arg(long)]
         futility: Option<f64>,
+        /// The chance of being the best below which a configuration leaves from round 5 on
+        /// (default: the study's run.min_chance; 0 turns the rule off).
+        #[arg(long)]
+        min_chance: Option<f64>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -389,6 +393,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             min_rounds,
             min_effect,
             futility,
+            min_chance,
             json,
         } => {
             let path = store_path(store.store)?;
@@ -399,6 +404,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 min_rounds,
                 min_effect,
                 futility,
+                min_chance,
             };
             let r = replay_run(&s, run, &opts)?;
             if json {
@@ -443,6 +449,11 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 pct(r.same_winner as f64, r.orders as f64),
                 r.acceptable_winner,
                 pct(r.acceptable_winner as f64, r.orders as f64)
+            );
+            println!(
+                "  the races' winners, judged on every exhaustive round: {:.1} % of the exhaustive winner's score on average, {:.1} % at worst",
+                100.0 * r.winner_share_mean,
+                100.0 * r.winner_share_min
             );
             Ok(())
         }
