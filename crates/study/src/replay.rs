@@ -231,8 +231,10 @@ pub struct ReplayOptions {
     pub seed: u64,
     /// Override the study's `run.min_rounds`.
     pub min_rounds: Option<usize>,
-    /// Override the study's `objective.min_effect` (0 turns the equivalence rule off).
+    /// Override the study's `objective.min_effect` (the equivalence rule's zone).
     pub min_effect: Option<f64>,
+    /// Override the study's `run.drop_equivalent` (the equivalence rule).
+    pub drop_equivalent: Option<bool>,
     /// Override the study's `run.futility` (0 turns the tie rule off).
     pub futility: Option<f64>,
     /// Override the study's `run.min_chance` (0 turns the chance-of-best rule off).
@@ -282,6 +284,9 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
     }
     if let Some(f) = opts.futility {
         study.run.futility = f;
+    }
+    if let Some(d) = opts.drop_equivalent {
+        study.run.drop_equivalent = d;
     }
     if let Some(c) = opts.min_chance {
         study.run.min_chance = c;

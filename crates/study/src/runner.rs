@@ -704,8 +704,9 @@ fn unlikely_to_win(
 
 /// Configurations among `keys` (not already leaving in `leaving`) close to the leader, the
 /// best mean score among the rest, over the race rounds where both succeeded:
-/// - equivalent: the paired ratio's distribution-free (Hodges–Lehmann) interval at 1 − 2α
-///   lies within 1 ± `objective.min_effect` (two one-sided tests at α; from 5 rounds on);
+/// - equivalent (with `run.drop_equivalent`): the paired ratio's distribution-free
+///   (Hodges–Lehmann) interval at 1 − 2α lies within 1 ± `objective.min_effect` (two
+///   one-sided tests at α; from 5 rounds on);
 /// - tied: the rounds left could show it worse only with a conditional power below
 ///   `run.futility`, were its observed shortfall real.
 ///
@@ -742,7 +743,7 @@ fn close_to_leader(
         let Some((same, ci)) = stats::equivalent(&x, &y, delta, level) else {
             continue;
         };
-        if delta > 0.0 && same {
+        if study.run.drop_equivalent && delta > 0.0 && same {
             out.push(Elimination {
                 config: k.clone(),
                 round,

@@ -340,6 +340,10 @@ pub struct RunSpec {
     /// From round 5 on, a configuration whose chance of being the best (a bootstrap of the
     /// rounds so far) is below this leaves the race (0: never).
     pub min_chance: f64,
+    /// A configuration practically equivalent to the leader (within `objective.min_effect`)
+    /// leaves the race. Off by default: it saves few trials once `min_chance` is on, and a
+    /// lucky early leader can push the true best out as "equivalent".
+    pub drop_equivalent: bool,
     /// Extra paired rounds of winner and baseline.
     pub confirm_rounds: usize,
     pub seed: u64,
@@ -500,6 +504,7 @@ struct RawRun {
     alpha: Option<f64>,
     futility: Option<f64>,
     min_chance: Option<f64>,
+    drop_equivalent: Option<bool>,
     confirm_rounds: Option<usize>,
     seed: Option<u64>,
     #[serde(default)]
@@ -1146,6 +1151,7 @@ impl Study {
             alpha,
             futility,
             min_chance,
+            drop_equivalent: r.drop_equivalent.unwrap_or(false),
             confirm_rounds: r.confirm_rounds.unwrap_or(3),
             seed: r.seed.unwrap_or(1),
             baseline,

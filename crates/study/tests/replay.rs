@@ -87,6 +87,7 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
         min_effect: None,
         futility: None,
         min_chance: None,
+        drop_equivalent: None,
     };
     let r = replay_run(&store, run, &opts).unwrap();
     assert_eq!(r.exhaustive_trials, 60);
@@ -137,8 +138,9 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
 #[test]
 fn close_variants_leave_as_equivalent_not_worse() {
     // Variant 1 is 1.2 % above or below variant 2, flipping from round to round: no rank test
-    // can separate them, but the ratio's interval falls inside ±5 % and the runner-up leaves
-    // as equivalent as soon as a distribution-free 90 % interval exists (round 5).
+    // can separate them, but the ratio's interval falls inside ±5 % and, with
+    // run.drop_equivalent, the runner-up leaves as equivalent as soon as a distribution-free
+    // 90 % interval exists (round 5).
     let text = STUDY.replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]");
     let study = Study::parse(&text, Path::new("synthetic.toml")).unwrap();
     let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
@@ -165,6 +167,7 @@ fn close_variants_leave_as_equivalent_not_worse() {
         min_effect: None,
         futility: None,
         min_chance: None,
+        drop_equivalent: Some(true),
     };
     let r = replay_run(&store, run, &opts).unwrap();
     let first = &r.stored_order;
@@ -222,6 +225,7 @@ fn a_raced_run_cannot_be_replayed() {
         min_effect: None,
         futility: None,
         min_chance: None,
+        drop_equivalent: None,
     };
     let e = replay_run(&store, run, &opts).unwrap_err().to_string();
     assert!(e.contains("--exhaustive") && e.contains("run 1"), "{e}");
@@ -257,6 +261,7 @@ fn a_steady_shortfall_leaves_as_unlikely_before_a_test_can_reject() {
         min_effect: None,
         futility: None,
         min_chance: None,
+        drop_equivalent: None,
     };
     let r = replay_run(&store, run, &opts).unwrap();
     let first = &r.stored_order;

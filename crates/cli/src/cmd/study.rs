@@ -92,9 +92,13 @@ enum StudySub {
         #[arg(long)]
         min_rounds: Option<usize>,
         /// The effect below which configurations count as equivalent, e.g. 0.05 (default: the
-        /// study's objective.min_effect; 0 turns the rule off).
+        /// study's objective.min_effect).
         #[arg(long)]
         min_effect: Option<f64>,
+        /// Equivalent configurations leave the race: true or false (default: the study's
+        /// run.drop_equivalent).
+        #[arg(long)]
+        drop_equivalent: Option<bool>,
         /// The conditional power below which a tied configuration leaves (default: the study's
         /// run.futility; 0 turns the rule off).
         #[arg(long)]
@@ -394,6 +398,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             min_effect,
             futility,
             min_chance,
+            drop_equivalent,
             json,
         } => {
             let path = store_path(store.store)?;
@@ -405,6 +410,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 min_effect,
                 futility,
                 min_chance,
+                drop_equivalent,
             };
             let r = replay_run(&s, run, &opts)?;
             if json {
