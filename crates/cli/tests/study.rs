@@ -41,12 +41,29 @@ fn validate_names_file_line_and_field() {
     let out = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
         .args(["study", "validate"])
         .arg(&f)
+        .env("RUST_BACKTRACE", "1")
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("bad.toml:2: deployment.command: unknown placeholder {nope}"),
+        "{stderr}"
+    );
+    // An input error is a message, not a backtrace, even with RUST_BACKTRACE set.
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+
+    // Comparing runs a store does not hold names the store and the run.
+    let store = dir.join("empty.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
+        .args(["study", "compare", "1", "2", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("empty.db") && stderr.contains("run 1"),
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);

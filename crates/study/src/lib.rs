@@ -8,17 +8,22 @@
 //!   SMT siblings, LLC domains and nodes together), with the memory policy to match;
 //! - [`deploy`]: one trial's deployment — knobs through `perfpilot_sys::change` with undo
 //!   records and a restoring guard, free ports, bound instances, readiness, teardown;
-//! - [`runner`]: randomized interleaved rounds, CPU per instance, MSER-5, racing (F-Race:
-//!   Friedman with Conover's comparisons against the best, Wilcoxon when two are left, and
-//!   practically equivalent configurations leaving the race), the winner confirmed against the
+//! - [`runner`]: randomized interleaved rounds, CPU per instance (and the load driver's own),
+//!   MSER-5, racing (F-Race: Friedman with Conover's comparisons against the best, Wilcoxon
+//!   when two are left; configurations unlikely to be the best by a bootstrap of the rounds
+//!   leaving, and optionally equivalent or tied ones), the winner confirmed against the
 //!   baseline with a 95 % CI on the gain, `--resume`, and the scaling mode (saturation point
 //!   and knee);
+//! - [`compare`]: two runs side by side — the same winner, winners neither run can tell
+//!   apart, or a disagreement (one run set the other's winner apart);
 //! - [`replay`]: racing replayed on an exhaustive run's trials, over many round orders: the
 //!   trials a race would have spent and how often it picks the exhaustive winner;
-//! - [`stats`]: the rank tests, the equivalence check, MSER-5 and the ratio CI;
+//! - [`stats`]: the rank tests, the Hodges–Lehmann interval and the equivalence check, MSER-5,
+//!   the ratio CI and the bootstrap chance of being the best;
 //! - [`report`]: the report of a stored run (JSON, Markdown, HTML with an inline SVG chart)
 //!   and the apply script (shell and systemd drop-ins) of the best configuration.
 
+pub mod compare;
 pub mod deploy;
 pub mod error;
 pub mod layout;

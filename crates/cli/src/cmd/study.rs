@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use perfpilot_observe::{Fs, Topology};
 use perfpilot_store::Store;
+use perfpilot_study::compare::{Agreement, Side, compare_runs};
 use perfpilot_study::replay::{ReplayOptions, replay_run};
 use perfpilot_study::report::{self, chance_best_line};
 use perfpilot_study::{RunOptions, Study, plan_study, run_scaling, run_study};
@@ -107,6 +108,17 @@ enum StudySub {
         /// (default: the study's run.min_chance; 0 turns the rule off).
         #[arg(long)]
         min_chance: Option<f64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two runs of a study (e.g. the same file run twice): the same winner, different
+    /// winners neither run can tell apart, or a disagreement beyond what the runs resolve.
+    Compare {
+        a: i64,
+        b: i64,
+        #[command(flatten)]
+        store: StoreArg,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -463,6 +475,35 @@ pub fn run(a: StudyArgs) -> Result<()> {
             );
             Ok(())
         }
+        StudySub::Compare { a, b, store, json } => {
+            let path = store_path(store.store)?;
+            let s = Store::open(&path)?;
+            let c = compare_runs(&s, a, b)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&c)?);
+                return Ok(());
+            }
+            if !c.same_study {
+                println!("note: runs {a} and {b} ran different study files");
+            }
+            for (me, other) in [(&c.a, &c.b), (&c.b, &c.a)] {
+                print_side(me, other);
+            }
+            println!(
+                "{}",
+                match c.agreement {
+                    Agreement::SameWinner => "agree: the same winner".to_string(),
+                    Agreement::NotSignificantlyDifferent =>
+                        "agree within what the runs resolve: different winners, and neither run can tell them apart"
+                            .to_string(),
+                    Agreement::Disagree =>
+                        "disagree: a run set the other's winner apart; the machine changed between the runs, or the study needs more rounds or longer measurements"
+                            .to_string(),
+                    Agreement::NoWinner => "no comparison: a run has no winner".to_string(),
+                }
+            );
+            Ok(())
+        }
         StudySub::List { store } => {
             let path = store_path(store.store)?;
             let s = Store::open(&path)?;
@@ -471,5 +512,38 @@ pub fn run(a: StudyArgs) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// One run's view of the other run's winner.
+fn print_side(me: &Side, other: &Side) {
+    println!(
+        "run {}: winner {}",
+        me.run,
+        me.winner.as_deref().unwrap_or("–")
+    );
+    let Some(o) = other
+        .winner
+        .as_deref()
+        .filter(|o| Some(*o) != me.winner.as_deref())
+    else {
+        return;
+    };
+    if let Some(e) = &me.other_left {
+        println!(
+            "  run {}'s winner left this race after round {}: {}",
+            other.run, e.round, e.reason
+        );
+    } else if me.holds_other {
+        println!(
+            "  run {}'s winner {o} is among those it cannot tell from its own",
+            other.run
+        );
+    }
+    if let Some(r) = &me.ratio {
+        println!(
+            "  its winner vs run {}'s, paired over its rounds: ×{:.3} (95 % CI {:.3}–{:.3}, {} rounds)",
+            other.run, r.ratio, r.low, r.high, r.pairs
+        );
     }
 }
