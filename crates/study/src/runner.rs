@@ -139,7 +139,7 @@ pub struct Summary {
 }
 
 /// The result of one trial, as stored.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TrialDetail {
     pub layout: Option<Layout>,
     pub ports: Vec<u16>,
@@ -287,15 +287,8 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
     let n = config.instances();
     let users = users.unwrap_or(study.load.users_per_instance * n);
     let mut detail = TrialDetail {
-        layout: None,
-        ports: Vec::new(),
-        argv: Vec::new(),
-        env: Vec::new(),
-        knobs: Vec::new(),
-        notes: Vec::new(),
-        mser: None,
         users,
-        driver_cores: None,
+        ..TrialDetail::default()
     };
     let fail = |detail: TrialDetail, reason: String| TrialOutcome {
         status: "failed".into(),
@@ -644,6 +637,15 @@ pub fn race_round(
     out
 }
 
+/// The configurations among `keys` not already in `leaving`.
+fn staying<'a>(
+    keys: &'a [String],
+    leaving: &'a [Elimination],
+) -> impl Iterator<Item = &'a String> + 'a {
+    keys.iter()
+        .filter(move |k| !leaving.iter().any(|e| &e.config == *k))
+}
+
 /// Rounds before the chance-of-best rule: with n rounds a bootstrap has C(2n − 1, n) distinct
 /// resamples, 126 with five rounds but only 10 with three, too few to put a chance near 1 %.
 pub const CHANCE_MIN_ROUNDS: usize = 5;
@@ -667,11 +669,7 @@ fn unlikely_to_win(
     if floor <= 0.0 || round < CHANCE_MIN_ROUNDS {
         return Vec::new();
     }
-    let staying: Vec<String> = keys
-        .iter()
-        .filter(|k| !leaving.iter().any(|e| &e.config == *k))
-        .cloned()
-        .collect();
+    let staying: Vec<String> = staying(keys, leaving).cloned().collect();
     if staying.len() < 2 {
         return Vec::new();
     }
@@ -721,10 +719,7 @@ fn close_to_leader(
 ) -> Vec<Elimination> {
     let goal = &study.objective.goal;
     let delta = study.objective.min_effect;
-    let staying: Vec<&String> = keys
-        .iter()
-        .filter(|k| !leaving.iter().any(|e| &e.config == *k))
-        .collect();
+    let staying: Vec<&String> = staying(keys, leaving).collect();
     let value = |k: &str, r: i64| {
         race_trial(trials, k, r)
             .filter(|t| t.status == "ok")

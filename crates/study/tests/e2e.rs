@@ -255,15 +255,8 @@ instances = [1]
         .unwrap()
     };
     let detail = |cores: Option<f64>| TrialDetail {
-        layout: None,
-        ports: Vec::new(),
-        argv: Vec::new(),
-        env: Vec::new(),
-        knobs: Vec::new(),
-        notes: Vec::new(),
-        mser: None,
-        users: 4,
         driver_cores: cores,
+        ..TrialDetail::default()
     };
     let one = study(r#"url = "http://127.0.0.1:{port}/""#);
     let two = study("url = \"http://127.0.0.1:{port}/\"\nthreads = 2");

@@ -135,12 +135,9 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
     assert_eq!(late.same_winner, 50);
 }
 
-#[test]
-fn close_variants_leave_as_equivalent_not_worse() {
-    // Variant 1 is 1.2 % above or below variant 2, flipping from round to round: no rank test
-    // can separate them, but the ratio's interval falls inside ±5 % and, with
-    // run.drop_equivalent, the runner-up leaves as equivalent as soon as a distribution-free
-    // 90 % interval exists (round 5).
+/// A stored exhaustive run of two variants over rounds 1..=10, `value(round, variant)` each;
+/// the store lives in the returned directory.
+fn two_variants(value: impl Fn(i64, usize) -> f64) -> (tempfile::TempDir, Store, i64, Vec<String>) {
     let text = STUDY.replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]");
     let study = Study::parse(&text, Path::new("synthetic.toml")).unwrap();
     let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
@@ -150,16 +147,26 @@ fn close_variants_leave_as_equivalent_not_worse() {
         .study_begin("synthetic", "synthetic.toml", &text, "{}")
         .unwrap();
     for round in 1..=10i64 {
-        let drift = 1.0 + 0.2 * (round as f64 * 1.3).sin();
-        let flip = if round % 2 == 0 { 0.012 } else { -0.012 };
         for (v, k) in keys.iter().enumerate() {
-            let base = 100.0;
-            let value = base * drift * (1.0 + if v == 0 { flip } else { 0.0 });
             store
-                .trial_add(&trial(run, round, k.clone(), value))
+                .trial_add(&trial(run, round, k.clone(), value(round, v)))
                 .unwrap();
         }
     }
+    (dir, store, run, keys)
+}
+
+#[test]
+fn close_variants_leave_as_equivalent_not_worse() {
+    // Variant 1 is 1.2 % above or below variant 2, flipping from round to round: no rank test
+    // can separate them, but the ratio's interval falls inside ±5 % and, with
+    // run.drop_equivalent, the runner-up leaves as equivalent as soon as a distribution-free
+    // 90 % interval exists (round 5).
+    let (_dir, store, run, _) = two_variants(|round, v| {
+        let drift = 1.0 + 0.2 * (round as f64 * 1.3).sin();
+        let flip = if round % 2 == 0 { 0.012 } else { -0.012 };
+        100.0 * drift * (1.0 + if v == 0 { flip } else { 0.0 })
+    });
     let opts = ReplayOptions {
         orders: 1,
         seed: 1,
@@ -239,21 +246,14 @@ fn a_steady_shortfall_leaves_as_unlikely_before_a_test_can_reject() {
     // rounds Wilcoxon's p is 2/32 (not below 0.05) and the shortfall is too large for
     // equivalence within 5 %, but a bootstrap of the rounds makes variant 2 the best only when
     // it draws the third round nearly every time (≈ (1/5)⁵): it leaves as unlikely.
-    let text = STUDY.replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]");
-    let study = Study::parse(&text, Path::new("synthetic.toml")).unwrap();
-    let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("s.db")).unwrap();
-    let run = store
-        .study_begin("synthetic", "synthetic.toml", &text, "{}")
-        .unwrap();
-    for round in 1..=10i64 {
+    let (_dir, store, run, keys) = two_variants(|round, v| {
         let first = 100.0 * (1.0 + 0.05 * (round as f64 * 1.3).sin());
-        let second = first * if round == 3 { 1.01 } else { 0.94 };
-        for (k, v) in keys.iter().zip([first, second]) {
-            store.trial_add(&trial(run, round, k.clone(), v)).unwrap();
+        match (v, round) {
+            (0, _) => first,
+            (_, 3) => first * 1.01,
+            _ => first * 0.94,
         }
-    }
+    });
     let opts = ReplayOptions {
         orders: 1,
         seed: 1,
