@@ -1,8 +1,10 @@
 //! Two runs of a study side by side: do they pick the same winner, and when they do not, could
-//! either run tell the two winners apart? A repeated study that names another configuration
-//! from a group its rounds cannot separate agrees with the first within what the study can
-//! resolve; one whose rounds found the first run's winner worse (or unlikely to be the best)
-//! disagrees, and the machine changed between the runs or the study needs more rounds.
+//! either run tell the two winners apart? Each run is asked directly: over its rounds where
+//! both winners ran, does the two-sided 95 % interval of their paired ratio exclude 1? A race
+//! may have dropped the other's winner on a one-sided test repeated round after round, which is
+//! a decision to stop spending on it, not this comparison; it is shown, not counted. When
+//! neither run separates the two, the runs agree within what they resolve; when one does, they
+//! disagree: the machine changed between the runs, or the study needs more rounds.
 
 use perfpilot_store::{Store, TrialRecord};
 use serde::{Deserialize, Serialize};
@@ -17,10 +19,9 @@ use crate::stats::{self, RatioCi};
 pub enum Agreement {
     /// Both pick the same configuration.
     SameWinner,
-    /// Different winners, but each run counts the other's winner among the configurations it
-    /// cannot tell from its own (not significantly different, equivalent or tied).
+    /// Different winners, and neither run's rounds separate them.
     NotSignificantlyDifferent,
-    /// At least one run set the other's winner apart (worse, unlikely to be the best, failed).
+    /// At least one run's rounds separate its winner from the other's.
     Disagree,
     /// A run has no winner.
     NoWinner,
@@ -39,6 +40,10 @@ pub struct Side {
     /// This run's winner over the other run's winner, in the goal's direction (> 1: this
     /// winner better), paired over this run's race rounds where both succeeded.
     pub ratio: Option<RatioCi>,
+    /// Whether this run separates the two winners: the ratio's 95 % interval lies above 1, or,
+    /// with fewer than two common rounds, the other's winner left the race (worse, unlikely
+    /// to be the best, failed) without being counted among those it cannot tell apart.
+    pub separates: bool,
 }
 
 /// The comparison of two runs.
@@ -71,12 +76,18 @@ pub fn compare(
             (Some(w), Some(o)) if w != o => paired(trials, w, o, s.higher_is_better),
             _ => None,
         };
+        let separates = match (&ratio, &other_left) {
+            (Some(r), _) => r.low > 1.0,
+            (None, Some(_)) => !holds_other,
+            (None, None) => false,
+        };
         Side {
             run,
             winner: s.winner.clone(),
             holds_other,
             other_left,
             ratio,
+            separates,
         }
     };
     let sa = side(a, b.1);
@@ -84,8 +95,8 @@ pub fn compare(
     let agreement = match (&sa.winner, &sb.winner) {
         (None, _) | (_, None) => Agreement::NoWinner,
         (Some(x), Some(y)) if x == y => Agreement::SameWinner,
-        _ if sa.holds_other && sb.holds_other => Agreement::NotSignificantlyDifferent,
-        _ => Agreement::Disagree,
+        _ if sa.separates || sb.separates => Agreement::Disagree,
+        _ => Agreement::NotSignificantlyDifferent,
     };
     Comparison {
         a: sa,

@@ -37,11 +37,12 @@ fn summary(winner: Option<&str>, tied: &[&str], left: &[(&str, Left)], higher: b
     }
 }
 
-/// Race rounds 1..=5 of `x` (100 × a drift) and `y` (`share` of x).
-fn trials(share: f64) -> Vec<TrialRecord> {
+/// Race rounds 1..=5 of `x` (100 × a drift) and `y` (`shares[round − 1]` of x).
+fn trials(shares: [f64; 5]) -> Vec<TrialRecord> {
     let mut out = Vec::new();
     for round in 1..=5i64 {
         let x = 100.0 * (1.0 + 0.1 * (round as f64).sin());
+        let share = shares[round as usize - 1];
         for (config, value) in [("x", x), ("y", x * share)] {
             out.push(TrialRecord {
                 id: 0,
@@ -64,59 +65,77 @@ fn trials(share: f64) -> Vec<TrialRecord> {
 
 #[test]
 fn two_runs_agree_tie_or_disagree() {
-    let t = trials(0.95);
+    // y is 5 % behind x in every round: the interval of x / y excludes 1.
+    let apart = trials([0.95; 5]);
+    // y wobbles around x: the interval includes 1.
+    let close = trials([0.97, 1.02, 0.99, 1.03, 0.98]);
     let same = compare(
-        (1, &summary(Some("x"), &[], &[], true), &t),
-        (2, &summary(Some("x"), &["y"], &[], true), &t),
+        (1, &summary(Some("x"), &[], &[], true), &apart),
+        (2, &summary(Some("x"), &["y"], &[], true), &apart),
         true,
     );
     assert_eq!(same.agreement, Agreement::SameWinner);
 
-    // Each run counts the other's winner among those it cannot tell from its own.
+    // Different winners, neither run separates them (even though run 2's race dropped x).
     let tie = compare(
-        (1, &summary(Some("x"), &["y"], &[], true), &t),
+        (1, &summary(Some("x"), &["y"], &[], true), &close),
         (
             2,
-            &summary(Some("y"), &["x"], &[("z", Left::Worse)], true),
-            &t,
+            &summary(Some("y"), &[], &[("x", Left::Worse)], true),
+            &close,
         ),
         true,
     );
     assert_eq!(tie.agreement, Agreement::NotSignificantlyDifferent);
-    assert!(tie.a.holds_other && tie.b.holds_other);
-    // Inside run 1, x is 1/0.95 of y in every round.
+    assert!(tie.a.holds_other && !tie.b.holds_other);
+    assert_eq!(tie.b.other_left.as_ref().unwrap().kind, Left::Worse);
     let r = tie.a.ratio.expect("a paired ratio");
-    assert!((r.ratio - 1.0 / 0.95).abs() < 1e-9 && r.pairs == 5, "{r:?}");
-    assert!(r.low <= r.ratio && r.ratio <= r.high);
+    assert!(r.low < 1.0 && 1.0 < r.high && r.pairs == 5, "{r:?}");
+    assert!(!tie.a.separates && !tie.b.separates);
 
-    // Run 1 found run 2's winner unlikely to be the best: they disagree, and say how.
-    let apart = compare(
+    // Run 1's rounds put x 1/0.95 above y in every round: they disagree.
+    let split = compare(
         (
             1,
             &summary(Some("x"), &[], &[("y", Left::Unlikely)], true),
-            &t,
+            &apart,
         ),
-        (2, &summary(Some("y"), &["x"], &[], true), &t),
+        (2, &summary(Some("y"), &["x"], &[], true), &close),
         false,
     );
-    assert_eq!(apart.agreement, Agreement::Disagree);
-    assert!(!apart.same_study);
-    assert_eq!(apart.a.other_left.as_ref().unwrap().kind, Left::Unlikely);
-    assert!(apart.b.holds_other && apart.b.other_left.is_none());
+    assert_eq!(split.agreement, Agreement::Disagree);
+    assert!(!split.same_study);
+    let r = split.a.ratio.unwrap();
+    assert!((r.ratio - 1.0 / 0.95).abs() < 1e-9 && r.low > 1.0, "{r:?}");
+    assert!(split.a.separates && !split.b.separates);
+
+    // Without common rounds, how the other's winner left the race decides.
+    let none: Vec<TrialRecord> = Vec::new();
+    let gone = compare(
+        (
+            1,
+            &summary(Some("x"), &[], &[("y", Left::Worse)], true),
+            &none,
+        ),
+        (2, &summary(Some("y"), &["x"], &[], true), &none),
+        true,
+    );
+    assert_eq!(gone.agreement, Agreement::Disagree);
+    assert!(gone.a.ratio.is_none() && gone.a.separates);
 
     // Lower is better: the ratio is the other's value over the winner's.
     let low = compare(
-        (1, &summary(Some("y"), &["x"], &[], false), &t),
-        (2, &summary(Some("x"), &["y"], &[], false), &t),
+        (1, &summary(Some("y"), &["x"], &[], false), &apart),
+        (2, &summary(Some("x"), &["y"], &[], false), &apart),
         true,
     );
     let r = low.a.ratio.unwrap();
     assert!((r.ratio - 1.0 / 0.95).abs() < 1e-9, "{r:?}");
 
-    let none = compare(
-        (1, &summary(None, &[], &[], true), &t),
-        (2, &summary(Some("x"), &[], &[], true), &t),
+    let no_winner = compare(
+        (1, &summary(None, &[], &[], true), &apart),
+        (2, &summary(Some("x"), &[], &[], true), &apart),
         true,
     );
-    assert_eq!(none.agreement, Agreement::NoWinner);
+    assert_eq!(no_winner.agreement, Agreement::NoWinner);
 }

@@ -494,10 +494,10 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 match c.agreement {
                     Agreement::SameWinner => "agree: the same winner".to_string(),
                     Agreement::NotSignificantlyDifferent =>
-                        "agree within what the runs resolve: different winners, and neither run can tell them apart"
+                        "agree within what the runs resolve: different winners, not significantly different in either run (each 95 % interval of their ratio includes 1)"
                             .to_string(),
                     Agreement::Disagree =>
-                        "disagree: a run set the other's winner apart; the machine changed between the runs, or the study needs more rounds or longer measurements"
+                        "disagree: a run's rounds separate its winner from the other's; the machine changed between the runs, or the study needs more rounds or longer measurements"
                             .to_string(),
                     Agreement::NoWinner => "no comparison: a run has no winner".to_string(),
                 }
@@ -542,8 +542,17 @@ fn print_side(me: &Side, other: &Side) {
     }
     if let Some(r) = &me.ratio {
         println!(
-            "  its winner vs run {}'s, paired over its rounds: ×{:.3} (95 % CI {:.3}–{:.3}, {} rounds)",
-            other.run, r.ratio, r.low, r.high, r.pairs
+            "  its winner vs run {}'s, paired over its rounds: ×{:.3} (95 % CI {:.3}–{:.3}, {} rounds): {}",
+            other.run,
+            r.ratio,
+            r.low,
+            r.high,
+            r.pairs,
+            if me.separates {
+                "separated"
+            } else {
+                "not significantly different"
+            }
         );
     }
 }
