@@ -318,7 +318,7 @@ pub const DEFAULT_FUTILITY: f64 = 0.0;
 /// Default `run.min_chance`: a configuration best in fewer than 1 % of the bootstrap
 /// resamples of the rounds leaves. Replayed on an exhaustive run of
 /// `examples/studies/scoring-spss.toml` (16 rounds, 300 round orders) it cut the race from
-/// 52 % to 35 % of the exhaustive trials with the same agreement with the exhaustive winner.
+/// 55 % to 41 % of the exhaustive trials (`docs/study-file.md`, Racing).
 pub const DEFAULT_MIN_CHANCE: f64 = 0.01;
 
 /// Trial timing, repetitions and racing.
@@ -337,7 +337,7 @@ pub struct RunSpec {
     /// the chance that the rounds left would show it worse, were its observed shortfall real
     /// (0: never).
     pub futility: f64,
-    /// From round 5 on, a configuration whose chance of being the best (a bootstrap of the
+    /// From round 7 on, a configuration whose chance of being the best (a bootstrap of the
     /// rounds so far) is below this leaves the race (0: never).
     pub min_chance: f64,
     /// A configuration practically equivalent to the leader (within `objective.min_effect`)

@@ -104,7 +104,7 @@ enum StudySub {
         /// run.futility; 0 turns the rule off).
         #[arg(long)]
         futility: Option<f64>,
-        /// The chance of being the best below which a configuration leaves from round 5 on
+        /// The chance of being the best below which a configuration leaves from round 7 on
         /// (default: the study's run.min_chance; 0 turns the rule off).
         #[arg(long)]
         min_chance: Option<f64>,
