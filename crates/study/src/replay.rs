@@ -241,6 +241,21 @@ pub struct ReplayOptions {
     pub min_chance: Option<f64>,
 }
 
+impl Default for ReplayOptions {
+    /// 200 round orders from seed 1, the study's own rules.
+    fn default() -> ReplayOptions {
+        ReplayOptions {
+            orders: 200,
+            seed: 1,
+            min_rounds: None,
+            min_effect: None,
+            futility: None,
+            min_chance: None,
+            drop_equivalent: None,
+        }
+    }
+}
+
 /// Replays racing on stored run `run`, which must have run with racing off
 /// (`--exhaustive`): a race would have left configurations out of later rounds.
 pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Replay> {

@@ -83,11 +83,7 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
     let opts = ReplayOptions {
         orders: 50,
         seed: 3,
-        min_rounds: None,
-        min_effect: None,
-        futility: None,
-        min_chance: None,
-        drop_equivalent: None,
+        ..ReplayOptions::default()
     };
     let r = replay_run(&store, run, &opts).unwrap();
     assert_eq!(r.exhaustive_trials, 60);
@@ -170,11 +166,8 @@ fn close_variants_leave_as_equivalent_not_worse() {
     let opts = ReplayOptions {
         orders: 1,
         seed: 1,
-        min_rounds: None,
-        min_effect: None,
-        futility: None,
-        min_chance: None,
         drop_equivalent: Some(true),
+        ..ReplayOptions::default()
     };
     let r = replay_run(&store, run, &opts).unwrap();
     let first = &r.stored_order;
@@ -228,11 +221,7 @@ fn a_raced_run_cannot_be_replayed() {
     let opts = ReplayOptions {
         orders: 1,
         seed: 1,
-        min_rounds: None,
-        min_effect: None,
-        futility: None,
-        min_chance: None,
-        drop_equivalent: None,
+        ..ReplayOptions::default()
     };
     let e = replay_run(&store, run, &opts).unwrap_err().to_string();
     assert!(e.contains("--exhaustive") && e.contains("run 1"), "{e}");
@@ -258,11 +247,7 @@ fn a_steady_shortfall_leaves_as_unlikely_before_a_test_can_reject() {
     let opts = ReplayOptions {
         orders: 1,
         seed: 1,
-        min_rounds: None,
-        min_effect: None,
-        futility: None,
-        min_chance: None,
-        drop_equivalent: None,
+        ..ReplayOptions::default()
     };
     let r = replay_run(&store, run, &opts).unwrap();
     let first = &r.stored_order;
