@@ -10,7 +10,7 @@ use perfpilot_store::{Store, TrialRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
-use crate::runner::{Elimination, Summary};
+use crate::runner::{Elimination, Summary, race_trial};
 use crate::stats::{self, RatioCi};
 
 /// How two runs' conclusions relate.
@@ -110,10 +110,8 @@ pub fn compare(
 /// with its 95 % interval.
 fn paired(trials: &[TrialRecord], winner: &str, other: &str, higher: bool) -> Option<RatioCi> {
     let value = |k: &str, round: i64| {
-        trials
-            .iter()
-            .rev()
-            .find(|t| t.phase == "race" && t.round == round && t.config == k && t.status == "ok")
+        race_trial(trials, k, round)
+            .filter(|t| t.status == "ok")
             .and_then(|t| t.value)
             .filter(|v| *v > 0.0)
     };

@@ -852,7 +852,11 @@ pub(crate) fn chance_of_best(
 
 /// The race trial of configuration `key` in `round` (the latest, should a resumed run hold
 /// two).
-fn race_trial<'a>(trials: &'a [TrialRecord], key: &str, round: i64) -> Option<&'a TrialRecord> {
+pub(crate) fn race_trial<'a>(
+    trials: &'a [TrialRecord],
+    key: &str,
+    round: i64,
+) -> Option<&'a TrialRecord> {
     trials
         .iter()
         .rev()
