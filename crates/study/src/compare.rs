@@ -1,16 +1,28 @@
-//! Two runs of a study side by side: do they pick the same winner, and when they do not, could
-//! either run tell the two winners apart? Each run is asked directly: over its rounds where
-//! both winners ran, does the two-sided 95 % interval of their paired ratio exclude 1? A race
-//! may have dropped the other's winner on a one-sided test repeated round after round, which is
-//! a decision to stop spending on it, not this comparison; it is shown, not counted. When
-//! neither run separates the two, the runs agree within what they resolve; when one does, they
-//! disagree: the machine changed between the runs, or the study needs more rounds.
+//! Two runs of a study side by side: do they pick the same winner, and when they do not, is
+//! one winner really better than the other? Every round of either run where both winners ran
+//! is a paired block; the verdict is the two-sided 95 % interval of their ratio over the
+//! rounds of both runs together. When it includes 1, the two are not significantly different
+//! and either pick is sound; when it excludes 1, the runs disagree and the interval says whose
+//! winner is better.
+//!
+//! Each run's own interval is shown too. Asking each run separately and calling the runs in
+//! disagreement when either separates the two winners gives a difference two chances to show
+//! and ignores the other run's evidence against it: on a shared 2-core VM whose speed drifts
+//! by the hour, two exhaustive runs of the same file disagreed by that rule (the first ranked
+//! its winner ×1.076, 95 % CI 1.039–1.114, above the second's, the second the other way round
+//! at ×1.039, 0.960–1.124), while over their 32 rounds together the ratio is ×1.018
+//! (0.972–1.065). When each run separates its own winner from the other's the runs
+//! *contradict* each other: the order of the two changed with the machine's conditions between
+//! the runs, which is reported with the verdict.
+//!
+//! A race may have dropped the other's winner on a one-sided test repeated round after round,
+//! which is a decision to stop spending on it, not this comparison; it is shown, not counted.
 
 use perfpilot_store::{Store, TrialRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
-use crate::runner::{Elimination, Summary, race_trial};
+use crate::runner::{Elimination, Summary, race_value};
 use crate::stats::{self, RatioCi};
 
 /// How two runs' conclusions relate.
@@ -19,9 +31,11 @@ use crate::stats::{self, RatioCi};
 pub enum Agreement {
     /// Both pick the same configuration.
     SameWinner,
-    /// Different winners, and neither run's rounds separate them.
+    /// Different winners, not significantly different over both runs' rounds (with fewer
+    /// than two such rounds: neither run separates them).
     NotSignificantlyDifferent,
-    /// At least one run's rounds separate its winner from the other's.
+    /// Different winners, and over both runs' rounds one is significantly better (with fewer
+    /// than two such rounds: a run dropped the other's winner as worse).
     Disagree,
     /// A run has no winner.
     NoWinner,
@@ -51,6 +65,12 @@ pub struct Side {
 pub struct Comparison {
     pub a: Side,
     pub b: Side,
+    /// Run `a`'s winner over run `b`'s, in the goal's direction (> 1: `a`'s is better), paired
+    /// over the race rounds of both runs where both winners succeeded: the verdict's interval.
+    pub pooled: Option<RatioCi>,
+    /// Each run separates its own winner from the other's: the two runs order them opposite
+    /// ways, each with confidence, so the machine's conditions changed between them.
+    pub contradict: bool,
     pub agreement: Agreement,
     /// Whether the two runs ran the same study file text.
     pub same_study: bool,
@@ -92,15 +112,37 @@ pub fn compare(
     };
     let sa = side(a, b.1);
     let sb = side(b, a.1);
+    let pooled = match (&sa.winner, &sb.winner) {
+        (Some(x), Some(y)) if x != y => {
+            // Run a's winner (x) and run b's (y), round by round in each run.
+            let (mut xs, mut ys) = pairs(a.2, x, y);
+            let (yb, xb) = pairs(b.2, y, x);
+            xs.extend(xb);
+            ys.extend(yb);
+            if a.1.higher_is_better {
+                stats::paired_ratio_ci(&xs, &ys, 0.95)
+            } else {
+                stats::paired_ratio_ci(&ys, &xs, 0.95)
+            }
+        }
+        _ => None,
+    };
+    let contradict = sa.ratio.is_some() && sb.ratio.is_some() && sa.separates && sb.separates;
     let agreement = match (&sa.winner, &sb.winner) {
         (None, _) | (_, None) => Agreement::NoWinner,
         (Some(x), Some(y)) if x == y => Agreement::SameWinner,
-        _ if sa.separates || sb.separates => Agreement::Disagree,
-        _ => Agreement::NotSignificantlyDifferent,
+        _ => match &pooled {
+            Some(p) if p.low > 1.0 || p.high < 1.0 => Agreement::Disagree,
+            Some(_) => Agreement::NotSignificantlyDifferent,
+            None if sa.separates || sb.separates => Agreement::Disagree,
+            None => Agreement::NotSignificantlyDifferent,
+        },
     };
     Comparison {
         a: sa,
         b: sb,
+        pooled,
+        contradict,
         agreement,
         same_study,
     }
@@ -109,23 +151,7 @@ pub fn compare(
 /// `winner / other` (inverted when lower is better) over the race rounds where both succeeded,
 /// with its 95 % interval.
 fn paired(trials: &[TrialRecord], winner: &str, other: &str, higher: bool) -> Option<RatioCi> {
-    let value = |k: &str, round: i64| {
-        race_trial(trials, k, round)
-            .filter(|t| t.status == "ok")
-            .and_then(|t| t.value)
-            .filter(|v| *v > 0.0)
-    };
-    let mut rounds: Vec<i64> = trials
-        .iter()
-        .filter(|t| t.phase == "race")
-        .map(|t| t.round)
-        .collect();
-    rounds.sort_unstable();
-    rounds.dedup();
-    let (w, o): (Vec<f64>, Vec<f64>) = rounds
-        .into_iter()
-        .filter_map(|r| Some((value(winner, r)?, value(other, r)?)))
-        .unzip();
+    let (w, o) = pairs(trials, winner, other);
     if higher {
         stats::paired_ratio_ci(&w, &o, 0.95)
     } else {
@@ -133,10 +159,26 @@ fn paired(trials: &[TrialRecord], winner: &str, other: &str, higher: bool) -> Op
     }
 }
 
-/// Loads runs `a` and `b` from `store` and compares them; a run that has not finished has no
-/// summary and is an error that says how to finish it.
-pub fn compare_runs(store: &Store, a: i64, b: i64) -> Result<Comparison> {
-    let load = |run: i64| -> Result<(String, Summary, Vec<TrialRecord>)> {
+/// The values of `x` and `y` in the race rounds where both succeeded, round by round.
+fn pairs(trials: &[TrialRecord], x: &str, y: &str) -> (Vec<f64>, Vec<f64>) {
+    let mut rounds: Vec<i64> = trials
+        .iter()
+        .filter(|t| t.phase == "race")
+        .map(|t| t.round)
+        .collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    rounds
+        .into_iter()
+        .filter_map(|r| Some((race_value(trials, x, r)?, race_value(trials, y, r)?)))
+        .unzip()
+}
+
+/// Loads run `a` from `store_a` and run `b` from `store_b` (the same store or another) and
+/// compares them; a run that has not finished has no summary and is an error that says how to
+/// finish it.
+pub fn compare_runs(store_a: &Store, a: i64, store_b: &Store, b: i64) -> Result<Comparison> {
+    let load = |store: &Store, run: i64| -> Result<(String, Summary, Vec<TrialRecord>)> {
         let rec = store.study(run)?.ok_or_else(|| StudyError::NoRun {
             store: store.path().to_path_buf(),
             run,
@@ -154,7 +196,7 @@ pub fn compare_runs(store: &Store, a: i64, b: i64) -> Result<Comparison> {
             })?;
         Ok((rec.spec, summary, store.trials(run)?))
     };
-    let (spec_a, sa, ta) = load(a)?;
-    let (spec_b, sb, tb) = load(b)?;
+    let (spec_a, sa, ta) = load(store_a, a)?;
+    let (spec_b, sb, tb) = load(store_b, b)?;
     Ok(compare((a, &sa, &ta), (b, &sb, &tb), spec_a == spec_b))
 }

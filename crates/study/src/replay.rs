@@ -198,7 +198,7 @@ fn race_in_order(
             .iter()
             .filter(|t| t.round == round as i64 && alive.contains(&t.config))
             .count();
-        if study.run.racing && round >= study.run.min_rounds && alive.len() > 1 {
+        if study.run.racing && alive.len() > 1 {
             let so_far: Vec<TrialRecord> = renumbered
                 .iter()
                 .filter(|t| t.round <= round as i64)
@@ -239,6 +239,8 @@ pub struct ReplayOptions {
     pub futility: Option<f64>,
     /// Override the study's `run.min_chance` (0 turns the chance-of-best rule off).
     pub min_chance: Option<f64>,
+    /// Override the study's `run.far_behind` (0 turns the far-behind rule off).
+    pub far_behind: Option<f64>,
 }
 
 impl Default for ReplayOptions {
@@ -251,6 +253,7 @@ impl Default for ReplayOptions {
             min_effect: None,
             futility: None,
             min_chance: None,
+            far_behind: None,
             drop_equivalent: None,
         }
     }
@@ -305,6 +308,9 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
     }
     if let Some(c) = opts.min_chance {
         study.run.min_chance = c;
+    }
+    if let Some(f) = opts.far_behind {
+        study.run.far_behind = f;
     }
     study.run.racing = true;
     Ok(replay(&study, &trials, &keys, opts.orders, opts.seed))

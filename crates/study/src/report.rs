@@ -408,6 +408,7 @@ fn left_word(kind: Left) -> &'static str {
         Left::Equivalent => "equivalent",
         Left::Tied => "tied",
         Left::Unlikely => "unlikely",
+        Left::FarBehind => "far behind",
     }
 }
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::deploy::{self, Deployed, KnobGuard};
 use crate::error::{Result, StudyError};
 use crate::layout::{Layout, plan};
-use crate::spec::{Config, Goal, LoadKind, Study, render};
+use crate::spec::{Config, FAR_BEHIND_MIN_ROUNDS, Goal, LoadKind, Study, render};
 use crate::stats::{self, Alternative, Mser, RatioCi, Rng};
 
 /// How a run is carried out.
@@ -78,6 +78,8 @@ pub enum Left {
     /// Best in fewer than `run.min_chance` of the bootstrap resamples of the rounds so far:
     /// it practically cannot win, though no test has yet shown it worse.
     Unlikely,
+    /// Significantly more than `run.far_behind` behind the leader, from round 3 on.
+    FarBehind,
 }
 
 /// A configuration that left the race before the last round.
@@ -604,9 +606,10 @@ pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
 }
 
 /// The racing decision after `round` on the configurations `alive` (by key), from the race
-/// trials of rounds 1..=`round`: those significantly worse than the best ([`race_step`]), then
-/// among the rest those equivalent to the leader or tied with it beyond what the rounds left
-/// could resolve.
+/// trials of rounds 1..=`round`: from round 3 those far behind the leader ([`far_behind`]);
+/// from `run.min_rounds` those significantly worse than the best ([`race_step`]), then among
+/// the rest those equivalent to the leader or tied with it beyond what the rounds left could
+/// resolve, then those unlikely to be the best.
 pub fn race_round(
     study: &Study,
     trials: &[TrialRecord],
@@ -614,16 +617,23 @@ pub fn race_round(
     round: usize,
 ) -> Vec<Elimination> {
     let goal = &study.objective.goal;
-    let b = blocks(goal, trials, alive, round);
-    let mut out: Vec<Elimination> = Vec::new();
+    let mut out = far_behind(study, trials, alive, round);
+    if round < study.run.min_rounds {
+        return out;
+    }
+    let rest: Vec<String> = staying(alive, &out).cloned().collect();
+    if rest.len() < 2 {
+        return out;
+    }
+    let b = blocks(goal, trials, &rest, round);
     if let Some(step) = race_step(&b, study.run.alpha) {
         for (j, p) in step.losers {
             out.push(Elimination {
-                config: alive[j].clone(),
+                config: rest[j].clone(),
                 round,
                 reason: format!(
                     "worse than {} ({} p = {:.4}, pairwise p = {:.4})",
-                    alive[step.best], step.test, step.p_value, p
+                    rest[step.best], step.test, step.p_value, p
                 ),
                 p_value: Some(p),
                 kind: Left::Worse,
@@ -644,6 +654,63 @@ fn staying<'a>(
 ) -> impl Iterator<Item = &'a String> + 'a {
     keys.iter()
         .filter(move |k| !leaving.iter().any(|e| &e.config == *k))
+}
+
+/// Configurations among `keys` more than `run.far_behind` behind the leader (the best mean
+/// score among them) with significance: over the race rounds where both succeeded, the
+/// one-sided upper bound at `run.alpha` of the configuration's paired ratio to the leader (in
+/// the goal's direction; Student t on the log ratios) lies below 1 − `run.far_behind`. It
+/// acts from round [`FAR_BEHIND_MIN_ROUNDS`], before the rank tests may: a rank test over a
+/// dozen configurations and three rounds cannot tell half the throughput from 3 % less (both
+/// are "last in every round"), this test can, and a config within a few percent of the leader
+/// is not at risk (its ratio would have to look 20 % short with a small spread in every round;
+/// one disturbed round widens the interval instead). The leader stays.
+fn far_behind(
+    study: &Study,
+    trials: &[TrialRecord],
+    keys: &[String],
+    round: usize,
+) -> Vec<Elimination> {
+    let margin = study.run.far_behind;
+    if margin <= 0.0 || round < FAR_BEHIND_MIN_ROUNDS || keys.len() < 2 {
+        return Vec::new();
+    }
+    let goal = &study.objective.goal;
+    let Some(leader) = best_mean(goal, trials, keys, round) else {
+        return Vec::new();
+    };
+    let floor = (1.0 - margin).ln();
+    keys.iter()
+        .filter(|k| **k != leader)
+        .filter_map(|k| {
+            // The configuration's share of the leader per round, in the goal's direction.
+            let d: Vec<f64> = (1..=round as i64)
+                .filter_map(|r| {
+                    let (x, l) = (race_value(trials, k, r)?, race_value(trials, &leader, r)?);
+                    Some(if goal.higher_is_better() {
+                        (x / l).ln()
+                    } else {
+                        (l / x).ln()
+                    })
+                })
+                .collect();
+            let high = stats::upper_bound(&d, study.run.alpha)?;
+            (high < floor).then(|| Elimination {
+                config: k.clone(),
+                round,
+                reason: format!(
+                    "far behind {leader}: ×{:.3} of it over {} rounds, at most ×{:.3} at one-sided {:.0} % (run.far_behind {:.0} %)",
+                    stats::mean(&d).exp(),
+                    d.len(),
+                    high.exp(),
+                    (1.0 - study.run.alpha) * 100.0,
+                    margin * 100.0
+                ),
+                p_value: None,
+                kind: Left::FarBehind,
+            })
+        })
+        .collect()
 }
 
 /// Rounds before the chance-of-best rule. With n rounds a bootstrap has C(2n − 1, n) distinct
@@ -725,12 +792,6 @@ fn close_to_leader(
     let goal = &study.objective.goal;
     let delta = study.objective.min_effect;
     let staying: Vec<&String> = staying(keys, leaving).collect();
-    let value = |k: &str, r: i64| {
-        race_trial(trials, k, r)
-            .filter(|t| t.status == "ok")
-            .and_then(|t| t.value)
-            .filter(|v| *v > 0.0)
-    };
     let Some(leader) = best_mean(goal, trials, staying.iter().copied(), round) else {
         return Vec::new();
     };
@@ -738,7 +799,7 @@ fn close_to_leader(
     let mut out = Vec::new();
     for k in staying.into_iter().filter(|k| **k != leader) {
         let (x, y): (Vec<f64>, Vec<f64>) = (1..=round as i64)
-            .filter_map(|r| Some((value(k, r)?, value(&leader, r)?)))
+            .filter_map(|r| Some((race_value(trials, k, r)?, race_value(trials, &leader, r)?)))
             .unzip();
         let Some((same, ci)) = stats::equivalent(&x, &y, delta, level) else {
             continue;
@@ -861,6 +922,15 @@ pub(crate) fn race_trial<'a>(
         .iter()
         .rev()
         .find(|t| t.phase == "race" && t.round == round && t.config == key)
+}
+
+/// The objective's value of configuration `key`'s successful race trial in `round`, when
+/// positive (a ratio needs it).
+pub(crate) fn race_value(trials: &[TrialRecord], key: &str, round: i64) -> Option<f64> {
+    race_trial(trials, key, round)
+        .filter(|t| t.status == "ok")
+        .and_then(|t| t.value)
+        .filter(|v| *v > 0.0)
 }
 
 /// Score: higher is better; `None` for failed or violated trials.
@@ -1156,7 +1226,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                     }
                 }
             }
-            if racing && round >= study.run.min_rounds && alive.len() > 1 {
+            if racing && alive.len() > 1 {
                 let keys: Vec<String> = alive.iter().map(Config::key).collect();
                 for e in race_round(study, &trials, &keys, round) {
                     progress.println(format!(

@@ -372,6 +372,19 @@ pub struct RatioCi {
     pub pairs: usize,
 }
 
+/// The one-sided upper confidence bound at `alpha` of the mean of `xs` (Student t). `None`
+/// with fewer than two values or a non-finite one.
+pub fn upper_bound(xs: &[f64], alpha: f64) -> Option<f64> {
+    if xs.len() < 2 || xs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let t = StudentsT::new(0.0, 1.0, n - 1.0)
+        .ok()?
+        .inverse_cdf(1.0 - alpha);
+    Some(mean(xs) + t * stdev(xs) / n.sqrt())
+}
+
 /// The gain `candidate / baseline` from paired runs: the geometric mean of the per-pair
 /// ratios with a Student-t interval at `level` (0.95) on their logarithms. `None` with fewer
 /// than 2 pairs or a non-positive value.

@@ -1,5 +1,6 @@
-//! Two runs compared: the same winner, winners neither run can tell apart, a disagreement, and
-//! the paired ratio of the two winners inside a run, on synthetic summaries with known answers.
+//! Two runs compared: the same winner, winners not significantly different over both runs'
+//! rounds, a disagreement, two runs that contradict each other, and the paired ratio of the two
+//! winners inside a run, on synthetic summaries with known answers.
 
 use perfpilot_store::TrialRecord;
 use perfpilot_study::compare::{Agreement, compare};
@@ -92,6 +93,9 @@ fn two_runs_agree_tie_or_disagree() {
     let r = tie.a.ratio.expect("a paired ratio");
     assert!(r.low < 1.0 && 1.0 < r.high && r.pairs == 5, "{r:?}");
     assert!(!tie.a.separates && !tie.b.separates);
+    let p = tie.pooled.expect("a pooled ratio");
+    assert!(p.pairs == 10 && p.low < 1.0 && 1.0 < p.high, "{p:?}");
+    assert!(!tie.contradict);
 
     // Run 1's rounds put x 1/0.95 above y in every round: they disagree.
     let split = compare(
@@ -108,6 +112,37 @@ fn two_runs_agree_tie_or_disagree() {
     let r = split.a.ratio.unwrap();
     assert!((r.ratio - 1.0 / 0.95).abs() < 1e-9 && r.low > 1.0, "{r:?}");
     assert!(split.a.separates && !split.b.separates);
+    // Over the ten rounds together x is still better, and the pooled ratio says it is run 1's.
+    let p = split.pooled.unwrap();
+    assert!(p.pairs == 10 && p.low > 1.0, "{p:?}");
+
+    // Each run puts its own winner 1/0.95 above the other's in every round: they contradict
+    // each other, and over both runs' rounds the two are not significantly different.
+    let flipped = trials([1.0 / 0.95; 5]);
+    let both = compare(
+        (1, &summary(Some("x"), &[], &[], true), &apart),
+        (2, &summary(Some("y"), &[], &[], true), &flipped),
+        true,
+    );
+    assert!(both.a.separates && both.b.separates && both.contradict);
+    assert_eq!(both.agreement, Agreement::NotSignificantlyDifferent);
+    let p = both.pooled.unwrap();
+    assert!(
+        (p.ratio - 1.0).abs() < 1e-9 && p.low < 1.0 && p.high > 1.0,
+        "{p:?}"
+    );
+
+    // Neither run separates the two alone, their rounds together do: they disagree.
+    let weak = trials([0.96, 1.01, 0.97, 1.0, 0.98]);
+    let together = compare(
+        (1, &summary(Some("x"), &["y"], &[], true), &weak),
+        (2, &summary(Some("y"), &["x"], &[], true), &weak),
+        true,
+    );
+    assert!(!together.a.separates && !together.b.separates);
+    assert_eq!(together.agreement, Agreement::Disagree);
+    let p = together.pooled.unwrap();
+    assert!(p.low > 1.0 && p.pairs == 10, "{p:?}");
 
     // Without common rounds, how the other's winner left the race decides.
     let none: Vec<TrialRecord> = Vec::new();
@@ -121,7 +156,7 @@ fn two_runs_agree_tie_or_disagree() {
         true,
     );
     assert_eq!(gone.agreement, Agreement::Disagree);
-    assert!(gone.a.ratio.is_none() && gone.a.separates);
+    assert!(gone.a.ratio.is_none() && gone.a.separates && gone.pooled.is_none());
 
     // Lower is better: the ratio is the other's value over the winner's.
     let low = compare(
@@ -131,6 +166,12 @@ fn two_runs_agree_tie_or_disagree() {
     );
     let r = low.a.ratio.unwrap();
     assert!((r.ratio - 1.0 / 0.95).abs() < 1e-9, "{r:?}");
+    // Run 1's winner y is lower, so better: ×1/0.95 over x in both runs' rounds.
+    let p = low.pooled.unwrap();
+    assert!(
+        (p.ratio - 1.0 / 0.95).abs() < 1e-9 && p.pairs == 10,
+        "{p:?}"
+    );
 
     let no_winner = compare(
         (1, &summary(None, &[], &[], true), &apart),

@@ -212,3 +212,26 @@ fn templates_render_and_split() {
         ["run", "a b", "c d", "e f"]
     );
 }
+
+#[test]
+fn racing_shares_default_and_are_range_checked() {
+    let s = parse(GOOD).unwrap();
+    assert_eq!(s.run.far_behind, perfpilot_study::spec::DEFAULT_FAR_BEHIND);
+    assert_eq!(s.run.min_chance, perfpilot_study::spec::DEFAULT_MIN_CHANCE);
+    assert_eq!(s.run.futility, 0.0);
+    let with = |line: &str| GOOD.replace("repetitions = 3", &format!("repetitions = 3\n{line}"));
+    let s = parse(&with("far_behind = 0")).unwrap();
+    assert_eq!(s.run.far_behind, 0.0);
+    for (line, field) in [
+        ("far_behind = 1.0", "run.far_behind"),
+        ("far_behind = -0.1", "run.far_behind"),
+        ("min_chance = 0.5", "run.min_chance"),
+        ("futility = 1.5", "run.futility"),
+    ] {
+        let e = error(&with(line));
+        assert!(
+            e.contains(&format!(":27: {field}")) && e.contains("below"),
+            "{line}: {e}"
+        );
+    }
+}

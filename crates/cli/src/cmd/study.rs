@@ -108,17 +108,24 @@ enum StudySub {
         /// (default: the study's run.min_chance; 0 turns the rule off).
         #[arg(long)]
         min_chance: Option<f64>,
+        /// The share behind the leader beyond which a configuration leaves from round 3 on
+        /// (default: the study's run.far_behind; 0 turns the rule off).
+        #[arg(long)]
+        far_behind: Option<f64>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Compare two runs of a study (e.g. the same file run twice): the same winner, different
-    /// winners neither run can tell apart, or a disagreement beyond what the runs resolve.
+    /// winners not significantly different over both runs' rounds, or one really better.
     Compare {
         a: i64,
         b: i64,
         #[command(flatten)]
         store: StoreArg,
+        /// The store holding run B, when it is not the one holding run A (--store).
+        #[arg(long, value_name = "PATH")]
+        store_b: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -410,6 +417,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             min_effect,
             futility,
             min_chance,
+            far_behind,
             drop_equivalent,
             json,
         } => {
@@ -422,6 +430,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 min_effect,
                 futility,
                 min_chance,
+                far_behind,
                 drop_equivalent,
             };
             let r = replay_run(&s, run, &opts)?;
@@ -475,29 +484,67 @@ pub fn run(a: StudyArgs) -> Result<()> {
             );
             Ok(())
         }
-        StudySub::Compare { a, b, store, json } => {
+        StudySub::Compare {
+            a,
+            b,
+            store,
+            store_b,
+            json,
+        } => {
             let path = store_path(store.store)?;
             let s = Store::open(&path)?;
-            let c = compare_runs(&s, a, b)?;
+            let other = match &store_b {
+                Some(p) => Some(Store::open(p)?),
+                None => None,
+            };
+            let c = compare_runs(&s, a, other.as_ref().unwrap_or(&s), b)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&c)?);
                 return Ok(());
             }
+            // Runs from two stores are named with their store.
+            let (la, lb) = match &store_b {
+                Some(pb) => (
+                    format!("run {a} ({})", path.display()),
+                    format!("run {b} ({})", pb.display()),
+                ),
+                None => (format!("run {a}"), format!("run {b}")),
+            };
             if !c.same_study {
-                println!("note: runs {a} and {b} ran different study files");
+                println!("note: {la} and {lb} ran different study files");
             }
-            for (me, other) in [(&c.a, &c.b), (&c.b, &c.a)] {
-                print_side(me, other);
+            print_side(&c.a, &la, &c.b, &lb);
+            print_side(&c.b, &lb, &c.a, &la);
+            if let Some(p) = &c.pooled {
+                println!(
+                    "over both runs' rounds: {la}'s winner vs {lb}'s ×{:.3} (95 % CI {:.3}–{:.3}, {} rounds)",
+                    p.ratio, p.low, p.high, p.pairs
+                );
             }
+            if c.contradict {
+                println!(
+                    "the runs contradict each other: each separates its own winner from the other's, so their order changed with the machine's conditions between the runs"
+                );
+            }
+            let better = match &c.pooled {
+                Some(p) if p.ratio >= 1.0 => &la,
+                _ => &lb,
+            };
             println!(
                 "{}",
                 match c.agreement {
                     Agreement::SameWinner => "agree: the same winner".to_string(),
-                    Agreement::NotSignificantlyDifferent =>
-                        "agree within what the runs resolve: different winners, not significantly different in either run (each 95 % interval of their ratio includes 1)"
+                    Agreement::NotSignificantlyDifferent if c.pooled.is_some() =>
+                        "agree within what the runs resolve: different winners, not significantly different over both runs' rounds (the 95 % interval of their ratio includes 1); either is a sound pick"
                             .to_string(),
+                    Agreement::NotSignificantlyDifferent =>
+                        "agree within what the runs resolve: different winners, and neither run separates them"
+                            .to_string(),
+                    Agreement::Disagree if c.pooled.is_some() => format!(
+                        "disagree: over both runs' rounds {better}'s winner is significantly better; run more rounds or longer measurements before choosing"
+                    ),
                     Agreement::Disagree =>
-                        "disagree: a run's rounds separate its winner from the other's; the machine changed between the runs, or the study needs more rounds or longer measurements"
+                        "disagree: a run dropped the other's winner as worse, and they share too few rounds to compare them directly"
                             .to_string(),
                     Agreement::NoWinner => "no comparison: a run has no winner".to_string(),
                 }
@@ -515,13 +562,9 @@ pub fn run(a: StudyArgs) -> Result<()> {
     }
 }
 
-/// One run's view of the other run's winner.
-fn print_side(me: &Side, other: &Side) {
-    println!(
-        "run {}: winner {}",
-        me.run,
-        me.winner.as_deref().unwrap_or("–")
-    );
+/// One run's view of the other run's winner (`me_label`, `other_label`: how to name them).
+fn print_side(me: &Side, me_label: &str, other: &Side, other_label: &str) {
+    println!("{me_label}: winner {}", me.winner.as_deref().unwrap_or("–"));
     let Some(o) = other
         .winner
         .as_deref()
@@ -531,19 +574,15 @@ fn print_side(me: &Side, other: &Side) {
     };
     if let Some(e) = &me.other_left {
         println!(
-            "  run {}'s winner left this race after round {}: {}",
-            other.run, e.round, e.reason
+            "  {other_label}'s winner left this race after round {}: {}",
+            e.round, e.reason
         );
     } else if me.holds_other {
-        println!(
-            "  run {}'s winner {o} is among those it cannot tell from its own",
-            other.run
-        );
+        println!("  {other_label}'s winner {o} is among those it cannot tell from its own");
     }
     if let Some(r) = &me.ratio {
         println!(
-            "  its winner vs run {}'s, paired over its rounds: ×{:.3} (95 % CI {:.3}–{:.3}, {} rounds): {}",
-            other.run,
+            "  its winner vs {other_label}'s, paired over its rounds: ×{:.3} (95 % CI {:.3}–{:.3}, {} rounds): {}",
             r.ratio,
             r.low,
             r.high,
