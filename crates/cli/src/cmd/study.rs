@@ -273,6 +273,16 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 s.rounds,
                 s.elapsed_s
             );
+            if s.racing {
+                let all = plan_study(&study, &topo).max_trials;
+                if all > 0 {
+                    println!(
+                        "  raced: {} of the {all} trials an exhaustive run takes ({:.1} %)",
+                        s.trials_run,
+                        100.0 * s.trials_run as f64 / all as f64
+                    );
+                }
+            }
             for e in &s.eliminated {
                 println!(
                     "  left the race after round {}: {} — {}",
