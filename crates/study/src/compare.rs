@@ -11,7 +11,7 @@
 //! by the hour, two exhaustive runs of the same file disagreed by that rule (the first ranked
 //! its winner ×1.076, 95 % CI 1.039–1.114, above the second's, the second the other way round
 //! at ×1.039, 0.960–1.124), while over their 32 rounds together the ratio is ×1.018
-//! (0.972–1.065). When each run separates its own winner from the other's the runs
+//! (0.973–1.065). When each run separates its own winner from the other's the runs
 //! *contradict* each other: the order of the two changed with the machine's conditions between
 //! the runs, which is reported with the verdict.
 //!
