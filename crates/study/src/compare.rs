@@ -55,8 +55,9 @@ pub struct Side {
     /// winner better), paired over this run's race rounds where both succeeded.
     pub ratio: Option<RatioCi>,
     /// Whether this run separates the two winners: the ratio's 95 % interval lies above 1, or,
-    /// with fewer than two common rounds, the other's winner left the race (worse, unlikely
-    /// to be the best, failed) without being counted among those it cannot tell apart.
+    /// with fewer than two common rounds, the other's winner left the race (far behind, worse,
+    /// unlikely to be the best, failed) without being counted among those it cannot tell
+    /// apart.
     pub separates: bool,
 }
 
@@ -112,8 +113,12 @@ pub fn compare(
     };
     let sa = side(a, b.1);
     let sb = side(b, a.1);
+    // Values of different goals (or units) do not pool.
+    let same_goal = a.1.goal == b.1.goal
+        && a.1.unit == b.1.unit
+        && a.1.higher_is_better == b.1.higher_is_better;
     let pooled = match (&sa.winner, &sb.winner) {
-        (Some(x), Some(y)) if x != y => {
+        (Some(x), Some(y)) if x != y && same_goal => {
             // Run a's winner (x) and run b's (y), round by round in each run.
             let (mut xs, mut ys) = pairs(a.2, x, y);
             let (yb, xb) = pairs(b.2, y, x);

@@ -9,13 +9,14 @@
 //! - [`deploy`]: one trial's deployment — knobs through `perfpilot_sys::change` with undo
 //!   records and a restoring guard, free ports, bound instances, readiness, teardown;
 //! - [`runner`]: randomized interleaved rounds, CPU per instance (and the load driver's own),
-//!   MSER-5, racing (F-Race: Friedman with Conover's comparisons against the best, Wilcoxon
-//!   when two are left; configurations unlikely to be the best by a bootstrap of the rounds
-//!   leaving, and optionally equivalent or tied ones), the winner confirmed against the
+//!   MSER-5, racing (configurations far behind the leader leaving from round 3; F-Race:
+//!   Friedman with Conover's comparisons against the best, Wilcoxon when two are left;
+//!   configurations unlikely to be the best by a bootstrap of the rounds leaving, and
+//!   optionally equivalent or tied ones), the winner confirmed against the
 //!   baseline with a 95 % CI on the gain, `--resume`, and the scaling mode (saturation point
 //!   and knee);
-//! - [`compare`]: two runs side by side — the same winner, winners neither run can tell
-//!   apart, or a disagreement (one run set the other's winner apart);
+//! - [`compare`]: two runs side by side — the same winner, or winners not significantly
+//!   different over both runs' rounds together, or one significantly better;
 //! - [`replay`]: racing replayed on an exhaustive run's trials, over many round orders: the
 //!   trials a race would have spent and how often it picks the exhaustive winner;
 //! - [`stats`]: the rank tests, the Hodges–Lehmann interval and the equivalence check, MSER-5,

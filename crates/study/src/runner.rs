@@ -79,6 +79,7 @@ pub enum Left {
     /// it practically cannot win, though no test has yet shown it worse.
     Unlikely,
     /// Significantly more than `run.far_behind` behind the leader, from round 3 on.
+    #[serde(rename = "far_behind", alias = "farbehind")]
     FarBehind,
 }
 

@@ -173,6 +173,17 @@ fn two_runs_agree_tie_or_disagree() {
         "{p:?}"
     );
 
+    // Runs with different goals do not pool their values.
+    let goals = compare(
+        (1, &summary(Some("x"), &[], &[], true), &apart),
+        (2, &summary(Some("y"), &[], &[], false), &apart),
+        false,
+    );
+    assert!(
+        goals.pooled.is_none() && goals.a.ratio.is_some(),
+        "{goals:?}"
+    );
+
     let no_winner = compare(
         (1, &summary(None, &[], &[], true), &apart),
         (2, &summary(Some("x"), &[], &[], true), &apart),

@@ -89,7 +89,7 @@ enum StudySub {
         /// Round orders to race over (the stored order first).
         #[arg(long, default_value_t = 200)]
         orders: usize,
-        /// Rounds before the first racing test (default: the study's run.min_rounds).
+        /// Rounds before the first rank test (default: the study's run.min_rounds).
         #[arg(long)]
         min_rounds: Option<usize>,
         /// The effect below which configurations count as equivalent, e.g. 0.05 (default: the
@@ -274,12 +274,18 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 s.elapsed_s
             );
             if s.racing {
-                let all = plan_study(&study, &topo).max_trials;
+                // Race trials of the whole run (a resumed run's earlier ones too) against
+                // every feasible configuration in every round; confirmation is extra in both.
+                let all = plan_study(&study, &topo).feasible * study.run.repetitions;
+                let raced = Store::open(&path)?
+                    .trials(out.run)?
+                    .iter()
+                    .filter(|t| t.phase == "race")
+                    .count();
                 if all > 0 {
                     println!(
-                        "  raced: {} of the {all} trials an exhaustive run takes ({:.1} %)",
-                        s.trials_run,
-                        100.0 * s.trials_run as f64 / all as f64
+                        "  raced: {raced} race trials of the {all} an exhaustive run takes ({:.1} %)",
+                        100.0 * raced as f64 / all as f64
                     );
                 }
             }
