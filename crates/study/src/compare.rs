@@ -22,7 +22,7 @@ use perfpilot_store::{Store, TrialRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
-use crate::runner::{Elimination, Summary, race_value};
+use crate::runner::{Elimination, Summary, paired_values};
 use crate::stats::{self, RatioCi};
 
 /// How two runs' conclusions relate.
@@ -164,19 +164,15 @@ fn paired(trials: &[TrialRecord], winner: &str, other: &str, higher: bool) -> Op
     }
 }
 
-/// The values of `x` and `y` in the race rounds where both succeeded, round by round.
+/// The values of `x` and `y` in the run's race rounds where both succeeded, round by round.
 fn pairs(trials: &[TrialRecord], x: &str, y: &str) -> (Vec<f64>, Vec<f64>) {
-    let mut rounds: Vec<i64> = trials
+    let last = trials
         .iter()
         .filter(|t| t.phase == "race")
         .map(|t| t.round)
-        .collect();
-    rounds.sort_unstable();
-    rounds.dedup();
-    rounds
-        .into_iter()
-        .filter_map(|r| Some((race_value(trials, x, r)?, race_value(trials, y, r)?)))
-        .unzip()
+        .max()
+        .unwrap_or(0);
+    paired_values(trials, x, y, last)
 }
 
 /// Loads run `a` from `store_a` and run `b` from `store_b` (the same store or another) and

@@ -685,14 +685,16 @@ fn far_behind(
         .filter(|k| **k != leader)
         .filter_map(|k| {
             // The configuration's share of the leader per round, in the goal's direction.
-            let d: Vec<f64> = (1..=round as i64)
-                .filter_map(|r| {
-                    let (x, l) = (race_value(trials, k, r)?, race_value(trials, &leader, r)?);
-                    Some(if goal.higher_is_better() {
+            let (x, l) = paired_values(trials, k, &leader, round as i64);
+            let d: Vec<f64> = x
+                .iter()
+                .zip(&l)
+                .map(|(x, l)| {
+                    if goal.higher_is_better() {
                         (x / l).ln()
                     } else {
                         (l / x).ln()
-                    })
+                    }
                 })
                 .collect();
             let high = stats::upper_bound(&d, study.run.alpha)?;
@@ -799,9 +801,7 @@ fn close_to_leader(
     let level = 1.0 - 2.0 * study.run.alpha;
     let mut out = Vec::new();
     for k in staying.into_iter().filter(|k| **k != leader) {
-        let (x, y): (Vec<f64>, Vec<f64>) = (1..=round as i64)
-            .filter_map(|r| Some((race_value(trials, k, r)?, race_value(trials, &leader, r)?)))
-            .unzip();
+        let (x, y) = paired_values(trials, k, &leader, round as i64);
         let Some((same, ci)) = stats::equivalent(&x, &y, delta, level) else {
             continue;
         };
@@ -932,6 +932,19 @@ pub(crate) fn race_value(trials: &[TrialRecord], key: &str, round: i64) -> Optio
         .filter(|t| t.status == "ok")
         .and_then(|t| t.value)
         .filter(|v| *v > 0.0)
+}
+
+/// The values of configurations `x` and `y` in the race rounds 1..=`through_round` where both
+/// succeeded, round by round (the pairs of a paired comparison).
+pub(crate) fn paired_values(
+    trials: &[TrialRecord],
+    x: &str,
+    y: &str,
+    through_round: i64,
+) -> (Vec<f64>, Vec<f64>) {
+    (1..=through_round)
+        .filter_map(|r| Some((race_value(trials, x, r)?, race_value(trials, y, r)?)))
+        .unzip()
 }
 
 /// Score: higher is better; `None` for failed or violated trials.
