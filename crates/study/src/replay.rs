@@ -64,6 +64,9 @@ pub struct Replay {
     pub trials_mean: f64,
     pub trials_min: usize,
     pub trials_max: usize,
+    /// Orders whose race ran more than half the exhaustive run's race trials.
+    #[serde(default)]
+    pub over_half: usize,
 }
 
 /// Replays racing (the study's `min_rounds`, `alpha` and `objective.min_effect`) on the race
@@ -163,6 +166,7 @@ pub fn replay(
         trials_mean: counts.iter().sum::<usize>() as f64 / counts.len() as f64,
         trials_min: counts.iter().copied().min().unwrap_or(0),
         trials_max: counts.iter().copied().max().unwrap_or(0),
+        over_half: counts.iter().filter(|c| 2 * **c > race.len()).count(),
         stored_order: races.swap_remove(0),
     }
 }
@@ -241,6 +245,8 @@ pub struct ReplayOptions {
     pub min_chance: Option<f64>,
     /// Override the study's `run.far_behind` (0 turns the far-behind rule off).
     pub far_behind: Option<f64>,
+    /// Override the study's `run.stop_loss` (0 turns the expected-loss stop off).
+    pub stop_loss: Option<f64>,
 }
 
 impl Default for ReplayOptions {
@@ -254,6 +260,7 @@ impl Default for ReplayOptions {
             futility: None,
             min_chance: None,
             far_behind: None,
+            stop_loss: None,
             drop_equivalent: None,
         }
     }
@@ -311,6 +318,9 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
     }
     if let Some(f) = opts.far_behind {
         study.run.far_behind = f;
+    }
+    if let Some(l) = opts.stop_loss {
+        study.run.stop_loss = l;
     }
     study.run.racing = true;
     Ok(replay(&study, &trials, &keys, opts.orders, opts.seed))

@@ -409,6 +409,7 @@ fn left_word(kind: Left) -> &'static str {
         Left::Tied => "tied",
         Left::Unlikely => "unlikely",
         Left::FarBehind => "far behind",
+        Left::Settled => "settled",
     }
 }
 

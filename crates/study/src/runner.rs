@@ -81,6 +81,9 @@ pub enum Left {
     /// Significantly more than `run.far_behind` behind the leader, from round 3 on.
     #[serde(rename = "far_behind", alias = "farbehind")]
     FarBehind,
+    /// Still racing when the race ended because choosing the leader was expected to cost
+    /// less than `run.stop_loss`: not shown worse, and no longer worth the rounds.
+    Settled,
 }
 
 /// A configuration that left the race before the last round.
@@ -645,6 +648,8 @@ pub fn race_round(
     out.extend(close);
     let unlikely = unlikely_to_win(study, trials, alive, &out, round);
     out.extend(unlikely);
+    let settled = settled(study, trials, alive, &out, round);
+    out.extend(settled);
     out
 }
 
@@ -859,6 +864,74 @@ fn close_to_leader(
         }
     }
     out
+}
+
+/// The race's end by expected loss: when choosing the leader (the best mean among `keys`
+/// not already in `leaving`) now is expected to cost less than `run.stop_loss` of its score,
+/// every other configuration still racing leaves. The expected loss is the sum over them of
+/// E[max(0, μ)], μ a rival's mean advantage over the leader in paired log ratios with a
+/// Student-t posterior ([`stats::expected_loss`]; Chick & Inoue's expected opportunity cost,
+/// Bonferroni form). It ends a group of near-ties that no test can separate within the rounds
+/// left, once further rounds could gain only what the user said is not worth them; a rival
+/// that is close but uncertain keeps the loss up and the race going. With a rival lacking the
+/// three paired rounds a loss needs, the race goes on.
+fn settled(
+    study: &Study,
+    trials: &[TrialRecord],
+    keys: &[String],
+    leaving: &[Elimination],
+    round: usize,
+) -> Vec<Elimination> {
+    let bound = study.run.stop_loss;
+    if bound <= 0.0 {
+        return Vec::new();
+    }
+    let goal = &study.objective.goal;
+    let staying: Vec<&String> = staying(keys, leaving).collect();
+    if staying.len() < 2 {
+        return Vec::new();
+    }
+    let Some(leader) = best_mean(goal, trials, staying.iter().copied(), round) else {
+        return Vec::new();
+    };
+    let mut loss = 0.0;
+    let mut rivals = Vec::new();
+    for k in staying.into_iter().filter(|k| **k != leader) {
+        let (x, l) = paired_values(trials, k, &leader, round as i64);
+        let d: Vec<f64> = x
+            .iter()
+            .zip(&l)
+            .map(|(x, l)| {
+                if goal.higher_is_better() {
+                    (x / l).ln()
+                } else {
+                    (l / x).ln()
+                }
+            })
+            .collect();
+        let Some(e) = stats::expected_loss(&d) else {
+            return Vec::new();
+        };
+        loss += e;
+        rivals.push((k, stats::mean(&d).exp(), d.len()));
+    }
+    if loss >= bound {
+        return Vec::new();
+    }
+    rivals
+        .into_iter()
+        .map(|(k, ratio, pairs)| Elimination {
+            config: k.clone(),
+            round,
+            reason: format!(
+                "settled: ×{ratio:.3} of {leader} over {pairs} rounds; choosing the leader now costs {:.2} % in expectation (below run.stop_loss {:.2} %)",
+                loss * 100.0,
+                bound * 100.0
+            ),
+            p_value: None,
+            kind: Left::Settled,
+        })
+        .collect()
 }
 
 /// The configuration among `keys` with the best mean score over the race rounds up to
@@ -1420,7 +1493,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             .chain(
                 eliminated
                     .iter()
-                    .filter(|e| matches!(e.kind, Left::Equivalent | Left::Tied))
+                    .filter(|e| matches!(e.kind, Left::Equivalent | Left::Tied | Left::Settled))
                     .map(|e| e.config.clone()),
             )
             .collect(),

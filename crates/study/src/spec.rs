@@ -336,6 +336,13 @@ pub const DEFAULT_MIN_CHANCE: f64 = 0.05;
 /// without this rule they ran five rounds each.
 pub const DEFAULT_FAR_BEHIND: f64 = 0.2;
 
+/// Default `run.stop_loss`: the race ends once choosing the leader is expected to cost less
+/// than 0.5 % of its score. Replayed on three exhaustive runs of
+/// `examples/studies/scoring-spss.toml` (300 round orders each), it took the races from 42–46 %
+/// to 38–44 % of the exhaustive trials on average; their winners scored 99.6–99.9 % of the
+/// exhaustive winner's on average over every exhaustive round (`docs/study-file.md`, Racing).
+pub const DEFAULT_STOP_LOSS: f64 = 0.005;
+
 /// Rounds before the far-behind rule ([`DEFAULT_FAR_BEHIND`]): the first with a standard
 /// deviation of two paired ratios to judge by.
 pub const FAR_BEHIND_MIN_ROUNDS: usize = 3;
@@ -362,6 +369,11 @@ pub struct RunSpec {
     /// From round 3 on (before `min_rounds` too), a configuration significantly more than this
     /// share behind the leader leaves the race (0: never).
     pub far_behind: f64,
+    /// From `min_rounds` on, the race ends when the expected loss of choosing the leader now
+    /// (the sum over the others still racing of E[max(0, their advantage)], paired log
+    /// ratios with a Student-t posterior) is below this share of its score (0: never).
+    #[serde(default)]
+    pub stop_loss: f64,
     /// A configuration practically equivalent to the leader (within `objective.min_effect`)
     /// leaves the race. Off by default: it saves few trials once `min_chance` is on, and a
     /// lucky early leader can push the true best out as "equivalent".
@@ -527,6 +539,7 @@ struct RawRun {
     futility: Option<f64>,
     min_chance: Option<f64>,
     far_behind: Option<f64>,
+    stop_loss: Option<f64>,
     drop_equivalent: Option<bool>,
     confirm_rounds: Option<usize>,
     seed: Option<u64>,
@@ -1110,6 +1123,7 @@ impl Study {
         let futility = share(r.futility, DEFAULT_FUTILITY, "futility", 1.0)?;
         let min_chance = share(r.min_chance, DEFAULT_MIN_CHANCE, "min_chance", 0.5)?;
         let far_behind = share(r.far_behind, DEFAULT_FAR_BEHIND, "far_behind", 1.0)?;
+        let stop_loss = share(r.stop_loss, DEFAULT_STOP_LOSS, "stop_loss", 0.5)?;
         let config_from = |table: &toml::Table, section: &str| -> Result<Config> {
             for (k, v) in table {
                 let field = format!("{section}.{k}");
@@ -1174,6 +1188,7 @@ impl Study {
             futility,
             min_chance,
             far_behind,
+            stop_loss,
             drop_equivalent: r.drop_equivalent.unwrap_or(false),
             confirm_rounds: r.confirm_rounds.unwrap_or(3),
             seed: r.seed.unwrap_or(1),

@@ -5,7 +5,9 @@
 //! Distributions come from `statrs`; exact small-sample Wilcoxon p-values are
 //! computed by enumerating the signed-rank distribution.
 
-use statrs::distribution::{ChiSquared, ContinuousCDF, FisherSnedecor, Normal, StudentsT};
+use statrs::distribution::{
+    ChiSquared, Continuous, ContinuousCDF, FisherSnedecor, Normal, StudentsT,
+};
 
 /// Ranks `xs` from 1 (smallest) to n, ties sharing their average rank.
 pub fn ranks(xs: &[f64]) -> Vec<f64> {
@@ -383,6 +385,29 @@ pub fn upper_bound(xs: &[f64], alpha: f64) -> Option<f64> {
         .ok()?
         .inverse_cdf(1.0 - alpha);
     Some(mean(xs) + t * stdev(xs) / n.sqrt())
+}
+
+/// The expected loss of preferring a leader to a rival, from `d`, the rival's advantage over
+/// the leader in paired rounds (log ratios in the goal's direction: positive when the rival
+/// did better): E[max(0, μ)] where μ, the mean advantage, has the Student-t posterior of a
+/// flat prior, m + s·T with ν = n − 1 (m the mean, s the standard error). With z = m / s this
+/// is s·(z·F(z) + (ν + z²)/(ν − 1)·f(z)), F and f the t distribution's CDF and density
+/// (Chick & Inoue's expected opportunity cost, t form). `None` with fewer than 3 differences
+/// (ν must exceed 1 for the mean to exist) or a non-finite one.
+pub fn expected_loss(d: &[f64]) -> Option<f64> {
+    if d.len() < 3 || d.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let n = d.len() as f64;
+    let m = mean(d);
+    let s = stdev(d) / n.sqrt();
+    if s <= 0.0 {
+        return Some(m.max(0.0));
+    }
+    let nu = n - 1.0;
+    let t = StudentsT::new(0.0, 1.0, nu).ok()?;
+    let z = m / s;
+    Some(s * (z * t.cdf(z) + (nu + z * z) / (nu - 1.0) * t.pdf(z)))
 }
 
 /// The gain `candidate / baseline` from paired runs: the geometric mean of the per-pair

@@ -187,6 +187,8 @@ fn close_variants_leave_as_equivalent_not_worse() {
         orders: 1,
         seed: 1,
         drop_equivalent: Some(true),
+        // The expected-loss stop would end this near-tie too (tested on its own below).
+        stop_loss: Some(0.0),
         ..ReplayOptions::default()
     };
     let r = replay_run(&store, run, &opts).unwrap();
@@ -267,6 +269,7 @@ fn a_steady_shortfall_leaves_as_unlikely_before_a_test_can_reject() {
     let opts = ReplayOptions {
         orders: 1,
         seed: 1,
+        stop_loss: Some(0.0),
         ..ReplayOptions::default()
     };
     let r = replay_run(&store, run, &opts).unwrap();
@@ -344,4 +347,79 @@ fn far_behind_leaves_early_and_a_disturbed_round_does_not_make_a_tie_far() {
         "{:?}",
         r.stored_order
     );
+}
+
+#[test]
+fn a_settled_near_tie_ends_the_race_and_an_uncertain_one_does_not() {
+    // Variant 2 is 0.3 % behind variant 1 on average and wins rounds 1, 4 and 9: no rank test
+    // separates them at round 5, but choosing variant 1 is expected to cost about 0.03 %,
+    // under run.stop_loss (0.5 %), so the race ends there with it.
+    let close = [
+        1.003, 0.992, 0.995, 1.002, 0.991, 0.996, 0.999, 0.993, 1.001, 0.994,
+    ];
+    let drift = |round: i64| 100.0 * (1.0 + 0.1 * (round as f64 * 1.3).sin());
+    let (_dir, store, run, keys) = two_variants(|round, v| {
+        drift(round)
+            * if v == 0 {
+                1.0
+            } else {
+                close[round as usize - 1]
+            }
+    });
+    let opts = ReplayOptions {
+        orders: 1,
+        seed: 1,
+        min_rounds: Some(5),
+        min_chance: Some(0.0),
+        ..ReplayOptions::default()
+    };
+    let r = replay_run(&store, run, &opts).unwrap();
+    let first = &r.stored_order;
+    assert_eq!(first.left.len(), 1, "{first:?}");
+    assert_eq!(first.left[0].config, keys[1]);
+    assert_eq!(first.left[0].kind, Left::Settled, "{first:?}");
+    assert_eq!(first.left[0].round, 5, "{first:?}");
+    assert!(
+        first.left[0]
+            .reason
+            .contains("costs 0.03 % in expectation (below run.stop_loss 0.50 %)"),
+        "{first:?}"
+    );
+    assert_eq!(first.trials, 10);
+    assert_eq!(first.winner.as_deref(), Some(keys[0].as_str()));
+    // Off, the two run until a rank test separates them or the rounds run out.
+    let off = replay_run(
+        &store,
+        run,
+        &ReplayOptions {
+            stop_loss: Some(0.0),
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert!(off.stored_order.trials > 10, "{:?}", off.stored_order);
+    assert!(
+        off.stored_order
+            .left
+            .iter()
+            .all(|e| e.kind != Left::Settled),
+        "{:?}",
+        off.stored_order
+    );
+
+    // About as close on average, but ±12 % from round to round: choosing either could cost
+    // a few percent, so the race runs every round.
+    let noisy = [1.12, 0.9, 0.95, 1.1, 0.88, 1.05, 0.92, 1.08, 0.97, 0.99];
+    let (_dir, store, run, _) = two_variants(|round, v| {
+        drift(round)
+            * if v == 0 {
+                1.0
+            } else {
+                noisy[round as usize - 1]
+            }
+    });
+    let r = replay_run(&store, run, &opts).unwrap();
+    assert!(r.stored_order.left.is_empty(), "{:?}", r.stored_order);
+    assert_eq!(r.stored_order.trials, 20);
+    assert_eq!(r.over_half, 1);
 }

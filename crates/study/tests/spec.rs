@@ -219,10 +219,14 @@ fn racing_shares_default_and_are_range_checked() {
     assert_eq!(s.run.far_behind, perfpilot_study::spec::DEFAULT_FAR_BEHIND);
     assert_eq!(s.run.min_chance, perfpilot_study::spec::DEFAULT_MIN_CHANCE);
     assert_eq!(s.run.futility, 0.0);
+    assert_eq!(s.run.stop_loss, perfpilot_study::spec::DEFAULT_STOP_LOSS);
     let with = |line: &str| GOOD.replace("repetitions = 3", &format!("repetitions = 3\n{line}"));
     let s = parse(&with("far_behind = 0")).unwrap();
     assert_eq!(s.run.far_behind, 0.0);
+    let s = parse(&with("stop_loss = 0.01")).unwrap();
+    assert_eq!(s.run.stop_loss, 0.01);
     for (line, field) in [
+        ("stop_loss = 0.5", "run.stop_loss"),
         ("far_behind = 1.0", "run.far_behind"),
         ("far_behind = -0.1", "run.far_behind"),
         ("min_chance = 0.5", "run.min_chance"),

@@ -270,6 +270,33 @@ fn equivalence_needs_a_narrow_interval_inside_the_zone() {
 }
 
 #[test]
+fn expected_loss_by_hand() {
+    use perfpilot_study::stats::expected_loss;
+    // d = [−1, 0, 1]: m = 0, s = 1/√3, ν = 2, z = 0; the t(2) density at 0 is 2^(−3/2):
+    // s · (2/1) · 2^(−3/2) = 1/√6 = 0.408248.
+    let l = expected_loss(&[-1.0, 0.0, 1.0]).unwrap();
+    assert!(close(l, 0.408_248, 1e-6), "{l}");
+    // d = [0, 1, 2]: m = 1, z = √3; t(2): F(z) = 1/2 + z/(2√(2 + z²)) = 0.887298,
+    // f(z) = (2 + z²)^(−3/2) = 0.089443: s·(z·F + 5·f) = 1.145497.
+    let l = expected_loss(&[0.0, 1.0, 2.0]).unwrap();
+    assert!(close(l, 1.145_497, 1e-6), "{l}");
+    // E[max(0, μ)] − E[max(0, −μ)] = E[μ] = m, for any spread.
+    let d = [0.03, -0.12, 0.07, 0.01, -0.02, 0.05];
+    let neg: Vec<f64> = d.iter().map(|x| -x).collect();
+    let (a, b) = (expected_loss(&d).unwrap(), expected_loss(&neg).unwrap());
+    let m = d.iter().sum::<f64>() / d.len() as f64;
+    assert!(close(a - b, m, 1e-9), "{a} − {b} vs {m}");
+    // A rival far and steadily behind costs next to nothing; one with no spread costs its
+    // mean when ahead, nothing when behind.
+    assert!(expected_loss(&[-0.5, -0.51, -0.49, -0.5]).unwrap() < 1e-9);
+    assert_eq!(expected_loss(&[0.02, 0.02, 0.02]), Some(0.02));
+    assert_eq!(expected_loss(&[-0.02, -0.02, -0.02]), Some(0.0));
+    // Two differences leave ν = 1, where the mean of a t does not exist.
+    assert!(expected_loss(&[0.1, 0.2]).is_none());
+    assert!(expected_loss(&[0.1, f64::NAN, 0.2]).is_none());
+}
+
+#[test]
 fn conditional_power_by_hand() {
     use perfpilot_study::stats::conditional_power;
     // d = [1, 3]: m = 2, s = √2; N = 8: m·√8/s = 4; z(0.95) = 1.644854; √(6/8) = 0.866025:

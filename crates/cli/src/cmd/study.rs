@@ -112,6 +112,10 @@ enum StudySub {
         /// (default: the study's run.far_behind; 0 turns the rule off).
         #[arg(long)]
         far_behind: Option<f64>,
+        /// The expected loss (share of the leader's score) below which the race ends
+        /// (default: the study's run.stop_loss; 0 turns the rule off).
+        #[arg(long)]
+        stop_loss: Option<f64>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -434,6 +438,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             futility,
             min_chance,
             far_behind,
+            stop_loss,
             drop_equivalent,
             json,
         } => {
@@ -447,6 +452,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 futility,
                 min_chance,
                 far_behind,
+                stop_loss,
                 drop_equivalent,
             };
             let r = replay_run(&s, run, &opts)?;
@@ -482,12 +488,14 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 println!("  round {}: {} — {}", e.round, e.config, e.reason);
             }
             println!(
-                "over {} round orders: race trials mean {:.1} ({:.1} % of exhaustive), min {}, max {}; same winner {} ({:.1} %); a winner the exhaustive run cannot tell from its own {} ({:.1} %)",
+                "over {} round orders: race trials mean {:.1} ({:.1} % of exhaustive), min {}, max {}, over half in {} ({:.1} %); same winner {} ({:.1} %); a winner the exhaustive run cannot tell from its own {} ({:.1} %)",
                 r.orders,
                 r.trials_mean,
                 pct(r.trials_mean, r.exhaustive_trials as f64),
                 r.trials_min,
                 r.trials_max,
+                r.over_half,
+                pct(r.over_half as f64, r.orders as f64),
                 r.same_winner,
                 pct(r.same_winner as f64, r.orders as f64),
                 r.acceptable_winner,
