@@ -11,8 +11,9 @@
 //! - [`runner`]: randomized interleaved rounds, CPU per instance (and the load driver's own),
 //!   MSER-5, racing (configurations far behind the leader leaving from round 3; F-Race:
 //!   Friedman with Conover's comparisons against the best, Wilcoxon when two are left;
-//!   configurations unlikely to be the best by a bootstrap of the rounds leaving, and
-//!   optionally equivalent or tied ones), the winner confirmed against the
+//!   configurations unlikely to be the best by a bootstrap of the rounds leaving, the race
+//!   ending once choosing the leader is expected to cost less than `run.stop_loss`, and
+//!   optionally equivalent or tied ones leaving), the winner confirmed against the
 //!   baseline with a 95 % CI on the gain, `--resume`, and the scaling mode (saturation point
 //!   and knee);
 //! - [`compare`]: two runs side by side — the same winner, or winners not significantly
@@ -20,7 +21,7 @@
 //! - [`replay`]: racing replayed on an exhaustive run's trials, over many round orders: the
 //!   trials a race would have spent and how often it picks the exhaustive winner;
 //! - [`stats`]: the rank tests, the Hodges–Lehmann interval and the equivalence check, MSER-5,
-//!   the ratio CI and the bootstrap chance of being the best;
+//!   the ratio CI, the bootstrap chance of being the best and the expected loss of a choice;
 //! - [`report`]: the report of a stored run (JSON, Markdown, HTML with an inline SVG chart)
 //!   and the apply script (shell and systemd drop-ins) of the best configuration.
 
@@ -39,4 +40,4 @@ pub use layout::{InstanceLayout, Layout, LayoutError, plan};
 pub use runner::{
     Plan, RunOptions, RunOutcome, ScalePoint, Scaling, Summary, plan_study, run_scaling, run_study,
 };
-pub use spec::{Binding, Config, Goal, Level, Study};
+pub use spec::{Binding, Budget, Config, Goal, Level, Study};

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Result, StudyError};
 
 use crate::runner::{Elimination, best_mean, blocks, chance_of_best, race_round, race_step};
-use crate::spec::{Config, Study};
+use crate::spec::{Budget, Config, Study};
 use crate::stats::Rng;
 
 /// One replayed race.
@@ -27,6 +27,9 @@ pub struct ReplayRace {
     /// Its winner: the best mean score among the configurations left.
     pub winner: Option<String>,
     pub left: Vec<Elimination>,
+    /// Whether `run.budget` ended it.
+    #[serde(default)]
+    pub budget_ended: bool,
 }
 
 /// The replay of an exhaustive run.
@@ -67,6 +70,9 @@ pub struct Replay {
     /// Orders whose race ran more than half the exhaustive run's race trials.
     #[serde(default)]
     pub over_half: usize,
+    /// Orders whose race `run.budget` ended.
+    #[serde(default)]
+    pub budget_ended: usize,
 }
 
 /// Replays racing (the study's `min_rounds`, `alpha` and `objective.min_effect`) on the race
@@ -167,6 +173,7 @@ pub fn replay(
         trials_min: counts.iter().copied().min().unwrap_or(0),
         trials_max: counts.iter().copied().max().unwrap_or(0),
         over_half: counts.iter().filter(|c| 2 * **c > race.len()).count(),
+        budget_ended: races.iter().filter(|r| r.budget_ended).count(),
         stored_order: races.swap_remove(0),
     }
 }
@@ -196,7 +203,26 @@ fn race_in_order(
     let mut left = Vec::new();
     let mut trials = 0;
     let mut rounds = 0;
+    let mut budget_ended = false;
+    // The budget as the runner applies it: the exhaustive run's trials include the
+    // confirmation, which the race must leave room for.
+    let reserve = if keys.len() > 1 {
+        2 * study.run.confirm_rounds
+    } else {
+        0
+    };
+    let cap = study
+        .run
+        .budget
+        .map(|b| b.trials(keys.len() * order.len() + reserve));
     for round in 1..=order.len() {
+        if let Some(cap) = cap
+            && round > 1
+            && trials + alive.len() + reserve > cap
+        {
+            budget_ended = true;
+            break;
+        }
         rounds = round;
         trials += renumbered
             .iter()
@@ -224,6 +250,7 @@ fn race_in_order(
         rounds,
         winner,
         left,
+        budget_ended,
     }
 }
 
@@ -247,6 +274,8 @@ pub struct ReplayOptions {
     pub far_behind: Option<f64>,
     /// Override the study's `run.stop_loss` (0 turns the expected-loss stop off).
     pub stop_loss: Option<f64>,
+    /// Override the study's `run.budget` (`Some(None)`: no budget).
+    pub budget: Option<Option<Budget>>,
 }
 
 impl Default for ReplayOptions {
@@ -261,6 +290,7 @@ impl Default for ReplayOptions {
             min_chance: None,
             far_behind: None,
             stop_loss: None,
+            budget: None,
             drop_equivalent: None,
         }
     }
@@ -301,6 +331,21 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
             store.path().display()
         )));
     }
+    for (field, v, below) in [
+        ("run.futility", opts.futility, 1.0),
+        ("run.min_chance", opts.min_chance, 0.5),
+        ("run.far_behind", opts.far_behind, 1.0),
+        ("run.stop_loss", opts.stop_loss, 0.5),
+        ("objective.min_effect", opts.min_effect, 10.0),
+    ] {
+        if let Some(x) = v
+            && !(0.0..below).contains(&x)
+        {
+            return Err(StudyError::Failed(format!(
+                "the replay's {field} {x}: must be at least 0 (off) and below {below}"
+            )));
+        }
+    }
     if let Some(m) = opts.min_rounds {
         study.run.min_rounds = m.max(2);
     }
@@ -321,6 +366,9 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
     }
     if let Some(l) = opts.stop_loss {
         study.run.stop_loss = l;
+    }
+    if let Some(b) = opts.budget {
+        study.run.budget = b;
     }
     study.run.racing = true;
     Ok(replay(&study, &trials, &keys, opts.orders, opts.seed))

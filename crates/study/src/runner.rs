@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::deploy::{self, Deployed, KnobGuard};
 use crate::error::{Result, StudyError};
 use crate::layout::{Layout, plan};
-use crate::spec::{Config, FAR_BEHIND_MIN_ROUNDS, Goal, LoadKind, Study, render};
+use crate::spec::{Budget, Config, FAR_BEHIND_MIN_ROUNDS, Goal, LoadKind, Study, render};
 use crate::stats::{self, Alternative, Mser, RatioCi, Rng};
 
 /// How a run is carried out.
@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub knob_fs: Fs,
     /// Override the study file's racing setting.
     pub racing: Option<bool>,
+    /// Override the study file's `run.budget`.
+    pub budget: Option<Budget>,
 }
 
 impl RunOptions {
@@ -49,6 +51,7 @@ impl RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
             knob_fs: Fs::live(),
             racing: None,
+            budget: None,
         }
     }
 }
@@ -203,6 +206,8 @@ pub struct Plan {
     pub max_trials: usize,
     pub seconds_per_trial: f64,
     pub max_duration: Duration,
+    /// The trials `run.budget` allows a race (`None`: no budget).
+    pub budget_trials: Option<usize>,
 }
 
 /// Plans a study on `topo`: layouts of every configuration, trials, the time it takes at most.
@@ -235,6 +240,7 @@ pub fn plan_study(study: &Study, topo: &Topology) -> Plan {
         max_trials,
         seconds_per_trial: per,
         max_duration: Duration::from_secs_f64(per * max_trials as f64),
+        budget_trials: study.run.budget.map(|b| b.trials(max_trials)),
     }
 }
 
@@ -613,7 +619,8 @@ pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
 /// trials of rounds 1..=`round`: from round 3 those far behind the leader ([`far_behind`]);
 /// from `run.min_rounds` those significantly worse than the best ([`race_step`]), then among
 /// the rest those equivalent to the leader or tied with it beyond what the rounds left could
-/// resolve, then those unlikely to be the best.
+/// resolve, then those unlikely to be the best, and last, when choosing the leader is expected
+/// to cost less than `run.stop_loss`, all but the leader ([`settled`]).
 pub fn race_round(
     study: &Study,
     trials: &[TrialRecord],
@@ -871,10 +878,11 @@ fn close_to_leader(
 /// every other configuration still racing leaves. The expected loss is the sum over them of
 /// E[max(0, μ)], μ a rival's mean advantage over the leader in paired log ratios with a
 /// Student-t posterior ([`stats::expected_loss`]; Chick & Inoue's expected opportunity cost,
-/// Bonferroni form). It ends a group of near-ties that no test can separate within the rounds
-/// left, once further rounds could gain only what the user said is not worth them; a rival
-/// that is close but uncertain keeps the loss up and the race going. With a rival lacking the
-/// three paired rounds a loss needs, the race goes on.
+/// Bonferroni form), in log-ratio units (ln(1 + x) ≈ x for the small shares it is compared
+/// with). It ends a group of near-ties that no rank test has separated, once further rounds
+/// could gain only what the user said is not worth them; a rival that is close but uncertain
+/// keeps the loss up and the race going. With a rival lacking the three paired rounds a loss
+/// needs, the race goes on. Not at the last round, where the race ends anyway.
 fn settled(
     study: &Study,
     trials: &[TrialRecord],
@@ -883,7 +891,8 @@ fn settled(
     round: usize,
 ) -> Vec<Elimination> {
     let bound = study.run.stop_loss;
-    if bound <= 0.0 {
+    // At the last round the race ends anyway; NaN (never from a parsed file) is off too.
+    if bound.is_nan() || bound <= 0.0 || round >= study.run.repetitions {
         return Vec::new();
     }
     let goal = &study.objective.goal;
@@ -1202,7 +1211,15 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             i.config, i.reason
         )));
     }
-    let progress = Progress::new(opts.progress, plan_.max_trials);
+    // The budget binds a race only; an exhaustive run takes every trial.
+    let budget = opts.budget.or(study.run.budget).filter(|_| racing);
+    let cap = budget.map(|b| b.trials(plan_.max_trials));
+    let reserve = plan_.max_trials - feasible.len() * study.run.repetitions;
+    let mut budget_end: Option<usize> = None;
+    let progress = Progress::new(
+        opts.progress,
+        cap.map_or(plan_.max_trials, |c| c.min(plan_.max_trials)),
+    );
     let journal = knob_journal(opts)?;
     let ctx = TrialContext {
         study,
@@ -1281,6 +1298,15 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
 
     let result: Result<()> = (|| {
         for round in 1..=study.run.repetitions {
+            // The budget: no round that would leave too few trials for the confirmation
+            // (the first round always runs).
+            if let Some(cap) = cap
+                && round > 1
+                && trials.iter().filter(|t| t.phase == "race").count() + alive.len() + reserve > cap
+            {
+                budget_end = Some(round - 1);
+                break;
+            }
             let mut order = alive.clone();
             Rng(study
                 .run
@@ -1335,6 +1361,15 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         return Err(end_run(&mut store, run_id, &progress, e));
     }
 
+    if let (Some(r), Some(b), Some(c)) = (budget_end, budget, cap) {
+        let m = format!(
+            "the race ended at its budget (run.budget {b}: {c} trials with the confirmation) after round {r}, {} configurations not separated; the winner is the best mean among them",
+            alive.len()
+        );
+        progress.println(m.clone());
+        warnings.push(m);
+    }
+
     // Without racing, the same tests over every round say which configurations are
     // significantly worse than the best (for the summary only; nothing was dropped).
     let mut worse: Vec<String> = Vec::new();
@@ -1351,7 +1386,18 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     let winner = best_mean(goal, &trials, &alive_keys, rounds_done)
         .and_then(|k| alive.iter().find(|c| c.key() == k).cloned());
 
-    let chance_best = chance_of_best(goal, &trials, &alive_keys, rounds_done, study.run.seed);
+    // Over the finalists: those left and those the race's end settled.
+    let finalists: Vec<String> = alive_keys
+        .iter()
+        .cloned()
+        .chain(
+            eliminated
+                .iter()
+                .filter(|e| e.kind == Left::Settled)
+                .map(|e| e.config.clone()),
+        )
+        .collect();
+    let chance_best = chance_of_best(goal, &trials, &finalists, rounds_done, study.run.seed);
 
     // Confirmation: paired rounds of winner and baseline.
     let mut gain = None;
@@ -1493,7 +1539,18 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             .chain(
                 eliminated
                     .iter()
-                    .filter(|e| matches!(e.kind, Left::Equivalent | Left::Tied | Left::Settled))
+                    .filter(|e| match e.kind {
+                        Left::Equivalent | Left::Tied => true,
+                        // A settled configuration steadily behind the winner is not one it
+                        // cannot be told from: only those whose paired 95 % interval holds 1.
+                        Left::Settled => winner.as_ref().is_none_or(|w| {
+                            let (x, y) =
+                                paired_values(&trials, &e.config, &w.key(), e.round as i64);
+                            stats::paired_ratio_ci(&x, &y, 0.95)
+                                .is_none_or(|ci| ci.low <= 1.0 && ci.high >= 1.0)
+                        }),
+                        _ => false,
+                    })
                     .map(|e| e.config.clone()),
             )
             .collect(),

@@ -347,6 +347,48 @@ pub const DEFAULT_STOP_LOSS: f64 = 0.005;
 /// deviation of two paired ratios to judge by.
 pub const FAR_BEHIND_MIN_ROUNDS: usize = 3;
 
+/// A race's budget (F-Race's computational budget): the trials a run may take, race and
+/// confirmation together.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Budget {
+    /// At most this many trials.
+    Trials(usize),
+    /// At most this share (0–1] of the trials an exhaustive run takes (every configuration
+    /// in every round, and the confirmation).
+    Share(f64),
+}
+
+impl Budget {
+    /// `120` (trials) or `50%` (of an exhaustive run's trials); `None` otherwise.
+    pub fn parse(s: &str) -> Option<Budget> {
+        let s = s.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            let x: f64 = p.trim().parse().ok()?;
+            return (x > 0.0 && x <= 100.0).then_some(Budget::Share(x / 100.0));
+        }
+        let n: usize = s.parse().ok()?;
+        (n > 0).then_some(Budget::Trials(n))
+    }
+
+    /// The trials it allows a run whose exhaustive run takes `exhaustive` trials.
+    pub fn trials(&self, exhaustive: usize) -> usize {
+        match self {
+            Budget::Trials(n) => *n,
+            Budget::Share(x) => (x * exhaustive as f64).floor() as usize,
+        }
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Trials(n) => write!(f, "{n} trials"),
+            Budget::Share(x) => write!(f, "{} % of an exhaustive run's trials", x * 100.0),
+        }
+    }
+}
+
 /// Trial timing, repetitions and racing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
@@ -372,8 +414,10 @@ pub struct RunSpec {
     /// From `min_rounds` on, the race ends when the expected loss of choosing the leader now
     /// (the sum over the others still racing of E[max(0, their advantage)], paired log
     /// ratios with a Student-t posterior) is below this share of its score (0: never).
-    #[serde(default)]
     pub stop_loss: f64,
+    /// The most trials a raced run may take, race and confirmation together: the race ends
+    /// before a round that would leave too few for the confirmation (none: no cap).
+    pub budget: Option<Budget>,
     /// A configuration practically equivalent to the leader (within `objective.min_effect`)
     /// leaves the race. Off by default: it saves few trials once `min_chance` is on, and a
     /// lucky early leader can push the true best out as "equivalent".
@@ -540,6 +584,7 @@ struct RawRun {
     min_chance: Option<f64>,
     far_behind: Option<f64>,
     stop_loss: Option<f64>,
+    budget: Option<toml::Value>,
     drop_equivalent: Option<bool>,
     confirm_rounds: Option<usize>,
     seed: Option<u64>,
@@ -1124,6 +1169,26 @@ impl Study {
         let min_chance = share(r.min_chance, DEFAULT_MIN_CHANCE, "min_chance", 0.5)?;
         let far_behind = share(r.far_behind, DEFAULT_FAR_BEHIND, "far_behind", 1.0)?;
         let stop_loss = share(r.stop_loss, DEFAULT_STOP_LOSS, "stop_loss", 0.5)?;
+        let budget = match &r.budget {
+            None => None,
+            Some(v) => {
+                let parsed = match v {
+                    toml::Value::Integer(n) => usize::try_from(*n)
+                        .ok()
+                        .and_then(|n| (n > 0).then_some(Budget::Trials(n))),
+                    toml::Value::String(t) => Budget::parse(t),
+                    _ => None,
+                };
+                Some(parsed.ok_or_else(|| {
+                    bad(
+                        "run",
+                        "budget",
+                        "run.budget",
+                        format!("{v} is neither a number of trials (120) nor a share of an exhaustive run's trials (\"50%\")"),
+                    )
+                })?)
+            }
+        };
         let config_from = |table: &toml::Table, section: &str| -> Result<Config> {
             for (k, v) in table {
                 let field = format!("{section}.{k}");
@@ -1189,6 +1254,7 @@ impl Study {
             min_chance,
             far_behind,
             stop_loss,
+            budget,
             drop_equivalent: r.drop_equivalent.unwrap_or(false),
             confirm_rounds: r.confirm_rounds.unwrap_or(3),
             seed: r.seed.unwrap_or(1),

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use perfpilot_observe::{Fs, Topology};
 use perfpilot_store::Store;
-use perfpilot_study::{RunOptions, Study, StudyError, report, run_scaling, run_study};
+use perfpilot_study::{Budget, RunOptions, Study, StudyError, report, run_scaling, run_study};
 use perfpilot_sys::knob::read_knob;
 
 fn repo() -> PathBuf {
@@ -193,6 +193,32 @@ config = {{ instances = 1, cache = 300 }}
     assert!(apply.shell.contains("echo "), "the knob is in the script");
     assert_eq!(apply.dropins.len(), instances);
     assert!(apply.dropins[0].1.contains("[Service]"));
+
+    // A new run with a budget of 6 trials: 4 race trials and the confirmation's 2 fit, a
+    // second round would not, so the race ends after round 1 and says so.
+    let mut budgeted = RunOptions::new(opts.store.clone());
+    budgeted.knob_fs = Fs::at(&knobs);
+    budgeted.budget = Some(Budget::Trials(6));
+    let b = run_study(&study, &topo, &budgeted).unwrap();
+    assert_eq!(b.summary.rounds, 1, "{:?}", b.summary);
+    let race = store
+        .trials(b.run)
+        .unwrap()
+        .iter()
+        .filter(|t| t.phase == "race")
+        .count();
+    assert_eq!(race, 4);
+    assert!(b.summary.trials_run <= 6, "{:?}", b.summary);
+    assert!(
+        b.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("ended at its budget (run.budget 6 trials")
+                && w.contains("after round 1")),
+        "{:?}",
+        b.summary.warnings
+    );
+    assert_eq!(read_knob(&Fs::at(&knobs), rel).unwrap(), "60");
 
     // The scaling mode: a sweep of users with the points a capacity model takes.
     let sc = run_scaling(&study, &topo, &opts, &study.scaling.users).unwrap();

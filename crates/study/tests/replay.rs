@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use perfpilot_store::{Store, TrialRecord};
-use perfpilot_study::Study;
 use perfpilot_study::replay::{ReplayOptions, replay_run};
 use perfpilot_study::runner::Left;
+use perfpilot_study::{Budget, Study};
 
 const STUDY: &str = r#"
 name = "synthetic"
@@ -154,7 +154,17 @@ fn a_replayed_race_picks_the_exhaustive_winner_on_fewer_trials() {
 /// A stored exhaustive run of two variants over rounds 1..=10, `value(round, variant)` each;
 /// the store lives in the returned directory.
 fn two_variants(value: impl Fn(i64, usize) -> f64) -> (tempfile::TempDir, Store, i64, Vec<String>) {
-    let text = STUDY.replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]");
+    two_variants_for("maximize throughput", value)
+}
+
+/// [`two_variants`] for another goal.
+fn two_variants_for(
+    goal: &str,
+    value: impl Fn(i64, usize) -> f64,
+) -> (tempfile::TempDir, Store, i64, Vec<String>) {
+    let text = STUDY
+        .replace("variant = [1, 2, 3, 4, 5, 6]", "variant = [1, 2]")
+        .replace("maximize throughput", goal);
     let study = Study::parse(&text, Path::new("synthetic.toml")).unwrap();
     let keys: Vec<String> = study.configurations().iter().map(|c| c.key()).collect();
     let dir = tempfile::tempdir().unwrap();
@@ -387,6 +397,8 @@ fn a_settled_near_tie_ends_the_race_and_an_uncertain_one_does_not() {
     );
     assert_eq!(first.trials, 10);
     assert_eq!(first.winner.as_deref(), Some(keys[0].as_str()));
+    // Ten of twenty trials: not over half.
+    assert_eq!(r.over_half, 0);
     // Off, the two run until a rank test separates them or the rounds run out.
     let off = replay_run(
         &store,
@@ -422,4 +434,120 @@ fn a_settled_near_tie_ends_the_race_and_an_uncertain_one_does_not() {
     assert!(r.stored_order.left.is_empty(), "{:?}", r.stored_order);
     assert_eq!(r.stored_order.trials, 20);
     assert_eq!(r.over_half, 1);
+}
+
+#[test]
+fn the_expected_loss_follows_the_goal_direction() {
+    // Variant 2 is about 0.9 % worse than variant 1 and better only in round 1: no rank test
+    // separates them at round 5 (Wilcoxon's p is 2/32 at best), and choosing variant 1 costs
+    // next to nothing, so the race settles there, for either direction of the goal. Were the
+    // advantage's sign wrong, variant 2 would look 0.9 % ahead and the loss would stay above
+    // run.stop_loss (0.5 %).
+    let worse = [
+        1.004, 0.985, 0.99, 0.992, 0.985, 0.99, 0.99, 0.99, 0.99, 0.99,
+    ];
+    let drift = |round: i64| 100.0 * (1.0 + 0.1 * (round as f64 * 1.3).sin());
+    let opts = ReplayOptions {
+        orders: 1,
+        seed: 1,
+        min_rounds: Some(5),
+        min_chance: Some(0.0),
+        ..ReplayOptions::default()
+    };
+    for (goal, higher) in [
+        ("maximize throughput", true),
+        ("minimize latency p99", false),
+    ] {
+        let (_dir, store, run, keys) = two_variants_for(goal, |round, v| {
+            let w = if v == 0 {
+                1.0
+            } else {
+                worse[round as usize - 1]
+            };
+            drift(round) * if higher { w } else { 1.0 / w }
+        });
+        let r = replay_run(&store, run, &opts).unwrap();
+        let first = &r.stored_order;
+        assert_eq!(first.left.len(), 1, "{goal}: {first:?}");
+        assert_eq!(first.left[0].kind, Left::Settled, "{goal}: {first:?}");
+        assert_eq!(first.left[0].round, 5, "{goal}: {first:?}");
+        assert_eq!(first.winner.as_deref(), Some(keys[0].as_str()), "{goal}");
+    }
+}
+
+#[test]
+fn replay_overrides_are_range_checked() {
+    let (_dir, store, run, _) = two_variants(|round, v| 100.0 + round as f64 + v as f64);
+    for (opts, field) in [
+        (
+            ReplayOptions {
+                stop_loss: Some(f64::NAN),
+                ..ReplayOptions::default()
+            },
+            "run.stop_loss",
+        ),
+        (
+            ReplayOptions {
+                min_chance: Some(0.5),
+                ..ReplayOptions::default()
+            },
+            "run.min_chance",
+        ),
+    ] {
+        let e = replay_run(&store, run, &opts).unwrap_err().to_string();
+        assert!(e.contains(field) && e.contains("below"), "{e}");
+    }
+}
+
+#[test]
+fn a_budget_ends_the_race_before_a_round_that_would_pass_it() {
+    // The noisy near-tie of the settled test runs all ten rounds (20 race trials); an
+    // exhaustive run takes 26 with its 3 confirmation rounds. "50%" allows 13: 6 kept for
+    // the confirmation, so the race runs three rounds (6 trials) and stops before a fourth.
+    let noisy = [1.12, 0.9, 0.95, 1.1, 0.88, 1.05, 0.92, 1.08, 0.97, 0.99];
+    let (_dir, store, run, _) = two_variants(|round, v| {
+        100.0
+            * if v == 0 {
+                1.0
+            } else {
+                noisy[round as usize - 1]
+            }
+    });
+    let opts = ReplayOptions {
+        orders: 4,
+        seed: 1,
+        budget: Some(Some(Budget::Share(0.5))),
+        // In some orders three of the rival's worst rounds come first and settle the race.
+        stop_loss: Some(0.0),
+        ..ReplayOptions::default()
+    };
+    let r = replay_run(&store, run, &opts).unwrap();
+    assert!(r.stored_order.budget_ended, "{:?}", r.stored_order);
+    assert_eq!((r.stored_order.rounds, r.stored_order.trials), (3, 6));
+    assert!(r.stored_order.left.is_empty());
+    assert_eq!(r.budget_ended, 4);
+    assert_eq!(r.trials_max, 6);
+    // 20 trials in all: 14 for the race, seven rounds.
+    let r = replay_run(
+        &store,
+        run,
+        &ReplayOptions {
+            budget: Some(Some(Budget::Trials(20))),
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!((r.stored_order.rounds, r.stored_order.trials), (7, 14));
+    // No budget: all ten rounds.
+    let r = replay_run(
+        &store,
+        run,
+        &ReplayOptions {
+            budget: Some(None),
+            ..opts
+        },
+    )
+    .unwrap();
+    assert!(!r.stored_order.budget_ended);
+    assert_eq!(r.stored_order.trials, 20);
 }

@@ -225,6 +225,25 @@ fn racing_shares_default_and_are_range_checked() {
     assert_eq!(s.run.far_behind, 0.0);
     let s = parse(&with("stop_loss = 0.01")).unwrap();
     assert_eq!(s.run.stop_loss, 0.01);
+    assert_eq!(s.run.budget, None);
+    let s = parse(&with("budget = 120")).unwrap();
+    assert_eq!(s.run.budget, Some(perfpilot_study::Budget::Trials(120)));
+    let s = parse(&with("budget = \"50%\"")).unwrap();
+    assert_eq!(s.run.budget, Some(perfpilot_study::Budget::Share(0.5)));
+    assert_eq!(s.run.budget.unwrap().trials(230), 115);
+    for line in [
+        "budget = 0",
+        "budget = -3",
+        "budget = \"150%\"",
+        "budget = \"half\"",
+        "budget = true",
+    ] {
+        let e = error(&with(line));
+        assert!(
+            e.contains(":27: run.budget") && e.contains("a share of an exhaustive run"),
+            "{line}: {e}"
+        );
+    }
     for (line, field) in [
         ("stop_loss = 0.5", "run.stop_loss"),
         ("far_behind = 1.0", "run.far_behind"),

@@ -288,7 +288,9 @@ fn expected_loss_by_hand() {
     assert!(close(a - b, m, 1e-9), "{a} − {b} vs {m}");
     // A rival far and steadily behind costs next to nothing; one with no spread costs its
     // mean when ahead, nothing when behind.
-    assert!(expected_loss(&[-0.5, -0.51, -0.49, -0.5]).unwrap() < 1e-9);
+    // (t(3)'s heavy tails keep it above 0: about 1e-7 here.)
+    let far = expected_loss(&[-0.5, -0.51, -0.49, -0.5]).unwrap();
+    assert!((0.0..1e-5).contains(&far), "{far}");
     assert_eq!(expected_loss(&[0.02, 0.02, 0.02]), Some(0.02));
     assert_eq!(expected_loss(&[-0.02, -0.02, -0.02]), Some(0.0));
     // Two differences leave ν = 1, where the mean of a t does not exist.

@@ -10,7 +10,7 @@ use perfpilot_store::Store;
 use perfpilot_study::compare::{Agreement, Side, compare_runs};
 use perfpilot_study::replay::{ReplayOptions, replay_run};
 use perfpilot_study::report::{self, chance_best_line};
-use perfpilot_study::{RunOptions, Study, plan_study, run_scaling, run_study};
+use perfpilot_study::{Budget, RunOptions, Study, plan_study, run_scaling, run_study};
 
 use crate::cmd::record::store_path;
 
@@ -41,6 +41,10 @@ enum StudySub {
         /// Run every repetition of every configuration (no racing).
         #[arg(long)]
         exhaustive: bool,
+        /// The race's budget, overriding the study's run.budget: trials with the confirmation
+        /// (120) or a share of an exhaustive run's ("50%").
+        #[arg(long, value_parser = parse_budget)]
+        budget: Option<Budget>,
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
@@ -116,6 +120,10 @@ enum StudySub {
         /// (default: the study's run.stop_loss; 0 turns the rule off).
         #[arg(long)]
         stop_loss: Option<f64>,
+        /// The race's budget: trials (120) or a share of the exhaustive run's ("50%"); "none"
+        /// for no budget (default: the study's run.budget).
+        #[arg(long, value_parser = parse_budget_or_none)]
+        budget: Option<BudgetOverride>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -240,6 +248,22 @@ pub fn run(a: StudyArgs) -> Result<()> {
                     ""
                 }
             );
+            if let (Some(b), Some(n)) = (study.run.budget, plan.budget_trials) {
+                println!(
+                    "budget: {b}, at most {n} trials with the confirmation (~{}); the race ends before a round that would pass it",
+                    secs(std::time::Duration::from_secs_f64(
+                        n as f64 * plan.seconds_per_trial
+                    ))
+                );
+                let first_test = plan.feasible * study.run.min_rounds + plan.max_trials
+                    - plan.feasible * study.run.repetitions;
+                if n < first_test {
+                    println!(
+                        "warning: run.budget ({n} trials) holds fewer than min_rounds ({}) rounds of the {} configurations and the confirmation ({first_test} trials): the race may end before its first rank test",
+                        study.run.min_rounds, plan.feasible
+                    );
+                }
+            }
             Ok(())
         }
         StudySub::Run {
@@ -247,6 +271,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             store,
             resume,
             exhaustive,
+            budget,
             quiet,
         } => {
             let path = store_path(store.store)?;
@@ -267,6 +292,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             if exhaustive {
                 opts.racing = Some(false);
             }
+            opts.budget = budget;
             let out = run_study(&study, &topo, &opts)?;
             let s = &out.summary;
             println!(
@@ -439,6 +465,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
             min_chance,
             far_behind,
             stop_loss,
+            budget,
             drop_equivalent,
             json,
         } => {
@@ -453,6 +480,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 min_chance,
                 far_behind,
                 stop_loss,
+                budget: budget.map(|b| b.0),
                 drop_equivalent,
             };
             let r = replay_run(&s, run, &opts)?;
@@ -506,6 +534,13 @@ pub fn run(a: StudyArgs) -> Result<()> {
                 100.0 * r.winner_share_mean,
                 100.0 * r.winner_share_min
             );
+            if r.budget_ended > 0 {
+                println!(
+                    "  run.budget ended the race in {} orders ({:.1} %)",
+                    r.budget_ended,
+                    pct(r.budget_ended as f64, r.orders as f64)
+                );
+            }
             Ok(())
         }
         StudySub::Compare {
@@ -617,5 +652,25 @@ fn print_side(me: &Side, me_label: &str, other: &Side, other_label: &str) {
                 "not significantly different"
             }
         );
+    }
+}
+
+/// `--budget`: `120` or `50%`.
+fn parse_budget(s: &str) -> std::result::Result<Budget, String> {
+    Budget::parse(s).ok_or_else(|| {
+        format!("{s:?}: give a number of trials (120) or a share of an exhaustive run's (\"50%\")")
+    })
+}
+
+/// `study replay --budget`: a budget, or none.
+#[derive(Clone, Debug)]
+struct BudgetOverride(Option<Budget>);
+
+/// `study replay --budget`: as [`parse_budget`], or `none`.
+fn parse_budget_or_none(s: &str) -> std::result::Result<BudgetOverride, String> {
+    if s.eq_ignore_ascii_case("none") {
+        Ok(BudgetOverride(None))
+    } else {
+        parse_budget(s).map(|b| BudgetOverride(Some(b)))
     }
 }
