@@ -1299,10 +1299,17 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     let result: Result<()> = (|| {
         for round in 1..=study.run.repetitions {
             // The budget: no round that would leave too few trials for the confirmation
-            // (the first round always runs).
+            // (the first round always runs). Rounds before this one count, so a resumed run
+            // whose store holds later rounds is judged as it was when it ran.
             if let Some(cap) = cap
                 && round > 1
-                && trials.iter().filter(|t| t.phase == "race").count() + alive.len() + reserve > cap
+                && trials
+                    .iter()
+                    .filter(|t| t.phase == "race" && t.round < round as i64)
+                    .count()
+                    + alive.len()
+                    + reserve
+                    > cap
             {
                 budget_end = Some(round - 1);
                 break;

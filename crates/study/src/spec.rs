@@ -337,10 +337,11 @@ pub const DEFAULT_MIN_CHANCE: f64 = 0.05;
 pub const DEFAULT_FAR_BEHIND: f64 = 0.2;
 
 /// Default `run.stop_loss`: the race ends once choosing the leader is expected to cost less
-/// than 0.5 % of its score. Replayed on three exhaustive runs of
-/// `examples/studies/scoring-spss.toml` (300 round orders each), it took the races from 42–46 %
-/// to 38–44 % of the exhaustive trials on average; their winners scored 99.6–99.9 % of the
-/// exhaustive winner's on average over every exhaustive round (`docs/study-file.md`, Racing).
+/// than 0.5 % of its score. Replayed on four exhaustive runs of
+/// `examples/studies/scoring-spss.toml` (300 round orders each), it took the races from
+/// 42–47 % to 39–45 % of the exhaustive trials on average; their winners scored 99.5–99.9 % of
+/// the exhaustive winner's on average over every exhaustive round (`docs/study-file.md`,
+/// Racing).
 pub const DEFAULT_STOP_LOSS: f64 = 0.005;
 
 /// Rounds before the far-behind rule ([`DEFAULT_FAR_BEHIND`]): the first with a standard
