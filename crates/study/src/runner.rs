@@ -697,18 +697,7 @@ fn far_behind(
         .filter(|k| **k != leader)
         .filter_map(|k| {
             // The configuration's share of the leader per round, in the goal's direction.
-            let (x, l) = paired_values(trials, k, &leader, round as i64);
-            let d: Vec<f64> = x
-                .iter()
-                .zip(&l)
-                .map(|(x, l)| {
-                    if goal.higher_is_better() {
-                        (x / l).ln()
-                    } else {
-                        (l / x).ln()
-                    }
-                })
-                .collect();
+            let d = log_advantage(goal, trials, k, &leader, round);
             let high = stats::upper_bound(&d, study.run.alpha)?;
             (high < floor).then(|| Elimination {
                 config: k.clone(),
@@ -836,17 +825,7 @@ fn close_to_leader(
             continue;
         }
         // The leader's advantage per round, in the goal's direction.
-        let d: Vec<f64> = x
-            .iter()
-            .zip(&y)
-            .map(|(k, l)| {
-                if goal.higher_is_better() {
-                    (l / k).ln()
-                } else {
-                    (k / l).ln()
-                }
-            })
-            .collect();
+        let d = log_advantage(goal, trials, &leader, k, round);
         if study.run.futility > 0.0
             && let Some(cp) = stats::conditional_power(&d, study.run.repetitions, study.run.alpha)
             && cp < study.run.futility
@@ -906,18 +885,7 @@ fn settled(
     let mut loss = 0.0;
     let mut rivals = Vec::new();
     for k in staying.into_iter().filter(|k| **k != leader) {
-        let (x, l) = paired_values(trials, k, &leader, round as i64);
-        let d: Vec<f64> = x
-            .iter()
-            .zip(&l)
-            .map(|(x, l)| {
-                if goal.higher_is_better() {
-                    (x / l).ln()
-                } else {
-                    (l / x).ln()
-                }
-            })
-            .collect();
+        let d = log_advantage(goal, trials, k, &leader, round);
         let Some(e) = stats::expected_loss(&d) else {
             return Vec::new();
         };
@@ -1027,6 +995,29 @@ pub(crate) fn paired_values(
     (1..=through_round)
         .filter_map(|r| Some((race_value(trials, x, r)?, race_value(trials, y, r)?)))
         .unzip()
+}
+
+/// The advantage of configuration `x` over `y` in the race rounds 1..=`through_round` where
+/// both succeeded, round by round: the log ratio of their values in the goal's direction
+/// (positive when `x` did better).
+pub(crate) fn log_advantage(
+    goal: &Goal,
+    trials: &[TrialRecord],
+    x: &str,
+    y: &str,
+    through_round: usize,
+) -> Vec<f64> {
+    let (a, b) = paired_values(trials, x, y, through_round as i64);
+    a.iter()
+        .zip(&b)
+        .map(|(a, b)| {
+            if goal.higher_is_better() {
+                (a / b).ln()
+            } else {
+                (b / a).ln()
+            }
+        })
+        .collect()
 }
 
 /// Score: higher is better; `None` for failed or violated trials.
