@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
 
-use crate::runner::{Elimination, best_mean, blocks, chance_of_best, race_round, race_step};
+use crate::runner::{
+    Elimination, best_mean, blocks, chance_of_best, confirm_trials, race_round, race_step,
+    within_budget,
+};
 use crate::spec::{Budget, Config, Study};
 use crate::stats::Rng;
 
@@ -206,19 +209,14 @@ fn race_in_order(
     let mut budget_ended = false;
     // The budget as the runner applies it: the exhaustive run's trials include the
     // confirmation, which the race must leave room for.
-    let reserve = if keys.len() > 1 {
-        2 * study.run.confirm_rounds
-    } else {
-        0
-    };
+    let reserve = confirm_trials(study, keys.len());
     let cap = study
         .run
         .budget
         .map(|b| b.trials(keys.len() * order.len() + reserve));
     for round in 1..=order.len() {
         if let Some(cap) = cap
-            && round > 1
-            && trials + alive.len() + reserve > cap
+            && !within_budget(cap, trials, round, alive.len(), reserve)
         {
             budget_ended = true;
             break;

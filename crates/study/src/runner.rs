@@ -210,6 +210,29 @@ pub struct Plan {
     pub budget_trials: Option<usize>,
 }
 
+/// The confirmation's trials in a run of `feasible` configurations: a pair per
+/// `run.confirm_rounds` (none with a single configuration).
+pub(crate) fn confirm_trials(study: &Study, feasible: usize) -> usize {
+    if feasible > 1 {
+        2 * study.run.confirm_rounds
+    } else {
+        0
+    }
+}
+
+/// Whether a race that has run `used` race trials stays within a budget of `cap` trials by
+/// running `round` with `alive` configurations and keeping `reserve` for the confirmation.
+/// The first round always runs.
+pub(crate) fn within_budget(
+    cap: usize,
+    used: usize,
+    round: usize,
+    alive: usize,
+    reserve: usize,
+) -> bool {
+    round <= 1 || used + alive + reserve <= cap
+}
+
 /// Plans a study on `topo`: layouts of every configuration, trials, the time it takes at most.
 pub fn plan_study(study: &Study, topo: &Topology) -> Plan {
     let configs = study.configurations();
@@ -223,12 +246,7 @@ pub fn plan_study(study: &Study, topo: &Topology) -> Plan {
         }
     }
     let feasible = configs.len() - infeasible.len();
-    let confirm = if feasible > 1 {
-        2 * study.run.confirm_rounds
-    } else {
-        0
-    };
-    let max_trials = feasible * study.run.repetitions + confirm;
+    let max_trials = feasible * study.run.repetitions + confirm_trials(study, feasible);
     let per = study.run.warmup.as_secs_f64()
         + study.run.measure.as_secs_f64()
         + study.run.cooldown.as_secs_f64()
@@ -1205,7 +1223,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     // The budget binds a race only; an exhaustive run takes every trial.
     let budget = opts.budget.or(study.run.budget).filter(|_| racing);
     let cap = budget.map(|b| b.trials(plan_.max_trials));
-    let reserve = plan_.max_trials - feasible.len() * study.run.repetitions;
+    let reserve = confirm_trials(study, feasible.len());
     let mut budget_end: Option<usize> = None;
     let progress = Progress::new(
         opts.progress,
@@ -1292,15 +1310,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             // The budget: no round that would leave too few trials for the confirmation
             // (the first round always runs). Rounds before this one count, so a resumed run
             // whose store holds later rounds is judged as it was when it ran.
+            let used = trials
+                .iter()
+                .filter(|t| t.phase == "race" && t.round < round as i64)
+                .count();
             if let Some(cap) = cap
-                && round > 1
-                && trials
-                    .iter()
-                    .filter(|t| t.phase == "race" && t.round < round as i64)
-                    .count()
-                    + alive.len()
-                    + reserve
-                    > cap
+                && !within_budget(cap, used, round, alive.len(), reserve)
             {
                 budget_end = Some(round - 1);
                 break;

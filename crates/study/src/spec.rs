@@ -1174,9 +1174,7 @@ impl Study {
             None => None,
             Some(v) => {
                 let parsed = match v {
-                    toml::Value::Integer(n) => usize::try_from(*n)
-                        .ok()
-                        .and_then(|n| (n > 0).then_some(Budget::Trials(n))),
+                    toml::Value::Integer(n) => Budget::parse(&n.to_string()),
                     toml::Value::String(t) => Budget::parse(t),
                     _ => None,
                 };
