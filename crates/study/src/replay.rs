@@ -15,7 +15,7 @@ use crate::runner::{
     Elimination, best_mean, blocks, chance_of_best, confirm_trials, race_round, race_step,
     within_budget,
 };
-use crate::spec::{Budget, Config, Study};
+use crate::spec::{Budget, Config, MIN_EFFECT_BELOW, Study, share_below};
 use crate::stats::Rng;
 
 /// One replayed race.
@@ -329,12 +329,13 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
             store.path().display()
         )));
     }
+    // The study file's ranges (min_effect may be 0 here: the equivalence rule off).
     for (field, v, below) in [
-        ("run.futility", opts.futility, 1.0),
-        ("run.min_chance", opts.min_chance, 0.5),
-        ("run.far_behind", opts.far_behind, 1.0),
-        ("run.stop_loss", opts.stop_loss, 0.5),
-        ("objective.min_effect", opts.min_effect, 10.0),
+        ("run.futility", opts.futility, share_below("futility")),
+        ("run.min_chance", opts.min_chance, share_below("min_chance")),
+        ("run.far_behind", opts.far_behind, share_below("far_behind")),
+        ("run.stop_loss", opts.stop_loss, share_below("stop_loss")),
+        ("objective.min_effect", opts.min_effect, MIN_EFFECT_BELOW),
     ] {
         if let Some(x) = v
             && !(0.0..below).contains(&x)

@@ -348,6 +348,18 @@ pub const DEFAULT_STOP_LOSS: f64 = 0.005;
 /// deviation of two paired ratios to judge by.
 pub const FAR_BEHIND_MIN_ROUNDS: usize = 3;
 
+/// The racing shares of `[run]` (`futility`, `min_chance`, `far_behind`, `stop_loss`) and
+/// the bound each must stay below; each is at least 0 (0 turns its rule off).
+pub(crate) fn share_below(key: &str) -> f64 {
+    match key {
+        "min_chance" | "stop_loss" => 0.5,
+        _ => 1.0,
+    }
+}
+
+/// `objective.min_effect` must stay below this.
+pub(crate) const MIN_EFFECT_BELOW: f64 = 10.0;
+
 /// A race's budget (F-Race's computational budget): the trials a run may take, race and
 /// confirmation together.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -1118,7 +1130,7 @@ impl Study {
                 )
             })?;
         }
-        if !(o.min_effect > 0.0 && o.min_effect < 10.0) {
+        if !(o.min_effect > 0.0 && o.min_effect < MIN_EFFECT_BELOW) {
             return Err(bad(
                 "objective",
                 "min_effect",
@@ -1153,8 +1165,9 @@ impl Study {
             ));
         }
         // A share in [0, below): 0 turns its rule off.
-        let share = |v: Option<f64>, default: f64, key: &str, below: f64| -> Result<f64> {
+        let share = |v: Option<f64>, default: f64, key: &str| -> Result<f64> {
             let x = v.unwrap_or(default);
+            let below = share_below(key);
             if (0.0..below).contains(&x) {
                 Ok(x)
             } else {
@@ -1166,10 +1179,10 @@ impl Study {
                 ))
             }
         };
-        let futility = share(r.futility, DEFAULT_FUTILITY, "futility", 1.0)?;
-        let min_chance = share(r.min_chance, DEFAULT_MIN_CHANCE, "min_chance", 0.5)?;
-        let far_behind = share(r.far_behind, DEFAULT_FAR_BEHIND, "far_behind", 1.0)?;
-        let stop_loss = share(r.stop_loss, DEFAULT_STOP_LOSS, "stop_loss", 0.5)?;
+        let futility = share(r.futility, DEFAULT_FUTILITY, "futility")?;
+        let min_chance = share(r.min_chance, DEFAULT_MIN_CHANCE, "min_chance")?;
+        let far_behind = share(r.far_behind, DEFAULT_FAR_BEHIND, "far_behind")?;
+        let stop_loss = share(r.stop_loss, DEFAULT_STOP_LOSS, "stop_loss")?;
         let budget = match &r.budget {
             None => None,
             Some(v) => {
