@@ -14,7 +14,8 @@ use crate::h1::{self, Conn};
 use crate::hist::LatencyHistogram;
 use crate::measurement::{LoadShape, Measurement, SeriesPoint};
 use crate::spec::{DriveSpec, Load, ThinkTime};
-use crate::template::{BodyTemplate, Rng};
+use crate::template::BodyTemplate;
+use perfpilot_stats::Rng;
 
 /// How a run interacts with its caller.
 #[derive(Clone, Debug, Default)]

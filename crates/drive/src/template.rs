@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{DriveError, invalid};
+use perfpilot_stats::Rng;
 
 /// Values for the template's `{{column}}` placeholders.
 #[derive(Clone, Debug, Default)]
@@ -194,31 +195,6 @@ fn split_range(s: &str) -> Option<(&str, &str)> {
     let start = usize::from(s.starts_with('-'));
     let dash = s[start..].find('-')? + start;
     Some((&s[..dash], &s[dash + 1..]))
-}
-
-/// A small fast PRNG (SplitMix64); load generation needs speed, not cryptographic strength.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded generator.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    pub fn next_f64(&mut self) -> f64 {
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,9 @@ mod common;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use common::{Rng, single, st};
+use common::{exp_draw, single, st};
 use perfpilot_model::{MultiServerMethod, SolveOptions, StationKind, solve};
+use perfpilot_stats::Rng;
 
 #[derive(PartialEq)]
 struct Event {
@@ -40,7 +41,7 @@ fn simulate(
     completions: u64,
 ) -> (f64, Vec<f64>) {
     let k = servers.len();
-    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let mut rng = Rng::new(0x5EED_1234_ABCD_0001);
     let mut heap = BinaryHeap::new();
     let mut busy = vec![0u32; k];
     let mut waiting: Vec<VecDeque<()>> = vec![VecDeque::new(); k];
@@ -49,7 +50,7 @@ fn simulate(
     let think_slot = k;
     for _ in 0..n {
         heap.push(Event {
-            time: rng.exp(think),
+            time: exp_draw(&mut rng, think),
             station: think_slot,
         });
     }
@@ -66,7 +67,7 @@ fn simulate(
         if busy[s] < servers[s] {
             busy[s] += 1;
             heap.push(Event {
-                time: now + rng.exp(mean[s]),
+                time: now + exp_draw(rng, mean[s]),
                 station: s,
             });
         } else {
@@ -96,7 +97,7 @@ fn simulate(
         present[s] -= 1;
         if waiting[s].pop_front().is_some() {
             heap.push(Event {
-                time: now + rng.exp(mean[s]),
+                time: now + exp_draw(&mut rng, mean[s]),
                 station: s,
             });
         } else {
@@ -122,7 +123,7 @@ fn simulate(
             }
             if think > 0.0 {
                 heap.push(Event {
-                    time: now + rng.exp(think),
+                    time: now + exp_draw(&mut rng, think),
                     station: think_slot,
                 });
             } else {

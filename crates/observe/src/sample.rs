@@ -231,23 +231,7 @@ pub struct Sampler {
     taken: u64,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// CLOCK_MONOTONIC in nanoseconds.
-pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
-}
+use perfpilot_sys::clock::mono_ns;
 
 impl Sampler {
     /// A sampler of `fs`. Per-CPU counters are opened only on the live system.
@@ -302,7 +286,7 @@ impl Sampler {
     /// Takes one sample. Only an unreadable `/proc/stat` fails it; everything else is skipped
     /// and counted in [`Sample::skips`].
     pub fn sample(&mut self) -> Result<Sample, SampleError> {
-        let time_ms = now_ms();
+        let time_ms = perfpilot_sys::clock::now_ms();
         let mono = mono_ns();
         let kernel = stat::read_kernel_stat(&self.fs)?;
         let mut skips = Skips::default();

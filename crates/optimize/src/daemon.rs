@@ -40,8 +40,7 @@ pub enum DaemonError {
 /// The default state directory: `/var/lib/perfpilot` for root, else
 /// `$XDG_STATE_HOME/perfpilot` or `~/.local/state/perfpilot`.
 pub fn default_state_dir() -> PathBuf {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if perfpilot_sys::user::is_root() {
         return PathBuf::from("/var/lib/perfpilot");
     }
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| Path::new(x).is_absolute()) {

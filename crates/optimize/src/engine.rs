@@ -171,13 +171,6 @@ pub struct Engine {
     cpu0: Duration,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl Engine {
     /// An engine over `fs` journaling to `store`, with `config` and the persisted tunables.
     pub fn new(
@@ -919,7 +912,7 @@ impl Engine {
                 self.store.backoff_set(
                     &t.signature,
                     t.strategy.as_str(),
-                    now_ms() + (backoff * 1000.0) as i64,
+                    perfpilot_sys::clock::now_ms() + (backoff * 1000.0) as i64,
                     &why,
                 )?;
             }
@@ -1050,11 +1043,11 @@ impl Engine {
                     continue;
                 }
                 if let Some((until, why)) = self.store.backoff_get(&w.signature, kind.as_str())?
-                    && until > now_ms()
+                    && until > perfpilot_sys::clock::now_ms()
                 {
                     state = format!(
                         "{kind} backed off for {:.0} s: {why}",
-                        (until - now_ms()) as f64 / 1000.0
+                        (until - perfpilot_sys::clock::now_ms()) as f64 / 1000.0
                     );
                     continue;
                 }
@@ -1140,7 +1133,7 @@ impl Engine {
                 continue;
             }
             if let Some((until, _)) = self.store.backoff_get(&sig, "read_ahead")?
-                && until > now_ms()
+                && until > perfpilot_sys::clock::now_ms()
             {
                 continue;
             }
@@ -1309,7 +1302,7 @@ impl Engine {
         states: HashMap<String, String>,
     ) {
         let windows = self.tun.num("windows") as usize;
-        self.status.time_ms = now_ms();
+        self.status.time_ms = perfpilot_sys::clock::now_ms();
         self.status.interval_s = self.tun.num("interval_s");
         self.status.scans += 1;
         let elapsed = self.started.elapsed().as_secs_f64();

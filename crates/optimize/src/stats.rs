@@ -2,33 +2,9 @@
 //! from windows measured before and after (or interleaved off/on pairs, which cancel drift).
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
-/// Summary of one set of windows.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Stats {
-    pub n: usize,
-    pub mean: f64,
-    pub sd: f64,
-}
-
-impl Stats {
-    /// Mean and sample standard deviation.
-    pub fn of(xs: &[f64]) -> Stats {
-        let n = xs.len();
-        let mean = if n == 0 {
-            f64::NAN
-        } else {
-            xs.iter().sum::<f64>() / n as f64
-        };
-        let sd = if n < 2 {
-            f64::NAN
-        } else {
-            (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-        };
-        Stats { n, mean, sd }
-    }
-}
+/// Summary of one set of windows: count, mean and sample standard deviation.
+pub use perfpilot_stats::Summary as Stats;
 
 /// The gain of an action: `ratio` > 1 means better, whatever the signal's direction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -51,12 +27,6 @@ pub enum Decision {
     Neutral,
 }
 
-fn t_quantile(df: f64, confidence: f64) -> f64 {
-    StudentsT::new(0.0, 1.0, df.max(1.0))
-        .map(|t| t.inverse_cdf((1.0 + confidence) / 2.0))
-        .unwrap_or(f64::INFINITY)
-}
-
 /// Gain from independent windows before and after (Welch, on the log of the ratio of means by
 /// the delta method). `None` when a side has fewer than two windows or a non-positive mean.
 pub fn gain_independent(
@@ -65,34 +35,13 @@ pub fn gain_independent(
     higher_is_better: bool,
     confidence: f64,
 ) -> Option<Gain> {
-    let (b, a) = (Stats::of(before), Stats::of(after));
-    if b.n < 2 || a.n < 2 || b.mean <= 0.0 || a.mean <= 0.0 {
-        return None;
-    }
-    let vb = b.sd.powi(2) / (b.n as f64 * b.mean.powi(2));
-    let va = a.sd.powi(2) / (a.n as f64 * a.mean.powi(2));
-    let se = (vb + va).sqrt();
-    // Welch–Satterthwaite degrees of freedom.
-    let df = if se > 0.0 {
-        (vb + va).powi(2) / (vb.powi(2) / (b.n - 1) as f64 + va.powi(2) / (a.n - 1) as f64)
-    } else {
-        (a.n + b.n - 2) as f64
-    };
-    let mut log_r = (a.mean / b.mean).ln();
-    if !higher_is_better {
-        log_r = -log_r;
-    }
-    let t = t_quantile(df, confidence);
-    Some(Gain {
-        ratio: log_r.exp(),
-        ci_low: (log_r - t * se).exp(),
-        ci_high: (log_r + t * se).exp(),
-        confidence,
-    })
+    let ci = perfpilot_stats::ratio_of_means_ci(after, before, confidence)?;
+    Some(gain_from_log(ci, higher_is_better, confidence))
 }
 
 /// Gain from interleaved pairs (`off[i]`, `on[i]` measured next to each other): a paired t
-/// interval on the log ratios. `None` with fewer than two usable pairs.
+/// interval on the log ratios. Pairs with a non-positive value are left out; `None` with fewer
+/// than two usable pairs.
 pub fn gain_paired(
     off: &[f64],
     on: &[f64],
@@ -103,26 +52,26 @@ pub fn gain_paired(
         .iter()
         .zip(on)
         .filter(|(x, y)| **x > 0.0 && **y > 0.0)
-        .map(|(x, y)| {
-            if higher_is_better {
-                (y / x).ln()
-            } else {
-                (x / y).ln()
-            }
-        })
+        .map(|(x, y)| (y / x).ln())
         .collect();
-    let s = Stats::of(&logs);
-    if s.n < 2 {
-        return None;
-    }
-    let se = s.sd / (s.n as f64).sqrt();
-    let t = t_quantile((s.n - 1) as f64, confidence);
-    Some(Gain {
-        ratio: s.mean.exp(),
-        ci_low: (s.mean - t * se).exp(),
-        ci_high: (s.mean + t * se).exp(),
+    let ci = perfpilot_stats::mean_ci(&logs, confidence)?;
+    Some(gain_from_log(ci, higher_is_better, confidence))
+}
+
+/// The gain from an interval on the log of `on / off`, turned round for a lower-is-better
+/// signal so that a ratio above 1 is always an improvement.
+fn gain_from_log(ci: perfpilot_stats::MeanCi, higher_is_better: bool, confidence: f64) -> Gain {
+    let (mean, low, high) = if higher_is_better {
+        (ci.mean, ci.low, ci.high)
+    } else {
+        (-ci.mean, -ci.high, -ci.low)
+    };
+    Gain {
+        ratio: mean.exp(),
+        ci_low: low.exp(),
+        ci_high: high.exp(),
         confidence,
-    })
+    }
 }
 
 /// Keep when the interval's low end clears `1 + min_effect`, revert when its high end is below

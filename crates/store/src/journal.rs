@@ -30,13 +30,6 @@ pub struct ActionRecord {
     pub updated_ms: i64,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 const COLUMNS: &str = "id, signature, workload, strategy, state, changes, undo, reason, note, verdict, created_ms, updated_ms";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRecord> {
@@ -75,7 +68,7 @@ impl Store {
         undo: &str,
         reason: &str,
     ) -> Result<i64> {
-        let t = now_ms();
+        let t = perfpilot_sys::clock::now_ms();
         self.conn
             .execute(
                 "INSERT INTO actions (signature, workload, strategy, state, changes, undo, reason, created_ms, updated_ms)
@@ -92,7 +85,7 @@ impl Store {
         self.conn
             .execute(
                 "UPDATE actions SET changes = ?2, undo = ?3, updated_ms = ?4 WHERE id = ?1",
-                params![id, changes, undo, now_ms()],
+                params![id, changes, undo, perfpilot_sys::clock::now_ms()],
             )
             .map_err(|e| self.sql(format!("extending action {id}"), e))?;
         Ok(())
@@ -103,7 +96,7 @@ impl Store {
         self.conn
             .execute(
                 "UPDATE actions SET state = ?2, note = ?3, updated_ms = ?4 WHERE id = ?1",
-                params![id, state, note, now_ms()],
+                params![id, state, note, perfpilot_sys::clock::now_ms()],
             )
             .map_err(|e| self.sql(format!("setting action {id} to {state}"), e))?;
         Ok(())
@@ -114,7 +107,7 @@ impl Store {
         self.conn
             .execute(
                 "UPDATE actions SET verdict = ?2, updated_ms = ?3 WHERE id = ?1",
-                params![id, verdict, now_ms()],
+                params![id, verdict, perfpilot_sys::clock::now_ms()],
             )
             .map_err(|e| self.sql(format!("storing the verdict of action {id}"), e))?;
         Ok(())

@@ -92,8 +92,7 @@ impl Store {
     /// `$XDG_STATE_HOME/perfpilot/perfpilot.db` when that is set (to an absolute path), else
     /// `/var/lib/perfpilot/perfpilot.db` for root, else `~/.local/state/perfpilot/perfpilot.db`.
     pub fn default_path() -> Result<PathBuf> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = perfpilot_sys::user::is_root();
         default_path_from(
             std::env::var_os("XDG_STATE_HOME"),
             std::env::var_os("HOME"),

@@ -38,13 +38,6 @@ pub struct TrialRecord {
     pub created_ms: i64,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 const STUDY_COLUMNS: &str = "id, name, file, spec, host, state, summary, created_ms, updated_ms";
 const TRIAL_COLUMNS: &str = "id, study, phase, round, config, factors, status, reason, value, measurement, detail, created_ms";
 
@@ -82,7 +75,7 @@ fn trial_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialRecord> {
 impl Store {
     /// Records a new study run (state `running`); returns its id.
     pub fn study_begin(&mut self, name: &str, file: &str, spec: &str, host: &str) -> Result<i64> {
-        let now = now_ms();
+        let now = perfpilot_sys::clock::now_ms();
         self.conn
             .execute(
                 "INSERT INTO studies (name, file, spec, host, state, created_ms, updated_ms)
@@ -99,7 +92,7 @@ impl Store {
             .execute(
                 "UPDATE studies SET state = ?2, summary = COALESCE(?3, summary), updated_ms = ?4
                  WHERE id = ?1",
-                params![id, state, summary, now_ms()],
+                params![id, state, summary, perfpilot_sys::clock::now_ms()],
             )
             .map_err(|e| self.sql(format!("updating study run {id}"), e))?;
         Ok(())
@@ -149,7 +142,7 @@ impl Store {
                     t.value,
                     t.measurement,
                     t.detail,
-                    now_ms()
+                    perfpilot_sys::clock::now_ms()
                 ],
             )
             .map_err(|e| self.sql(format!("recording a trial of study run {}", t.study), e))?;

@@ -113,7 +113,7 @@ pub fn replay(
             .collect();
     }
     let exhaustive_chance_best = chance_of_best(goal, &renumbered, keys, rounds.len(), seed);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut races = Vec::new();
     for i in 0..orders.max(1) {
         let mut order = rounds.clone();

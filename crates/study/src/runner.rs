@@ -1321,11 +1321,13 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                 break;
             }
             let mut order = alive.clone();
-            Rng(study
-                .run
-                .seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(round as u64))
+            Rng::new(
+                study
+                    .run
+                    .seed
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add(round as u64),
+            )
             .shuffle(&mut order);
             for c in &order {
                 one("race", round, c, &mut trials, &mut store)?;
@@ -1425,7 +1427,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             let confirm: Result<()> = (|| {
                 for round in 1..=study.run.confirm_rounds {
                     let mut pair = [w.clone(), baseline.clone()];
-                    Rng(study.run.seed ^ 0xC0FF_EE00 ^ round as u64).shuffle(&mut pair);
+                    Rng::new(study.run.seed ^ 0xC0FF_EE00 ^ round as u64).shuffle(&mut pair);
                     for c in &pair {
                         one("confirm", round, c, &mut trials, &mut store)?;
                     }

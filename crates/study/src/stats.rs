@@ -1,13 +1,16 @@
-//! The statistics of a study: rank tests for racing (Friedman across configurations with
-//! Conover's multiple comparisons, as in F-Race; Wilcoxon signed-rank between two), an
-//! equivalence check on paired ratios, MSER-5 warm-up detection, and the confidence interval of
-//! a paired gain ratio, and a bootstrap of each configuration's chance of being the best.
-//! Distributions come from `statrs`; exact small-sample Wilcoxon p-values are
-//! computed by enumerating the signed-rank distribution.
+//! The rank tests of a study: Friedman across configurations with Conover's multiple
+//! comparisons (as in F-Race), Wilcoxon signed-rank between two, the Hodges–Lehmann interval
+//! and the equivalence check built on it. Distributions come from `statrs`; exact small-sample
+//! Wilcoxon p-values are computed by enumerating the signed-rank distribution. The statistics
+//! the optimizer shares (summaries, t intervals, expected loss, MSER-5, the bootstrap, the
+//! generator) live in `perfpilot-stats` and are re-exported here.
 
-use statrs::distribution::{
-    ChiSquared, Continuous, ContinuousCDF, FisherSnedecor, Normal, StudentsT,
+pub use perfpilot_stats::{
+    Mser, RatioCi, Rng, chance_best, conditional_power, cv, expected_loss, mean, mser5,
+    paired_ratio_ci, stdev, upper_bound,
 };
+
+use statrs::distribution::{ChiSquared, ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 
 /// Ranks `xs` from 1 (smallest) to n, ties sharing their average rank.
 pub fn ranks(xs: &[f64]) -> Vec<f64> {
@@ -69,9 +72,7 @@ impl Friedman {
     /// Zero when every block ranks the treatments alike (any difference is then significant).
     pub fn least_significant_difference(&self, alpha: f64) -> f64 {
         let (df, se) = self.conover();
-        StudentsT::new(0.0, 1.0, df)
-            .map(|d| d.inverse_cdf(1.0 - alpha / 2.0) * se)
-            .unwrap_or(f64::INFINITY)
+        perfpilot_stats::t_quantile(df, 1.0 - alpha / 2.0) * se
     }
 
     /// The two-sided p-value of Conover's comparison of treatments `i` and `j` (the level at
@@ -338,104 +339,6 @@ pub fn hodges_lehmann_ci(d: &[f64], level: f64) -> Option<LocationCi> {
     })
 }
 
-/// Mean.
-pub fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
-    xs.iter().sum::<f64>() / xs.len() as f64
-}
-
-/// Sample standard deviation (n − 1).
-pub fn stdev(xs: &[f64]) -> f64 {
-    if xs.len() < 2 {
-        return 0.0;
-    }
-    let m = mean(xs);
-    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
-}
-
-/// Coefficient of variation (stdev / |mean|).
-pub fn cv(xs: &[f64]) -> f64 {
-    let m = mean(xs);
-    if m == 0.0 || !m.is_finite() {
-        return 0.0;
-    }
-    stdev(xs) / m.abs()
-}
-
-/// A ratio with its confidence interval.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RatioCi {
-    /// Geometric mean of the paired ratios.
-    pub ratio: f64,
-    pub low: f64,
-    pub high: f64,
-    pub pairs: usize,
-}
-
-/// The one-sided upper confidence bound at `alpha` of the mean of `xs` (Student t). `None`
-/// with fewer than two values or a non-finite one.
-pub fn upper_bound(xs: &[f64], alpha: f64) -> Option<f64> {
-    if xs.len() < 2 || xs.iter().any(|x| !x.is_finite()) {
-        return None;
-    }
-    let n = xs.len() as f64;
-    let t = StudentsT::new(0.0, 1.0, n - 1.0)
-        .ok()?
-        .inverse_cdf(1.0 - alpha);
-    Some(mean(xs) + t * stdev(xs) / n.sqrt())
-}
-
-/// The expected loss of preferring a leader to a rival, from `d`, the rival's advantage over
-/// the leader in paired rounds (log ratios in the goal's direction: positive when the rival
-/// did better): E[max(0, μ)] where μ, the mean advantage, has the Student-t posterior of a
-/// flat prior, m + s·T with ν = n − 1 (m the mean, s the standard error). With z = m / s this
-/// is s·(z·F(z) + (ν + z²)/(ν − 1)·f(z)), F and f the t distribution's CDF and density
-/// (Chick & Inoue's expected opportunity cost, t form). `None` with fewer than 3 differences
-/// (ν must exceed 1 for the mean to exist) or a non-finite one.
-pub fn expected_loss(d: &[f64]) -> Option<f64> {
-    if d.len() < 3 || d.iter().any(|x| !x.is_finite()) {
-        return None;
-    }
-    let n = d.len() as f64;
-    let m = mean(d);
-    let s = stdev(d) / n.sqrt();
-    if s <= 0.0 {
-        return Some(m.max(0.0));
-    }
-    let nu = n - 1.0;
-    let t = StudentsT::new(0.0, 1.0, nu).ok()?;
-    let z = m / s;
-    Some(s * (z * t.cdf(z) + (nu + z * z) / (nu - 1.0) * t.pdf(z)))
-}
-
-/// The gain `candidate / baseline` from paired runs: the geometric mean of the per-pair
-/// ratios with a Student-t interval at `level` (0.95) on their logarithms. `None` with fewer
-/// than 2 pairs or a non-positive value.
-pub fn paired_ratio_ci(candidate: &[f64], baseline: &[f64], level: f64) -> Option<RatioCi> {
-    let logs: Vec<f64> = candidate
-        .iter()
-        .zip(baseline)
-        .map(|(c, b)| (c / b).ln())
-        .collect();
-    if logs.len() < 2 || logs.iter().any(|l| !l.is_finite()) {
-        return None;
-    }
-    let n = logs.len() as f64;
-    let m = mean(&logs);
-    let se = stdev(&logs) / n.sqrt();
-    let t = StudentsT::new(0.0, 1.0, n - 1.0)
-        .ok()?
-        .inverse_cdf(0.5 + level / 2.0);
-    Some(RatioCi {
-        ratio: m.exp(),
-        low: (m - t * se).exp(),
-        high: (m + t * se).exp(),
-        pairs: logs.len(),
-    })
-}
-
 /// Whether the paired ratio `x / y` is practically equivalent to 1: the Hodges–Lehmann
 /// interval ([`hodges_lehmann_ci`]) of the paired log ratios at `level` lies inside
 /// [1 / (1 + δ), 1 + δ] (two one-sided tests at (1 − level) / 2 each). Distribution-free, so
@@ -454,135 +357,4 @@ pub fn equivalent(x: &[f64], y: &[f64], delta: f64, level: f64) -> Option<(bool,
         pairs: d.len(),
     };
     Some((ci.low > -zone && ci.high < zone, ratio))
-}
-
-/// The conditional power of a one-sided test at level `alpha` that the differences `d` have a
-/// positive mean, once `total` of them will have been seen and the rest follow the observed
-/// mean m and spread s (stochastic curtailment): Φ((m·√N/s − z(1 − α)) / √((N − n)/N)).
-/// `None` with fewer than 2 differences or no more to come.
-pub fn conditional_power(d: &[f64], total: usize, alpha: f64) -> Option<f64> {
-    let n = d.len();
-    if n < 2 || total <= n {
-        return None;
-    }
-    let m = mean(d);
-    let s = stdev(d);
-    if s <= 0.0 || !s.is_finite() {
-        return Some(if m > 0.0 { 1.0 } else { 0.0 });
-    }
-    let norm = Normal::standard();
-    let z = norm.inverse_cdf(1.0 - alpha);
-    let nn = total as f64;
-    let rest = ((nn - n as f64) / nn).sqrt();
-    Some(norm.cdf((m * nn.sqrt() / s - z) / rest))
-}
-
-/// The outcome of MSER-5 on a series.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Mser {
-    /// Observations to drop from the start (a multiple of 5).
-    pub truncate: usize,
-    /// Whether a steady state was found: the optimum lies in the first half of the series.
-    pub steady: bool,
-}
-
-/// MSER-5 (White 1997): the series is averaged in batches of 5; the truncation point `d`
-/// minimizes `Σ_{i≥d} (Z_i − Z̄_d)² / (m − d)²` over the batch means `Z`, searched over the
-/// first half; an optimum at the end of the first half means no steady state. `None` with
-/// fewer than 4 batches (20 observations).
-pub fn mser5(series: &[f64]) -> Option<Mser> {
-    let batches: Vec<f64> = series.chunks_exact(5).map(mean).collect();
-    let m = batches.len();
-    if m < 4 {
-        return None;
-    }
-    let mut best = (f64::INFINITY, 0usize);
-    // White's rule: search the first half; an optimum at its end means the series never
-    // settled.
-    let half = m / 2;
-    for d in 0..=half {
-        let tail = &batches[d..];
-        let mu = mean(tail);
-        let ss: f64 = tail.iter().map(|z| (z - mu).powi(2)).sum();
-        let k = (m - d) as f64;
-        let stat = ss / (k * k);
-        // Strictly smaller (beyond rounding) so a flat tail keeps the earliest point.
-        if !best.0.is_finite() || stat < best.0 * (1.0 - 1e-12) {
-            best = (stat, d);
-        }
-    }
-    Some(Mser {
-        truncate: best.1 * 5,
-        steady: best.1 < half,
-    })
-}
-
-/// A tiny deterministic generator (splitmix64) for round orders and bootstrap resamples: a
-/// study's seed reproduces its schedule and its figures.
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n` > 0).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
-}
-
-/// Each column's chance of being the best (the highest mean), as the share of `resamples`
-/// bootstrap resamples of the blocks (rows drawn with replacement; `seed` makes it
-/// reproducible) in which it has the highest mean; a tie goes to the first column. It says
-/// how firmly the blocks single out their best column: were the rounds measured again under
-/// the same conditions, how often would the pick stay. It cannot see drift between runs made
-/// at different times, so it is an upper bound on a repeated study's agreement. `None` with
-/// fewer than two blocks, ragged rows or a non-finite value.
-pub fn chance_best(blocks: &[Vec<f64>], resamples: usize, seed: u64) -> Option<Vec<f64>> {
-    let k = blocks.first()?.len();
-    if blocks.len() < 2
-        || resamples == 0
-        || k == 0
-        || blocks
-            .iter()
-            .any(|r| r.len() != k || r.iter().any(|v| !v.is_finite()))
-    {
-        return None;
-    }
-    let mut rng = Rng(seed);
-    let mut wins = vec![0usize; k];
-    let mut sums = vec![0.0; k];
-    for _ in 0..resamples {
-        sums.iter_mut().for_each(|s| *s = 0.0);
-        for _ in 0..blocks.len() {
-            let row = &blocks[rng.below(blocks.len())];
-            for (s, v) in sums.iter_mut().zip(row) {
-                *s += v;
-            }
-        }
-        let mut best = 0;
-        for j in 1..k {
-            if sums[j] > sums[best] {
-                best = j;
-            }
-        }
-        wins[best] += 1;
-    }
-    Some(
-        wins.into_iter()
-            .map(|w| w as f64 / resamples as f64)
-            .collect(),
-    )
 }

@@ -27,6 +27,7 @@
 pub mod affinity;
 pub mod block;
 pub mod change;
+pub mod clock;
 pub mod collapse;
 mod cpuset;
 mod error;
@@ -39,6 +40,7 @@ pub mod pages;
 pub mod perf;
 pub mod process;
 pub mod stat;
+pub mod user;
 
 pub use cpuset::{CpuSet, CpuSetError};
 pub use error::{Error, Result};

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use perfpilot_stats::rng::mix64;
 
 use table::{Mode, Segment, Slot, Table};
 
@@ -251,7 +252,7 @@ fn serve(
     let total_threads = args.threads * args.processes;
     let slots = table::map_counters(total_threads)?;
     let per_thread_rate = args.rate_limit.map(|r| r / total_threads as f64);
-    let seed_base = table::splitmix64(
+    let seed_base = mix64(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64),
@@ -292,7 +293,7 @@ fn serve(
         .name("metrics".into())
         .spawn(move || serve_metrics(server, slots, metrics_args))?;
     for (t, slot) in slots[..args.threads].iter().enumerate() {
-        let seed = table::splitmix64(seed_base.wrapping_add(t as u64 + 1));
+        let seed = mix64(seed_base.wrapping_add(t as u64 + 1));
         std::thread::Builder::new()
             .name(format!("lookup-{t}"))
             .spawn(move || table.lookup_loop(&slot.0, seed, per_thread_rate))?;
@@ -361,7 +362,7 @@ fn worker_process(
         unsafe { libc::_exit(0) };
     }
     for (t, slot) in slots.iter().enumerate().skip(1) {
-        let s = table::splitmix64(seed.wrapping_add(t as u64 + 1));
+        let s = mix64(seed.wrapping_add(t as u64 + 1));
         if std::thread::Builder::new()
             .spawn(move || table.lookup_loop(&slot.0, s, rate))
             .is_err()
@@ -369,7 +370,7 @@ fn worker_process(
             unsafe { libc::_exit(1) };
         }
     }
-    table.lookup_loop(&slots[0].0, table::splitmix64(seed), rate)
+    table.lookup_loop(&slots[0].0, mix64(seed), rate)
 }
 
 fn stop_children(children: &[libc::pid_t]) {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use perfpilot_stats::rng::mix64;
 
 /// Size of a PMD-mapped transparent huge page on x86-64 and arm64 with 4 KiB base pages. The
 /// table is placed on this boundary so that every 2 MiB of it can be collapsed to one huge page.
@@ -219,7 +220,7 @@ impl Table {
                         for i in 0..w {
                             // SAFETY: `rec < records` and `i < words_per_record`, so the word
                             // is inside the mapping; ranges of different threads are disjoint.
-                            unsafe { base.add(i as usize).write(splitmix64(rec * w + i)) };
+                            unsafe { base.add(i as usize).write(mix64(rec * w + i)) };
                         }
                     }
                 });
@@ -390,12 +391,4 @@ fn mem_available_mib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? / 1024)
-}
-
-/// SplitMix64: fill values and per-thread seeds.
-pub fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

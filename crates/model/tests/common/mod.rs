@@ -70,21 +70,7 @@ pub fn ln_factorial(j: usize) -> f64 {
     (1..=j).map(|i| (i as f64).ln()).sum()
 }
 
-/// splitmix64: a small deterministic generator for simulations.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    pub fn exp(&mut self, mean: f64) -> f64 {
-        -mean * self.uniform().ln()
-    }
+/// An exponentially distributed draw with the given mean, from the shared seeded generator.
+pub fn exp_draw(rng: &mut perfpilot_stats::Rng, mean: f64) -> f64 {
+    -mean * rng.next_f64().ln()
 }
