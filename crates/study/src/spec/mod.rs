@@ -130,3 +130,6 @@ impl Study {
         self.allocators.get(name).map(String::as_str)
     }
 }
+
+#[cfg(test)]
+mod tests;

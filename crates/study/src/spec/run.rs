@@ -15,16 +15,16 @@ use crate::error::Result;
 /// The default conditional power under which a tied configuration leaves the race.
 pub const DEFAULT_FUTILITY: f64 = 0.0;
 
-/// Default `run.min_rounds`, irace's `firstTest` (why: `docs/study-file.md`, Figures behind the defaults).
+/// Default `run.min_rounds`, irace's `firstTest` (why: `docs/study-file.md`, last section).
 pub const DEFAULT_MIN_ROUNDS: usize = 5;
 
-/// Default `run.min_chance` (the figures: `docs/study-file.md`, Figures behind the defaults).
+/// Default `run.min_chance` (why: `docs/study-file.md`, Figures behind the defaults).
 pub const DEFAULT_MIN_CHANCE: f64 = 0.05;
 
-/// Default `run.far_behind` (the figures: `docs/study-file.md`, Figures behind the defaults).
+/// Default `run.far_behind` (why: `docs/study-file.md`, Figures behind the defaults).
 pub const DEFAULT_FAR_BEHIND: f64 = 0.2;
 
-/// Default `run.stop_loss` (the figures: `docs/study-file.md`, Figures behind the defaults).
+/// Default `run.stop_loss` (why: `docs/study-file.md`, Figures behind the defaults).
 pub const DEFAULT_STOP_LOSS: f64 = 0.005;
 
 /// Rounds before the far-behind rule ([`DEFAULT_FAR_BEHIND`]): the first with a standard

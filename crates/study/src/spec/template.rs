@@ -94,7 +94,12 @@ pub fn render(template: &str, values: &BTreeMap<String, String>) -> String {
 /// interpreted, and a `#` starting a word comments out the rest of the line.
 pub fn split_words(s: &str) -> std::result::Result<Vec<String>, String> {
     let Some(words) = shlex::split(s) else {
-        return Err("a quote is not closed (or the line ends in a lone backslash)".into());
+        // shlex fails on an open quote or a lone backslash at the end; a newline after the
+        // backslash makes it a line continuation, which tells the two apart.
+        if shlex::split(&format!("{s}\n")).is_some() {
+            return Err("ends in a lone backslash: remove it or put it in single quotes".into());
+        }
+        return Err("a quote is not closed".into());
     };
     if words.is_empty() {
         return Err("is empty".into());
