@@ -6,13 +6,15 @@
 //! and names the file, the line (from the value's `toml::Spanned` position) and the field.
 //! Each section has its file: `factor`, `deployment`, `load`, `objective`, `run` (with
 //! `budget`); `template` holds the placeholders shared by them and the runner, `source` turns
-//! positions into lines.
+//! positions into lines. `preflight` checks a parsed study against the machine (programs,
+//! files, ports) without running anything.
 
 mod budget;
 mod deployment;
 mod factor;
 mod load;
 mod objective;
+mod preflight;
 mod raw;
 mod run;
 mod source;
@@ -34,6 +36,7 @@ pub use factor::{BUILTIN_FACTORS, Binding, Config, DEFAULT_ALLOCATORS, Factor, L
 pub use load::{LoadKind, LoadSpec};
 pub(crate) use objective::MIN_EFFECT_BELOW;
 pub use objective::{Goal, Objective};
+pub use preflight::{Finding, FindingKind, PortHolder, Severity, preflight};
 pub(crate) use run::share_below;
 pub use run::{
     DEFAULT_FAR_BEHIND, DEFAULT_FUTILITY, DEFAULT_MIN_CHANCE, DEFAULT_MIN_ROUNDS,
