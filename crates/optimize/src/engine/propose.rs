@@ -27,6 +27,15 @@ struct Scan<'a> {
     page_size: u64,
 }
 
+/// The busy share (0..=1) of each online CPU over the last interval.
+fn busy_shares(rates: &Rates) -> BTreeMap<u32, f64> {
+    rates
+        .cpus
+        .iter()
+        .filter_map(|c| Some((c.cpu?, c.busy / 100.0)))
+        .collect()
+}
+
 /// The strategies asked about a workload, in order.
 const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
     StrategyKind::CacheAffinity,
@@ -35,8 +44,8 @@ const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
 ];
 
 impl Engine {
-    /// Asks the strategies about every listed workload (and the devices); returns what status
-    /// shows of each workload by signature.
+    /// Asks the strategies about every listed workload and the block devices; returns what
+    /// status shows of each workload by signature.
     pub(super) fn propose(
         &mut self,
         workloads: &[Workload],
@@ -44,11 +53,22 @@ impl Engine {
         prev: &Sample,
         cur: &Sample,
     ) -> Result<HashMap<String, String>, EngineError> {
-        let busy: BTreeMap<u32, f64> = rates
-            .cpus
-            .iter()
-            .filter_map(|c| Some((c.cpu?, c.busy / 100.0)))
-            .collect();
+        let states = self.propose_workloads(workloads, rates)?;
+        // Devices: read-ahead, judged by the workload reading the most.
+        if self.tun.read_ahead {
+            self.propose_devices(workloads, &busy_shares(rates), rates, prev, cur)?;
+        }
+        Ok(states)
+    }
+
+    /// Asks the strategies about every listed workload; returns what status shows of each by
+    /// signature.
+    pub(super) fn propose_workloads(
+        &mut self,
+        workloads: &[Workload],
+        rates: &Rates,
+    ) -> Result<HashMap<String, String>, EngineError> {
+        let busy = busy_shares(rates);
         let scan = Scan {
             busy: &busy,
             thp: perfpilot_sys::stat::read_thp(&self.fs).unwrap_or_default(),
@@ -59,10 +79,6 @@ impl Engine {
             if let Some(state) = self.propose_for(w, &scan, rates)? {
                 states.insert(w.signature.clone(), state);
             }
-        }
-        // Devices: read-ahead, judged by the workload reading the most.
-        if self.tun.read_ahead {
-            self.propose_devices(workloads, &busy, rates, prev, cur)?;
         }
         Ok(states)
     }

@@ -428,7 +428,7 @@ impl Engine {
 
     /// Ends a trial: decides from its windows (or from why it ended early), keeps or reverts,
     /// stores the verdict and the back-off.
-    fn finish(&mut self, mut t: Trial, ending: Ending) -> Result<(), EngineError> {
+    pub(super) fn finish(&mut self, mut t: Trial, ending: Ending) -> Result<(), EngineError> {
         if t.signal.is_none() && ending == Ending::Complete {
             let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
             self.store.journal_set_verdict(t.id, &v.to_string())?;
