@@ -19,11 +19,13 @@ use std::time::{Duration, Instant};
 use perfpilot_observe::workload::{self, Workload};
 use perfpilot_observe::{Rates, Sample, Topology};
 use perfpilot_store::Store;
+use perfpilot_store::journal::ActionState;
 use perfpilot_sys::{CpuSet, Fs};
 use tracing::{info, warn};
 
 use crate::config::DaemonConfig;
 use crate::journal::{self, JournalError};
+use crate::signal::SignalKind;
 use crate::tunables::Tunables;
 
 mod apply;
@@ -202,7 +204,7 @@ impl Engine {
     }
 
     /// Chooses the signal of a workload (see [`watch::choose_signal`]).
-    fn signal_of(&self, w: &Workload, rates: &Rates) -> Result<crate::signal::SignalKind, String> {
+    fn signal_of(&self, w: &Workload, rates: &Rates) -> Result<SignalKind, String> {
         let probe = self.policy.rule_for(w).and_then(|r| r.signal.as_ref());
         watch::choose_signal(
             w,
@@ -220,7 +222,7 @@ impl Engine {
             info!(action = t.id, workload = %t.name, strategy = %t.strategy, "daemon stopping: trial undone; {}", lines.join("; "));
             self.store.journal_set_state(
                 t.id,
-                perfpilot_store::journal::ActionState::Reverted,
+                ActionState::Reverted,
                 "the daemon stopped during the trial",
             )?;
         }
