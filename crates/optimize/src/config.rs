@@ -28,17 +28,24 @@ use crate::tunables::{Tunables, validate};
 
 /// A configuration that could not be read: names the file, the line and the field.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum DaemonConfigError {
+    /// The file could not be read.
     #[error("cannot read the config {}: {source}", path.display())]
     Read {
+        /// The configuration file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
+    /// The file does not parse, or a value in it is not valid.
     #[error("{}:{line}: {msg}", path.display())]
     Invalid {
+        /// The configuration file.
         path: PathBuf,
+        /// The line (from 1) of the offending table or value.
         line: usize,
+        /// What is wrong, naming the field.
         msg: String,
     },
 }
@@ -59,11 +66,16 @@ pub enum ValueKind {
 pub enum ProbeSpec {
     /// An HTTP endpoint in the Prometheus text format.
     Http {
+        /// The endpoint (`http://` only).
         url: String,
+        /// The metric's name.
         metric: String,
+        /// Labels the metric's line must carry.
         #[serde(default)]
         labels: BTreeMap<String, String>,
+        /// Counter or gauge (default: see [`ProbeSpec::kind`]).
         kind: Option<ValueKind>,
+        /// Whether a larger value is better (default: yes).
         #[serde(default = "yes")]
         higher_is_better: bool,
         /// Divide by the CPU the workload used in the window: work per CPU-second, a measure
@@ -73,8 +85,11 @@ pub enum ProbeSpec {
     },
     /// A command printing a number.
     Command {
+        /// The command, run with `sh -c`.
         command: String,
+        /// Counter or gauge (default: gauge).
         kind: Option<ValueKind>,
+        /// Whether a larger value is better (default: yes).
         #[serde(default = "yes")]
         higher_is_better: bool,
         /// As for `url`: divide by the workload's CPU in the window.
@@ -134,9 +149,13 @@ pub struct Matcher {
 /// What a process looks like to a matcher.
 #[derive(Debug, Clone, Default)]
 pub struct Identity<'a> {
+    /// The command name.
     pub comm: &'a str,
+    /// The executable path, where readable.
     pub exe: Option<&'a str>,
+    /// The command line, arguments separated by spaces.
     pub cmdline: &'a str,
+    /// The cgroup path (v2), where readable.
     pub cgroup: Option<&'a str>,
 }
 
@@ -166,8 +185,10 @@ impl Matcher {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleAction {
+    /// Optimize what the rule matches.
     #[default]
     Include,
+    /// Leave what the rule matches alone.
     Exclude,
 }
 
@@ -175,18 +196,22 @@ pub enum RuleAction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
+    /// Which processes the rule is about (`match` in the file).
     #[serde(rename = "match")]
     pub matcher: Matcher,
+    /// Include (default) or exclude them.
     #[serde(default)]
     pub action: RuleAction,
+    /// Their benefit signal, when the application has one.
     pub signal: Option<ProbeSpec>,
 }
 
-/// The whole configuration.
+/// The daemon's whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Config {
+pub struct DaemonConfig {
     /// `name → value` from `[tunables]`, validated.
     pub tunables: BTreeMap<String, String>,
+    /// The `[[workload]]` tables, in file order (the first match wins).
     pub workloads: Vec<Rule>,
     /// Only matched workloads are considered when true (`only_matched = true` at the top level).
     pub only_matched: bool,
@@ -207,10 +232,10 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
-impl Config {
+impl DaemonConfig {
     /// Reads and validates a configuration file.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    pub fn load(path: &Path) -> Result<DaemonConfig, DaemonConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| DaemonConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
@@ -218,8 +243,8 @@ impl Config {
     }
 
     /// Parses configuration text; `path` is used in errors.
-    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let invalid = |line: usize, msg: String| ConfigError::Invalid {
+    pub fn parse(text: &str, path: &Path) -> Result<DaemonConfig, DaemonConfigError> {
+        let invalid = |line: usize, msg: String| DaemonConfigError::Invalid {
             path: path.to_path_buf(),
             line,
             msg,
@@ -272,7 +297,7 @@ impl Config {
             }
             workloads.push(rule);
         }
-        Ok(Config {
+        Ok(DaemonConfig {
             tunables,
             workloads,
             only_matched: raw.only_matched,
@@ -318,7 +343,7 @@ action = "exclude"
 
     #[test]
     fn parses_the_documented_example() {
-        let c = Config::parse(EXAMPLE, Path::new("perfpilot.toml")).unwrap();
+        let c = DaemonConfig::parse(EXAMPLE, Path::new("perfpilot.toml")).unwrap();
         assert_eq!(c.tunables["interval_s"], "2");
         assert_eq!(c.tunables["allow_unverified"], "on");
         assert_eq!(c.workloads.len(), 3);
@@ -355,12 +380,12 @@ action = "exclude"
         );
         let mut t = Tunables::default();
         c.apply_tunables(&mut t);
-        assert_eq!(t.num("interval_s"), 2.0);
+        assert_eq!(t.interval_s, 2.0);
     }
 
     #[test]
     fn errors_name_file_line_and_field() {
-        let e = Config::parse(
+        let e = DaemonConfig::parse(
             "[tunables]\nheadroom = 30\n",
             Path::new("/etc/perfpilot.toml"),
         )
@@ -370,22 +395,22 @@ action = "exclude"
             e.starts_with("/etc/perfpilot.toml:2: tunable headroom"),
             "{e}"
         );
-        let e = Config::parse("[tunables]\nnope = 1\n", Path::new("c.toml"))
+        let e = DaemonConfig::parse("[tunables]\nnope = 1\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("c.toml:2:") && e.contains("nope"), "{e}");
-        let e = Config::parse(
+        let e = DaemonConfig::parse(
             "\n\n[[workload]]\nmatch = { name = \"x\" }\n",
             Path::new("c.toml"),
         )
         .unwrap_err()
         .to_string();
         assert!(e.contains("c.toml:4") && e.contains("name"), "{e}");
-        let e = Config::parse("[[workload]]\nmatch = {}\n", Path::new("c.toml"))
+        let e = DaemonConfig::parse("[[workload]]\nmatch = {}\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();
         assert!(e.contains("at least one of"), "{e}");
-        let e = Config::parse("[tunables\n", Path::new("c.toml"))
+        let e = DaemonConfig::parse("[tunables\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("c.toml:1:"), "{e}");

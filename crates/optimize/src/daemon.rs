@@ -2,8 +2,8 @@
 //! journal, one scan per interval within a CPU budget, `status.json` after every scan, and a
 //! clean stop.
 
+use std::fs::TryLockError;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,27 +14,39 @@ use perfpilot_sys::Fs;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::config::Config;
+use crate::config::DaemonConfig;
 use crate::engine::{Engine, EngineError, Status};
 use crate::tunables::Tunables;
 
 /// Daemon failures.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
+    /// The state directory or its lock file could not be created or used.
     #[error("cannot use the state directory {}: {source}", dir.display())]
     StateDir {
+        /// The state directory.
         dir: PathBuf,
+        /// What failed.
         #[source]
         source: std::io::Error,
     },
+    /// Another daemon holds the state directory's lock.
     #[error("another perfpilot daemon{} holds {}; stop it first or use another --state-dir", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), lock.display())]
-    Locked { lock: PathBuf, pid: Option<i32> },
+    Locked {
+        /// The lock file.
+        lock: PathBuf,
+        /// The holder's pid, as it wrote it in the lock file.
+        pid: Option<i32>,
+    },
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] perfpilot_store::Error),
+    /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The configuration file could not be read or is not valid.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::config::DaemonConfigError),
 }
 
 /// The default state directory: `/var/lib/perfpilot` for root, else
@@ -86,12 +98,18 @@ impl Lock {
                 dir: state_dir.to_path_buf(),
                 source,
             })?;
-        // SAFETY: flock on a valid descriptor.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let pid = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|s| s.trim().parse().ok());
-            return Err(DaemonError::Locked { lock: path, pid });
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let pid = lock_holder(&path);
+                return Err(DaemonError::Locked { lock: path, pid });
+            }
+            Err(TryLockError::Error(source)) => {
+                return Err(DaemonError::StateDir {
+                    dir: state_dir.to_path_buf(),
+                    source,
+                });
+            }
         }
         file.set_len(0).map_err(|source| DaemonError::StateDir {
             dir: state_dir.to_path_buf(),
@@ -105,22 +123,25 @@ impl Lock {
     pub fn held(state_dir: &Path) -> Option<Option<i32>> {
         let path = state_dir.join("daemon.lock");
         let file = std::fs::File::open(&path).ok()?;
-        // SAFETY: flock on a valid descriptor; a shared lock is refused while a daemon holds the
-        // exclusive one, and released when `file` closes.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        // A shared lock is refused while a daemon holds the exclusive one; it is released when
+        // `file` closes. A failure to ask counts as held: callers then refuse to act.
+        if file.try_lock_shared().is_ok() {
             return None;
         }
-        Some(
-            std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|s| s.trim().parse().ok()),
-        )
+        Some(lock_holder(&path))
     }
 
     /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The pid a daemon wrote in its lock file, if readable.
+fn lock_holder(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
 }
 
 /// `status.json`: the engine's status and the daemon's own figures.
@@ -149,7 +170,9 @@ fn write_status(dir: &Path, status: &Status, effective: f64) {
 
 /// How the daemon runs.
 pub struct Options {
+    /// The state directory: the store, the lock and `status.json`.
     pub state_dir: PathBuf,
+    /// The configuration file, if any.
     pub config: Option<PathBuf>,
     /// Stop after this long (default: until `stop` is set).
     pub run_for: Option<Duration>,
@@ -158,8 +181,8 @@ pub struct Options {
 /// Runs the daemon until `stop` is set (or `run_for` passes), then stops cleanly.
 pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let config = match &opts.config {
-        Some(p) => Config::load(p)?,
-        None => Config::default(),
+        Some(p) => DaemonConfig::load(p)?,
+        None => DaemonConfig::default(),
     };
     let _lock = Lock::take(&opts.state_dir)?;
     let store = Store::open(store_path(&opts.state_dir))?;
@@ -177,14 +200,14 @@ pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let monitoring_cpu =
         || perfpilot_sys::self_cpu_time().saturating_sub(crate::journal::action_cpu());
     let (mut cpu_prev, mut t_prev) = (monitoring_cpu(), Instant::now());
-    let mut effective = engine.tun.num("interval_s");
+    let mut effective = engine.tun.interval_s;
     while !stop.load(Ordering::SeqCst) && opts.run_for.is_none_or(|d| start.elapsed() < d) {
         let scan_start = Instant::now();
         engine.scan()?;
         // Keep the daemon's own monitoring CPU under its budget by stretching the interval
         // (the cost of actions is bounded by their pacing tunables instead).
-        let interval = engine.tun.num("interval_s");
-        let budget = engine.tun.num("cpu_budget_pct") / 100.0;
+        let interval = engine.tun.interval_s;
+        let budget = engine.tun.cpu_budget_pct / 100.0;
         let (cpu_now, t_now) = (monitoring_cpu(), Instant::now());
         let used = (cpu_now - cpu_prev).as_secs_f64();
         let span = (t_now - t_prev).as_secs_f64();

@@ -2,6 +2,7 @@
 //! how recorded actions are undone (by `perfpilot revert`, and by a daemon restarted after a
 //! crash).
 
+use perfpilot_store::journal::ActionState;
 use perfpilot_store::{ActionRecord, Store};
 use perfpilot_sys::change::{self, Change, Restored, Undo};
 use perfpilot_sys::{CpuSet, Fs};
@@ -40,7 +41,9 @@ pub struct ActionDoc {
     pub members: Vec<(i32, u64)>,
     /// Every change applied so far, in order.
     pub changes: Vec<Change>,
+    /// Measured in interleaved off/on windows (cheap to undo and redo).
     pub interleave: bool,
+    /// Cannot be undone (huge pages stay): reverting it ends it instead.
     pub irreversible: bool,
     /// The signal the action is judged by (`None`: unverified).
     pub signal: Option<SignalKind>,
@@ -51,12 +54,17 @@ pub struct ActionDoc {
 /// Errors of journal operations.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] perfpilot_store::Error),
+    /// A journal entry's JSON does not parse.
     #[error("action {id}: its journal entry does not parse ({what}): {source}")]
     Corrupt {
+        /// The action.
         id: i64,
+        /// The column: `changes` or `undo`.
         what: &'static str,
+        /// The parse error.
         #[source]
         source: serde_json::Error,
     },
@@ -161,11 +169,11 @@ pub fn revert_open(
             // Huge pages stay: the action ends rather than being undone.
             store.journal_set_state(
                 rec.id,
-                "ended",
+                ActionState::Ended,
                 &format!("{note}; its huge pages stay (they cannot be split back cheaply)"),
             )?;
         } else {
-            store.journal_set_state(rec.id, "reverted", note)?;
+            store.journal_set_state(rec.id, ActionState::Reverted, note)?;
         }
         done.push((rec.id, lines));
     }

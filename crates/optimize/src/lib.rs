@@ -10,6 +10,7 @@
 //! machine and was not set by perfpilot, or whose environment has `PERFPILOT=off`, is left
 //! alone, and a workload whose mask someone else changed becomes manual.
 
+pub mod admin;
 pub mod config;
 pub mod daemon;
 pub mod engine;
@@ -18,3 +19,5 @@ pub mod signal;
 pub mod stats;
 pub mod strategy;
 pub mod tunables;
+
+pub use config::{DaemonConfig, DaemonConfigError};

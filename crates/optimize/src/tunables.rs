@@ -1,6 +1,11 @@
 //! Tunables: every threshold and switch of the optimizer, with its default, range and unit
 //! (the `asoo` of the source). Defaults are scaled for small machines; the source's values are
 //! given where they differ.
+//!
+//! One table ([`tunables!`]) declares each tunable once; from it come the typed [`Tunables`]
+//! the optimizer reads (`tun.windows`, `tun.allow_unverified`: a typo does not compile) and the
+//! by-name machinery the CLI, the config file and the store need ([`DEFS`], [`validate`],
+//! [`Tunables::set`], [`listing`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,256 +16,287 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
+    /// A NUMA node.
     Node,
+    /// The CPUs sharing one last-level cache.
     Llc,
+    /// The hardware threads of one core.
     Core,
+}
+
+impl Level {
+    /// Every level, in the order `tunables --list` shows them.
+    pub const ALL: [Level; 3] = [Level::Node, Level::Llc, Level::Core];
+
+    /// The names of [`Level::ALL`], as the tunable `affinity_level` takes them.
+    pub const NAMES: &'static [&'static str] = &[
+        Level::Node.as_str(),
+        Level::Llc.as_str(),
+        Level::Core.as_str(),
+    ];
+
+    /// The name of the level.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Level::Node => "node",
+            Level::Llc => "llc",
+            Level::Core => "core",
+        }
+    }
+
+    /// Parses [`Level::as_str`].
+    pub fn parse(s: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// What a tunable holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
+    /// `on` or `off`.
     Bool,
-    Number { min: f64, max: f64 },
+    /// A number in `min ..= max`.
+    Number {
+        /// The smallest value allowed.
+        min: f64,
+        /// The largest value allowed.
+        max: f64,
+    },
+    /// One of a fixed list of names.
     Choice(&'static [&'static str]),
 }
 
 /// One tunable's definition.
 #[derive(Debug, Clone, Copy)]
 pub struct Def {
+    /// The name used in the config file, `-o name=value` and the store.
     pub name: &'static str,
+    /// The default, as text.
     pub default: &'static str,
+    /// What values it takes.
     pub kind: Kind,
+    /// The unit of a number (empty for switches and choices).
     pub unit: &'static str,
+    /// What it does, in a line.
     pub help: &'static str,
 }
 
-/// Every tunable.
-pub const DEFS: &[Def] = &[
-    Def {
-        name: "interval_s",
-        default: "5",
-        kind: Kind::Number {
-            min: 0.2,
-            max: 3600.0,
-        },
-        unit: "s",
-        help: "time between scans; one scan is one evaluation window",
-    },
-    Def {
-        name: "min_age_s",
-        default: "60",
-        kind: Kind::Number { min: 0.0, max: 1e7 },
-        unit: "s",
-        help: "a workload must have run this long to be eligible (source: 30 minutes)",
-    },
-    Def {
-        name: "min_cpu_cores",
-        default: "0.5",
-        kind: Kind::Number {
-            min: 0.0,
-            max: 4096.0,
-        },
-        unit: "cores",
-        help: "a workload must use this much CPU to be eligible (source: 2 cores for large pages)",
-    },
-    Def {
-        name: "min_memory_mib",
-        default: "64",
-        kind: Kind::Number { min: 0.0, max: 1e9 },
-        unit: "MiB",
-        help: "a workload must hold this much memory to be eligible for large pages (source: 16 GB)",
-    },
-    Def {
-        name: "cache_affinity",
-        default: "on",
-        kind: Kind::Bool,
-        unit: "",
-        help: "compact multi-threaded workloads onto one cache/node domain",
-    },
-    Def {
-        name: "memory_affinity",
-        default: "on",
-        kind: Kind::Bool,
-        unit: "",
-        help: "move a compacted workload's private pages to its node",
-    },
-    Def {
-        name: "large_pages",
-        default: "on",
-        kind: Kind::Bool,
-        unit: "",
-        help: "promote large anonymous and shared-memory ranges to huge pages (MADV_COLLAPSE)",
-    },
-    Def {
-        name: "read_ahead",
-        default: "on",
-        kind: Kind::Bool,
-        unit: "",
-        help: "adapt block devices' read_ahead_kb to the sequential share of their reads",
-    },
-    Def {
-        name: "affinity_level",
-        default: "llc",
-        kind: Kind::Choice(&["node", "llc", "core"]),
-        unit: "",
-        help: "the domain cache affinity compacts onto (core exists to exercise the logic on small machines)",
-    },
-    Def {
-        name: "headroom",
-        default: "0.8",
-        kind: Kind::Number { min: 0.1, max: 8.0 },
-        unit: "share",
-        help: "compact only when demand <= free domain capacity x headroom (no predicted loss in response time); above 1 only for experiments that force an overload",
-    },
-    Def {
-        name: "migrate_mb_per_s",
-        default: "64",
-        kind: Kind::Number {
-            min: 1.0,
-            max: 100_000.0,
-        },
-        unit: "MB/s",
-        help: "pace of page migration",
-    },
-    Def {
-        name: "migrate_max_share",
-        default: "0.7",
-        kind: Kind::Number { min: 0.0, max: 1.0 },
-        unit: "share",
-        help: "move at most this share of a workload's private memory (source: 70 %)",
-    },
-    Def {
-        name: "collapse_mb_per_s",
-        default: "512",
-        kind: Kind::Number {
-            min: 1.0,
-            max: 100_000.0,
-        },
-        unit: "MB/s",
-        help: "pace of huge-page promotion",
-    },
-    Def {
-        name: "huge_coverage_target",
-        default: "0.9",
-        kind: Kind::Number { min: 0.0, max: 1.0 },
-        unit: "share",
-        help: "a workload whose huge-page coverage is above this is not promoted",
-    },
-    Def {
-        name: "windows",
-        default: "6",
-        kind: Kind::Number {
-            min: 2.0,
-            max: 100.0,
-        },
-        unit: "windows",
-        help: "evaluation windows before and after an action (or on/off pairs when interleaved)",
-    },
-    Def {
-        name: "min_effect",
-        default: "0.02",
-        kind: Kind::Number { min: 0.0, max: 1.0 },
-        unit: "share",
-        help: "keep an action only when the lower end of its gain's confidence interval clears this",
-    },
-    Def {
-        name: "confidence",
-        default: "0.95",
-        kind: Kind::Number {
-            min: 0.5,
-            max: 0.999,
-        },
-        unit: "share",
-        help: "confidence level of the verdicts' intervals",
-    },
-    Def {
-        name: "backoff_s",
-        default: "3600",
-        kind: Kind::Number { min: 0.0, max: 1e8 },
-        unit: "s",
-        help: "after a reverted or neutral action, do not try that strategy on that workload for this long (the source's hibernation)",
-    },
-    Def {
-        name: "allow_unverified",
-        default: "off",
-        kind: Kind::Bool,
-        unit: "",
-        help: "act on workloads that have no usable benefit signal (kept without a verdict)",
-    },
-    Def {
-        name: "cpu_budget_pct",
-        default: "1",
-        kind: Kind::Number {
-            min: 0.01,
-            max: 100.0,
-        },
-        unit: "% of one CPU",
-        help: "the daemon's own CPU budget; scans slow down to keep under it",
-    },
-    Def {
-        name: "revert_on_stop",
-        default: "on",
-        kind: Kind::Bool,
-        unit: "",
-        help: "undo every action when the daemon stops (off: keep verified actions in place)",
-    },
-    Def {
-        name: "probe_timeout_s",
-        default: "2",
-        kind: Kind::Number {
-            min: 0.1,
-            max: 60.0,
-        },
-        unit: "s",
-        help: "how long a signal probe may take",
-    },
-    Def {
-        name: "read_ahead_max_kb",
-        default: "4096",
-        kind: Kind::Number {
-            min: 16.0,
-            max: 1_048_576.0,
-        },
-        unit: "KiB",
-        help: "largest read_ahead_kb the read-ahead strategy sets",
-    },
-    Def {
-        name: "read_ahead_min_mb_per_s",
-        default: "5",
-        kind: Kind::Number { min: 0.0, max: 1e6 },
-        unit: "MB/s",
-        help: "a device must read this fast to be considered",
-    },
-];
+impl Def {
+    /// The values it takes, as `tunables --list` shows them: `on|off`, `min..max`, `a|b|c`.
+    pub fn range(&self) -> String {
+        match self.kind {
+            Kind::Bool => "on|off".to_string(),
+            Kind::Number { min, max } => format!("{min}..{max}"),
+            Kind::Choice(c) => c.join("|"),
+        }
+    }
+}
+
+/// A type a tunable can hold: read from its validated text (see [`validate`]) and written back.
+pub trait Value: Sized + Copy {
+    /// The value of validated text; `None` when the text is not of this type.
+    fn from_text(text: &str) -> Option<Self>;
+    /// The value as text, as the store and `tunables --list` show it.
+    fn to_text(self) -> String;
+}
+
+impl Value for f64 {
+    fn from_text(text: &str) -> Option<f64> {
+        text.trim().parse().ok()
+    }
+    fn to_text(self) -> String {
+        self.to_string()
+    }
+}
+
+impl Value for bool {
+    fn from_text(text: &str) -> Option<bool> {
+        match text {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        }
+    }
+    fn to_text(self) -> String {
+        if self { "on" } else { "off" }.to_string()
+    }
+}
+
+impl Value for Level {
+    fn from_text(text: &str) -> Option<Level> {
+        Level::parse(text)
+    }
+    fn to_text(self) -> String {
+        self.as_str().to_string()
+    }
+}
+
+/// The [`Kind`] of a tunable of type `$ty` (numbers carry their range).
+macro_rules! tunable_kind {
+    (f64, $min:literal, $max:literal) => {
+        Kind::Number {
+            min: $min,
+            max: $max,
+        }
+    };
+    (bool) => {
+        Kind::Bool
+    };
+    (Level) => {
+        Kind::Choice(Level::NAMES)
+    };
+}
+
+/// The typed value of a default written as a token in the table (`5`, `on`, `llc`).
+macro_rules! tunable_default {
+    (f64, $d:literal) => {
+        $d as f64
+    };
+    (bool, on) => {
+        true
+    };
+    (bool, off) => {
+        false
+    };
+    (Level, node) => {
+        Level::Node
+    };
+    (Level, llc) => {
+        Level::Llc
+    };
+    (Level, core) => {
+        Level::Core
+    };
+}
+
+/// Declares every tunable once: `name: type = default [min, max], "unit", "help";` (the range
+/// only for numbers). Generates [`DEFS`], the typed [`Tunables`] and its by-name access.
+macro_rules! tunables {
+    ($( $name:ident : $ty:ident = $default:tt $([$min:literal, $max:literal])?, $unit:literal, $help:literal; )*) => {
+        /// Every tunable, in the order `tunables --list` shows them.
+        pub const DEFS: &[Def] = &[$(
+            Def {
+                name: stringify!($name),
+                default: stringify!($default),
+                kind: tunable_kind!($ty $(, $min, $max)?),
+                unit: $unit,
+                help: $help,
+            },
+        )*];
+
+        /// The values in force: one typed field per tunable (see [`DEFS`] for ranges and units).
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        pub struct Tunables {
+            $(
+                #[doc = $help]
+                pub $name: $ty,
+            )*
+        }
+
+        impl Default for Tunables {
+            #[allow(clippy::unnecessary_cast)]
+            fn default() -> Self {
+                Tunables {
+                    $($name: tunable_default!($ty, $default),)*
+                }
+            }
+        }
+
+        impl Tunables {
+            /// Stores validated `text` in the field `name`; `None` when there is no such field
+            /// or the text is not of its type.
+            fn assign(&mut self, name: &str, text: &str) -> Option<()> {
+                match name {
+                    $(stringify!($name) => self.$name = <$ty as Value>::from_text(text)?,)*
+                    _ => return None,
+                }
+                Some(())
+            }
+
+            /// The value of `name` as text; `None` for an unknown name.
+            pub fn get(&self, name: &str) -> Option<String> {
+                match name {
+                    $(stringify!($name) => Some(Value::to_text(self.$name)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+tunables! {
+    interval_s: f64 = 5 [0.2, 3600.0], "s",
+        "time between scans; one scan is one evaluation window";
+    min_age_s: f64 = 60 [0.0, 1e7], "s",
+        "a workload must have run this long to be eligible (source: 30 minutes)";
+    min_cpu_cores: f64 = 0.5 [0.0, 4096.0], "cores",
+        "a workload must use this much CPU to be eligible (source: 2 cores for large pages)";
+    min_memory_mib: f64 = 64 [0.0, 1e9], "MiB",
+        "a workload must hold this much memory to be eligible for large pages (source: 16 GB)";
+    cache_affinity: bool = on, "",
+        "compact multi-threaded workloads onto one cache/node domain";
+    memory_affinity: bool = on, "",
+        "move a compacted workload's private pages to its node";
+    large_pages: bool = on, "",
+        "promote large anonymous and shared-memory ranges to huge pages (MADV_COLLAPSE)";
+    read_ahead: bool = on, "",
+        "adapt block devices' read_ahead_kb to the sequential share of their reads";
+    affinity_level: Level = llc, "",
+        "the domain cache affinity compacts onto (core exists to exercise the logic on small machines)";
+    headroom: f64 = 0.8 [0.1, 8.0], "share",
+        "compact only when demand <= free domain capacity x headroom (no predicted loss in response time); above 1 only for experiments that force an overload";
+    migrate_mb_per_s: f64 = 64 [1.0, 100_000.0], "MB/s",
+        "pace of page migration";
+    migrate_max_share: f64 = 0.7 [0.0, 1.0], "share",
+        "move at most this share of a workload's private memory (source: 70 %)";
+    collapse_mb_per_s: f64 = 512 [1.0, 100_000.0], "MB/s",
+        "pace of huge-page promotion";
+    huge_coverage_target: f64 = 0.9 [0.0, 1.0], "share",
+        "a workload whose huge-page coverage is above this is not promoted";
+    windows: f64 = 6 [2.0, 100.0], "windows",
+        "evaluation windows before and after an action (or on/off pairs when interleaved)";
+    min_effect: f64 = 0.02 [0.0, 1.0], "share",
+        "keep an action only when the lower end of its gain's confidence interval clears this";
+    confidence: f64 = 0.95 [0.5, 0.999], "share",
+        "confidence level of the verdicts' intervals";
+    backoff_s: f64 = 3600 [0.0, 1e8], "s",
+        "after a reverted or neutral action, do not try that strategy on that workload for this long (the source's hibernation)";
+    allow_unverified: bool = off, "",
+        "act on workloads that have no usable benefit signal (kept without a verdict)";
+    cpu_budget_pct: f64 = 1 [0.01, 100.0], "% of one CPU",
+        "the daemon's own CPU budget; scans slow down to keep under it";
+    revert_on_stop: bool = on, "",
+        "undo every action when the daemon stops (off: keep verified actions in place)";
+    probe_timeout_s: f64 = 2 [0.1, 60.0], "s",
+        "how long a signal probe may take";
+    read_ahead_max_kb: f64 = 4096 [16.0, 1_048_576.0], "KiB",
+        "largest read_ahead_kb the read-ahead strategy sets";
+    read_ahead_min_mb_per_s: f64 = 5 [0.0, 1e6], "MB/s",
+        "a device must read this fast to be considered";
+}
 
 /// A tunable value that is out of range or not of its kind.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TunableError {
+    /// No tunable has this name.
     #[error("unknown tunable {0:?}; `perfpilot tunables --list` shows them")]
     Unknown(String),
+    /// The value is not one the tunable takes.
     #[error("tunable {name}: {value:?} is not valid: {why}")]
     Invalid {
+        /// The tunable.
         name: String,
+        /// The value as given.
         value: String,
+        /// What it should be.
         why: String,
     },
-}
-
-/// The values in force.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Tunables {
-    values: BTreeMap<&'static str, String>,
-}
-
-impl Default for Tunables {
-    fn default() -> Self {
-        Tunables {
-            values: DEFS
-                .iter()
-                .map(|d| (d.name, d.default.to_string()))
-                .collect(),
-        }
-    }
 }
 
 /// The definition of `name`.
@@ -306,9 +342,11 @@ impl Tunables {
     /// Sets one tunable, validated.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), TunableError> {
         let v = validate(name, value)?;
-        let d = def(name)?;
-        self.values.insert(d.name, v);
-        Ok(())
+        self.assign(name, &v).ok_or_else(|| TunableError::Invalid {
+            name: name.to_string(),
+            value: value.to_string(),
+            why: format!("{v:?} does not read as its type"),
+        })
     }
 
     /// Applies `name=value` pairs in order.
@@ -322,44 +360,50 @@ impl Tunables {
         Ok(())
     }
 
-    /// The value of `name` as text.
-    pub fn get(&self, name: &str) -> &str {
-        self.values.get(name).map(String::as_str).unwrap_or("")
-    }
-
-    /// A numeric tunable (0 when not numeric, which validation rules out).
-    pub fn num(&self, name: &str) -> f64 {
-        self.get(name).parse().unwrap_or(0.0)
-    }
-
-    /// A boolean tunable.
-    pub fn on(&self, name: &str) -> bool {
-        self.get(name) == "on"
-    }
-
-    /// The cache-affinity level.
-    pub fn level(&self) -> Level {
-        match self.get("affinity_level") {
-            "node" => Level::Node,
-            "core" => Level::Core,
-            _ => Level::Llc,
+    /// The defaults with persisted `name → value` pairs applied over them; a pair that does
+    /// not validate (a tunable since removed, a value out of a narrowed range) is left out and
+    /// returned, for the caller to report.
+    pub fn with_persisted(persisted: &BTreeMap<String, String>) -> (Tunables, Vec<TunableError>) {
+        let mut t = Tunables::default();
+        let mut ignored = Vec::new();
+        for (n, v) in persisted {
+            if let Err(e) = t.set(n, v) {
+                ignored.push(e);
+            }
         }
+        (t, ignored)
     }
 
-    /// Every (definition, value) pair.
-    pub fn iter(&self) -> impl Iterator<Item = (&'static Def, &str)> {
-        DEFS.iter().map(|d| (d, self.get(d.name)))
+    /// `min_memory_mib` in bytes.
+    pub fn min_memory_bytes(&self) -> u64 {
+        (self.min_memory_mib * 1048576.0) as u64
+    }
+
+    /// `windows` as a count (a fraction is dropped, as it always was).
+    pub fn window_count(&self) -> usize {
+        self.windows as usize
+    }
+
+    /// Every (definition, value as text) pair, in the order of [`DEFS`].
+    pub fn iter(&self) -> impl Iterator<Item = (&'static Def, String)> + '_ {
+        DEFS.iter()
+            .map(|d| (d, self.get(d.name).unwrap_or_default()))
     }
 }
 
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Level::Node => "node",
-            Level::Llc => "llc",
-            Level::Core => "core",
+/// What `tunables --list` shows: each tunable with the value in force given the persisted
+/// `name → value` pairs, as text the way it was persisted (invalid pairs are ignored, as the
+/// daemon ignores them).
+pub fn listing(persisted: &BTreeMap<String, String>) -> Vec<(&'static Def, String)> {
+    DEFS.iter()
+        .map(|d| {
+            let value = persisted
+                .get(d.name)
+                .and_then(|v| validate(d.name, v).ok())
+                .unwrap_or_else(|| d.default.to_string());
+            (d, value)
         })
-    }
+        .collect()
 }
 
 #[cfg(test)]
@@ -378,11 +422,11 @@ mod tests {
         }
         let mut t = Tunables::default();
         t.set("headroom", "0.5").unwrap();
-        assert_eq!(t.num("headroom"), 0.5);
+        assert_eq!(t.headroom, 0.5);
         t.set("allow_unverified", "yes").unwrap();
-        assert!(t.on("allow_unverified"));
+        assert!(t.allow_unverified);
         t.set("affinity_level", "core").unwrap();
-        assert_eq!(t.level(), Level::Core);
+        assert_eq!(t.affinity_level, Level::Core);
         assert!(matches!(
             t.set("headroom", "9"),
             Err(TunableError::Invalid { .. })
@@ -393,5 +437,73 @@ mod tests {
         ));
         let e = t.set("no_such", "1").unwrap_err();
         assert!(e.to_string().contains("perfpilot tunables --list"));
+    }
+
+    #[test]
+    fn every_typed_default_reads_back_as_the_listed_default_text() {
+        let t = Tunables::default();
+        for (d, text) in t.iter() {
+            assert_eq!(text, d.default, "{}", d.name);
+        }
+        assert_eq!(t.interval_s, 5.0);
+        assert_eq!(t.windows, 6.0);
+        assert!(t.cache_affinity && t.revert_on_stop && !t.allow_unverified);
+        assert_eq!(t.affinity_level, Level::Llc);
+    }
+
+    #[test]
+    fn setting_by_name_reaches_the_typed_field_and_back() {
+        let mut t = Tunables::default();
+        t.apply([
+            ("windows", "4"),
+            ("read_ahead", "false"),
+            ("affinity_level", "node"),
+        ])
+        .unwrap();
+        assert_eq!(t.windows, 4.0);
+        assert!(!t.read_ahead);
+        assert_eq!(t.affinity_level, Level::Node);
+        assert_eq!(t.get("read_ahead").as_deref(), Some("off"));
+        assert_eq!(t.get("windwos"), None, "a misspelt name is no tunable");
+    }
+
+    #[test]
+    fn range_errors_name_the_tunable_and_its_range() {
+        let e = validate("windows", "1").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "tunable windows: \"1\" is not valid: outside 2 ..= 100 windows"
+        );
+        let e = validate("revert_on_stop", "maybe").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "tunable revert_on_stop: \"maybe\" is not valid: expected on or off"
+        );
+    }
+
+    #[test]
+    fn persisted_values_override_defaults_and_bad_ones_are_reported() {
+        let persisted: BTreeMap<String, String> = [
+            ("windows".to_string(), "4".to_string()),
+            ("headroom".to_string(), "99".to_string()),
+            ("gone".to_string(), "1".to_string()),
+        ]
+        .into();
+        let (t, ignored) = Tunables::with_persisted(&persisted);
+        assert_eq!(t.windows, 4.0);
+        assert_eq!(t.headroom, 0.8);
+        assert_eq!(ignored.len(), 2, "{ignored:?}");
+        let list = listing(&persisted);
+        let value = |n: &str| list.iter().find(|(d, _)| d.name == n).unwrap().1.clone();
+        assert_eq!(value("windows"), "4");
+        assert_eq!(value("headroom"), "0.8");
+        assert_eq!(list.len(), DEFS.len());
+    }
+
+    #[test]
+    fn ranges_read_as_the_list_shows_them() {
+        assert_eq!(def("affinity_level").unwrap().range(), "node|llc|core");
+        assert_eq!(def("read_ahead").unwrap().range(), "on|off");
+        assert_eq!(def("interval_s").unwrap().range(), "0.2..3600");
     }
 }

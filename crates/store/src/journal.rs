@@ -2,31 +2,148 @@
 //! *before* the change is made; the verdicts; back-offs; persisted tunables.
 //!
 //! The store keeps changes, undo records and verdicts as JSON text: their types belong to the
-//! crates that make them (`perfpilot-sys`, `perfpilot-optimize`), not to the store.
+//! crates that make them (`perfpilot-sys`, `perfpilot-optimize`), not to the store. An action's
+//! state is the store's own: [`ActionState`].
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
 
 use crate::{Result, Store};
 
-/// States of an action that still has something in the system (and may need undoing).
-pub const OPEN_STATES: [&str; 3] = ["applying", "trial", "kept"];
+/// Where an action is in its life: the `state` column of the `actions` table, stored as the
+/// text of [`ActionState::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionState {
+    /// Journaled; nothing applied yet.
+    Applying,
+    /// Applied (or being applied) and measured: its verdict is still open.
+    Trial,
+    /// Kept, with or without a verdict, and enforced while its workload runs.
+    Kept,
+    /// Undone (or, for huge pages, stopped and remembered).
+    Reverted,
+    /// Its journal entry could not be read: left as it is.
+    Failed,
+    /// Over without being undone: its processes exited, or what it did cannot be undone.
+    Ended,
+    /// Someone else changed what it set: left to them.
+    Manual,
+}
+
+impl ActionState {
+    /// Every state.
+    pub const ALL: [ActionState; 7] = [
+        ActionState::Applying,
+        ActionState::Trial,
+        ActionState::Kept,
+        ActionState::Reverted,
+        ActionState::Failed,
+        ActionState::Ended,
+        ActionState::Manual,
+    ];
+
+    /// The states of an action that still has something in the system (and may need undoing).
+    pub const OPEN: [ActionState; 3] =
+        [ActionState::Applying, ActionState::Trial, ActionState::Kept];
+
+    /// The stored text.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ActionState::Applying => "applying",
+            ActionState::Trial => "trial",
+            ActionState::Kept => "kept",
+            ActionState::Reverted => "reverted",
+            ActionState::Failed => "failed",
+            ActionState::Ended => "ended",
+            ActionState::Manual => "manual",
+        }
+    }
+
+    /// Whether the action still has something in the system (see [`ActionState::OPEN`]).
+    pub fn is_open(self) -> bool {
+        ActionState::OPEN.contains(&self)
+    }
+}
+
+impl fmt::Display for ActionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A stored action state this perfpilot does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "actions.state holds {value:?}, which is not an action state this perfpilot knows ({}); a newer perfpilot may have written it: upgrade perfpilot or use another --state-dir",
+    ActionState::ALL.map(ActionState::as_str).join(", ")
+)]
+pub struct UnknownState {
+    /// The stored text.
+    pub value: String,
+}
+
+impl FromStr for ActionState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> std::result::Result<ActionState, UnknownState> {
+        ActionState::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| UnknownState {
+                value: s.to_string(),
+            })
+    }
+}
+
+impl ToSql for ActionState {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(ValueRef::Text(
+            self.as_str().as_bytes(),
+        )))
+    }
+}
+
+impl FromSql for ActionState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<ActionState> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e: UnknownState| FromSqlError::Other(Box::new(e)))
+    }
+}
 
 /// One journaled action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionRecord {
+    /// The action's id (its row id).
     pub id: i64,
+    /// The workload's stable signature (`device:<name>` for a block device).
     pub signature: String,
+    /// A readable name of the workload.
     pub workload: String,
+    /// The strategy that proposed it, by name.
     pub strategy: String,
-    pub state: String,
+    /// Where it is in its life.
+    pub state: ActionState,
+    /// JSON: what was (or is being) changed.
     pub changes: String,
+    /// JSON: what restores it; written before the change.
     pub undo: String,
+    /// Why the action was taken.
     pub reason: String,
+    /// Why it is in its state.
     pub note: String,
+    /// JSON: the evidence, once decided.
     pub verdict: Option<String>,
+    /// When it was journaled (ms since the epoch).
     pub created_ms: i64,
+    /// When it last changed (ms since the epoch).
     pub updated_ms: i64,
 }
 
@@ -58,7 +175,8 @@ impl Store {
             .map_err(|e| self.sql("setting synchronous=FULL", e))
     }
 
-    /// Journals an action before it is applied (state `applying`); returns its id.
+    /// Journals an action before it is applied (state [`ActionState::Applying`]); returns its
+    /// id.
     pub fn journal_begin(
         &mut self,
         signature: &str,
@@ -72,8 +190,17 @@ impl Store {
         self.conn
             .execute(
                 "INSERT INTO actions (signature, workload, strategy, state, changes, undo, reason, created_ms, updated_ms)
-                 VALUES (?1, ?2, ?3, 'applying', ?4, ?5, ?6, ?7, ?7)",
-                params![signature, workload, strategy, changes, undo, reason, t],
+                 VALUES (?1, ?2, ?3, ?8, ?4, ?5, ?6, ?7, ?7)",
+                params![
+                    signature,
+                    workload,
+                    strategy,
+                    changes,
+                    undo,
+                    reason,
+                    t,
+                    ActionState::Applying
+                ],
             )
             .map_err(|e| self.sql(format!("journaling a {strategy} action for {workload}"), e))?;
         Ok(self.conn.last_insert_rowid())
@@ -92,7 +219,7 @@ impl Store {
     }
 
     /// Moves an action to `state`, saying why.
-    pub fn journal_set_state(&mut self, id: i64, state: &str, note: &str) -> Result<()> {
+    pub fn journal_set_state(&mut self, id: i64, state: ActionState, note: &str) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE actions SET state = ?2, note = ?3, updated_ms = ?4 WHERE id = ?1",
@@ -125,12 +252,17 @@ impl Store {
             .map_err(|e| self.sql(format!("reading action {id}"), e))
     }
 
-    /// Actions, newest first: all of them, or only those still open (see [`OPEN_STATES`]).
+    /// Actions, newest first: all of them, or only those still open (see
+    /// [`ActionState::OPEN`]).
     pub fn actions(&self, open_only: bool, limit: usize) -> Result<Vec<ActionRecord>> {
         let filter = if open_only {
-            "WHERE state IN ('applying', 'trial', 'kept')"
+            let open: Vec<String> = ActionState::OPEN
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            format!("WHERE state IN ({})", open.join(", "))
         } else {
-            ""
+            String::new()
         };
         let mut st = self
             .conn
@@ -203,5 +335,93 @@ impl Store {
             )
             .map_err(|e| self.sql(format!("setting tunable {name}"), e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("perfpilot.db")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn every_state_is_stored_as_its_text_and_read_back() {
+        let (_dir, mut store) = store();
+        let id = store
+            .journal_begin("sig", "app", "cache_affinity", "{}", "[]", "why")
+            .unwrap();
+        let rec = store.action(id).unwrap().unwrap();
+        assert_eq!(rec.state, ActionState::Applying);
+        for state in ActionState::ALL {
+            store.journal_set_state(id, state, "note").unwrap();
+            let text: String = store
+                .conn
+                .query_row("SELECT state FROM actions WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            assert_eq!(text, state.as_str());
+            assert_eq!(store.action(id).unwrap().unwrap().state, state);
+            assert_eq!(
+                serde_json::to_string(&state).unwrap(),
+                format!("\"{}\"", state.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn only_open_states_are_listed_as_open() {
+        let (_dir, mut store) = store();
+        for state in ActionState::ALL {
+            let id = store
+                .journal_begin("sig", "app", "large_pages", "{}", "[]", "why")
+                .unwrap();
+            store.journal_set_state(id, state, "").unwrap();
+        }
+        let open: Vec<ActionState> = store
+            .actions(true, 100)
+            .unwrap()
+            .iter()
+            .map(|r| r.state)
+            .collect();
+        assert_eq!(
+            open,
+            vec![ActionState::Kept, ActionState::Trial, ActionState::Applying]
+        );
+        assert!(open.iter().all(|s| s.is_open()));
+        assert_eq!(
+            store.actions(false, 100).unwrap().len(),
+            ActionState::ALL.len()
+        );
+    }
+
+    #[test]
+    fn an_unknown_stored_state_is_an_error_naming_table_column_and_value() {
+        let (_dir, mut store) = store();
+        let id = store
+            .journal_begin("sig", "app", "read_ahead", "{}", "[]", "why")
+            .unwrap();
+        store
+            .conn
+            .execute("UPDATE actions SET state = 'paused' WHERE id = ?1", [id])
+            .unwrap();
+        let e = store.action(id).unwrap_err().to_string();
+        assert!(
+            e.contains("actions.state") && e.contains("\"paused\""),
+            "{e}"
+        );
+        assert!(e.contains("upgrade perfpilot"), "{e}");
+        assert!(store.actions(false, 10).is_err());
+    }
+
+    #[test]
+    fn states_print_padded_as_their_text() {
+        assert_eq!(format!("{:<9}|", ActionState::Kept), "kept     |");
+        assert_eq!("manual".parse::<ActionState>(), Ok(ActionState::Manual));
+        assert!("open".parse::<ActionState>().is_err());
     }
 }

@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use perfpilot_optimize::daemon::{self, Lock, Options};
-use perfpilot_optimize::journal;
-use perfpilot_optimize::tunables::{self, Kind, Tunables};
+use perfpilot_optimize::admin;
+use perfpilot_optimize::daemon::{self, Options};
 use perfpilot_store::Store;
-use perfpilot_sys::Fs;
 
 use crate::fmt;
 
@@ -91,22 +89,11 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `perfpilot status`: the daemon's last scan and the recent actions with their evidence.
 pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
     let dir = state_dir(a.state_dir);
-    let running = Lock::held(&dir);
-    let live: Option<serde_json::Value> = std::fs::read(daemon::status_path(&dir))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    let db = daemon::store_path(&dir);
-    if !db.exists() {
-        bail!(
-            "no perfpilot state in {}: start `perfpilot daemon --state-dir {}` first",
-            dir.display(),
-            dir.display()
-        );
-    }
-    let store = Store::open(&db)?;
-    let actions = store.actions(false, a.actions)?;
+    let report = admin::status(&dir, a.actions)?;
+    let (running, live, actions) = (report.running, report.daemon, report.actions);
     if a.json {
         let acts: Vec<serde_json::Value> = actions
             .iter()
@@ -184,63 +171,28 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         "ID", "STRATEGY", "WORKLOAD", "STATE", "UPDATED"
     );
     for r in &actions {
-        let v: Option<serde_json::Value> = r
-            .verdict
-            .as_deref()
-            .and_then(|v| serde_json::from_str(v).ok());
-        let evidence = match &v {
-            Some(v) if v["gain"].is_object() => format!(
-                "{}: before {:.4} (n {}), after {:.4} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}",
-                v["signal"].as_str().unwrap_or_default(),
-                v["before"]["mean"].as_f64().unwrap_or(f64::NAN),
-                v["before"]["n"],
-                v["after"]["mean"].as_f64().unwrap_or(f64::NAN),
-                v["after"]["n"],
-                v["gain"]["ratio"].as_f64().unwrap_or(f64::NAN),
-                v["gain"]["ci_low"].as_f64().unwrap_or(f64::NAN),
-                v["gain"]["ci_high"].as_f64().unwrap_or(f64::NAN),
-                v["decision"].as_str().unwrap_or_default()
-            ),
-            Some(v) => v["why"].as_str().unwrap_or_default().to_string(),
-            None => r.note.clone(),
-        };
         println!(
-            "{:>5} {:<16} {:<20} {:<9} {:<20}  {evidence}",
+            "{:>5} {:<16} {:<20} {:<9} {:<20}  {}",
             r.id,
             r.strategy,
             fmt::trunc(&r.workload, 20),
             r.state,
-            fmt::time_ms(r.updated_ms)
+            fmt::time_ms(r.updated_ms),
+            admin::evidence(r)
         );
         println!("{:>5} why: {}", "", r.reason);
     }
     Ok(())
 }
 
+/// `perfpilot revert`: undoes open actions from the journal while no daemon runs.
 pub fn run_revert(a: RevertArgs) -> anyhow::Result<()> {
     let dir = state_dir(a.state_dir);
     if !a.all && a.ids.is_empty() {
         bail!("say what to revert: --all, or action ids (see `perfpilot status`)");
     }
-    if let Some(pid) = Lock::held(&dir) {
-        bail!(
-            "a perfpilot daemon{} is running on {}: stop it first (it reverts its actions on stop unless revert_on_stop is off)",
-            pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
-            dir.display()
-        );
-    }
-    let db = daemon::store_path(&dir);
-    if !db.exists() {
-        bail!("no perfpilot state in {}", dir.display());
-    }
-    let mut store = Store::open(&db)?;
     let ids = (!a.all).then_some(a.ids.as_slice());
-    let done = journal::revert_open(
-        &mut store,
-        &Fs::live(),
-        ids,
-        "reverted by `perfpilot revert`",
-    )?;
+    let done = admin::revert(&dir, ids)?;
     if done.is_empty() {
         println!(
             "nothing to revert: no open action{}",
@@ -260,6 +212,7 @@ pub fn run_revert(a: RevertArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `perfpilot tunables`: persists `-o name=value` settings and lists every tunable.
 pub fn run_tunables(a: TunablesArgs) -> anyhow::Result<()> {
     let dir = state_dir(a.state_dir);
     let mut store = Store::open(daemon::store_path(&dir))?;
@@ -267,30 +220,25 @@ pub fn run_tunables(a: TunablesArgs) -> anyhow::Result<()> {
         let (n, v) = kv
             .split_once('=')
             .with_context(|| format!("-o {kv:?}: expected NAME=VALUE"))?;
-        let v = tunables::validate(n.trim(), v)?;
-        store.tunable_set(n.trim(), &v)?;
+        let v = admin::set_tunable(&mut store, n.trim(), v)?;
         println!("{} = {v} (persisted in {})", n.trim(), dir.display());
     }
     if !a.set.is_empty() && !a.list {
         return Ok(());
     }
-    let mut t = Tunables::default();
-    for (n, v) in store.tunables()? {
-        let _ = t.set(&n, &v);
-    }
     println!(
         "{:<24} {:>8} {:>8} {:<22} {:<14} DESCRIPTION",
         "NAME", "VALUE", "DEFAULT", "RANGE", "UNIT"
     );
-    for (d, v) in t.iter() {
-        let range = match d.kind {
-            Kind::Bool => "on|off".to_string(),
-            Kind::Number { min, max } => format!("{min}..{max}"),
-            Kind::Choice(c) => c.join("|"),
-        };
+    for (d, v) in admin::list_tunables(&store)? {
         println!(
             "{:<24} {:>8} {:>8} {:<22} {:<14} {}",
-            d.name, v, d.default, range, d.unit, d.help
+            d.name,
+            v,
+            d.default,
+            d.range(),
+            d.unit,
+            d.help
         );
     }
     Ok(())

@@ -47,14 +47,14 @@ impl Strategy for CacheAffinity {
         if v.bound_to.is_some() {
             return skip("already bound by perfpilot");
         }
-        let level = ctx.tun.level();
+        let level = ctx.tun.affinity_level;
         let doms = domains(ctx.topo, level);
         if doms.len() < 2 {
             return skip(format!(
                 "the machine has one {level} domain: nothing to compact onto"
             ));
         }
-        let headroom = ctx.tun.num("headroom");
+        let headroom = ctx.tun.headroom;
         let demand = w.cpu_cores;
         // What the workload itself uses on each CPU, to tell it apart from other load.
         let mut own = std::collections::BTreeMap::<u32, f64>::new();

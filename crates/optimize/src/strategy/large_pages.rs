@@ -28,8 +28,8 @@ impl Strategy for LargePages {
         if !ctx.collapse_supported {
             return skip("this kernel has no process_madvise(MADV_COLLAPSE) (Linux >= 6.1)");
         }
-        let min_cpu = ctx.tun.num("min_cpu_cores");
-        let min_mem = (ctx.tun.num("min_memory_mib") * 1048576.0) as u64;
+        let min_cpu = ctx.tun.min_cpu_cores;
+        let min_mem = ctx.tun.min_memory_bytes();
         if v.w.cpu_cores < min_cpu {
             return skip(format!(
                 "uses {:.2} cores, under min_cpu_cores {min_cpu}",
@@ -55,7 +55,7 @@ impl Strategy for LargePages {
         } else {
             huge as f64 / candidates as f64
         };
-        let target = ctx.tun.num("huge_coverage_target");
+        let target = ctx.tun.huge_coverage_target;
         if coverage >= target {
             return skip(format!(
                 "huge-page coverage {:.0} % is at or above {:.0} %",
@@ -64,9 +64,8 @@ impl Strategy for LargePages {
             ));
         }
         // Whole huge pages per step.
-        let step = (((ctx.tun.num("collapse_mb_per_s") * 1e6 * ctx.interval_s) as u64) / HUGE)
-            .max(1)
-            * HUGE;
+        let step =
+            (((ctx.tun.collapse_mb_per_s * 1e6 * ctx.interval_s) as u64) / HUGE).max(1) * HUGE;
         let mut changes = Vec::new();
         let (mut anon_bytes, mut shm_bytes) = (0u64, 0u64);
         // A shared segment is collapsed once, through the first member seen attaching it.

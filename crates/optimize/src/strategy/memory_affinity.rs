@@ -44,9 +44,9 @@ impl Strategy for MemoryAffinity {
                 node.mem_free >> 20
             ));
         }
-        let share = ctx.tun.num("migrate_max_share");
+        let share = ctx.tun.migrate_max_share;
         let budget = ((anon_total as f64 * share) as u64).min(elsewhere);
-        let step = (ctx.tun.num("migrate_mb_per_s") * 1e6 * ctx.interval_s) as u64;
+        let step = (ctx.tun.migrate_mb_per_s * 1e6 * ctx.interval_s) as u64;
         let page = ctx.page_size.max(4096);
         let mut changes = Vec::new();
         let mut left = budget / page;

@@ -28,9 +28,13 @@ pub use read_ahead::{DeviceView, ReadAhead};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StrategyKind {
+    /// Compact a workload onto one cache or node domain.
     CacheAffinity,
+    /// Move a compacted workload's private pages to its node.
     MemoryAffinity,
+    /// Promote large memory ranges to huge pages.
     LargePages,
+    /// Adapt a block device's read-ahead to its reads.
     ReadAhead,
 }
 
@@ -42,6 +46,16 @@ impl StrategyKind {
             StrategyKind::MemoryAffinity => "memory_affinity",
             StrategyKind::LargePages => "large_pages",
             StrategyKind::ReadAhead => "read_ahead",
+        }
+    }
+
+    /// Whether its switch is on (the tunable of the same name).
+    pub fn enabled(self, tun: &Tunables) -> bool {
+        match self {
+            StrategyKind::CacheAffinity => tun.cache_affinity,
+            StrategyKind::MemoryAffinity => tun.memory_affinity,
+            StrategyKind::LargePages => tun.large_pages,
+            StrategyKind::ReadAhead => tun.read_ahead,
         }
     }
 
@@ -66,20 +80,25 @@ impl std::fmt::Display for StrategyKind {
 
 /// The machine as strategies see it.
 pub struct Context<'a> {
+    /// The machine's CPUs, caches and nodes.
     pub topo: &'a Topology,
+    /// The tunables in force.
     pub tun: &'a Tunables,
     /// Busy share (0..=1) of each online CPU over the last interval.
     pub cpu_busy: &'a BTreeMap<u32, f64>,
+    /// The transparent huge page settings.
     pub thp: &'a ThpSettings,
     /// `process_madvise(MADV_COLLAPSE)` works here.
     pub collapse_supported: bool,
     /// The scan interval in seconds (for pacing).
     pub interval_s: f64,
+    /// The base page size, bytes.
     pub page_size: u64,
 }
 
 /// A workload as strategies see it.
 pub struct View<'a> {
+    /// The workload.
     pub w: &'a Workload,
     /// Memory per node and huge-page coverage, where read.
     pub memory: Option<&'a WorkloadMemory>,
@@ -94,6 +113,7 @@ pub struct View<'a> {
 pub enum Proposal {
     /// Make these changes, in order. A paced action lists one change per step.
     Act {
+        /// The changes, one per paced step.
         changes: Vec<Change>,
         /// Why, for the log and the journal.
         reason: String,
@@ -108,6 +128,7 @@ pub enum Proposal {
 
 /// A strategy.
 pub trait Strategy {
+    /// Which strategy it is.
     fn kind(&self) -> StrategyKind;
     /// Proposes an action for a workload (or says why not).
     fn propose(&self, v: &View, ctx: &Context) -> Proposal;

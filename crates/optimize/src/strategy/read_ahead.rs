@@ -13,10 +13,15 @@ use super::{Context, Proposal, StrategyKind, skip};
 
 /// A block device between two samples.
 pub struct DeviceView<'a> {
+    /// The device's name (`sda`).
     pub name: &'a str,
+    /// Its queue settings now.
     pub queue: &'a QueueSettings,
+    /// Its counters at the earlier sample.
     pub before: &'a DiskStats,
+    /// Its counters at the later sample.
     pub after: &'a DiskStats,
+    /// Seconds between the samples.
     pub interval_s: f64,
 }
 
@@ -29,6 +34,7 @@ pub const RANDOM_KB: u64 = 32;
 pub const SEQUENTIAL_MIN_KB: u64 = 512;
 
 impl ReadAhead {
+    /// Which strategy it is.
     pub fn kind(&self) -> StrategyKind {
         StrategyKind::ReadAhead
     }
@@ -42,7 +48,7 @@ impl ReadAhead {
         let merged = d.after.reads_merged.saturating_sub(d.before.reads_merged);
         let bytes = d.after.sectors_read.saturating_sub(d.before.sectors_read) * 512;
         let mb_s = bytes as f64 / 1e6 / d.interval_s.max(1e-9);
-        let min = ctx.tun.num("read_ahead_min_mb_per_s");
+        let min = ctx.tun.read_ahead_min_mb_per_s;
         if reads == 0 || mb_s < min {
             return skip(format!(
                 "{} reads {mb_s:.1} MB/s, under read_ahead_min_mb_per_s {min}",
@@ -51,7 +57,7 @@ impl ReadAhead {
         }
         let avg_kb = bytes as f64 / 1024.0 / reads as f64;
         let seq = merged as f64 / (merged + reads) as f64;
-        let max_kb = ctx.tun.num("read_ahead_max_kb") as u64;
+        let max_kb = ctx.tun.read_ahead_max_kb as u64;
         let (target, why) = if avg_kb >= 64.0 || seq >= 0.5 {
             (
                 (current * 2).max(SEQUENTIAL_MIN_KB).min(max_kb),

@@ -1,0 +1,245 @@
+//! The engine: one [`Engine::scan`] per interval samples the machine, advances running trials,
+//! enforces kept actions, and starts new trials where a strategy proposes one.
+//!
+//! Every change is journaled before it is made; every trial ends in a stored verdict. The
+//! engine's parts, one concern each:
+//!
+//! - `watch`: sampling, the shared memory and memory placement of workloads, and the signals
+//!   that judge trials;
+//! - `policy`: who may be touched (config, `PERFPILOT=off`, manual tuning) and who is eligible
+//!   (old enough, busy enough, not backed off);
+//! - `propose`: asking the strategies, for workloads and block devices;
+//! - `trial`: a trial's windows, steps and verdict;
+//! - `apply`: journaling each change's undo record, then making it;
+//! - `enforce`: kept actions (new threads, masks changed behind perfpilot's back, recovery);
+//! - `status`: what `status.json` shows.
+
+use std::time::{Duration, Instant};
+
+use perfpilot_observe::workload::{self, Workload};
+use perfpilot_observe::{Rates, Sample, Topology};
+use perfpilot_store::Store;
+use perfpilot_store::journal::ActionState;
+use perfpilot_sys::{CpuSet, Fs};
+use tracing::{info, warn};
+
+use crate::config::DaemonConfig;
+use crate::journal::{self, JournalError};
+use crate::signal::SignalKind;
+use crate::tunables::Tunables;
+
+mod apply;
+mod enforce;
+mod policy;
+mod propose;
+mod status;
+mod trial;
+mod watch;
+
+#[cfg(test)]
+mod tests;
+
+pub use apply::describe;
+pub use status::{Status, TrialStatus, WorkloadStatus};
+pub use trial::Verdict;
+
+use enforce::Held;
+use policy::Policy;
+use trial::Trial;
+use watch::Watch;
+
+/// An engine failure that stops the daemon (only the store: without a journal nothing may be
+/// changed).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A journal entry could not be written or read.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] perfpilot_store::Error),
+    /// The machine's topology could not be read at start.
+    #[error("reading the topology: {0}")]
+    Topology(String),
+}
+
+/// What perfpilot has in the system: running trials and kept actions.
+#[derive(Default)]
+struct Actions {
+    trials: Vec<Trial>,
+    held: Vec<Held>,
+}
+
+impl Actions {
+    /// The CPUs perfpilot bound the workload `signature` to: a kept cache-affinity action's,
+    /// else a running trial's while its change is on.
+    fn bound_to(&self, signature: &str) -> Option<&CpuSet> {
+        self.held
+            .iter()
+            .filter(|h| h.signature == signature)
+            .find_map(|h| h.doc.bound_to.as_ref())
+            .or_else(|| {
+                self.trials
+                    .iter()
+                    .find(|t| t.signature == signature && t.on)
+                    .and_then(|t| t.doc.bound_to.as_ref())
+            })
+    }
+}
+
+/// The daemon's own CPU over its life, for status.
+struct OwnCpu {
+    started: Instant,
+    cpu0: Duration,
+}
+
+/// The optimizer.
+pub struct Engine {
+    fs: Fs,
+    store: Store,
+    topo: Topology,
+    /// The tunables in force (reloaded from the store at every scan).
+    pub tun: Tunables,
+    watch: Watch,
+    policy: Policy,
+    actions: Actions,
+    /// What the last scan found (written to `status.json` by the daemon).
+    pub status: Status,
+    own: OwnCpu,
+}
+
+impl Engine {
+    /// An engine over `fs` journaling to `store`, with `config` and the persisted tunables.
+    pub fn new(
+        fs: &Fs,
+        store: Store,
+        config: DaemonConfig,
+        tun: Tunables,
+    ) -> Result<Engine, EngineError> {
+        let topo = Topology::read(fs).map_err(|e| EngineError::Topology(e.to_string()))?;
+        store.set_durable()?;
+        let mut notes = vec![format!(
+            "hardware prefetch: {}",
+            crate::strategy::read_ahead::hardware_prefetch()
+                .err()
+                .unwrap_or_default()
+        )];
+        if let Err(why) = perfpilot_sys::perf::hardware_support() {
+            notes.push(format!("PMU counters: not supported ({why}); signals come from probes, I/O progress or CPU consumed"));
+        }
+        let watch = Watch::new(fs);
+        if !watch.collapse_supported {
+            notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
+        }
+        Ok(Engine {
+            fs: fs.clone(),
+            store,
+            topo,
+            tun,
+            watch,
+            policy: Policy::new(fs, config),
+            actions: Actions::default(),
+            status: Status {
+                notes,
+                ..Status::default()
+            },
+            own: OwnCpu {
+                started: Instant::now(),
+                cpu0: perfpilot_sys::self_cpu_time(),
+            },
+        })
+    }
+
+    /// The store (for status and tunables).
+    pub fn store(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
+    /// One scan. Errors other than the store's are logged and the scan goes on.
+    pub fn scan(&mut self) -> Result<(), EngineError> {
+        self.reload_tunables()?;
+        let cur = match self.watch.sampler.sample() {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("sample failed: {e}; skipping this scan");
+                return Ok(());
+            }
+        };
+        let Some(prev) = self.watch.prev.take() else {
+            self.watch.prev = Some(cur);
+            return Ok(());
+        };
+        let r = self.scan_pair(&prev, &cur);
+        self.watch.prev = Some(cur);
+        r
+    }
+
+    fn scan_pair(&mut self, prev: &Sample, cur: &Sample) -> Result<(), EngineError> {
+        let rates = match Rates::between(prev, cur) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("cannot compare samples: {e}");
+                return Ok(());
+            }
+        };
+        let shm = self.watch.shared_memory(cur, &rates, &self.tun);
+        let workloads = workload::group(cur, &rates, &shm);
+        let observations = self.observe_signals(&workloads, &rates, cur);
+        self.advance_trials(&workloads, &observations)?;
+        self.enforce_held(&workloads)?;
+        let states = self.propose(&workloads, &rates, prev, cur)?;
+        self.update_status(&workloads, &rates, states);
+        Ok(())
+    }
+
+    /// The defaults, the persisted values over them, and the config's `[tunables]` over those.
+    fn reload_tunables(&mut self) -> Result<(), EngineError> {
+        let (mut t, ignored) = Tunables::with_persisted(&self.store.tunables()?);
+        for e in ignored {
+            warn!("persisted {e}; ignored");
+        }
+        self.policy.config.apply_tunables(&mut t);
+        self.tun = t;
+        Ok(())
+    }
+
+    /// Chooses the signal of a workload (see [`watch::choose_signal`]).
+    fn signal_of(&self, w: &Workload, rates: &Rates) -> Result<SignalKind, String> {
+        let probe = self.policy.rule_for(w).and_then(|r| r.signal.as_ref());
+        watch::choose_signal(
+            w,
+            probe,
+            self.watch.pmu.is_some(),
+            rates,
+            self.topo.online.len(),
+        )
+    }
+
+    /// Stops: running trials are undone; kept actions are undone too when `revert_on_stop`.
+    pub fn shutdown(&mut self) -> Result<(), EngineError> {
+        for t in std::mem::take(&mut self.actions.trials) {
+            let lines = journal::undo_all(&self.fs, &t.doc.members, &t.undo);
+            info!(action = t.id, workload = %t.name, strategy = %t.strategy, "daemon stopping: trial undone; {}", lines.join("; "));
+            self.store.journal_set_state(
+                t.id,
+                ActionState::Reverted,
+                "the daemon stopped during the trial",
+            )?;
+        }
+        if self.tun.revert_on_stop {
+            let ids: Vec<i64> = self.actions.held.drain(..).map(|h| h.id).collect();
+            journal::revert_open(
+                &mut self.store,
+                &self.fs,
+                Some(&ids),
+                "the daemon stopped (revert_on_stop)",
+            )?;
+        } else {
+            info!(
+                "daemon stopping: {} kept actions stay in place (revert_on_stop is off)",
+                self.actions.held.len()
+            );
+        }
+        Ok(())
+    }
+}

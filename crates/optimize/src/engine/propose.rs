@@ -1,0 +1,281 @@
+//! Proposing: for each eligible workload, the enabled strategies are asked in order (cache
+//! affinity, memory affinity, large pages) until one proposes an action, which starts a trial;
+//! block devices are asked about read-ahead, judged by the workload reading the most.
+
+use std::collections::{BTreeMap, HashMap};
+
+use perfpilot_observe::workload::Workload;
+use perfpilot_observe::{Rates, Sample};
+use perfpilot_sys::block;
+use perfpilot_sys::stat::ThpSettings;
+use tracing::debug;
+
+use super::policy::{backed_off, ineligible, unlisted};
+use super::trial::Proposed;
+use super::watch::read_bytes_per_s;
+use super::{Engine, EngineError};
+use crate::strategy::{
+    CacheAffinity, Context, DeviceView, LargePages, MemoryAffinity, Proposal, ReadAhead, Strategy,
+    StrategyKind, View,
+};
+
+/// What every strategy sees of the machine this scan.
+struct Scan<'a> {
+    /// Busy share (0..=1) of each online CPU.
+    busy: &'a BTreeMap<u32, f64>,
+    thp: ThpSettings,
+    page_size: u64,
+}
+
+/// The busy share (0..=1) of each online CPU over the last interval.
+fn busy_shares(rates: &Rates) -> BTreeMap<u32, f64> {
+    rates
+        .cpus
+        .iter()
+        .filter_map(|c| Some((c.cpu?, c.busy / 100.0)))
+        .collect()
+}
+
+/// The strategies asked about a workload, in order.
+const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
+    StrategyKind::CacheAffinity,
+    StrategyKind::MemoryAffinity,
+    StrategyKind::LargePages,
+];
+
+impl Engine {
+    /// Asks the strategies about every listed workload and the block devices; returns what
+    /// status shows of each workload by signature.
+    pub(super) fn propose(
+        &mut self,
+        workloads: &[Workload],
+        rates: &Rates,
+        prev: &Sample,
+        cur: &Sample,
+    ) -> Result<HashMap<String, String>, EngineError> {
+        let states = self.propose_workloads(workloads, rates)?;
+        // Devices: read-ahead, judged by the workload reading the most.
+        if self.tun.read_ahead {
+            self.propose_devices(workloads, &busy_shares(rates), rates, prev, cur)?;
+        }
+        Ok(states)
+    }
+
+    /// Asks the strategies about every listed workload; returns what status shows of each by
+    /// signature.
+    pub(super) fn propose_workloads(
+        &mut self,
+        workloads: &[Workload],
+        rates: &Rates,
+    ) -> Result<HashMap<String, String>, EngineError> {
+        let busy = busy_shares(rates);
+        let scan = Scan {
+            busy: &busy,
+            thp: perfpilot_sys::stat::read_thp(&self.fs).unwrap_or_default(),
+            page_size: perfpilot_sys::page_size(),
+        };
+        let mut states = HashMap::new();
+        for w in workloads {
+            if let Some(state) = self.propose_for(w, &scan, rates)? {
+                states.insert(w.signature.clone(), state);
+            }
+        }
+        Ok(states)
+    }
+
+    /// What happens to one workload this scan, as status says it; `None` when it is not listed
+    /// (idle and small).
+    fn propose_for(
+        &mut self,
+        w: &Workload,
+        scan: &Scan,
+        rates: &Rates,
+    ) -> Result<Option<String>, EngineError> {
+        if let Some(t) = self
+            .actions
+            .trials
+            .iter()
+            .find(|t| t.signature == w.signature)
+        {
+            return Ok(Some(format!("trial of {} (action {})", t.strategy, t.id)));
+        }
+        if unlisted(w, self.tun.min_cpu_cores, self.tun.min_memory_bytes()) {
+            return Ok(None);
+        }
+        let ours = self.actions.bound_to(&w.signature);
+        if let Some(why) = self.policy.left_alone(&self.topo, w, ours) {
+            return Ok(Some(why));
+        }
+        if let Some(why) = ineligible(w, self.tun.min_age_s, self.tun.min_cpu_cores) {
+            return Ok(Some(why));
+        }
+        let signal = self.signal_of(w, rates);
+        if let Err(why) = &signal
+            && !self.tun.allow_unverified
+        {
+            return Ok(Some(why.clone()));
+        }
+        let held_kinds: Vec<StrategyKind> = self
+            .actions
+            .held
+            .iter()
+            .filter(|h| h.signature == w.signature)
+            .map(|h| h.strategy)
+            .collect();
+        let mut state = "optimized: nothing more to do".to_string();
+        for kind in WORKLOAD_STRATEGIES {
+            if !kind.enabled(&self.tun) || held_kinds.contains(&kind) {
+                continue;
+            }
+            let now = perfpilot_sys::clock::now_ms();
+            if let Some((left_s, why)) = backed_off(&self.store, &w.signature, kind.as_str(), now)?
+            {
+                state = format!("{kind} backed off for {left_s:.0} s: {why}");
+                continue;
+            }
+            let (memory, maps) = if kind == StrategyKind::CacheAffinity {
+                (None, None)
+            } else {
+                self.watch.read_memory(w)
+            };
+            let bound = self.actions.bound_to(&w.signature).cloned();
+            let ctx = Context {
+                topo: &self.topo,
+                tun: &self.tun,
+                cpu_busy: scan.busy,
+                thp: &scan.thp,
+                collapse_supported: self.watch.collapse_supported,
+                interval_s: self.tun.interval_s,
+                page_size: scan.page_size,
+            };
+            let view = View {
+                w,
+                memory: memory.as_ref(),
+                maps: maps.as_ref(),
+                bound_to: bound.as_ref(),
+            };
+            let p = match kind {
+                StrategyKind::CacheAffinity => CacheAffinity.propose(&view, &ctx),
+                StrategyKind::MemoryAffinity => MemoryAffinity.propose(&view, &ctx),
+                StrategyKind::LargePages => LargePages.propose(&view, &ctx),
+                StrategyKind::ReadAhead => continue,
+            };
+            match p {
+                Proposal::Skip(why) => {
+                    debug!(workload = %w.name, strategy = %kind, "no action: {why}");
+                    state = format!("{kind}: {why}");
+                }
+                Proposal::Act {
+                    changes,
+                    reason,
+                    interleave,
+                    irreversible,
+                } => {
+                    let id = self.start(Proposed {
+                        w,
+                        kind,
+                        changes,
+                        reason: reason.clone(),
+                        interleave,
+                        irreversible,
+                        signal: signal.as_ref().ok().cloned(),
+                        judge: w.signature.clone(),
+                    })?;
+                    state = format!("trial of {kind} (action {id}): {reason}");
+                    break;
+                }
+            }
+        }
+        Ok(Some(state))
+    }
+
+    /// Asks read-ahead about every block device not already in a trial, kept or backed off.
+    fn propose_devices(
+        &mut self,
+        workloads: &[Workload],
+        busy: &BTreeMap<u32, f64>,
+        rates: &Rates,
+        prev: &Sample,
+        cur: &Sample,
+    ) -> Result<(), EngineError> {
+        let interval = self.tun.interval_s;
+        let thp = ThpSettings::default();
+        for d in &cur.disks {
+            let sig = format!("device:{}", d.name);
+            if self.actions.trials.iter().any(|t| t.signature == sig)
+                || self.actions.held.iter().any(|h| h.signature == sig)
+            {
+                continue;
+            }
+            let now = perfpilot_sys::clock::now_ms();
+            if backed_off(&self.store, &sig, StrategyKind::ReadAhead.as_str(), now)?.is_some() {
+                continue;
+            }
+            let Some(before) = prev.disks.iter().find(|x| x.name == d.name) else {
+                continue;
+            };
+            let Ok(queue) = block::read_queue(&self.fs, &d.name) else {
+                continue;
+            };
+            let ctx = Context {
+                topo: &self.topo,
+                tun: &self.tun,
+                cpu_busy: busy,
+                thp: &thp,
+                collapse_supported: false,
+                interval_s: interval,
+                page_size: 4096,
+            };
+            let dv = DeviceView {
+                name: &d.name,
+                queue: &queue,
+                before,
+                after: d,
+                interval_s: rates.interval_s,
+            };
+            let Proposal::Act {
+                changes,
+                reason,
+                interleave,
+                irreversible,
+            } = ReadAhead.propose(&dv, &ctx)
+            else {
+                continue;
+            };
+            // The judge: the workload reading the most bytes from storage.
+            let judge = workloads
+                .iter()
+                .max_by(|a, b| read_bytes_per_s(a, rates).total_cmp(&read_bytes_per_s(b, rates)))
+                .filter(|w| read_bytes_per_s(w, rates) > 0.0);
+            let (judge_sig, signal) = match judge.map(|w| (w, self.signal_of(w, rates))) {
+                Some((w, Ok(s))) => (w.signature.clone(), Some(s)),
+                _ if self.tun.allow_unverified => (sig.clone(), None),
+                _ => continue,
+            };
+            let pseudo = Workload {
+                signature: sig.clone(),
+                name: d.name.clone(),
+                comm: d.name.clone(),
+                cmdline: String::new(),
+                uid: 0,
+                members: vec![],
+                shared: vec![],
+                age_s: 0.0,
+                cpu_cores: 0.0,
+                threads: 0,
+                rss: 0,
+            };
+            self.start(Proposed {
+                w: &pseudo,
+                kind: StrategyKind::ReadAhead,
+                changes,
+                reason,
+                interleave,
+                irreversible,
+                signal,
+                judge: judge_sig,
+            })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,180 @@
+//! The status document: what the engine reports after each scan (written to `status.json` by
+//! the daemon and shown by `perfpilot status`).
+
+use std::collections::HashMap;
+
+use perfpilot_observe::Rates;
+use perfpilot_observe::workload::Workload;
+use serde::Serialize;
+
+use super::Engine;
+use super::trial::Trial;
+use crate::journal;
+use crate::strategy::StrategyKind;
+
+/// What status shows of a workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadStatus {
+    /// The workload's stable signature.
+    pub signature: String,
+    /// A readable name.
+    pub name: String,
+    /// Its processes.
+    pub pids: Vec<i32>,
+    /// CPU used over the last interval, in cores.
+    pub cpu_cores: f64,
+    /// Threads in all its processes.
+    pub threads: usize,
+    /// Resident memory, bytes.
+    pub rss: u64,
+    /// How long its oldest process has run, seconds.
+    pub age_s: f64,
+    /// The signal that would judge an action on it, described; `None` when it has none.
+    pub signal: Option<String>,
+    /// What perfpilot does with it and why.
+    pub state: String,
+}
+
+/// What the engine reports after each scan (written to `status.json` by the daemon).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Status {
+    /// When the last scan ended (ms since the epoch).
+    pub time_ms: i64,
+    /// The scan interval in force, seconds.
+    pub interval_s: f64,
+    /// The listed workloads.
+    pub workloads: Vec<WorkloadStatus>,
+    /// The running trials.
+    pub trials: Vec<TrialStatus>,
+    /// What the machine supports, said once at start.
+    pub notes: Vec<String>,
+    /// The daemon's own CPU, % of one CPU, over its life: all of it.
+    pub own_cpu_pct: f64,
+    /// The monitoring part of [`Status::own_cpu_pct`] (without the time spent making changes,
+    /// which pacing bounds).
+    pub monitoring_cpu_pct: f64,
+    /// Scans so far.
+    pub scans: u64,
+}
+
+/// A running trial as status shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialStatus {
+    /// The action's id.
+    pub action: i64,
+    /// The workload's name.
+    pub workload: String,
+    /// The strategy on trial.
+    pub strategy: StrategyKind,
+    /// `baseline`, `applying` or `measuring`, and whether the change is on: `measuring (on)`.
+    pub phase: String,
+    /// Windows measured without the change.
+    pub windows_off: usize,
+    /// Windows measured with the change.
+    pub windows_on: usize,
+    /// Windows needed on each side.
+    pub windows_needed: usize,
+    /// The signal judging it, described.
+    pub signal: String,
+}
+
+impl TrialStatus {
+    /// A trial as status shows it.
+    pub(super) fn of(t: &Trial, windows_needed: usize) -> TrialStatus {
+        TrialStatus {
+            action: t.id,
+            workload: t.name.clone(),
+            strategy: t.strategy,
+            phase: format!("{:?}{}", t.phase, if t.on { " (on)" } else { " (off)" }).to_lowercase(),
+            windows_off: t.off_obs.len(),
+            windows_on: t.on_obs.len(),
+            windows_needed,
+            signal: t
+                .signal
+                .as_ref()
+                .map(|s| s.describe())
+                .unwrap_or_else(|| "none (unverified)".into()),
+        }
+    }
+}
+
+/// A workload as status shows it: `state` says what happens to it this scan, after the kept
+/// actions `held` (each `"<strategy> kept (action <id>)"`).
+pub(super) fn workload_status(
+    w: &Workload,
+    state: String,
+    held: &[String],
+    signal: Option<String>,
+) -> WorkloadStatus {
+    WorkloadStatus {
+        signature: w.signature.clone(),
+        name: w.name.clone(),
+        pids: w.pids(),
+        cpu_cores: w.cpu_cores,
+        threads: w.threads,
+        rss: w.rss,
+        age_s: w.age_s,
+        signal,
+        state: if held.is_empty() {
+            state
+        } else {
+            format!("{}; {state}", held.join(", "))
+        },
+    }
+}
+
+/// `part` as a percentage of `elapsed` (0 before any time passed).
+fn percent_of(part: f64, elapsed: f64) -> f64 {
+    if elapsed > 0.0 {
+        part / elapsed * 100.0
+    } else {
+        0.0
+    }
+}
+
+impl Engine {
+    /// Updates [`Engine::status`] after a scan; `states` says what happens to each listed
+    /// workload, by signature.
+    pub(super) fn update_status(
+        &mut self,
+        workloads: &[Workload],
+        rates: &Rates,
+        states: HashMap<String, String>,
+    ) {
+        let windows = self.tun.window_count();
+        self.status.time_ms = perfpilot_sys::clock::now_ms();
+        self.status.interval_s = self.tun.interval_s;
+        self.status.scans += 1;
+        let elapsed = self.own.started.elapsed().as_secs_f64();
+        let spent = perfpilot_sys::self_cpu_time()
+            .saturating_sub(self.own.cpu0)
+            .as_secs_f64();
+        self.status.own_cpu_pct = percent_of(spent, elapsed);
+        self.status.monitoring_cpu_pct = percent_of(
+            (spent - journal::action_cpu().as_secs_f64()).max(0.0),
+            elapsed,
+        );
+        let mut listed = Vec::new();
+        for w in workloads {
+            let Some(state) = states.get(&w.signature) else {
+                continue;
+            };
+            let held: Vec<String> = self
+                .actions
+                .held
+                .iter()
+                .filter(|h| h.signature == w.signature)
+                .map(|h| format!("{} kept (action {})", h.strategy, h.id))
+                .collect();
+            let signal = self.signal_of(w, rates).ok().map(|s| s.describe());
+            listed.push(workload_status(w, state.clone(), &held, signal));
+        }
+        self.status.workloads = listed;
+        self.status.trials = self
+            .actions
+            .trials
+            .iter()
+            .map(|t| TrialStatus::of(t, windows))
+            .collect();
+    }
+}

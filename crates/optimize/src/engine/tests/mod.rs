@@ -1,0 +1,141 @@
+//! The engine's decisions on synthetic workloads and rates, over a copy of a captured
+//! `/proc` `/sys` tree (`tests/fixtures/vm-1node`: 2 CPUs, one node, one LLC), so that nothing
+//! on the machine running the tests is read for a decision or changed.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use perfpilot_observe::Rates;
+use perfpilot_observe::rates::CpuRate;
+use perfpilot_observe::workload::Workload;
+use perfpilot_store::Store;
+use perfpilot_sys::Fs;
+use perfpilot_sys::change::Change;
+
+use super::Engine;
+use super::trial::{Phase, Trial};
+use crate::config::DaemonConfig;
+use crate::journal::ActionDoc;
+use crate::signal::SignalKind;
+use crate::strategy::StrategyKind;
+use crate::tunables::Tunables;
+
+mod policy;
+mod status;
+mod trials;
+
+/// The read-ahead knob of the fixture's `vda` (8192 in the capture).
+const VDA_READ_AHEAD: &str = "sys/block/vda/queue/read_ahead_kb";
+
+/// A copy of the `vm-1node` fixture in a temporary directory (a trial may write its knobs).
+fn fixture_copy() -> (tempfile::TempDir, Fs) {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/vm-1node");
+    copy_tree(&src, &tmp.path().join("root"));
+    let fs = Fs::at(tmp.path().join("root"));
+    (tmp, fs)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("creating a fixture directory");
+    for e in std::fs::read_dir(from).expect("reading the fixture") {
+        let e = e.expect("a fixture entry");
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e.file_type().expect("a fixture entry's type");
+        if ty.is_dir() {
+            copy_tree(&src, &dst);
+        } else if ty.is_symlink() {
+            let target = std::fs::read_link(&src).expect("a fixture link");
+            std::os::unix::fs::symlink(target, &dst).expect("copying a fixture link");
+        } else {
+            std::fs::copy(&src, &dst).expect("copying a fixture file");
+        }
+    }
+}
+
+/// An engine over a fixture copy with the config `toml`, its store in the same temporary
+/// directory, and no PMU (so that signals do not depend on the machine running the tests).
+fn engine(toml: &str) -> (tempfile::TempDir, Engine) {
+    let (tmp, fs) = fixture_copy();
+    let store = Store::open(tmp.path().join("state/perfpilot.db")).expect("a store");
+    let config = DaemonConfig::parse(toml, Path::new("test.toml")).expect("a valid config");
+    let mut tun = Tunables::default();
+    config.apply_tunables(&mut tun);
+    let mut e = Engine::new(&fs, store, config, tun).expect("an engine over the fixture");
+    e.watch.pmu = None;
+    (tmp, e)
+}
+
+/// A two-thread workload (pid 100, threads on CPUs 0 and 1) using `cores_each` per thread,
+/// running for an hour.
+fn two_threads(cores_each: f64) -> Workload {
+    crate::strategy::testing::workload(&[(0, cores_each), (1, cores_each)])
+}
+
+/// Rates over 1 s of a machine of `cpus` CPUs each `busy_pct` % busy, no process I/O.
+fn rates(cpus: u32, busy_pct: f64) -> Rates {
+    let cpu = |c: Option<u32>| CpuRate {
+        time_ms: 0,
+        cpu: c,
+        busy: busy_pct,
+        user: busy_pct,
+        system: 0.0,
+        irq: 0.0,
+        steal: 0.0,
+        iowait: 0.0,
+        idle: 100.0 - busy_pct,
+        ctxt_per_s: None,
+    };
+    Rates {
+        time_ms: 0,
+        interval_s: 1.0,
+        total: cpu(None),
+        cpus: (0..cpus).map(|c| cpu(Some(c))).collect(),
+        processes: vec![],
+        threads: vec![],
+        disks: vec![],
+        nets: vec![],
+    }
+}
+
+/// A trial of action `id` on the workload `app` in its baseline, judged by its own signal.
+fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Change>) -> Trial {
+    Trial {
+        id,
+        signature: "0123456789abcdef".into(),
+        name: "app".into(),
+        strategy: StrategyKind::ReadAhead,
+        doc: ActionDoc {
+            members: vec![],
+            changes: vec![],
+            interleave,
+            irreversible: false,
+            signal: signal.clone(),
+            bound_to: None,
+        },
+        undo: vec![],
+        steps: VecDeque::from(steps),
+        phase: if signal.is_some() {
+            Phase::Baseline
+        } else {
+            Phase::Applying
+        },
+        on: false,
+        off_obs: vec![],
+        on_obs: vec![],
+        judge: "0123456789abcdef".into(),
+        signal,
+        failures: 0,
+        reason: "a test".into(),
+        effective: false,
+        last_problem: None,
+    }
+}
+
+/// The read-ahead knob's value now.
+fn knob(fs: &Fs) -> String {
+    fs.read(VDA_READ_AHEAD)
+        .expect("the fixture's knob")
+        .trim()
+        .to_string()
+}

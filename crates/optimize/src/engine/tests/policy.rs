@@ -1,0 +1,252 @@
+//! Who is left alone, who is eligible, and what is proposed to whom.
+
+use std::path::Path;
+
+use perfpilot_sys::{CpuSet, Fs};
+
+use super::super::enforce::Held;
+use super::super::policy::{Policy, backed_off, ineligible, unlisted};
+use super::{engine, rates, two_threads};
+use crate::config::DaemonConfig;
+use crate::journal::ActionDoc;
+use crate::strategy::StrategyKind;
+use crate::strategy::testing::machine;
+use crate::tunables::Level;
+
+/// A policy over an empty `/proc` `/sys` tree in `root` with the config `toml`.
+fn policy(root: &Path, toml: &str) -> Policy {
+    let config = DaemonConfig::parse(toml, Path::new("test.toml")).expect("a valid config");
+    Policy::new(&Fs::at(root), config)
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().expect("a parent")).expect("creating a directory");
+    std::fs::write(p, text).expect("writing a fixture file");
+}
+
+#[test]
+fn a_workload_with_perfpilot_off_in_its_environment_is_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topo = machine(1, 1, 4, 1);
+    let w = two_threads(0.5);
+    write(tmp.path(), "proc/100/environ", "HOME=/root\0PERFPILOT=on\0");
+    assert_eq!(policy(tmp.path(), "").left_alone(&topo, &w, None), None);
+    write(
+        tmp.path(),
+        "proc/100/environ",
+        "HOME=/root\0PERFPILOT=off\0",
+    );
+    assert_eq!(
+        policy(tmp.path(), "").left_alone(&topo, &w, None),
+        Some("opted out (PERFPILOT=off in the environment of pid 100)".into())
+    );
+}
+
+#[test]
+fn a_mask_narrowed_by_someone_else_is_left_alone_but_perfpilots_own_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topo = machine(1, 1, 4, 1);
+    let mut w = two_threads(0.5);
+    let mut p = policy(tmp.path(), "");
+    w.members[0].cpus_allowed = Some(CpuSet::parse("0-3").unwrap());
+    assert_eq!(p.left_alone(&topo, &w, None), None, "the whole machine");
+    let narrow = CpuSet::parse("0-1").unwrap();
+    w.members[0].cpus_allowed = Some(narrow.clone());
+    assert_eq!(
+        p.left_alone(&topo, &w, None),
+        Some("manually tuned: pid 100 has affinity 0-1 (not set by perfpilot)".into())
+    );
+    assert_eq!(p.left_alone(&topo, &w, Some(&narrow)), None, "our own mask");
+}
+
+#[test]
+fn a_process_in_a_narrow_cpuset_is_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topo = machine(1, 1, 4, 1);
+    let w = two_threads(0.5);
+    write(tmp.path(), "proc/100/cgroup", "0::/pinned.slice\n");
+    write(
+        tmp.path(),
+        "sys/fs/cgroup/cgroup.controllers",
+        "cpuset cpu\n",
+    );
+    write(
+        tmp.path(),
+        "sys/fs/cgroup/pinned.slice/cpuset.cpus.effective",
+        "0-3\n",
+    );
+    assert_eq!(policy(tmp.path(), "").left_alone(&topo, &w, None), None);
+    write(
+        tmp.path(),
+        "sys/fs/cgroup/pinned.slice/cpuset.cpus.effective",
+        "2\n",
+    );
+    assert_eq!(
+        policy(tmp.path(), "").left_alone(&topo, &w, None),
+        Some("manually tuned: pid 100 is in a cpuset of 2".into())
+    );
+}
+
+#[test]
+fn the_config_excludes_workloads_and_only_matched_leaves_the_others_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topo = machine(1, 1, 4, 1);
+    let w = two_threads(0.5);
+    let exclude = "[[workload]]\nmatch = { comm = \"app\" }\naction = \"exclude\"\n";
+    assert_eq!(
+        policy(tmp.path(), exclude).left_alone(&topo, &w, None),
+        Some("excluded by the config".into())
+    );
+    let only = "only_matched = true\n[[workload]]\nmatch = { comm = \"other\" }\n";
+    assert_eq!(
+        policy(tmp.path(), only).left_alone(&topo, &w, None),
+        Some("not matched by the config (only_matched)".into())
+    );
+    let matched = "only_matched = true\n[[workload]]\nmatch = { cmdline = \"--serve\" }\n";
+    assert_eq!(
+        policy(tmp.path(), matched).left_alone(&topo, &w, None),
+        None
+    );
+}
+
+#[test]
+fn a_young_or_idle_workload_is_not_eligible() {
+    let mut w = two_threads(0.5);
+    assert_eq!(ineligible(&w, 60.0, 0.5), None);
+    w.age_s = 10.0;
+    assert_eq!(
+        ineligible(&w, 60.0, 0.5),
+        Some("too young (10 s < min_age_s 60)".into())
+    );
+    w.age_s = 3600.0;
+    assert_eq!(
+        ineligible(&w, 60.0, 1.5),
+        Some("uses 1.00 cores < min_cpu_cores 1.5".into())
+    );
+}
+
+#[test]
+fn only_a_workload_both_idle_and_small_goes_unlisted() {
+    let mut w = two_threads(0.001);
+    w.rss = 1 << 20;
+    assert!(unlisted(&w, 0.5, 64 << 20));
+    w.rss = 128 << 20;
+    assert!(!unlisted(&w, 0.5, 64 << 20), "big");
+    let busy = two_threads(0.1);
+    assert!(!unlisted(&busy, 0.5, u64::MAX), "busy");
+}
+
+#[test]
+fn a_back_off_lasts_until_its_end() {
+    let (_tmp, mut e) = engine("");
+    let now = perfpilot_sys::clock::now_ms();
+    e.store
+        .backoff_set("sig", "large_pages", now + 90_000, "no clear effect")
+        .unwrap();
+    let (left, why) = backed_off(&e.store, "sig", "large_pages", now)
+        .unwrap()
+        .unwrap();
+    assert_eq!((left, why.as_str()), (90.0, "no clear effect"));
+    assert_eq!(
+        backed_off(&e.store, "sig", "large_pages", now + 90_000).unwrap(),
+        None
+    );
+    assert_eq!(
+        backed_off(&e.store, "sig", "cache_affinity", now).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn a_backed_off_strategy_is_not_proposed_and_is_once_the_back_off_ends() {
+    let (_tmp, mut e) = engine("");
+    e.tun.affinity_level = Level::Core;
+    e.tun.memory_affinity = false;
+    e.tun.large_pages = false;
+    let w = two_threads(0.3);
+    let r = rates(2, 0.0);
+    let now = perfpilot_sys::clock::now_ms();
+    e.store
+        .backoff_set(
+            &w.signature,
+            "cache_affinity",
+            now + 3_600_000,
+            "it made things worse",
+        )
+        .unwrap();
+    let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    let state = &states[&w.signature];
+    assert!(
+        state.starts_with("cache_affinity backed off for ")
+            && state.ends_with(": it made things worse"),
+        "{state}"
+    );
+    assert!(e.actions.trials.is_empty());
+    assert!(e.store.actions(false, 10).unwrap().is_empty());
+    // The back-off over, the same workload gets a trial (journaled; nothing applied yet).
+    e.store
+        .backoff_set(
+            &w.signature,
+            "cache_affinity",
+            now - 1,
+            "it made things worse",
+        )
+        .unwrap();
+    let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    assert!(
+        states[&w.signature].starts_with("trial of cache_affinity (action 1): compact 2 threads"),
+        "{states:?}"
+    );
+    assert_eq!(e.actions.trials.len(), 1);
+    assert_eq!(
+        e.actions.trials[0].signal,
+        Some(crate::signal::SignalKind::Cpu)
+    );
+}
+
+#[test]
+fn a_strategy_already_kept_or_switched_off_is_not_proposed_again() {
+    let (_tmp, mut e) = engine("");
+    e.tun.affinity_level = Level::Core;
+    e.tun.memory_affinity = false;
+    e.tun.large_pages = false;
+    let w = two_threads(0.3);
+    e.actions.held.push(Held {
+        id: 7,
+        signature: w.signature.clone(),
+        strategy: StrategyKind::CacheAffinity,
+        doc: ActionDoc {
+            members: vec![(100, 1)],
+            changes: vec![],
+            interleave: true,
+            irreversible: false,
+            signal: None,
+            bound_to: None,
+        },
+    });
+    let states = e
+        .propose_workloads(std::slice::from_ref(&w), &rates(2, 0.0))
+        .unwrap();
+    assert_eq!(states[&w.signature], "optimized: nothing more to do");
+    e.actions.held.clear();
+    e.tun.cache_affinity = false;
+    let states = e
+        .propose_workloads(std::slice::from_ref(&w), &rates(2, 0.0))
+        .unwrap();
+    assert_eq!(states[&w.signature], "optimized: nothing more to do");
+    assert!(e.actions.trials.is_empty());
+}
+
+#[test]
+fn a_too_young_workload_gets_no_trial_and_status_says_why() {
+    let (_tmp, mut e) = engine("");
+    e.tun.affinity_level = Level::Core;
+    let mut w = two_threads(0.3);
+    w.age_s = 12.0;
+    let states = e
+        .propose_workloads(std::slice::from_ref(&w), &rates(2, 0.0))
+        .unwrap();
+    assert_eq!(states[&w.signature], "too young (12 s < min_age_s 60)");
+    assert!(e.actions.trials.is_empty());
+}

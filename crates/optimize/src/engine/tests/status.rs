@@ -1,0 +1,133 @@
+//! What status says of workloads and trials.
+
+use perfpilot_observe::rates::ProcRate;
+
+use super::super::status::{TrialStatus, workload_status};
+use super::super::watch::choose_signal;
+use super::{engine, rates, trial, two_threads};
+use crate::config::ProbeSpec;
+use crate::signal::SignalKind;
+use crate::tunables::Level;
+
+#[test]
+fn a_saturated_workload_without_a_probe_or_counters_needs_a_signal_and_status_says_so() {
+    let (_tmp, mut e) = engine("");
+    e.tun.affinity_level = Level::Core;
+    let w = two_threads(1.0);
+    let r = rates(2, 100.0);
+    let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    e.update_status(std::slice::from_ref(&w), &r, states);
+    let ws = &e.status.workloads;
+    assert_eq!(ws.len(), 1);
+    assert!(
+        ws[0].state.starts_with(
+            "needs a signal: it is CPU-saturated (2.00 of 2 cores), this machine has no PMU counters, and no probe is configured"
+        ),
+        "{}",
+        ws[0].state
+    );
+    assert!(ws[0].state.contains("allow_unverified"), "{}", ws[0].state);
+    assert_eq!(ws[0].signal, None);
+    assert!(e.actions.trials.is_empty());
+    assert_eq!(e.status.scans, 1);
+}
+
+#[test]
+fn a_configured_probe_is_the_signal_status_shows() {
+    let (_tmp, mut e) = engine(
+        "[[workload]]\nmatch = { comm = \"app\" }\nsignal = { command = \"echo 1\", kind = \"gauge\" }\n",
+    );
+    let w = two_threads(1.0);
+    let r = rates(2, 100.0);
+    let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    e.update_status(std::slice::from_ref(&w), &r, states);
+    assert_eq!(
+        e.status.workloads[0].signal.as_deref(),
+        Some("command `echo 1`")
+    );
+    assert!(!e.status.workloads[0].state.contains("needs a signal"));
+}
+
+#[test]
+fn the_signal_is_a_probe_then_counters_then_io_then_cpu_at_steady_load() {
+    let probe = ProbeSpec::Command {
+        command: "echo 1".into(),
+        kind: None,
+        higher_is_better: true,
+        per_cpu: false,
+    };
+    let calm = two_threads(0.3);
+    let idle = rates(2, 10.0);
+    assert!(matches!(
+        choose_signal(&calm, Some(&probe), true, &idle, 2),
+        Ok(SignalKind::Probe { .. })
+    ));
+    assert_eq!(
+        choose_signal(&calm, None, true, &idle, 2),
+        Ok(SignalKind::Cpi)
+    );
+    assert_eq!(
+        choose_signal(&calm, None, false, &idle, 2),
+        Ok(SignalKind::Cpu)
+    );
+    let mut busy_io = rates(2, 10.0);
+    busy_io.processes.push(ProcRate {
+        time_ms: 0,
+        pid: 100,
+        comm: "app".into(),
+        cmdline: "app --serve".into(),
+        uid: 0,
+        cpu: 60.0,
+        user: 60.0,
+        system: 0.0,
+        processor: None,
+        threads: 2,
+        rss: 1 << 30,
+        minflt_per_s: 0.0,
+        majflt_per_s: 0.0,
+        ctxt_per_s: 0.0,
+        read_bytes_per_s: Some(1e6),
+        write_bytes_per_s: None,
+        cpus_allowed: None,
+    });
+    assert_eq!(
+        choose_signal(&calm, None, false, &busy_io, 2),
+        Ok(SignalKind::Io)
+    );
+    // The machine is saturated: CPU consumed says more about the others.
+    assert!(choose_signal(&calm, None, false, &rates(2, 95.0), 2).is_err());
+    // The workload does almost nothing.
+    assert!(choose_signal(&two_threads(0.01), None, false, &idle, 2).is_err());
+}
+
+#[test]
+fn a_workloads_kept_actions_come_before_what_happens_to_it_now() {
+    let w = two_threads(0.3);
+    let s = workload_status(&w, "optimized: nothing more to do".into(), &[], None);
+    assert_eq!(s.state, "optimized: nothing more to do");
+    assert_eq!((s.pids.as_slice(), s.threads), ([100].as_slice(), 2));
+    let held = ["cache_affinity kept (action 3)".to_string()];
+    let s = workload_status(&w, "large_pages: holds 1 MiB".into(), &held, None);
+    assert_eq!(
+        s.state,
+        "cache_affinity kept (action 3); large_pages: holds 1 MiB"
+    );
+}
+
+#[test]
+fn a_trial_shows_its_phase_windows_and_signal() {
+    let mut t = trial(4, None, true, vec![]);
+    let s = TrialStatus::of(&t, 6);
+    assert_eq!(
+        (s.phase.as_str(), s.signal.as_str()),
+        ("applying (off)", "none (unverified)")
+    );
+    t.signal = Some(SignalKind::Cpi);
+    t.phase = super::super::trial::Phase::Measuring;
+    t.on = true;
+    (t.off_obs, t.on_obs) = (vec![1.0, 1.1], vec![0.9]);
+    let s = TrialStatus::of(&t, 6);
+    assert_eq!(s.phase, "measuring (on)");
+    assert_eq!((s.windows_off, s.windows_on, s.windows_needed), (2, 1, 6));
+    assert_eq!(s.signal, "cycles per instruction");
+}

@@ -1,0 +1,388 @@
+//! Trials from given window values to their verdicts, and a trial's life over a fixture knob.
+
+use std::collections::HashMap;
+
+use perfpilot_store::journal::ActionState;
+use perfpilot_sys::CpuSet;
+use perfpilot_sys::change::{Change, Undo};
+
+use super::super::enforce::Held;
+use super::super::trial::{Ending, Phase, TrialIo, judge};
+use super::super::watch::Observation;
+use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
+use crate::journal::ActionDoc;
+use crate::signal::SignalKind;
+use crate::stats::Decision;
+use crate::strategy::StrategyKind;
+
+/// A complete trial with these windows, judged at 95 % with a 2 % minimum effect.
+fn verdict_of(
+    signal: SignalKind,
+    interleave: bool,
+    off: &[f64],
+    on: &[f64],
+) -> super::super::Verdict {
+    let mut t = trial(1, Some(signal), interleave, vec![]);
+    t.off_obs = off.to_vec();
+    t.on_obs = on.to_vec();
+    judge(&t, &Ending::Complete, 0.95, 0.02)
+}
+
+#[test]
+fn a_clear_gain_is_kept() {
+    let v = verdict_of(
+        SignalKind::Io,
+        false,
+        &[100.0, 102.0, 98.0, 101.0, 99.0, 100.0],
+        &[120.0, 121.0, 119.0, 122.0, 118.0, 120.0],
+    );
+    assert_eq!(v.decision, Decision::Keep);
+    assert!(v.why.starts_with("gain 1.200 ("), "{}", v.why);
+    assert!(
+        v.why.ends_with("clears the minimum effect 0.02"),
+        "{}",
+        v.why
+    );
+    assert_eq!((v.before.n, v.after.n), (6, 6));
+}
+
+#[test]
+fn a_clear_loss_is_reverted() {
+    let v = verdict_of(
+        SignalKind::Io,
+        false,
+        &[120.0, 121.0, 119.0, 122.0, 118.0, 120.0],
+        &[100.0, 102.0, 98.0, 101.0, 99.0, 100.0],
+    );
+    assert_eq!(v.decision, Decision::Revert);
+    assert!(
+        v.why.starts_with("it made things worse: gain 0.833"),
+        "{}",
+        v.why
+    );
+}
+
+#[test]
+fn a_lower_is_better_signal_turns_the_same_windows_round() {
+    // Cycles per instruction fell by a sixth: a gain.
+    let v = verdict_of(
+        SignalKind::Cpi,
+        false,
+        &[1.2, 1.21, 1.19, 1.22, 1.18, 1.2],
+        &[1.0, 1.02, 0.98, 1.01, 0.99, 1.0],
+    );
+    assert!(!v.higher_is_better);
+    assert_eq!(v.decision, Decision::Keep);
+}
+
+#[test]
+fn noise_is_neutral() {
+    let v = verdict_of(
+        SignalKind::Io,
+        false,
+        &[100.0, 110.0, 90.0, 105.0, 95.0, 100.0],
+        &[101.0, 92.0, 108.0, 99.0, 104.0, 97.0],
+    );
+    assert_eq!(v.decision, Decision::Neutral);
+    assert!(v.why.starts_with("no clear effect: gain"), "{}", v.why);
+}
+
+#[test]
+fn interleaved_windows_are_paired_so_drift_cancels() {
+    // The signal drifts upwards by 20 a window; switched on, it is 3 % higher.
+    let off: Vec<f64> = (0..6).map(|i| 100.0 + 20.0 * i as f64).collect();
+    let on: Vec<f64> = (0..6).map(|i| (110.0 + 20.0 * i as f64) * 1.03).collect();
+    assert_eq!(
+        verdict_of(SignalKind::Io, true, &off, &on).decision,
+        Decision::Keep
+    );
+    assert_eq!(
+        verdict_of(SignalKind::Io, false, &off, &on).decision,
+        Decision::Neutral
+    );
+}
+
+#[test]
+fn a_trial_ended_early_or_with_too_few_windows_is_neutral_and_says_why() {
+    let t = trial(1, Some(SignalKind::Io), false, vec![]);
+    let v = judge(&t, &Ending::Early("its workload exited".into()), 0.95, 0.02);
+    assert_eq!(
+        (v.decision, v.why.as_str()),
+        (Decision::Neutral, "its workload exited")
+    );
+    assert_eq!(v.gain, None);
+    let v = verdict_of(SignalKind::Io, false, &[100.0], &[120.0]);
+    assert_eq!(
+        (v.decision, v.why.as_str()),
+        (Decision::Neutral, "too few usable windows to judge")
+    );
+}
+
+#[test]
+fn a_signal_failing_more_times_than_there_are_windows_ends_the_trial() {
+    let mut t = trial(1, Some(SignalKind::Io), false, vec![]);
+    let fail: Observation = Err("probe `x` timed out".into());
+    assert_eq!(t.record(Some(&fail), 2), None);
+    assert_eq!(t.record(Some(&fail), 2), None);
+    assert_eq!(
+        t.record(Some(&fail), 2),
+        Some(Ending::Early(
+            "its signal failed 3 times in a row: probe `x` timed out".into()
+        ))
+    );
+    // A good window in between starts the count again.
+    let mut t = trial(1, Some(SignalKind::Io), false, vec![]);
+    assert_eq!(t.record(Some(&fail), 2), None);
+    assert_eq!(t.record(Some(&fail), 2), None);
+    assert_eq!(t.record(Some(&Ok(Some(5.0))), 2), None);
+    assert_eq!(t.record(Some(&fail), 2), None);
+    assert_eq!(t.off_obs, vec![5.0]);
+}
+
+#[test]
+fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let id = e
+        .store
+        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
+        .unwrap();
+    let step = Change::Sysfs {
+        rel: VDA_READ_AHEAD.into(),
+        value: "512".into(),
+    };
+    let mut t = trial(id, Some(SignalKind::Io), true, vec![step]);
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
+        t.advance(Some(&w), Some(&Ok(Some(v))), 2, &mut io).unwrap()
+    };
+    // One baseline window, then the step: on.
+    assert_eq!(scan(&mut t, 100.0), None);
+    assert_eq!((t.phase, t.on), (Phase::Measuring, true));
+    assert_eq!(knob(&e.fs), "512");
+    // An on-window, then off (restored from the journaled undo record) ...
+    assert_eq!(scan(&mut t, 120.0), None);
+    assert_eq!((t.on, knob(&e.fs).as_str()), (false, "8192"));
+    // ... an off-window, then on again ...
+    assert_eq!(scan(&mut t, 100.0), None);
+    assert_eq!((t.on, knob(&e.fs).as_str()), (true, "512"));
+    // ... and the second on-window completes it.
+    assert_eq!(scan(&mut t, 121.0), Some(Ending::Complete));
+    assert_eq!(t.off_obs, vec![100.0, 100.0]);
+    assert_eq!(t.on_obs, vec![120.0, 121.0]);
+    let undo = e.store.action(id).unwrap().unwrap().undo;
+    assert!(undo.contains("\"previous\":\"8192\""), "{undo}");
+}
+
+#[test]
+fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let windows = e.tun.window_count();
+    for (gain, state) in [(1.2, ActionState::Kept), (0.8, ActionState::Reverted)] {
+        perfpilot_sys::knob::write_knob(&e.fs, VDA_READ_AHEAD, "8192").unwrap();
+        let id = e
+            .store
+            .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
+            .unwrap();
+        e.store
+            .journal_set_state(id, ActionState::Trial, "")
+            .unwrap();
+        let step = Change::Sysfs {
+            rel: VDA_READ_AHEAD.into(),
+            value: "512".into(),
+        };
+        e.actions
+            .trials
+            .push(trial(id, Some(SignalKind::Io), false, vec![step]));
+        // Sequential: every baseline window, the step, every window after; slight noise.
+        let mut ended = false;
+        for i in 0..(2 * windows + 1) {
+            let noise = [0.0, 1.0, -1.0][i % 3];
+            let v = if e.actions.trials.first().is_some_and(|t| t.on) {
+                100.0 * gain + noise
+            } else {
+                100.0 + noise
+            };
+            let obs: HashMap<String, Observation> = [(w.signature.clone(), Ok(Some(v)))].into();
+            e.advance_trials(std::slice::from_ref(&w), &obs).unwrap();
+            ended = e.actions.trials.is_empty();
+        }
+        assert!(ended, "the trial did not end in {} scans", 2 * windows + 1);
+        let rec = e.store.action(id).unwrap().unwrap();
+        assert_eq!(rec.state, state, "{}", rec.note);
+        let backoff = e.store.backoff_get(&w.signature, "read_ahead").unwrap();
+        match state {
+            ActionState::Kept => {
+                assert_eq!(knob(&e.fs), "512");
+                assert_eq!(e.actions.held.len(), 1);
+                assert!(backoff.is_none());
+            }
+            _ => {
+                assert_eq!(knob(&e.fs), "8192");
+                assert!(
+                    rec.note.starts_with("reverted: it made things worse"),
+                    "{}",
+                    rec.note
+                );
+                let (until, why) = backoff.unwrap();
+                assert!(until > perfpilot_sys::clock::now_ms() + 3_500_000);
+                assert!(why.starts_with("it made things worse"), "{why}");
+            }
+        }
+        assert!(rec.verdict.is_some());
+    }
+}
+
+#[test]
+fn a_trial_whose_mask_was_changed_behind_perfpilots_back_is_left_manual() {
+    let (_tmp, mut e) = engine("");
+    let mut w = two_threads(0.3);
+    let id = e
+        .store
+        .journal_begin(&w.signature, "app", "cache_affinity", "{}", "[]", "test")
+        .unwrap();
+    let mut t = trial(id, Some(SignalKind::Cpu), true, vec![]);
+    t.strategy = StrategyKind::CacheAffinity;
+    t.doc.members = vec![(100, 1)];
+    t.doc.bound_to = Some(CpuSet::parse("0").unwrap());
+    (t.phase, t.on) = (Phase::Measuring, true);
+    e.actions.trials.push(t);
+    // The fixture is not the live system: the member's mask is the sample's.
+    w.members[0].cpus_allowed = Some(CpuSet::parse("0-1").unwrap());
+    e.advance_trials(std::slice::from_ref(&w), &HashMap::new())
+        .unwrap();
+    assert!(e.actions.trials.is_empty());
+    let rec = e.store.action(id).unwrap().unwrap();
+    assert_eq!(rec.state, ActionState::Manual);
+    let why = "manually tuned: pid 100 affinity changed to 0-1 behind perfpilot's back";
+    assert_eq!(rec.note, format!("{why}; left as it is"));
+    assert_eq!(e.policy.manual[&w.signature], why);
+    assert!(
+        e.store
+            .backoff_get(&w.signature, "cache_affinity")
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_kept_action_whose_mask_was_changed_becomes_manual_and_one_whose_workload_exited_ends() {
+    let (_tmp, mut e) = engine("");
+    let mut w = two_threads(0.3);
+    let doc = ActionDoc {
+        members: vec![(100, 1)],
+        changes: vec![],
+        interleave: true,
+        irreversible: false,
+        signal: None,
+        bound_to: Some(CpuSet::parse("0").unwrap()),
+    };
+    let mut held = |sig: &str| {
+        let id = e
+            .store
+            .journal_begin(sig, "app", "cache_affinity", "{}", "[]", "test")
+            .unwrap();
+        e.actions.held.push(Held {
+            id,
+            signature: sig.into(),
+            strategy: StrategyKind::CacheAffinity,
+            doc: doc.clone(),
+        });
+        id
+    };
+    let (changed, exited) = (held(&w.signature), held("gone"));
+    w.members[0].cpus_allowed = Some(CpuSet::parse("0-1").unwrap());
+    e.enforce_held(std::slice::from_ref(&w)).unwrap();
+    assert!(e.actions.held.is_empty());
+    let rec = e.store.action(changed).unwrap().unwrap();
+    assert_eq!(rec.state, ActionState::Manual);
+    assert!(
+        rec.note
+            .starts_with("manually tuned: pid 100 affinity changed to 0-1")
+    );
+    let rec = e.store.action(exited).unwrap().unwrap();
+    assert_eq!(
+        (rec.state, rec.note.as_str()),
+        (ActionState::Ended, "its workload exited")
+    );
+    // From now on the workload is left alone, and status says why.
+    let states = e
+        .propose_workloads(std::slice::from_ref(&w), &super::rates(2, 0.0))
+        .unwrap();
+    assert!(
+        states[&w.signature].contains("behind perfpilot's back"),
+        "{states:?}"
+    );
+}
+
+#[test]
+fn a_restarted_engine_undoes_abandoned_trials_and_re_adopts_kept_actions() {
+    let (_tmp, mut e) = engine("");
+    // An abandoned trial that had set the knob (its undo record journaled first).
+    let doc = |members: Vec<(i32, u64)>, bound_to: Option<CpuSet>| {
+        serde_json::to_string(&ActionDoc {
+            members,
+            changes: vec![],
+            interleave: true,
+            irreversible: false,
+            signal: None,
+            bound_to,
+        })
+        .unwrap()
+    };
+    let undo = serde_json::to_string(&vec![Undo::Sysfs {
+        rel: VDA_READ_AHEAD.into(),
+        previous: "8192".into(),
+    }])
+    .unwrap();
+    let trial = e
+        .store
+        .journal_begin(
+            "device:vda",
+            "vda",
+            "read_ahead",
+            &doc(vec![], None),
+            &undo,
+            "t",
+        )
+        .unwrap();
+    e.store
+        .journal_set_state(trial, ActionState::Trial, "")
+        .unwrap();
+    perfpilot_sys::knob::write_knob(&e.fs, VDA_READ_AHEAD, "512").unwrap();
+    // A kept action of a process the fixture has (pid 7868, start time 66448), one of a
+    // process long gone, and an entry that does not parse.
+    let mut kept = |members: Vec<(i32, u64)>| {
+        let d = doc(members, Some(CpuSet::parse("0").unwrap()));
+        let id = e
+            .store
+            .journal_begin("sig", "python3", "cache_affinity", &d, "[]", "k")
+            .unwrap();
+        e.store
+            .journal_set_state(id, ActionState::Kept, "")
+            .unwrap();
+        id
+    };
+    let alive = kept(vec![(7868, 66448)]);
+    let gone = kept(vec![(7868, 1)]);
+    let broken = e
+        .store
+        .journal_begin("sig", "x", "large_pages", "not json", "[]", "b")
+        .unwrap();
+    e.recover().unwrap();
+    assert_eq!(knob(&e.fs), "8192");
+    let state = |id| e.store.action(id).unwrap().unwrap().state;
+    assert_eq!(state(trial), ActionState::Reverted);
+    assert_eq!(state(alive), ActionState::Kept);
+    assert_eq!(state(gone), ActionState::Ended);
+    assert_eq!(state(broken), ActionState::Failed);
+    assert_eq!(
+        e.actions.held.iter().map(|h| h.id).collect::<Vec<_>>(),
+        vec![alive]
+    );
+}

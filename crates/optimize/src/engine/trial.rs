@@ -1,0 +1,498 @@
+//! Trials: an action is journaled, its baseline measured, its steps applied (one per scan), its
+//! effect measured in windows (sequential, or interleaved off/on where undo is cheap), and it
+//! ends in a verdict: kept, reverted (and backed off), or left to whoever changed it.
+
+use std::collections::{HashMap, VecDeque};
+
+use perfpilot_observe::workload::Workload;
+use perfpilot_store::Store;
+use perfpilot_store::journal::ActionState;
+use perfpilot_sys::Fs;
+use perfpilot_sys::change::{Change, Undo};
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info, warn};
+
+use super::apply::{journal_and_apply, json, outcome, reapply, refresh_tids};
+use super::enforce::{Held, bind_new_threads, changed_mask};
+use super::watch::Observation;
+use super::{Engine, EngineError};
+use crate::journal::{self, ActionDoc};
+use crate::signal::SignalKind;
+use crate::stats::{self, Decision, Gain, Stats};
+use crate::strategy::StrategyKind;
+
+/// The evidence behind a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The action judged.
+    pub action: i64,
+    /// The signal that judged it, described.
+    pub signal: String,
+    /// Whether a larger signal is better.
+    pub higher_is_better: bool,
+    /// Whether the windows were interleaved off/on pairs.
+    pub interleaved: bool,
+    /// The windows without the change.
+    pub before: Stats,
+    /// The windows with the change.
+    pub after: Stats,
+    /// The gain (> 1 is better) with its interval; `None` when there were too few windows.
+    pub gain: Option<Gain>,
+    /// What was decided.
+    pub decision: Decision,
+    /// Why, in a sentence.
+    pub why: String,
+}
+
+/// Where a trial is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Phase {
+    /// Windows before the change (sequential trials).
+    Baseline,
+    /// Applying a paced change, one step per scan.
+    Applying,
+    /// Windows after the change (sequential), or alternating off/on windows (interleaved).
+    Measuring,
+}
+
+/// How a trial ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// Every window measured (or, unverified, every step applied).
+    Complete,
+    /// Ended before its windows were complete, and why: neutral, without a gain.
+    Early(String),
+}
+
+/// A running trial.
+pub(super) struct Trial {
+    pub(super) id: i64,
+    pub(super) signature: String,
+    pub(super) name: String,
+    pub(super) strategy: StrategyKind,
+    pub(super) doc: ActionDoc,
+    pub(super) undo: Vec<Undo>,
+    /// The steps still to apply.
+    pub(super) steps: VecDeque<Change>,
+    pub(super) phase: Phase,
+    /// The change is in effect now.
+    pub(super) on: bool,
+    /// Observations without the change.
+    pub(super) off_obs: Vec<f64>,
+    /// Observations with the change.
+    pub(super) on_obs: Vec<f64>,
+    /// The workload whose signal judges the action (itself, or for a device, its top reader).
+    pub(super) judge: String,
+    /// `None`: unverified (allow_unverified): applied, paced, and kept without a verdict.
+    pub(super) signal: Option<SignalKind>,
+    /// Signal failures in a row.
+    pub(super) failures: u32,
+    pub(super) reason: String,
+    /// Whether any step changed anything (a step can fail whole: no free huge pages, …).
+    pub(super) effective: bool,
+    /// What the last ineffective step said.
+    pub(super) last_problem: Option<String>,
+}
+
+/// What a strategy proposed, to start a trial of.
+pub(super) struct Proposed<'a> {
+    /// The workload (or a device's pseudo-workload).
+    pub(super) w: &'a Workload,
+    pub(super) kind: StrategyKind,
+    pub(super) changes: Vec<Change>,
+    pub(super) reason: String,
+    pub(super) interleave: bool,
+    pub(super) irreversible: bool,
+    /// `None`: unverified.
+    pub(super) signal: Option<SignalKind>,
+    /// The signature of the workload whose signal judges it.
+    pub(super) judge: String,
+}
+
+/// What advancing a trial may touch.
+pub(super) struct TrialIo<'a> {
+    pub(super) store: &'a mut Store,
+    pub(super) fs: &'a Fs,
+    /// Workloads made manual, with why.
+    pub(super) manual: &'a mut HashMap<String, String>,
+}
+
+impl Trial {
+    /// Takes in this window's observation; ends the trial when its signal failed more than
+    /// `windows` times in a row.
+    pub(super) fn record(&mut self, obs: Option<&Observation>, windows: usize) -> Option<Ending> {
+        match obs {
+            Some(Ok(Some(v))) => {
+                self.failures = 0;
+                match self.phase {
+                    Phase::Baseline => self.off_obs.push(*v),
+                    Phase::Applying => {}
+                    Phase::Measuring if self.on => self.on_obs.push(*v),
+                    Phase::Measuring => self.off_obs.push(*v),
+                }
+            }
+            Some(Err(e)) => {
+                self.failures += 1;
+                warn!(action = self.id, workload = %self.name, "signal: {e}");
+                if self.failures as usize > windows {
+                    return Some(Ending::Early(format!(
+                        "its signal failed {} times in a row: {e}",
+                        self.failures
+                    )));
+                }
+            }
+            Some(Ok(None)) | None => {}
+        }
+        None
+    }
+
+    /// One scan of a trial on its workload `w` (`None`: it exited): the mask check, the
+    /// observation, then the next step. Returns how it ended, if it did.
+    pub(super) fn advance(
+        &mut self,
+        w: Option<&Workload>,
+        obs: Option<&Observation>,
+        windows: usize,
+        io: &mut TrialIo,
+    ) -> Result<Option<Ending>, EngineError> {
+        let Some(w) = w else {
+            return Ok(Some(Ending::Early("its workload exited".into())));
+        };
+        if self.on
+            && let Some(mask) = self.doc.bound_to.clone()
+        {
+            // Someone changed our mask: the workload becomes manual.
+            if let Some((pid, now)) = changed_mask(io.fs, w, &self.doc, &mask) {
+                let why = format!(
+                    "manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back"
+                );
+                io.manual.insert(self.signature.clone(), why.clone());
+                return Ok(Some(Ending::Early(format!("{why}; left as it is"))));
+            }
+            // Threads started while bound inherited perfpilot's mask: journal and bind them.
+            bind_new_threads(
+                io.store,
+                io.fs,
+                self.id,
+                &mut self.doc,
+                &mut self.undo,
+                w,
+                &mask,
+            )?;
+        }
+        if let Some(end) = self.record(obs, windows) {
+            return Ok(Some(end));
+        }
+        self.step(w, windows, io)
+    }
+
+    /// The next step: from the baseline to applying, one paced change, the measuring windows,
+    /// switching an interleaved trial off or on.
+    fn step(
+        &mut self,
+        w: &Workload,
+        windows: usize,
+        io: &mut TrialIo,
+    ) -> Result<Option<Ending>, EngineError> {
+        // Interleaved trials need one baseline window before alternating; sequential ones all.
+        let baseline = if self.doc.interleave { 1 } else { windows };
+        if self.phase == Phase::Baseline && self.off_obs.len() >= baseline {
+            self.phase = Phase::Applying;
+        }
+        match self.phase {
+            Phase::Baseline => Ok(None),
+            Phase::Applying => self.apply_step(w, io),
+            Phase::Measuring if self.doc.interleave => {
+                if self.off_obs.len() >= windows && self.on_obs.len() >= windows {
+                    return Ok(Some(Ending::Complete));
+                }
+                // Alternate: after an on-window switch off, after an off-window switch on.
+                if self.on {
+                    for l in journal::undo_all(io.fs, &self.doc.members, &self.undo) {
+                        debug!(action = self.id, "interleave off: {l}");
+                    }
+                    self.on = false;
+                } else {
+                    reapply(io.fs, self.id, &self.doc.changes);
+                    if let Some(mask) = self.doc.bound_to.clone() {
+                        bind_new_threads(
+                            io.store,
+                            io.fs,
+                            self.id,
+                            &mut self.doc,
+                            &mut self.undo,
+                            w,
+                            &mask,
+                        )?;
+                    }
+                    self.on = true;
+                }
+                Ok(None)
+            }
+            Phase::Measuring => Ok((self.on_obs.len() >= windows).then_some(Ending::Complete)),
+        }
+    }
+
+    /// Applies the next paced step (journaled first); once none is left, measuring starts, or
+    /// an unverified trial is complete, or a trial none of whose steps changed anything ends.
+    fn apply_step(
+        &mut self,
+        w: &Workload,
+        io: &mut TrialIo,
+    ) -> Result<Option<Ending>, EngineError> {
+        if let Some(c) = self.steps.pop_front() {
+            let members: Vec<(i32, Vec<i32>)> =
+                w.members.iter().map(|m| (m.pid, m.tids.clone())).collect();
+            let c = refresh_tids(c, &members);
+            let applied =
+                journal_and_apply(io.store, io.fs, self.id, &mut self.doc, &mut self.undo, c)?;
+            match applied.as_ref().map(outcome) {
+                Some((true, what)) => {
+                    self.effective = true;
+                    info!(action = self.id, workload = %self.name, "step applied: {what}");
+                }
+                Some((false, what)) => {
+                    warn!(action = self.id, workload = %self.name, "step changed nothing: {what}");
+                    self.last_problem = Some(what);
+                }
+                None => self.last_problem = Some("the step failed (see the log)".into()),
+            }
+            self.on = true;
+        }
+        if self.steps.is_empty() {
+            self.phase = Phase::Measuring;
+            // Nothing took effect: there is nothing to measure.
+            if !self.effective {
+                return Ok(Some(Ending::Early(format!(
+                    "nothing could be applied: {}",
+                    self.last_problem.clone().unwrap_or_default()
+                ))));
+            }
+            // Unverified: nothing to measure; kept once every step is applied.
+            if self.signal.is_none() {
+                return Ok(Some(Ending::Complete));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The verdict on a trial that ended: from its windows when complete (a gain with its interval,
+/// decided against `min_effect`), else neutral for the reason it ended early.
+pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64) -> Verdict {
+    let hib = t.signal.as_ref().is_none_or(|s| s.higher_is_better());
+    let (gain, decision, why) = match ending {
+        Ending::Early(why) => (None, Decision::Neutral, why.clone()),
+        Ending::Complete => {
+            let gain = if t.doc.interleave {
+                let n = t.off_obs.len().min(t.on_obs.len());
+                stats::gain_paired(&t.off_obs[..n], &t.on_obs[..n], hib, confidence)
+            } else {
+                stats::gain_independent(&t.off_obs, &t.on_obs, hib, confidence)
+            };
+            match gain {
+                Some(g) => {
+                    let d = stats::decide(&g, min_effect);
+                    let why = match d {
+                        Decision::Keep => format!(
+                            "gain {:.3} ({:.3}..{:.3}) clears the minimum effect {min_effect}",
+                            g.ratio, g.ci_low, g.ci_high
+                        ),
+                        Decision::Revert => format!(
+                            "it made things worse: gain {:.3} ({:.3}..{:.3})",
+                            g.ratio, g.ci_low, g.ci_high
+                        ),
+                        Decision::Neutral => format!(
+                            "no clear effect: gain {:.3} ({:.3}..{:.3}) does not clear {min_effect}",
+                            g.ratio, g.ci_low, g.ci_high
+                        ),
+                    };
+                    (Some(g), d, why)
+                }
+                None => (
+                    None,
+                    Decision::Neutral,
+                    "too few usable windows to judge".into(),
+                ),
+            }
+        }
+    };
+    Verdict {
+        action: t.id,
+        signal: t.signal.as_ref().map(|s| s.describe()).unwrap_or_default(),
+        higher_is_better: hib,
+        interleaved: t.doc.interleave,
+        before: Stats::of(&t.off_obs),
+        after: Stats::of(&t.on_obs),
+        gain,
+        decision,
+        why,
+    }
+}
+
+impl Engine {
+    /// Starts a trial: journals the action (nothing applied yet), then measures the baseline
+    /// (or, for an unverified action, applies it at once and keeps it).
+    pub(super) fn start(&mut self, p: Proposed) -> Result<i64, EngineError> {
+        let bound_to = p.changes.iter().find_map(|c| match c {
+            Change::Affinity { cpus, .. } => Some(cpus.clone()),
+            _ => None,
+        });
+        let doc = ActionDoc {
+            members: p.w.members.iter().map(|m| (m.pid, m.starttime)).collect(),
+            changes: Vec::new(),
+            interleave: p.interleave,
+            irreversible: p.irreversible,
+            signal: p.signal.clone(),
+            bound_to,
+        };
+        let undo: Vec<Undo> = Vec::new();
+        let id = self.store.journal_begin(
+            &p.w.signature,
+            &p.w.name,
+            p.kind.as_str(),
+            &json(&doc),
+            &json(&undo),
+            &p.reason,
+        )?;
+        // Unverified actions have nothing to measure: they are applied (paced) and kept.
+        let (phase, note) = match &p.signal {
+            Some(sig) => {
+                info!(action = id, workload = %p.w.name, strategy = %p.kind, signal = %sig.describe(), "trial starts: {}", p.reason);
+                (Phase::Baseline, "measuring the baseline")
+            }
+            None => {
+                info!(action = id, workload = %p.w.name, strategy = %p.kind, "applying without verification (allow_unverified): {}", p.reason);
+                (Phase::Applying, "applying (unverified)")
+            }
+        };
+        self.store.journal_set_state(id, ActionState::Trial, note)?;
+        self.actions.trials.push(Trial {
+            id,
+            signature: p.w.signature.clone(),
+            name: p.w.name.clone(),
+            strategy: p.kind,
+            doc,
+            undo,
+            steps: p.changes.into(),
+            phase,
+            on: false,
+            off_obs: Vec::new(),
+            on_obs: Vec::new(),
+            judge: p.judge,
+            signal: p.signal,
+            failures: 0,
+            reason: p.reason,
+            effective: false,
+            last_problem: None,
+        });
+        Ok(id)
+    }
+
+    /// Advances every running trial by one scan, then ends those that are over.
+    pub(super) fn advance_trials(
+        &mut self,
+        workloads: &[Workload],
+        obs: &HashMap<String, Observation>,
+    ) -> Result<(), EngineError> {
+        let windows = self.tun.window_count();
+        let mut finished = Vec::new();
+        for (i, t) in self.actions.trials.iter_mut().enumerate() {
+            // A device's trial is judged by a workload; any workload stands for "still running".
+            let w = workloads
+                .iter()
+                .find(|w| w.signature == t.signature)
+                .or_else(|| {
+                    t.signature
+                        .starts_with("device:")
+                        .then(|| workloads.first())
+                        .flatten()
+                });
+            let mut io = TrialIo {
+                store: &mut self.store,
+                fs: &self.fs,
+                manual: &mut self.policy.manual,
+            };
+            if let Some(end) = t.advance(w, obs.get(&t.judge), windows, &mut io)? {
+                finished.push((i, end));
+            }
+        }
+        // Decide, newest index first so removals keep indices valid.
+        for (i, end) in finished.into_iter().rev() {
+            let t = self.actions.trials.remove(i);
+            self.finish(t, end)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a trial: decides from its windows (or from why it ended early), keeps or reverts,
+    /// stores the verdict and the back-off.
+    pub(super) fn finish(&mut self, mut t: Trial, ending: Ending) -> Result<(), EngineError> {
+        if t.signal.is_none() && ending == Ending::Complete {
+            let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
+            self.store.journal_set_verdict(t.id, &v.to_string())?;
+            self.store
+                .journal_set_state(t.id, ActionState::Kept, "unverified")?;
+            info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept without verification: {}", t.reason);
+            self.actions.held.push(Held {
+                id: t.id,
+                signature: t.signature.clone(),
+                strategy: t.strategy,
+                doc: t.doc,
+            });
+            return Ok(());
+        }
+        let verdict = judge(&t, &ending, self.tun.confidence, self.tun.min_effect);
+        self.store.journal_set_verdict(t.id, &json(&verdict))?;
+        let why = verdict.why;
+        let manual = self.policy.manual.contains_key(&t.signature);
+        match verdict.decision {
+            Decision::Keep => {
+                if !t.on {
+                    reapply(&self.fs, t.id, &t.doc.changes);
+                }
+                info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept: {why} [{}]", t.reason);
+                self.store
+                    .journal_set_state(t.id, ActionState::Kept, &why)?;
+                self.actions.held.push(Held {
+                    id: t.id,
+                    signature: t.signature.clone(),
+                    strategy: t.strategy,
+                    doc: t.doc,
+                });
+            }
+            _ if manual => {
+                info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{why}");
+                self.store
+                    .journal_set_state(t.id, ActionState::Manual, &why)?;
+            }
+            _ => {
+                let lines = if t.on || !t.doc.interleave {
+                    journal::undo_all(&self.fs, &t.doc.members, &t.undo)
+                } else {
+                    Vec::new()
+                };
+                t.on = false;
+                let what = if t.doc.irreversible {
+                    "stopped (huge pages stay; they cannot be split back cheaply)"
+                } else {
+                    "reverted"
+                };
+                info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{what}: {why}; {}", lines.join("; "));
+                self.store.journal_set_state(
+                    t.id,
+                    ActionState::Reverted,
+                    &format!("{what}: {why}"),
+                )?;
+                self.store.backoff_set(
+                    &t.signature,
+                    t.strategy.as_str(),
+                    perfpilot_sys::clock::now_ms() + (self.tun.backoff_s * 1000.0) as i64,
+                    &why,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,273 @@
+//! What the engine watches: samples of the machine, the shared memory and memory placement of
+//! workloads, and the signal observations that judge trials.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use perfpilot_observe::pmu::PmuSet;
+use perfpilot_observe::workload::{Workload, WorkloadMemory};
+use perfpilot_observe::{Rates, Sample, Sampler, SamplerConfig};
+use perfpilot_sys::Fs;
+use perfpilot_sys::perf::Event;
+use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
+
+use super::Engine;
+use crate::config::ProbeSpec;
+use crate::signal::{self, SignalKind, Windowed};
+use crate::tunables::Tunables;
+
+/// Above this many bytes per second of I/O (read + written), a workload's I/O progress is its
+/// signal.
+const IO_SIGNAL_MIN_BYTES_PER_S: f64 = 64.0 * 1024.0;
+
+/// Below this many cores a workload does too little work for the CPU it consumes to judge an
+/// action.
+const CPU_SIGNAL_MIN_CORES: f64 = 0.05;
+
+/// Above this share of the cores it can use, a workload is saturated: the CPU it consumes no
+/// longer shows a gain.
+const CPU_SIGNAL_SATURATED: f64 = 0.85;
+
+/// Above this busy share of the machine, the CPU a workload consumes says more about the others
+/// than about it.
+const CPU_SIGNAL_MACHINE_BUSY: f64 = 0.9;
+
+/// An observation of one window: a value, none this window (a counter's first reading, no CPU
+/// used), or why the signal failed.
+pub(super) type Observation = Result<Option<f64>, String>;
+
+/// The engine's view of the machine between scans.
+pub(super) struct Watch {
+    pub(super) sampler: Sampler,
+    reader: ProcReader,
+    /// The previous sample (rates are between two).
+    pub(super) prev: Option<Sample>,
+    /// Probe readings turned into per-window observations, per judged workload.
+    windowed: HashMap<String, Windowed>,
+    /// Cycles and instructions per judged workload, where the machine has PMU counters.
+    pub(super) pmu: Option<PmuSet>,
+    /// Last (cycles, instructions) totals per workload signature.
+    pmu_last: HashMap<String, (u64, u64)>,
+    /// `process_madvise(MADV_COLLAPSE)` works on this kernel.
+    pub(super) collapse_supported: bool,
+}
+
+impl Watch {
+    /// Watches `fs`: threads sampled, expensive readings only on demand.
+    pub(super) fn new(fs: &Fs) -> Watch {
+        let sampler = Sampler::new(
+            fs,
+            SamplerConfig {
+                threads: true,
+                expensive_every: 0,
+                per_cpu_ctxt: false,
+                ..SamplerConfig::default()
+            },
+        );
+        let pmu = perfpilot_sys::perf::hardware_support()
+            .is_ok()
+            .then(|| PmuSet::new(&[Event::Cycles, Event::Instructions]));
+        Watch {
+            sampler,
+            reader: ProcReader::new(fs),
+            prev: None,
+            windowed: HashMap::new(),
+            pmu,
+            pmu_last: HashMap::new(),
+            collapse_supported: perfpilot_sys::collapse::kernel_supports_collapse(),
+        }
+    }
+
+    /// Reads the shared-memory attachments of the processes big enough to matter.
+    pub(super) fn shared_memory(
+        &mut self,
+        cur: &Sample,
+        rates: &Rates,
+        tun: &Tunables,
+    ) -> HashMap<i32, Vec<ShmAttach>> {
+        let min_mem = tun.min_memory_bytes();
+        let min_cpu = tun.min_cpu_cores / 4.0;
+        let cpu: HashMap<i32, f64> = rates
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.cpu / 100.0))
+            .collect();
+        let mut out = HashMap::new();
+        for p in cur.processes.iter().filter(|p| !p.kernel_thread) {
+            if p.rss < min_mem && cpu.get(&p.pid).copied().unwrap_or(0.0) < min_cpu {
+                continue;
+            }
+            if let Ok(s) = self.reader.shm_attachments(p.pid)
+                && !s.is_empty()
+            {
+                out.insert(p.pid, s);
+            }
+        }
+        out
+    }
+
+    /// Reads a workload's memory placement and maps (expensive: only when a strategy needs it).
+    pub(super) fn read_memory(
+        &mut self,
+        w: &Workload,
+    ) -> (Option<WorkloadMemory>, Option<HashMap<i32, Vec<MapRange>>>) {
+        let mut readings = Vec::new();
+        let mut maps = HashMap::new();
+        for m in &w.members {
+            if let Ok(r) = self.sampler.memory_of(m.pid, m.starttime) {
+                readings.push(r);
+            }
+            if let Ok(r) = self.reader.maps(m.pid) {
+                maps.insert(m.pid, r);
+            }
+        }
+        if readings.is_empty() {
+            return (None, None);
+        }
+        (Some(WorkloadMemory::of(readings.iter())), Some(maps))
+    }
+
+    /// Cycles per instruction of a workload since its previous window (every thread counted;
+    /// new threads are caught, exited ones keep their counts). `None` on the first window.
+    fn cpi(&mut self, w: &Workload) -> Option<f64> {
+        let set = self.pmu.as_mut()?;
+        let (mut cycles, mut instructions) = (0u64, 0u64);
+        for m in &w.members {
+            set.track(m.pid, m.starttime, &m.tids);
+            let totals = set.read(m.pid)?;
+            cycles += totals.get(&Event::Cycles).copied().unwrap_or(0);
+            instructions += totals.get(&Event::Instructions).copied().unwrap_or(0);
+        }
+        let prev = self
+            .pmu_last
+            .insert(w.signature.clone(), (cycles, instructions))?;
+        let di = instructions.saturating_sub(prev.1);
+        (di > 0).then(|| cycles.saturating_sub(prev.0) as f64 / di as f64)
+    }
+
+    /// This window's observation of `w` by signal `kind`, taken at `t_s` (monotonic seconds).
+    fn observe(
+        &mut self,
+        w: &Workload,
+        kind: &SignalKind,
+        rates: &Rates,
+        t_s: f64,
+        timeout: Duration,
+    ) -> Observation {
+        match kind {
+            SignalKind::Probe { probe } => match signal::read_probe(probe, timeout) {
+                Ok(v) => {
+                    let o = self.windowed.entry(w.signature.clone()).or_default().feed(
+                        probe.kind(),
+                        t_s,
+                        v,
+                    );
+                    // Work per CPU-second: no observation while it used no CPU.
+                    Ok(if probe.per_cpu() {
+                        o.filter(|_| w.cpu_cores > 0.01).map(|x| x / w.cpu_cores)
+                    } else {
+                        o
+                    })
+                }
+                Err(e) => {
+                    self.windowed
+                        .entry(w.signature.clone())
+                        .or_default()
+                        .reset();
+                    Err(e.to_string())
+                }
+            },
+            SignalKind::Io => Ok(Some(io_bytes_per_s(w, rates))),
+            SignalKind::Cpu => Ok(Some(w.cpu_cores)),
+            SignalKind::Cpi => Ok(self.cpi(w)),
+        }
+    }
+}
+
+impl Engine {
+    /// The observation of the current window for every workload some trial is judged by.
+    pub(super) fn observe_signals(
+        &mut self,
+        workloads: &[Workload],
+        rates: &Rates,
+        cur: &Sample,
+    ) -> HashMap<String, Observation> {
+        let mut out = HashMap::new();
+        let judges: Vec<(String, SignalKind)> = self
+            .actions
+            .trials
+            .iter()
+            .filter_map(|t| Some((t.judge.clone(), t.signal.clone()?)))
+            .collect();
+        let t_s = cur.mono_ns as f64 / 1e9;
+        let timeout = Duration::from_secs_f64(self.tun.probe_timeout_s);
+        for (sig, kind) in judges {
+            if out.contains_key(&sig) {
+                continue;
+            }
+            let Some(w) = workloads.iter().find(|w| w.signature == sig) else {
+                continue;
+            };
+            let obs = self.watch.observe(w, &kind, rates, t_s, timeout);
+            out.insert(sig, obs);
+        }
+        out
+    }
+}
+
+/// Bytes a workload read and wrote per second through system calls.
+pub(super) fn io_bytes_per_s(w: &Workload, rates: &Rates) -> f64 {
+    let pids = w.pids();
+    rates
+        .processes
+        .iter()
+        .filter(|p| pids.contains(&p.pid))
+        .map(|p| p.read_bytes_per_s.unwrap_or(0.0) + p.write_bytes_per_s.unwrap_or(0.0))
+        .sum()
+}
+
+/// Bytes a workload read per second through system calls.
+pub(super) fn read_bytes_per_s(w: &Workload, rates: &Rates) -> f64 {
+    let pids = w.pids();
+    rates
+        .processes
+        .iter()
+        .filter(|p| pids.contains(&p.pid))
+        .map(|p| p.read_bytes_per_s.unwrap_or(0.0))
+        .sum()
+}
+
+/// Chooses a workload's signal: its configured `probe`, else PMU cycles per instruction (when
+/// the machine has counters), else its I/O progress, else the CPU it consumes when not
+/// saturated; `Err(why)` when none is usable, saying what to do.
+pub(super) fn choose_signal(
+    w: &Workload,
+    probe: Option<&ProbeSpec>,
+    pmu: bool,
+    rates: &Rates,
+    online_cpus: usize,
+) -> Result<SignalKind, String> {
+    if let Some(p) = probe {
+        return Ok(SignalKind::Probe { probe: p.clone() });
+    }
+    if pmu {
+        return Ok(SignalKind::Cpi);
+    }
+    if io_bytes_per_s(w, rates) > IO_SIGNAL_MIN_BYTES_PER_S {
+        return Ok(SignalKind::Io);
+    }
+    let capacity = (w.threads as f64).min(online_cpus as f64);
+    let machine_busy = rates.total.busy / 100.0;
+    // CPU consumed judges an action only for a workload that does measurable work and is
+    // not saturated (then the same work for less CPU is a gain).
+    if w.cpu_cores >= CPU_SIGNAL_MIN_CORES
+        && w.cpu_cores < CPU_SIGNAL_SATURATED * capacity
+        && machine_busy < CPU_SIGNAL_MACHINE_BUSY
+    {
+        return Ok(SignalKind::Cpu);
+    }
+    Err(format!(
+        "needs a signal: it is CPU-saturated ({:.2} of {capacity:.0} cores), this machine has no PMU counters, and no probe is configured; give it one with [[workload]] signal = {{ url = …, metric = … }} or set allow_unverified",
+        w.cpu_cores
+    ))
+}
