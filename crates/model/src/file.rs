@@ -19,9 +19,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ModelError;
-use crate::fit::{FitReport, Measurement, fit};
+use crate::fit::{FitReport, fit};
 use crate::mva::SolveOptions;
 use crate::network::{Class, Discipline, Network, Station, StationKind};
+use crate::point::LoadPoint;
 use crate::predict::Configuration;
 
 /// A number for the single class, or a table by class name.
@@ -129,7 +130,7 @@ pub struct ModelFile {
     #[serde(default, alias = "station")]
     pub stations: Vec<StationSpec>,
     #[serde(default, alias = "measurement", skip_serializing_if = "Vec::is_empty")]
-    pub measurements: Vec<Measurement>,
+    pub measurements: Vec<LoadPoint>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -288,7 +289,7 @@ impl ModelFile {
     }
 
     /// The measured points selected by `[fit] from` (all when empty).
-    pub fn fit_points(&self) -> Result<Vec<Measurement>, ModelError> {
+    pub fn fit_points(&self) -> Result<Vec<LoadPoint>, ModelError> {
         let from = self
             .fit
             .as_ref()

@@ -24,16 +24,18 @@ pub mod fit;
 pub mod jmva;
 pub mod mva;
 pub mod network;
+pub mod point;
 pub mod predict;
 
 pub use error::ModelError;
 pub use file::ModelFile;
-pub use fit::{FitReport, Measurement, fit};
+pub use fit::{FitReport, fit};
 pub use mva::{
     Bounds, ClassResult, CurvePoint, Method, MultiServerMethod, Solution, SolveOptions,
     StationResult, solve,
 };
 pub use network::{Class, Discipline, Network, Station, StationKind};
+pub use point::LoadPoint;
 pub use predict::{
     Configuration, CostRow, PredictionRow, Validation, ValidationRow, predict, rank_by_cost,
     validate,

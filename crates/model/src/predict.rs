@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ModelError;
-use crate::fit::Measurement;
 use crate::mva::{Method, SolveOptions, solve};
 use crate::network::{Network, StationKind};
+use crate::point::LoadPoint;
 
 /// One predicted configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -189,7 +189,7 @@ fn err_pct(predicted: f64, measured: f64) -> f64 {
 /// `fitted_labels` names the points used for fitting, to mark them in the table.
 pub fn validate(
     net: &Network,
-    measurements: &[Measurement],
+    measurements: &[LoadPoint],
     fitted_labels: &[String],
     opts: &SolveOptions,
 ) -> Result<Validation, ModelError> {
