@@ -16,6 +16,7 @@ use crate::point::LoadPoint;
 /// Where a station's demand came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FittedDemand {
+    /// The station.
     pub station: String,
     /// Seconds per request.
     pub demand: f64,
@@ -26,7 +27,9 @@ pub struct FittedDemand {
 /// Utilization-law residual of one station at one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Residual {
+    /// The measured point's label.
     pub label: String,
+    /// The station.
     pub station: String,
     /// Measured busy cores.
     pub measured: f64,
@@ -39,10 +42,15 @@ pub struct Residual {
 /// Response-time-law check of one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResponseCheck {
+    /// The point's label.
     pub label: String,
+    /// Concurrent clients of the point.
     pub clients: u32,
+    /// Think time of the point, seconds.
     pub think_time: f64,
+    /// Measured throughput, requests per second.
     pub throughput: f64,
+    /// Measured response time, seconds, when the point has one.
     pub measured_response: Option<f64>,
     /// N / X − Z.
     pub law_response: f64,
@@ -57,9 +65,14 @@ pub struct ResponseCheck {
 /// The result of [`fit`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FitReport {
+    /// The network with the fitted demands, the class's population and the mean measured
+    /// think time.
     pub network: Network,
+    /// Per station, its demand and how many points it was fitted from.
     pub demands: Vec<FittedDemand>,
+    /// Utilization-law residuals, per station and point.
     pub residuals: Vec<Residual>,
+    /// Response-time-law check, per point.
     pub response_law: Vec<ResponseCheck>,
     /// Root mean square of residual / measured over all residuals with measured > 0.
     pub rms_relative_residual: f64,

@@ -52,7 +52,9 @@ pub enum MultiServerMethod {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SolveOptions {
+    /// Exact or Bard–Schweitzer.
     pub method: Method,
+    /// Multi-server stations exact (load-dependent) or by Seidmann's approximation.
     pub multiserver: MultiServerMethod,
     /// Bard–Schweitzer stops when no queue length moves by more than `tolerance × N_c`.
     pub tolerance: f64,
@@ -82,6 +84,7 @@ pub struct Bounds {
     pub demand_total: f64,
     /// Largest demand per unit of capacity, D_k / servers_k (the bottleneck's).
     pub demand_max: f64,
+    /// The class's think time, seconds.
     pub think_time: f64,
     /// N* = (D + Z) / Dmax: population where the two asymptotes cross.
     pub n_star: f64,
@@ -98,22 +101,30 @@ pub struct Bounds {
 /// Results for one class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassResult {
+    /// The class.
     pub name: String,
+    /// Customers of a closed class (0 for an open class).
     pub population: u32,
+    /// Think time, seconds.
     pub think_time: f64,
     /// Requests per second.
     pub throughput: f64,
     /// Seconds per request spent at the stations (delay stations included, think time not).
     pub response_time: f64,
+    /// Asymptotic bounds at this population.
     pub bounds: Bounds,
 }
 
 /// Results for one station (as declared in the network; Seidmann parts are merged back).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StationResult {
+    /// The station.
     pub name: String,
+    /// Its kind, as [`StationKind::label`](crate::StationKind::label) prints it.
     pub kind: String,
+    /// Servers of a queue or multi-server station (none for delay and load-dependent).
     pub servers: Option<u32>,
+    /// Demand per class, seconds per request.
     pub demand: Vec<f64>,
     /// Mean number of busy servers, Σ_c X_c D_kc (busy cores for a multi-core tier).
     pub busy: f64,
@@ -131,24 +142,35 @@ pub struct StationResult {
 /// One point of the single-class curve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CurvePoint {
+    /// Customers in the network.
     pub population: u32,
+    /// Requests per second.
     pub throughput: f64,
+    /// Seconds per request at the stations (think time not included).
     pub response_time: f64,
     /// Per station, like [`StationResult::utilization`].
     pub utilization: Vec<Option<f64>>,
     /// Per station mean queue length.
     pub queue: Vec<f64>,
+    /// Asymptotic bounds at this population.
     pub bounds: Bounds,
 }
 
 /// A solved network.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Solution {
+    /// The algorithm that produced the solution, in words.
     pub method: String,
+    /// Whether the exact recursion produced it (Seidmann's multi-server approximation may be
+    /// part of it); false for Bard–Schweitzer.
     pub exact: bool,
+    /// Whether an iterative method converged (always true for exact methods).
     pub converged: bool,
+    /// Iterations of an iterative method (0 for exact methods).
     pub iterations: u32,
+    /// Per class results.
     pub classes: Vec<ClassResult>,
+    /// Per station results, in declaration order.
     pub stations: Vec<StationResult>,
     /// Station with the highest busy / capacity.
     pub bottleneck: String,
