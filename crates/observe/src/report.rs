@@ -104,6 +104,20 @@ pub struct ProcView {
     pub pmu: Option<BTreeMap<Event, f64>>,
 }
 
+impl ProcView {
+    /// Cycles per instruction over the interval: `None` without counters, NaN when no
+    /// instruction was counted.
+    pub fn cpi(&self) -> Option<f64> {
+        let pmu = self.pmu.as_ref()?;
+        let g = |e: Event| pmu.get(&e).copied().unwrap_or(0.0);
+        Some(if g(Event::Instructions) > 0.0 {
+            g(Event::Cycles) / g(Event::Instructions)
+        } else {
+            f64::NAN
+        })
+    }
+}
+
 /// A running report: holds the previous sample, the memory readings and the counters.
 pub struct Watch {
     cfg: WatchConfig,
@@ -291,4 +305,55 @@ fn notes(cfg: &WatchConfig, sampler: &Sampler, pmu_supported: &Result<(), String
             .to_string()
     });
     notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(pmu: Option<BTreeMap<Event, f64>>) -> ProcView {
+        ProcView {
+            rate: ProcRate {
+                time_ms: 1,
+                pid: 7,
+                comm: "x".into(),
+                cmdline: "x".into(),
+                uid: 0,
+                cpu: 50.0,
+                user: 40.0,
+                system: 10.0,
+                processor: Some(1),
+                threads: 1,
+                rss: 4096,
+                minflt_per_s: 0.0,
+                majflt_per_s: 0.0,
+                ctxt_per_s: 0.0,
+                read_bytes_per_s: None,
+                write_bytes_per_s: None,
+                cpus_allowed: None,
+            },
+            last_cpu_node: Some(0),
+            last_cpu_llc: Some(0),
+            memory: None,
+            memory_age_s: None,
+            pmu,
+        }
+    }
+
+    #[test]
+    fn a_shown_process_serializes_flat_without_the_readings_it_lacks() {
+        let v = serde_json::to_value(view(None)).unwrap();
+        assert_eq!(v["pid"], 7);
+        assert_eq!(v["last_cpu_node"], 0);
+        assert!(v.get("memory").is_none() && v.get("pmu").is_none());
+    }
+
+    #[test]
+    fn cycles_per_instruction_come_from_the_counter_rates() {
+        assert_eq!(view(None).cpi(), None);
+        let pmu = BTreeMap::from([(Event::Cycles, 3e9), (Event::Instructions, 2e9)]);
+        assert_eq!(view(Some(pmu)).cpi(), Some(1.5));
+        let idle = BTreeMap::from([(Event::Cycles, 1e6)]);
+        assert!(view(Some(idle)).cpi().is_some_and(f64::is_nan));
+    }
 }

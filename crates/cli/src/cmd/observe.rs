@@ -164,13 +164,8 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
             io(r.read_bytes_per_s),
             io(r.write_bytes_per_s)
         );
-        if let Some(pmu) = &p.pmu {
+        if let (Some(pmu), Some(cpi)) = (&p.pmu, p.cpi()) {
             let g = |e: Event| pmu.get(&e).copied().unwrap_or(0.0);
-            let cpi = if g(Event::Instructions) > 0.0 {
-                g(Event::Cycles) / g(Event::Instructions)
-            } else {
-                f64::NAN
-            };
             let _ = writeln!(
                 o,
                 "{:>7} PMU: CPI {cpi:.2}, {:.0} LLC misses/s, {:.0} dTLB misses/s",
