@@ -23,6 +23,7 @@ mod error;
 mod h1;
 mod hist;
 mod measurement;
+mod outcome;
 mod spec;
 mod summary;
 mod template;
@@ -34,6 +35,7 @@ pub use hist::LatencyHistogram;
 pub use measurement::{
     CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
 };
+pub use outcome::{Verdict, cut_short, measurements_json};
 pub use spec::{DriveSpec, Load, ThinkTime, parse_duration};
 pub use summary::render_summary;
 pub use template::{BodyTemplate, DataSource};

@@ -19,16 +19,19 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ModelError;
-use crate::fit::{FitReport, Measurement, fit};
+use crate::fit::FitReport;
 use crate::mva::SolveOptions;
 use crate::network::{Class, Discipline, Network, Station, StationKind};
+use crate::point::LoadPoint;
 use crate::predict::Configuration;
 
 /// A number for the single class, or a table by class name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum PerClass {
+    /// The same value for the single class.
     One(f64),
+    /// A value per class name; a class left out gets 0 (does not visit).
     ByClass(BTreeMap<String, f64>),
 }
 
@@ -36,10 +39,14 @@ pub enum PerClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KindSpec {
+    /// Infinite server (think time, latency).
     Delay,
+    /// One server; with `servers > 1`, a multi-server station.
     #[default]
     Queue,
+    /// `servers` identical servers sharing one queue.
     Multiserver,
+    /// Service rate multiplied by `rates[j-1]` with `j` customers present.
     LoadDependent,
 }
 
@@ -47,10 +54,12 @@ pub enum KindSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClassSpec {
+    /// Unique class name.
     pub name: String,
     /// Closed class: its population.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub population: u32,
+    /// Closed class: seconds between a reply and the next request (default 0).
     #[serde(default, skip_serializing_if = "is_zero_f")]
     pub think_time: f64,
     /// Open class: arrivals per second.
@@ -70,19 +79,27 @@ fn is_zero_f(v: &f64) -> bool {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StationSpec {
+    /// Unique station name.
     pub name: String,
+    /// How the station serves (default: queue).
     #[serde(default)]
     pub kind: KindSpec,
+    /// PS (default) or FCFS; the same mean values, kept for JMVA output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discipline: Option<Discipline>,
+    /// Servers of a queue or multi-server station (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub servers: Option<u32>,
+    /// Rate multipliers of a load-dependent station.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rates: Option<Vec<f64>>,
+    /// Seconds of service per request, visits included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<PerClass>,
+    /// Seconds per visit (then `visits`, default 1); instead of `demand`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_time: Option<PerClass>,
+    /// Visits per request; goes with `service_time`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visits: Option<PerClass>,
     /// Price of one node of this station, for cost rankings.
@@ -103,10 +120,13 @@ pub struct FitSpec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PredictSpec {
+    /// Client counts to predict at.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clients: Vec<u32>,
+    /// Station to replicate behind a balancer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicate: Option<String>,
+    /// Replica counts of that station.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<u32>,
     /// Clients at which configurations are priced (default: the class population).
@@ -118,22 +138,31 @@ pub struct PredictSpec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelFile {
+    /// Free-text name, printed above the tables.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// Free-text description.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// `[solver]`: method, multi-server treatment, tolerance, iteration cap.
     #[serde(default)]
     pub solver: SolveOptions,
+    /// `[[classes]]`: at least one.
     #[serde(default, alias = "class")]
     pub classes: Vec<ClassSpec>,
+    /// `[[stations]]`: at least one.
     #[serde(default, alias = "station")]
     pub stations: Vec<StationSpec>,
+    /// `[[measurements]]`: measured load points for fitting and validation.
     #[serde(default, alias = "measurement", skip_serializing_if = "Vec::is_empty")]
-    pub measurements: Vec<Measurement>,
+    pub measurements: Vec<LoadPoint>,
+    /// `[fit]`: fit the demands from the measurements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitSpec>,
+    /// `[predict]`: what `predict` sweeps by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predict: Option<PredictSpec>,
+    /// `[[configurations]]`: deployments ranked by throughput per cost.
     #[serde(
         default,
         alias = "configuration",
@@ -166,18 +195,22 @@ impl ModelFile {
         })
     }
 
+    /// Parses TOML text.
     pub fn parse_toml(text: &str) -> Result<ModelFile, ModelError> {
         toml::from_str(text).map_err(|e| ModelError::File(e.to_string()))
     }
 
+    /// Parses JSON text.
     pub fn parse_json(text: &str) -> Result<ModelFile, ModelError> {
         serde_json::from_str(text).map_err(|e| ModelError::File(e.to_string()))
     }
 
+    /// The file as TOML.
     pub fn to_toml(&self) -> Result<String, ModelError> {
         toml::to_string(self).map_err(|e| ModelError::File(e.to_string()))
     }
 
+    /// The file as pretty-printed JSON.
     pub fn to_json(&self) -> Result<String, ModelError> {
         serde_json::to_string_pretty(self).map_err(|e| ModelError::File(e.to_string()))
     }
@@ -288,7 +321,7 @@ impl ModelFile {
     }
 
     /// The measured points selected by `[fit] from` (all when empty).
-    pub fn fit_points(&self) -> Result<Vec<Measurement>, ModelError> {
+    pub fn fit_points(&self) -> Result<Vec<LoadPoint>, ModelError> {
         let from = self
             .fit
             .as_ref()
@@ -316,14 +349,7 @@ impl ModelFile {
         if !self.wants_fit() {
             return Ok((self.network()?, None));
         }
-        let classes = self.classes()?;
-        if classes.len() != 1 {
-            return Err(ModelError::File(format!(
-                "fitting supports one class; the file has {}",
-                classes.len()
-            )));
-        }
-        let report = fit(&self.skeleton()?, &classes[0], &self.fit_points()?)?;
+        let report = self.fit_demands()?;
         Ok((report.network.clone(), Some(report)))
     }
 

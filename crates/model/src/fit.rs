@@ -7,129 +7,16 @@
 //! this closed form). Each point is then checked against the interactive response-time law
 //! `R = N / X − Z`, and the residuals of both laws are reported.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::ModelError;
-use crate::network::{Class, Network, Station, StationKind};
-
-/// One measured load point of a closed system (plain data; perfpilot's drive results map
-/// onto it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Measurement {
-    /// A name for tables and errors (defaults to "N clients").
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub label: String,
-    /// Concurrent clients (closed population).
-    pub clients: u32,
-    /// Mean think time between a reply and the next request, seconds.
-    #[serde(default)]
-    pub think_time: f64,
-    /// Completed requests per second.
-    pub throughput: f64,
-    /// Mean response time, seconds; when absent it is derived by the response-time law.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_time: Option<f64>,
-    /// Busy cores per station (tier) during the run, e.g. 3.2 of a 4-core tier.
-    #[serde(default)]
-    pub utilization: BTreeMap<String, f64>,
-    /// Core count per station when it differs from the model's server count.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub cores: BTreeMap<String, f64>,
-}
-
-impl Measurement {
-    /// The label, or "N clients".
-    pub fn name(&self) -> String {
-        if self.label.is_empty() {
-            format!("{} clients", self.clients)
-        } else {
-            self.label.clone()
-        }
-    }
-
-    /// Checks the point against a network's stations. Errors name the point and the field.
-    pub fn check(&self, stations: &[Station]) -> Result<(), ModelError> {
-        let bad = |field: &str, message: String| ModelError::BadMeasurement {
-            label: self.name(),
-            field: field.to_string(),
-            message,
-        };
-        if self.clients == 0 {
-            return Err(bad("clients", "must be at least 1".into()));
-        }
-        if !self.throughput.is_finite() || self.throughput <= 0.0 {
-            return Err(bad(
-                "throughput",
-                format!("is {}; it must be finite and > 0", self.throughput),
-            ));
-        }
-        if !self.think_time.is_finite() || self.think_time < 0.0 {
-            return Err(bad(
-                "think_time",
-                format!("is {}; it must be finite and >= 0", self.think_time),
-            ));
-        }
-        if let Some(r) = self.response_time
-            && (!r.is_finite() || r <= 0.0)
-        {
-            return Err(bad(
-                "response_time",
-                format!("is {r}; it must be finite and > 0"),
-            ));
-        }
-        for (name, &u) in &self.utilization {
-            let field = format!("utilization.{name}");
-            let Some(s) = stations.iter().find(|s| &s.name == name) else {
-                return Err(bad(&field, "no station of that name in the model".into()));
-            };
-            if s.kind == StationKind::Delay {
-                return Err(bad(&field, "a delay station has no utilization".into()));
-            }
-            if !u.is_finite() || u < 0.0 {
-                return Err(bad(&field, format!("is {u}; it must be finite and >= 0")));
-            }
-            let cores = self.cores_of(s);
-            if u > cores * (1.0 + 1e-9) {
-                return Err(ModelError::UtilizationAboveCores {
-                    label: self.name(),
-                    station: name.clone(),
-                    value: u,
-                    cores,
-                });
-            }
-        }
-        for (name, &c) in &self.cores {
-            if !stations.iter().any(|s| &s.name == name) {
-                return Err(bad(
-                    &format!("cores.{name}"),
-                    "no station of that name in the model".into(),
-                ));
-            }
-            if !c.is_finite() || c <= 0.0 {
-                return Err(bad(
-                    &format!("cores.{name}"),
-                    format!("is {c}; it must be > 0"),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Cores of station `s` during this measurement.
-    pub fn cores_of(&self, s: &Station) -> f64 {
-        self.cores
-            .get(&s.name)
-            .copied()
-            .unwrap_or_else(|| s.kind.max_rate())
-    }
-}
+use crate::network::{Class, Network, Station};
+use crate::point::LoadPoint;
 
 /// Where a station's demand came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FittedDemand {
+    /// The station.
     pub station: String,
     /// Seconds per request.
     pub demand: f64,
@@ -140,7 +27,9 @@ pub struct FittedDemand {
 /// Utilization-law residual of one station at one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Residual {
+    /// The measured point's label.
     pub label: String,
+    /// The station.
     pub station: String,
     /// Measured busy cores.
     pub measured: f64,
@@ -153,10 +42,15 @@ pub struct Residual {
 /// Response-time-law check of one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResponseCheck {
+    /// The point's label.
     pub label: String,
+    /// Concurrent clients of the point.
     pub clients: u32,
+    /// Think time of the point, seconds.
     pub think_time: f64,
+    /// Measured throughput, requests per second.
     pub throughput: f64,
+    /// Measured response time, seconds, when the point has one.
     pub measured_response: Option<f64>,
     /// N / X − Z.
     pub law_response: f64,
@@ -171,9 +65,14 @@ pub struct ResponseCheck {
 /// The result of [`fit`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FitReport {
+    /// The network with the fitted demands, the class's population and the mean measured
+    /// think time.
     pub network: Network,
+    /// Per station, its demand and how many points it was fitted from.
     pub demands: Vec<FittedDemand>,
+    /// Utilization-law residuals, per station and point.
     pub residuals: Vec<Residual>,
+    /// Response-time-law check, per point.
     pub response_law: Vec<ResponseCheck>,
     /// Root mean square of residual / measured over all residuals with measured > 0.
     pub rms_relative_residual: f64,
@@ -185,7 +84,7 @@ pub struct FitReport {
 pub fn fit(
     stations: &[Station],
     class: &Class,
-    measurements: &[Measurement],
+    measurements: &[LoadPoint],
 ) -> Result<FitReport, ModelError> {
     if class.is_open() {
         return Err(ModelError::File(format!(
@@ -207,7 +106,7 @@ pub fn fit(
     let mut demands = Vec::with_capacity(stations.len());
     let mut residuals = Vec::new();
     for s in stations {
-        let pts: Vec<(&Measurement, f64)> = measurements
+        let pts: Vec<(&LoadPoint, f64)> = measurements
             .iter()
             .filter_map(|m| m.utilization.get(&s.name).map(|&u| (m, u)))
             .collect();

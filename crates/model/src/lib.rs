@@ -10,11 +10,13 @@
 //!   MVA for a few small classes), exact load-dependent MVA that stays numerically stable for
 //!   saturated multi-server stations, Seidmann's approximation as a choice, and Bard–Schweitzer
 //!   approximate MVA with capped iterations. Every solution carries the asymptotic bounds.
-//! * [`fit()`]: service demands from measurements by the utilization law (non-negative least
+//! * [`fit()`]: service demands from measured [`LoadPoint`]s by the utilization law (non-negative least
 //!   squares across load points), checked against the response-time law, with residuals.
 //! * [`predict()`]: predictions over clients and replicated nodes, the bottleneck, validation
 //!   tables (measured vs predicted with error %), and throughput-per-cost rankings.
 //! * [`mod@file`]: the documented TOML/JSON model file; [`mod@jmva`]: JMT's JMVA XML, read and write.
+//! * [`mod@report`]: what a model file answers in one call each (solved, fitted, a
+//!   prediction [`Sweep`], a [`ValidationReport`]), for front ends that only print.
 //!
 //! Results are plain serde data so other crates (report, study) can use them as they are.
 
@@ -24,17 +26,21 @@ pub mod fit;
 pub mod jmva;
 pub mod mva;
 pub mod network;
+pub mod point;
 pub mod predict;
+pub mod report;
 
 pub use error::ModelError;
 pub use file::ModelFile;
-pub use fit::{FitReport, Measurement, fit};
+pub use fit::{FitReport, fit};
 pub use mva::{
     Bounds, ClassResult, CurvePoint, Method, MultiServerMethod, Solution, SolveOptions,
     StationResult, solve,
 };
 pub use network::{Class, Discipline, Network, Station, StationKind};
+pub use point::LoadPoint;
 pub use predict::{
     Configuration, CostRow, PredictionRow, Validation, ValidationRow, predict, rank_by_cost,
     validate,
 };
+pub use report::{PredictReport, Sweep, ValidationReport};

@@ -25,16 +25,21 @@ pub enum StationKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Discipline {
+    /// Processor sharing.
     #[default]
     Ps,
+    /// First come, first served.
     Fcfs,
 }
 
 /// One service centre.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Station {
+    /// Unique name.
     pub name: String,
+    /// How it serves.
     pub kind: StationKind,
+    /// Scheduling discipline (documentation and JMVA output only).
     #[serde(default)]
     pub discipline: Discipline,
     /// Service demand per class in seconds per request (visit ratio × service time per visit),
@@ -46,7 +51,9 @@ pub struct Station {
 /// (Poisson arrivals at `arrival_rate` per second; `population` is then 0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Class {
+    /// Unique name.
     pub name: String,
+    /// Customers of a closed class; 0 for an open class.
     #[serde(default)]
     pub population: u32,
     /// Think time per cycle in seconds: an implicit delay station seen only by this class.
@@ -78,6 +85,7 @@ impl Class {
         }
     }
 
+    /// Whether the class is open (has an arrival rate).
     pub fn is_open(&self) -> bool {
         self.arrival_rate.is_some()
     }
@@ -87,7 +95,9 @@ impl Class {
 /// [`Network::new`], which checks it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Network {
+    /// The service centres.
     pub stations: Vec<Station>,
+    /// The classes; every station's `demand` is indexed like this.
     pub classes: Vec<Class>,
 }
 

@@ -6,20 +6,24 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ModelError;
-use crate::fit::Measurement;
 use crate::mva::{Method, SolveOptions, solve};
 use crate::network::{Network, StationKind};
+use crate::point::LoadPoint;
 
 /// One predicted configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictionRow {
+    /// Concurrent clients.
     pub clients: u32,
     /// Replicas of the replicated station (1 when nothing is replicated).
     pub replicas: u32,
+    /// Predicted requests per second.
     pub throughput: f64,
+    /// Predicted seconds per request (think time not included).
     pub response_time: f64,
     /// (station, utilization) for every non-delay station.
     pub utilization: Vec<(String, f64)>,
+    /// The station with the highest utilization per server.
     pub bottleneck: String,
 }
 
@@ -140,40 +144,54 @@ fn solve_at(
 /// Measured vs predicted utilization of one station at one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UtilizationCheck {
+    /// The station.
     pub station: String,
     /// Busy cores measured.
     pub measured: f64,
     /// Busy cores predicted (X · D).
     pub predicted: f64,
+    /// (predicted − measured) / measured × 100.
     pub error_pct: f64,
 }
 
 /// One row of a validation table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ValidationRow {
+    /// The point's label (or "N clients").
     pub label: String,
+    /// Concurrent clients of the point.
     pub clients: u32,
+    /// Think time of the point, seconds.
     pub think_time: f64,
     /// Whether this point was used to fit the demands.
     pub fitted: bool,
+    /// Requests per second measured.
     pub measured_throughput: f64,
+    /// Requests per second predicted.
     pub predicted_throughput: f64,
+    /// (predicted − measured) / measured × 100.
     pub throughput_error_pct: f64,
     /// Measured response time, or N/X − Z when the point did not measure it.
     pub measured_response: f64,
+    /// Whether `measured_response` was derived by the response-time law.
     pub response_derived: bool,
+    /// Seconds per request predicted.
     pub predicted_response: f64,
+    /// (predicted − measured) / measured × 100.
     pub response_error_pct: f64,
+    /// Per station with a measured utilization.
     pub utilization: Vec<UtilizationCheck>,
 }
 
 /// A validation table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Validation {
+    /// One row per measured point.
     pub rows: Vec<ValidationRow>,
     /// Largest |error %| of response time over points not used for fitting (all points when
     /// every point was used).
     pub max_abs_response_error_pct: f64,
+    /// Largest |error %| of throughput, over the same points.
     pub max_abs_throughput_error_pct: f64,
 }
 
@@ -189,7 +207,7 @@ fn err_pct(predicted: f64, measured: f64) -> f64 {
 /// `fitted_labels` names the points used for fitting, to mark them in the table.
 pub fn validate(
     net: &Network,
-    measurements: &[Measurement],
+    measurements: &[LoadPoint],
     fitted_labels: &[String],
     opts: &SolveOptions,
 ) -> Result<Validation, ModelError> {
@@ -261,11 +279,15 @@ pub fn validate(
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Configuration {
+    /// Unique name, for the ranking.
     pub name: String,
+    /// Replicas per station (scale-out; default 1).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub replicas: BTreeMap<String, u32>,
+    /// Servers per node per station (scale-up).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub servers: BTreeMap<String, u32>,
+    /// Factor on a station's demands (a faster node < 1).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub demand_scale: BTreeMap<String, f64>,
     /// Total price; when absent, Σ over stations of nodes × the station's price per node.
@@ -276,13 +298,19 @@ pub struct Configuration {
 /// One ranked configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CostRow {
+    /// The configuration's name.
     pub name: String,
+    /// Clients it was priced at.
     pub clients: u32,
+    /// Predicted requests per second.
     pub throughput: f64,
+    /// Predicted seconds per request.
     pub response_time: f64,
+    /// Its total price.
     pub cost: f64,
     /// Requests per second per 1000 units of cost.
     pub throughput_per_kcost: f64,
+    /// The station with the highest utilization per server.
     pub bottleneck: String,
 }
 

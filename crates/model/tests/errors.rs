@@ -3,7 +3,7 @@
 mod common;
 
 use common::{class, st};
-use perfpilot_model::{Measurement, ModelError, ModelFile, Network, StationKind, fit, jmva};
+use perfpilot_model::{LoadPoint, ModelError, ModelFile, Network, StationKind, fit, jmva};
 
 fn msg(e: ModelError) -> String {
     e.to_string()
@@ -163,8 +163,8 @@ fn file_errors_name_the_field() {
     assert_eq!(e, ModelError::ZeroPopulation { class: "c".into() });
 }
 
-fn point(util: &[(&str, f64)]) -> Measurement {
-    Measurement {
+fn point(util: &[(&str, f64)]) -> LoadPoint {
+    LoadPoint {
         label: "run 1".into(),
         clients: 10,
         think_time: 1.0,

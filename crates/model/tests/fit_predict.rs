@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use common::{class, single, st};
 use perfpilot_model::{
-    Configuration, Measurement, ModelError, ModelFile, SolveOptions, StationKind, fit, predict,
+    Configuration, LoadPoint, ModelError, ModelFile, SolveOptions, StationKind, fit, predict,
     rank_by_cost, solve, validate,
 };
 
@@ -18,8 +18,8 @@ fn point(
     x: f64,
     r: Option<f64>,
     u: &[(&str, f64)],
-) -> Measurement {
-    Measurement {
+) -> LoadPoint {
+    LoadPoint {
         label: label.into(),
         clients,
         think_time: z,
@@ -47,7 +47,7 @@ fn fit_recovers_known_demands() {
         &SolveOptions::default(),
     )
     .unwrap();
-    let points: Vec<Measurement> = [10u32, 20, 40, 80]
+    let points: Vec<LoadPoint> = [10u32, 20, 40, 80]
         .iter()
         .map(|&n| {
             let p = &exact.curve[n as usize - 1];

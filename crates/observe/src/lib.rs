@@ -9,6 +9,7 @@
 
 pub mod pmu;
 pub mod rates;
+pub mod report;
 pub mod sample;
 pub mod topology;
 pub mod workload;

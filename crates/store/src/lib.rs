@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub mod dump;
 mod error;
 pub mod journal;
+pub mod record;
 pub mod samples;
 pub mod schema;
 pub mod trials;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use perfpilot_scoring::{Config, Service, serve};
+use perfpilot_scoring::{Service, ServiceConfig, serve};
 
 /// Real-time scoring of PMML models over HTTP (POST /score/MODEL, GET /metrics).
 #[derive(Parser, Debug)]
@@ -47,7 +47,7 @@ fn run(args: Args) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let service = Arc::new(Service::new(Config {
+    let service = Arc::new(Service::new(ServiceConfig {
         model_dir: args.models.clone(),
         cache_size: args.cache_size,
         echo_inputs: args.echo_inputs,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use perfpilot_scoring::pmml::{self, Value};
-use perfpilot_scoring::{Config, Service, serve};
+use perfpilot_scoring::{Service, ServiceConfig, serve};
 
 fn models_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scoring/models")
@@ -183,12 +183,12 @@ fn temp_models(extra: &[(&str, &str)]) -> PathBuf {
 fn cache_size_decides_hits_and_misses() {
     let dir = temp_models(&[]);
     let names = ["iris-logistic", "iris-forest", "tree-iris"];
-    let small = Service::new(Config {
+    let small = Service::new(ServiceConfig {
         model_dir: dir.clone(),
         cache_size: 2,
         echo_inputs: false,
     });
-    let big = Service::new(Config {
+    let big = Service::new(ServiceConfig {
         model_dir: dir.clone(),
         cache_size: 300,
         echo_inputs: false,
@@ -211,7 +211,7 @@ fn unknown_model_bad_record_and_broken_file_are_clear_errors() {
         "broken",
         "<PMML><TreeModel functionName=\"classification\"><MiningSchema/></TreeModel></PMML>",
     )]);
-    let svc = Service::new(Config {
+    let svc = Service::new(ServiceConfig {
         model_dir: dir.clone(),
         cache_size: 10,
         echo_inputs: true,
@@ -271,7 +271,7 @@ fn http_scoring_and_metrics() {
         .enable_all()
         .build()
         .unwrap();
-    let svc = Arc::new(Service::new(Config {
+    let svc = Arc::new(Service::new(ServiceConfig {
         model_dir: models_dir(),
         cache_size: 300,
         echo_inputs: false,

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use perfpilot_drive::adapters::{self, NumberMeaning};
 use perfpilot_drive::{
     BodyTemplate, DataSource, DriveSpec, Load, Measurement, RunControl, ThinkTime, Threshold,
-    check_all, parse_duration, render_summary,
+    Verdict, cut_short, measurements_json, parse_duration, render_summary,
 };
 
 /// Exit code when a `--fail-if` threshold does not hold.
@@ -250,7 +250,7 @@ fn drive(a: RunArgs) -> Result<()> {
         ctrl_c: true,
     };
     let m = perfpilot_drive::run(&spec, &control)?;
-    let interrupted = m.duration_s + 0.05 < spec.duration.as_secs_f64();
+    let interrupted = cut_short(&m, &spec);
     finish(&[m], &a.out, interrupted)
 }
 
@@ -265,11 +265,7 @@ fn parse_thresholds(exprs: &[String]) -> Result<Vec<Threshold>> {
 fn finish(ms: &[Measurement], out: &OutputArgs, interrupted: bool) -> Result<()> {
     let thresholds = parse_thresholds(&out.fail_if)?;
     if let Some(path) = &out.json {
-        let text = if ms.len() == 1 {
-            ms[0].to_json()
-        } else {
-            serde_json::to_string_pretty(ms)?
-        };
+        let text = measurements_json(ms);
         if path.as_os_str() == "-" {
             println!("{text}");
         } else {
@@ -291,17 +287,14 @@ fn finish(ms: &[Measurement], out: &OutputArgs, interrupted: bool) -> Result<()>
             eprintln!("interrupted: the summary covers the part of the run before Ctrl-C");
         }
     }
-    let mut failed = false;
-    for m in ms {
-        for o in check_all(&thresholds, m) {
-            eprintln!("{o}");
-            failed |= !o.passed;
-        }
+    let verdict = Verdict::check(&thresholds, ms);
+    for o in &verdict.outcomes {
+        eprintln!("{o}");
     }
     if interrupted {
         std::process::exit(EXIT_INTERRUPTED);
     }
-    if failed {
+    if !verdict.passed() {
         std::process::exit(EXIT_THRESHOLD);
     }
     Ok(())

@@ -1,14 +1,13 @@
 //! `perfpilot dump`: replay recorded samples as rates, in JSON, CSV or OpenMetrics.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use perfpilot_observe::Rates;
 use perfpilot_store::Store;
+use perfpilot_store::dump::{OpenMetrics, Table};
 use serde_json::Value;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -74,58 +73,16 @@ pub fn parse_time(s: &str, flag: &str) -> anyhow::Result<i64> {
     )
 }
 
-/// Labels per kind of row; every other numeric field becomes a metric.
-fn labels(what: What) -> &'static [&'static str] {
-    match what {
-        What::Cpu => &["cpu"],
-        What::Process => &["pid", "comm"],
-        What::Thread => &["pid", "tid", "comm"],
-        What::Device => &["device"],
-        What::Net => &["interface"],
+impl What {
+    fn table(self) -> Table {
+        match self {
+            What::Cpu => Table::Cpu,
+            What::Process => Table::Process,
+            What::Thread => Table::Thread,
+            What::Device => Table::Device,
+            What::Net => Table::Net,
+        }
     }
-}
-
-fn name(what: What) -> &'static str {
-    match what {
-        What::Cpu => "cpu",
-        What::Process => "process",
-        What::Thread => "thread",
-        What::Device => "device",
-        What::Net => "net",
-    }
-}
-
-fn rows(r: &Rates, what: What, pid: Option<i32>) -> anyhow::Result<Vec<Value>> {
-    let keep = |p: i32| pid.is_none_or(|x| x == p);
-    let v = match what {
-        What::Cpu => std::iter::once(&r.total)
-            .chain(&r.cpus)
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?,
-        What::Process => r
-            .processes
-            .iter()
-            .filter(|p| keep(p.pid))
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?,
-        What::Thread => r
-            .threads
-            .iter()
-            .filter(|t| keep(t.pid))
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?,
-        What::Device => r
-            .disks
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?,
-        What::Net => r
-            .nets
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?,
-    };
-    Ok(v)
 }
 
 pub fn run(a: DumpArgs) -> anyhow::Result<()> {
@@ -149,50 +106,39 @@ pub fn run(a: DumpArgs) -> anyhow::Result<()> {
         );
     }
     let store = Store::open(&path)?;
-    let mut it = store.iter_samples(from, to)?;
-    let mut prev = it.take_before();
+    let table = a.what.table();
+    let mut replay = store.replay(from, to, table, a.pid)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut csv: Option<csv::Writer<std::io::Stdout>> = None;
-    let mut families: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let (mut n_rows, mut gaps) = (0u64, 0u64);
+    let mut om = OpenMetrics::default();
+    let mut n_rows = 0u64;
     if a.format == Format::Json {
         writeln!(out, "[")?;
     }
-    for s in it.by_ref() {
-        let s = s?;
-        let Some(p) = prev.replace(s) else { continue };
-        let cur = prev.as_ref().context("current sample")?;
-        let rates = match Rates::between(&p, cur) {
-            Ok(r) => r,
-            Err(_) => {
-                gaps += 1;
-                continue;
-            }
-        };
-        for row in rows(&rates, a.what, a.pid)? {
-            match a.format {
-                Format::Json => {
-                    if n_rows > 0 {
-                        writeln!(out, ",")?;
-                    }
-                    serde_json::to_writer(&mut out, &row)?;
+    for row in replay.by_ref() {
+        let row = row?;
+        match a.format {
+            Format::Json => {
+                if n_rows > 0 {
+                    writeln!(out, ",")?;
                 }
-                Format::Csv => {
-                    let w = csv.get_or_insert_with(|| csv::Writer::from_writer(std::io::stdout()));
-                    let obj = row.as_object().context("row is an object")?;
-                    if n_rows == 0 {
-                        w.write_record(obj.keys())?;
-                    }
-                    w.write_record(obj.values().map(|v| match v {
-                        Value::Null => String::new(),
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    }))?;
-                }
-                Format::Openmetrics => openmetrics_row(&mut families, a.what, &row),
+                serde_json::to_writer(&mut out, &row)?;
             }
-            n_rows += 1;
+            Format::Csv => {
+                let w = csv.get_or_insert_with(|| csv::Writer::from_writer(std::io::stdout()));
+                let obj = row.as_object().context("row is an object")?;
+                if n_rows == 0 {
+                    w.write_record(obj.keys())?;
+                }
+                w.write_record(obj.values().map(|v| match v {
+                    Value::Null => String::new(),
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }))?;
+            }
+            Format::Openmetrics => om.add(table, &row),
         }
+        n_rows += 1;
     }
     match a.format {
         Format::Json => writeln!(out, "\n]")?,
@@ -201,20 +147,13 @@ pub fn run(a: DumpArgs) -> anyhow::Result<()> {
                 w.flush()?;
             }
         }
-        Format::Openmetrics => {
-            for (family, lines) in &families {
-                writeln!(out, "# TYPE {family} gauge")?;
-                for l in lines {
-                    writeln!(out, "{l}")?;
-                }
-            }
-            writeln!(out, "# EOF")?;
-        }
+        Format::Openmetrics => write!(out, "{}", om.render())?,
     }
     out.flush()?;
-    for c in it.corrupt() {
+    for c in replay.corrupt() {
         eprintln!("warning: {c}");
     }
+    let gaps = replay.gaps();
     if gaps > 0 {
         eprintln!(
             "note: {gaps} pairs of samples were not comparable (a reboot or clock jump between them) and were skipped"
@@ -223,44 +162,11 @@ pub fn run(a: DumpArgs) -> anyhow::Result<()> {
     if n_rows == 0 {
         eprintln!(
             "note: no {} rows in that range of {} (rates need two samples)",
-            name(a.what),
+            table.name(),
             path.display()
         );
     }
     Ok(())
-}
-
-/// Adds one row's numeric fields as gauge samples with the row's time as timestamp.
-fn openmetrics_row(families: &mut BTreeMap<String, Vec<String>>, what: What, row: &Value) {
-    let Some(obj) = row.as_object() else { return };
-    let ts = obj.get("time_ms").and_then(Value::as_i64).unwrap_or(0) as f64 / 1000.0;
-    let keys = labels(what);
-    let mut label_text = Vec::new();
-    for k in keys {
-        let v = match obj.get(*k) {
-            Some(Value::Null) | None if *k == "cpu" => "all".to_string(),
-            Some(Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-            None => continue,
-        };
-        let v = v
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n");
-        label_text.push(format!("{k}=\"{v}\""));
-    }
-    let labels = label_text.join(",");
-    for (k, v) in obj {
-        if keys.contains(&k.as_str()) || k == "time_ms" {
-            continue;
-        }
-        let Some(x) = v.as_f64() else { continue };
-        let family = format!("perfpilot_{}_{k}", name(what));
-        families
-            .entry(family.clone())
-            .or_default()
-            .push(format!("{family}{{{labels}}} {x} {ts:.3}"));
-    }
 }
 
 #[cfg(test)]
@@ -285,23 +191,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--from") && e.contains("RFC 3339"), "{e}");
-    }
-
-    #[test]
-    fn openmetrics_rows_become_labelled_gauges() {
-        let mut f = BTreeMap::new();
-        let row = serde_json::json!({"time_ms": 1500, "cpu": null, "busy": 12.5, "user": 10.0, "ctxt_per_s": null});
-        openmetrics_row(&mut f, What::Cpu, &row);
-        assert_eq!(
-            f["perfpilot_cpu_busy"],
-            vec!["perfpilot_cpu_busy{cpu=\"all\"} 12.5 1.500".to_string()]
-        );
-        assert!(!f.contains_key("perfpilot_cpu_ctxt_per_s"));
-        let row = serde_json::json!({"time_ms": 2000, "pid": 7, "comm": "a\"b", "cpu": 3.0, "cmdline": "x"});
-        openmetrics_row(&mut f, What::Process, &row);
-        assert_eq!(
-            f["perfpilot_process_cpu"],
-            vec!["perfpilot_process_cpu{pid=\"7\",comm=\"a\\\"b\"} 3 2.000".to_string()]
-        );
     }
 }

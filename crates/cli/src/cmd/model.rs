@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use perfpilot_model::{
-    FitReport, Method, ModelFile, MultiServerMethod, Network, Solution, SolveOptions, jmva,
-    predict, rank_by_cost, solve, validate,
+    Method, ModelFile, MultiServerMethod, PredictReport, Solution, SolveOptions, Sweep,
+    ValidationReport, jmva,
 };
 use serde::Serialize;
 
@@ -119,6 +119,7 @@ fn load(path: &Path) -> Result<ModelFile> {
     ModelFile::from_path(path).with_context(|| format!("reading model {}", path.display()))
 }
 
+/// The file's `[solver]` options with the flags' overrides.
 fn options(file: &ModelFile, a: &SolverArgs) -> SolveOptions {
     let mut o = file.solver;
     if let Some(m) = a.method {
@@ -144,11 +145,6 @@ fn print_json<T: Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
-fn resolved(file: &ModelFile, path: &Path) -> Result<(Network, Option<FitReport>)> {
-    file.resolved()
-        .with_context(|| format!("building the network of {}", path.display()))
-}
-
 fn ms(seconds: f64) -> String {
     format!("{:.3}", seconds * 1000.0)
 }
@@ -158,19 +154,12 @@ fn pct(v: Option<f64>) -> String {
 }
 
 fn cmd_solve(a: SolveArgs) -> Result<()> {
-    let file = load(&a.file.file)?;
+    let path = &a.file.file;
+    let file = load(path)?;
     let opts = options(&file, &a.file.solver);
-    let (mut net, _) = resolved(&file, &a.file.file)?;
-    if let Some(n) = a.population {
-        if net.classes.len() != 1 {
-            bail!(
-                "--population needs a single-class model; this one has {} classes",
-                net.classes.len()
-            );
-        }
-        net = net.with_populations(&[n])?;
-    }
-    let sol = solve(&net, &opts).context("solving the model")?;
+    let (net, sol) = file
+        .solve_at(a.population, &opts)
+        .with_context(|| format!("solving the model {}", path.display()))?;
     if let Some(out) = &a.jmva_out {
         std::fs::write(out, jmva::write(&net)?)
             .with_context(|| format!("writing {}", out.display()))?;
@@ -269,17 +258,9 @@ fn print_curve(sol: &Solution) {
 }
 
 fn cmd_fit(a: FileArgs) -> Result<()> {
-    let file = load(&a.file)?;
-    let classes = file.classes()?;
-    if classes.len() != 1 {
-        bail!(
-            "fitting supports one class; {} has {}",
-            a.file.display(),
-            classes.len()
-        );
-    }
-    let report = perfpilot_model::fit(&file.skeleton()?, &classes[0], &file.fit_points()?)
-        .context("fitting demands")?;
+    let report = load(&a.file)?
+        .fit_demands()
+        .with_context(|| format!("fitting the demands of {}", a.file.display()))?;
     if a.json {
         return print_json(&report);
     }
@@ -332,53 +313,27 @@ fn cmd_fit(a: FileArgs) -> Result<()> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct PredictOut {
-    rows: Vec<perfpilot_model::PredictionRow>,
-    cost: Vec<perfpilot_model::CostRow>,
-}
-
 fn cmd_predict(a: PredictArgs) -> Result<()> {
-    let file = load(&a.file.file)?;
+    let path = &a.file.file;
+    let file = load(path)?;
     let opts = options(&file, &a.file.solver);
-    let (net, _) = resolved(&file, &a.file.file)?;
-    let spec = file.predict.clone().unwrap_or_default();
-    let clients = if !a.clients.is_empty() {
-        a.clients.clone()
-    } else if !spec.clients.is_empty() {
-        spec.clients.clone()
-    } else {
-        vec![net.total_population()]
+    let sweep = Sweep {
+        clients: a.clients,
+        replicate: a.replicate,
+        replicas: a.replicas,
     };
-    let replicate = a.replicate.clone().or(spec.replicate.clone());
-    let replicas = if a.replicas.is_empty() {
-        spec.replicas.clone()
-    } else {
-        a.replicas.clone()
-    };
-    let counts = if replicas.is_empty() {
-        vec![1]
-    } else {
-        replicas
-    };
-    let rows = predict(
-        &net,
-        &clients,
-        replicate.as_deref().map(|r| (r, counts.as_slice())),
-        &opts,
-    )
-    .context("predicting")?;
-    let cost = if file.configurations.is_empty() {
-        Vec::new()
-    } else {
-        let at = spec.cost_clients.unwrap_or(net.total_population());
-        rank_by_cost(&net, &file.configurations, &file.prices()?, at, &opts)
-            .context("ranking configurations by cost")?
-    };
+    let report = file
+        .predict_sweep(&sweep, &opts)
+        .with_context(|| format!("predicting from {}", path.display()))?;
     if a.file.json {
-        return print_json(&PredictOut { rows, cost });
+        return print_json(&report);
     }
-    if let Some(r) = &replicate {
+    let PredictReport {
+        replicated,
+        rows,
+        cost,
+    } = report;
+    if let Some(r) = &replicated {
         println!("replicated station: {r} (replicas are separate stations, visit ratio 1/m)");
     }
     println!(
@@ -425,52 +380,25 @@ fn cmd_predict(a: PredictArgs) -> Result<()> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct ValidateOut {
-    validation: perfpilot_model::Validation,
-    /// Predictions at the file's [predict] clients that no measured point covers.
-    predicted_only: Vec<perfpilot_model::PredictionRow>,
-}
-
 fn cmd_validate(a: FileArgs) -> Result<()> {
     let file = load(&a.file)?;
     let opts = options(&file, &a.solver);
-    if file.measurements.is_empty() {
-        bail!(
-            "{} has no [[measurements]] to validate against",
-            a.file.display()
-        );
-    }
-    let (net, report) = resolved(&file, &a.file)?;
-    let fitted: Vec<String> = if report.is_some() {
-        file.fit_points()?.iter().map(|m| m.name()).collect()
-    } else {
-        Vec::new()
-    };
-    let v = validate(&net, &file.measurements, &fitted, &opts).context("validating")?;
-    let extra: Vec<u32> = file
-        .predict
-        .as_ref()
-        .map(|p| p.clients.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| !file.measurements.iter().any(|m| m.clients == *c))
-        .collect();
-    let predicted_only = if extra.is_empty() {
-        Vec::new()
-    } else {
-        predict(&net, &extra, None, &opts)?
-    };
+    let report = file
+        .validation(&opts)
+        .with_context(|| format!("validating {}", a.file.display()))?;
     if a.json {
-        return print_json(&ValidateOut {
-            validation: v,
-            predicted_only,
-        });
+        return print_json(&report);
     }
+    let ValidationReport {
+        validation: v,
+        predicted_only,
+        fit,
+        fitted_from: fitted,
+    } = report;
     if !file.name.is_empty() {
         println!("model: {}", file.name);
     }
-    if let Some(r) = &report {
+    if let Some(r) = &fit {
         let d: Vec<String> = r
             .demands
             .iter()
@@ -542,24 +470,9 @@ fn cmd_validate(a: FileArgs) -> Result<()> {
 }
 
 fn cmd_convert(input: &Path, output: &Path) -> Result<()> {
-    let file = load(input)?;
-    let ext = output
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let text = match ext.as_str() {
-        "xml" | "jmva" => {
-            let (net, _) = resolved(&file, input)?;
-            jmva::write(&net)?
-        }
-        "toml" => file.to_toml()?,
-        "json" => file.to_json()?,
-        _ => bail!(
-            "{}: unknown output extension; use .toml, .json, .xml or .jmva",
-            output.display()
-        ),
-    };
+    let text = load(input)?
+        .render_for(output)
+        .with_context(|| format!("converting {}", input.display()))?;
     std::fs::write(output, text).with_context(|| format!("writing {}", output.display()))?;
     Ok(())
 }

@@ -1,16 +1,13 @@
 //! `perfpilot observe`: a live view of the machine (mpstat + top + svmon + iostat + sar in one).
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
-use perfpilot_observe::pmu::PmuSet;
-use perfpilot_observe::rates::{CpuRate, DiskRate, MemoryBook, NetRate, ProcRate, ThreadRate};
-use perfpilot_observe::sample::{PressureSample, ProcMemory, Sample, Skips};
-use perfpilot_observe::{Fs, Rates, Sampler, SamplerConfig, Topology};
-use perfpilot_sys::perf::{self, Event};
+use perfpilot_observe::rates::DiskRate;
+use perfpilot_observe::report::{Frame, ProcView, Watch, WatchConfig};
+use perfpilot_observe::{Fs, Topology};
+use perfpilot_sys::perf::Event;
 use serde::Serialize;
 
 use crate::fmt;
@@ -43,89 +40,30 @@ pub struct ObserveArgs {
     json: bool,
 }
 
-/// One report.
+/// A frame as JSON: its time as RFC 3339, then the frame's fields.
 #[derive(Serialize)]
-struct Frame<'a> {
+struct JsonFrame<'a> {
     time: String,
-    interval_s: f64,
-    total: &'a CpuRate,
-    cpus: &'a [CpuRate],
-    processes: Vec<ProcView<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    threads: Vec<&'a ThreadRate>,
-    disks: &'a [DiskRate],
-    nets: &'a [NetRate],
-    pressure: &'a PressureSample,
-    skips: &'a Skips,
-}
-
-#[derive(Serialize)]
-struct ProcView<'a> {
     #[serde(flatten)]
-    rate: &'a ProcRate,
-    /// Where the CPU it last ran on is: node / LLC / core.
-    last_cpu_node: Option<u32>,
-    last_cpu_llc: Option<u32>,
-    /// The latest expensive memory reading and how old it is.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory: Option<&'a ProcMemory>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory_age_s: Option<f64>,
-    /// Hardware counter rates per second, where the machine has a PMU.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pmu: Option<BTreeMap<Event, f64>>,
+    frame: &'a Frame,
 }
 
 pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
-    let fs = Fs::live();
-    let topo = Topology::read(&fs).context("reading the topology")?;
-    let pmu_supported = perf::hardware_support();
-    let cfg = SamplerConfig {
-        threads: a.threads || pmu_supported.is_ok(),
-        pids: if a.pids.is_empty() {
-            None
-        } else {
-            Some(a.pids.clone())
+    let mut watch = Watch::start(
+        &Fs::live(),
+        WatchConfig {
+            interval: a.interval,
+            top: a.top,
+            threads: a.threads,
+            pids: a.pids.clone(),
+            memory_top: a.memory_top,
+            memory_every: a.memory_every,
         },
-        expensive_top: a.memory_top,
-        expensive_every: if a.pids.is_empty() { a.memory_every } else { 1 },
-        ..SamplerConfig::default()
-    };
-    let mut sampler = Sampler::new(&fs, cfg);
-    let every_s = a.interval.as_secs_f64() * f64::from(sampler.config().expensive_every.max(1));
-    // Say once what is not measured, and at what rate the expensive readings are taken.
-    let mut notes = Vec::new();
-    match &pmu_supported {
-        Ok(()) => notes.push(
-            "PMU counters: cycles, instructions, LLC and dTLB misses per shown process".to_string(),
-        ),
-        Err(reason) => notes.push(format!("PMU counters: not supported ({reason})")),
-    }
-    if let Some(why) = &sampler.cpu_ctxt_unavailable {
-        notes.push(format!(
-            "per-CPU context switches: {why}; the machine-wide rate is shown"
-        ));
-    }
-    notes.push(if a.pids.is_empty() {
-        format!(
-            "memory placement and huge pages (numa_maps, smaps_rollup) are read for the top {} processes every {} reports ({every_s:.0} s): they walk page tables",
-            a.memory_top, a.memory_every
-        )
-    } else {
-        "memory placement and huge pages are read for the given processes on every report".to_string()
-    });
+    )?;
     if a.json {
-        for n in &notes {
+        for n in watch.notes() {
             eprintln!("note: {n}");
         }
-    }
-    let mut pmu = pmu_supported.is_ok().then(|| PmuSet::new(&Event::HARDWARE));
-    let mut pmu_prev: BTreeMap<i32, BTreeMap<Event, u64>> = BTreeMap::new();
-    let mut book = MemoryBook::default();
-    let mut prev = sampler.sample()?;
-    book.update(&prev);
-    if !a.pids.is_empty() && prev.processes.is_empty() {
-        anyhow::bail!("none of the processes {:?} exists", a.pids);
     }
     let tty = std::io::stdout().is_terminal() && !a.json;
     let mut n = 0;
@@ -134,106 +72,34 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
             break;
         }
         std::thread::sleep(a.interval);
-        let cur = sampler.sample()?;
-        book.update(&cur);
-        let rates = Rates::between(&prev, &cur)?;
-        let mut shown: Vec<&ProcRate> = rates.processes.iter().collect();
-        shown.sort_by(|x, y| y.cpu.total_cmp(&x.cpu));
-        shown.truncate(a.top);
-        // PMU counters follow the shown processes.
-        let mut pmu_rates: BTreeMap<i32, BTreeMap<Event, f64>> = BTreeMap::new();
-        if let Some(set) = pmu.as_mut() {
-            let pids: Vec<i32> = shown.iter().map(|p| p.pid).collect();
-            set.retain(&pids);
-            for p in cur.processes.iter().filter(|p| pids.contains(&p.pid)) {
-                let tids: Vec<i32> = p.threads.iter().map(|t| t.tid).collect();
-                set.track(p.pid, p.starttime, &tids);
-                if let Some(now) = set.read(p.pid) {
-                    if let Some(before) = pmu_prev.get(&p.pid) {
-                        let r = now
-                            .iter()
-                            .map(|(e, v)| {
-                                (
-                                    *e,
-                                    v.saturating_sub(before.get(e).copied().unwrap_or(0)) as f64
-                                        / rates.interval_s,
-                                )
-                            })
-                            .collect();
-                        pmu_rates.insert(p.pid, r);
-                    }
-                    pmu_prev.insert(p.pid, now);
-                }
-            }
-        }
-        let views: Vec<ProcView> = shown
-            .iter()
-            .map(|p| {
-                let starttime = cur
-                    .processes
-                    .iter()
-                    .find(|q| q.pid == p.pid)
-                    .map(|q| q.starttime)
-                    .unwrap_or(0);
-                let mem = book.get(p.pid, starttime);
-                let loc = p.processor.and_then(|c| topo.locate(c));
-                ProcView {
-                    rate: p,
-                    last_cpu_node: loc.map(|l| l.node),
-                    last_cpu_llc: loc.map(|l| l.llc),
-                    memory: mem.map(|(_, m)| m),
-                    memory_age_s: mem.map(|(t, _)| (cur.time_ms - t) as f64 / 1e3),
-                    pmu: pmu_rates.remove(&p.pid),
-                }
-            })
-            .collect();
-        let threads: Vec<&ThreadRate> = if a.threads {
-            let mut t: Vec<&ThreadRate> = rates
-                .threads
-                .iter()
-                .filter(|t| shown.iter().any(|p| p.pid == t.pid))
-                .collect();
-            t.sort_by(|x, y| x.pid.cmp(&y.pid).then(y.cpu.total_cmp(&x.cpu)));
-            t
-        } else {
-            Vec::new()
-        };
-        let frame = Frame {
-            time: fmt::time_ms(rates.time_ms),
-            interval_s: rates.interval_s,
-            total: &rates.total,
-            cpus: &rates.cpus,
-            processes: views,
-            threads,
-            disks: &rates.disks,
-            nets: &rates.nets,
-            pressure: &cur.pressure,
-            skips: &cur.skips,
-        };
+        let frame = watch.next_frame()?;
         let mut out = std::io::stdout().lock();
         if a.json {
-            serde_json::to_writer(&mut out, &frame)?;
+            let json = JsonFrame {
+                time: fmt::time_ms(frame.time_ms),
+                frame: &frame,
+            };
+            serde_json::to_writer(&mut out, &json)?;
             writeln!(out)?;
         } else {
             if tty {
                 write!(out, "\x1b[H\x1b[2J")?;
             }
-            write!(out, "{}", render(&frame, &topo, &cur, &notes))?;
+            write!(out, "{}", render(&frame, watch.topology(), watch.notes()))?;
         }
         out.flush()?;
-        prev = cur;
         n += 1;
     }
     Ok(())
 }
 
-fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
+fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let _ = writeln!(
         o,
         "perfpilot observe   {}   interval {:.1} s   {} CPUs online",
-        f.time,
+        fmt::time_ms(f.time_ms),
         f.interval_s,
         topo.online.len()
     );
@@ -242,7 +108,7 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
         "\n{:<5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>10}",
         "CPU", "busy%", "usr%", "sys%", "irq%", "steal%", "iowait%", "ctxsw/s"
     );
-    for c in std::iter::once(f.total).chain(f.cpus.iter()) {
+    for c in std::iter::once(&f.total).chain(f.cpus.iter()) {
         let name = c.cpu.map(|n| n.to_string()).unwrap_or_else(|| "all".into());
         let cs = c
             .ctxt_per_s
@@ -271,7 +137,7 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
         "write/s"
     );
     for p in &f.processes {
-        let r = p.rate;
+        let r = &p.rate;
         let node = p
             .last_cpu_node
             .map(|n| n.to_string())
@@ -298,13 +164,8 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
             io(r.read_bytes_per_s),
             io(r.write_bytes_per_s)
         );
-        if let Some(pmu) = &p.pmu {
+        if let (Some(pmu), Some(cpi)) = (&p.pmu, p.cpi()) {
             let g = |e: Event| pmu.get(&e).copied().unwrap_or(0.0);
-            let cpi = if g(Event::Instructions) > 0.0 {
-                g(Event::Cycles) / g(Event::Instructions)
-            } else {
-                f64::NAN
-            };
             let _ = writeln!(
                 o,
                 "{:>7} PMU: CPI {cpi:.2}, {:.0} LLC misses/s, {:.0} dTLB misses/s",
@@ -356,7 +217,7 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
             "anon", "anon-huge", "shmem-pmd", "age"
         );
         for p in with_mem {
-            let Some(m) = p.memory else { continue };
+            let Some(m) = &p.memory else { continue };
             let _ = write!(o, "{:>7} {:<16}", p.rate.pid, fmt::trunc(&p.rate.comm, 16));
             for n in &nodes {
                 let _ = write!(
@@ -423,7 +284,7 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
             "\n{:<12} {:>10} {:>10} {:>9} {:>9}",
             "INTERFACE", "rx pkt/s", "tx pkt/s", "rxMB/s", "txMB/s"
         );
-        for n in f.nets {
+        for n in &f.nets {
             let _ = writeln!(
                 o,
                 "{:<12} {:>10.1} {:>10.1} {:>9.3} {:>9.3}",
@@ -448,7 +309,7 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
         psi("memory", &f.pressure.memory),
         psi("io", &f.pressure.io)
     );
-    let m = &s.memory;
+    let m = &f.memory;
     let _ = writeln!(
         o,
         "memory {} total, {} available, AnonHugePages {}, ShmemPmdMapped {}",
@@ -457,7 +318,7 @@ fn render(f: &Frame, topo: &Topology, s: &Sample, notes: &[String]) -> String {
         fmt::bytes(m.anon_huge),
         fmt::bytes(m.shmem_pmd_mapped)
     );
-    let sk = f.skips;
+    let sk = &f.skips;
     if sk.vanished + sk.permission + sk.malformed + sk.other > 0 {
         let _ = writeln!(
             o,

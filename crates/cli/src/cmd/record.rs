@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use perfpilot_observe::{Fs, Sampler, SamplerConfig};
+use perfpilot_store::record::Schedule;
 use perfpilot_store::{Retention, Store};
 
 use crate::fmt;
@@ -75,50 +76,33 @@ pub fn run(a: RecordArgs) -> anyhow::Result<()> {
         humantime::format_duration(a.max_age),
         a.max_size_mib
     );
-    let start = Instant::now();
-    let cpu0 = perfpilot_sys::self_cpu_time();
-    let mut written = 0u64;
     let mut skipped_msgs = 0;
-    let mut next = Instant::now();
-    loop {
-        if stop.load(Ordering::SeqCst) || a.duration.is_some_and(|d| start.elapsed() >= d) {
-            break;
-        }
-        let sample = sampler.sample()?;
-        if !sample.skips.is_clean() && skipped_msgs < 3 {
-            skipped_msgs += 1;
-            eprintln!(
-                "warning: sample skipped {} unreadable and {} malformed files: {}",
-                sample.skips.permission + sample.skips.other,
-                sample.skips.malformed,
-                sample.skips.messages.join("; ")
-            );
-        }
-        store
-            .append(&sample)
-            .with_context(|| format!("writing to {}", path.display()))?;
-        written += 1;
-        // Keep a fixed schedule; if a sample overran, start the next one now.
-        next += a.interval;
-        let now = Instant::now();
-        if next < now {
-            next = now;
-        }
-        while !stop.load(Ordering::SeqCst) && Instant::now() < next {
-            if a.duration.is_some_and(|d| start.elapsed() >= d) {
-                break;
+    let summary = store.record(
+        &mut sampler,
+        &Schedule {
+            interval: a.interval,
+            duration: a.duration,
+        },
+        &stop,
+        |skips| {
+            if skipped_msgs < 3 {
+                skipped_msgs += 1;
+                eprintln!(
+                    "warning: sample skipped {} unreadable and {} malformed files: {}",
+                    skips.permission + skips.other,
+                    skips.malformed,
+                    skips.messages.join("; ")
+                );
             }
-            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
-        }
-    }
-    let cpu = (perfpilot_sys::self_cpu_time() - cpu0).as_secs_f64();
-    let wall = start.elapsed().as_secs_f64();
+        },
+    )?;
     eprintln!(
-        "wrote {written} samples in {:.0} s to {} ({} in the store); the recorder used {:.3} % of one CPU",
-        wall,
+        "wrote {} samples in {:.0} s to {} ({} in the store); the recorder used {:.3} % of one CPU",
+        summary.samples,
+        summary.wall_s,
         path.display(),
         fmt::bytes(store.size_bytes()?),
-        if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 }
+        summary.cpu_pct()
     );
     Ok(())
 }
