@@ -113,11 +113,11 @@ pub fn race_step(blocks: &[Vec<f64>], alpha: f64) -> Option<RaceStep> {
 }
 
 /// The racing decision after `round` on the configurations `alive` (by key), from the race
-/// trials of rounds 1..=`round`: from round 3 those far behind the leader ([`far_behind`]);
+/// trials of rounds 1..=`round`: from round 3 those far behind the leader (`far_behind`);
 /// from `run.min_rounds` those significantly worse than the best ([`race_step`]), then among
 /// the rest those equivalent to the leader or tied with it beyond what the rounds left could
 /// resolve, then those unlikely to be the best, and last, when choosing the leader is expected
-/// to cost less than `run.stop_loss`, all but the leader ([`settled`]).
+/// to cost less than `run.stop_loss`, all but the leader (`settled`).
 pub fn race_round(
     study: &Study,
     trials: &[TrialRecord],

@@ -3,7 +3,7 @@
 //! winner, and the warnings about the measurements themselves.
 
 use perfpilot_drive::Measurement;
-use perfpilot_store::{TrialRecord, TrialStatus};
+use perfpilot_store::{TrialPhase, TrialRecord, TrialStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Infeasible;
@@ -266,7 +266,7 @@ pub(crate) fn measurement_warnings(
     }
     if details
         .iter()
-        .filter(|(t, _)| t.phase == perfpilot_store::TrialPhase::Race)
+        .filter(|(t, _)| t.phase == TrialPhase::Race)
         .all(|(_, d)| d.mser.is_none())
     {
         warnings.push("measurements shorter than 20 s: MSER-5 warm-up detection needs at least 20 per-second points".into());

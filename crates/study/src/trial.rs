@@ -1,5 +1,5 @@
 //! One trial: the knobs set, the configuration deployed on its layout, the load driven and
-//! measured ([`crate::measure`]), its constraints and warm-up checked; every knob restored and
+//! measured (`measure`), its constraints and warm-up checked; every knob restored and
 //! every instance stopped before it returns. And the trial as a stored record.
 
 use std::sync::atomic::AtomicBool;
