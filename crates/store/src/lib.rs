@@ -26,7 +26,7 @@ pub mod trials;
 pub use error::{Error, Result};
 pub use journal::ActionRecord;
 pub use samples::{CorruptRow, Retention, RetentionOutcome, SampleIter, SampleRange};
-pub use trials::{StudyRecord, TrialRecord};
+pub use trials::{RunState, StudyRecord, TrialPhase, TrialRecord, TrialStatus, UnknownValue};
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

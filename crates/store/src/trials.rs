@@ -1,40 +1,208 @@
 //! The study runner's records: study runs and their trials.
 //!
 //! Like the journal, the store keeps configurations, measurements and conclusions as JSON text:
-//! their types belong to `perfpilot-study` and `perfpilot-drive`.
+//! their types belong to `perfpilot-study` and `perfpilot-drive`. A trial's phase and status
+//! and a run's state are typed ([`TrialPhase`], [`TrialStatus`], [`RunState`]); each is stored
+//! as the same word it always was, so older stores read back.
 
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, params};
 
 use crate::{Result, Store};
 
+/// A stored word its column does not know: the store was written by another perfpilot, or
+/// edited by hand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "table {table}, column {column}: unknown value {value:?} (known: {known}); the store was \
+     written by another perfpilot version or edited: use that version, or another --store"
+)]
+pub struct UnknownValue {
+    /// The table holding the value.
+    pub table: &'static str,
+    /// The column holding the value.
+    pub column: &'static str,
+    /// The value found.
+    pub value: String,
+    /// The values the column may hold, comma-separated.
+    pub known: String,
+}
+
+/// An enum stored as one word per variant in one column: its text, `Display` (padding
+/// honoured), `FromStr`, SQLite's `ToSql`/`FromSql` and serde, all from the one table of words.
+macro_rules! stored_word {
+    (
+        $(#[$meta:meta])*
+        $name:ident in $table:literal . $column:literal {
+            $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &[$name] = &[$($name::$variant,)+];
+
+            /// The word stored for it (and shown, and serialized).
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// The value stored as `word`; an unknown word names the table and column.
+            pub fn from_word(word: &str) -> std::result::Result<$name, UnknownValue> {
+                match word {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(UnknownValue {
+                        table: $table,
+                        column: $column,
+                        value: word.to_string(),
+                        known: [$($text,)+].join(", "),
+                    }),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownValue;
+            fn from_str(s: &str) -> std::result::Result<$name, UnknownValue> {
+                $name::from_word(s)
+            }
+        }
+
+        impl ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $name {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<$name> {
+                $name::from_word(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                d: D,
+            ) -> std::result::Result<$name, D::Error> {
+                let word = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                $name::from_word(&word).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+stored_word! {
+    /// Which part of a study run a trial belongs to (`trials.phase`).
+    TrialPhase in "trials"."phase" {
+        /// A round of the race (or of an exhaustive run).
+        Race = "race",
+        /// A paired round of the winner and the baseline after the race.
+        Confirm = "confirm",
+        /// A point of the load sweep (`study scale`).
+        Scale = "scale",
+    }
+}
+
+stored_word! {
+    /// How a trial ended (`trials.status`).
+    TrialStatus in "trials"."status" {
+        /// Measured, every constraint met.
+        Ok = "ok",
+        /// Measured, but a constraint of the objective failed.
+        Violated = "violated",
+        /// Not measured: deployment, load or measurement failed.
+        Failed = "failed",
+    }
+}
+
+stored_word! {
+    /// Where a study run stands (`studies.state`).
+    RunState in "studies"."state" {
+        /// Started and not ended (or killed: `--resume` continues it).
+        Running = "running",
+        /// Stopped by Ctrl-C, every knob restored.
+        Interrupted = "interrupted",
+        /// Finished, with its summary.
+        Done = "done",
+        /// Ended by an error.
+        Failed = "failed",
+    }
+}
+
 /// One study run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StudyRecord {
+    /// The run's id.
     pub id: i64,
+    /// The study's name.
     pub name: String,
+    /// The path the study file was run from.
     pub file: String,
+    /// The study file's text.
     pub spec: String,
+    /// JSON: facts about the machine (topology summary).
     pub host: String,
-    pub state: String,
+    /// Where the run stands.
+    pub state: RunState,
+    /// JSON: the runner's conclusions, once done.
     pub summary: Option<String>,
+    /// When the run began, ms since the epoch.
     pub created_ms: i64,
+    /// When the run's state last changed, ms since the epoch.
     pub updated_ms: i64,
 }
 
 /// One trial of a study run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrialRecord {
+    /// The trial's id (assigned by [`Store::trial_add`]).
     pub id: i64,
+    /// The study run it belongs to.
     pub study: i64,
-    pub phase: String,
+    /// The part of the run it belongs to.
+    pub phase: TrialPhase,
+    /// Its round within the phase, from 1.
     pub round: i64,
+    /// The configuration's key (`factor=level ...`).
     pub config: String,
+    /// JSON: the configuration.
     pub factors: String,
-    pub status: String,
+    /// How it ended.
+    pub status: TrialStatus,
+    /// Why it failed or violated a constraint (empty when ok).
     pub reason: String,
+    /// The objective's value.
     pub value: Option<f64>,
+    /// JSON: the `perfpilot_drive::Measurement`.
     pub measurement: Option<String>,
+    /// JSON: layout, ports, command lines, knobs, warm-up analysis.
     pub detail: String,
+    /// When it was recorded, ms since the epoch (assigned by [`Store::trial_add`]).
     pub created_ms: i64,
 }
 
@@ -73,21 +241,26 @@ fn trial_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TrialRecord> {
 }
 
 impl Store {
-    /// Records a new study run (state `running`); returns its id.
+    /// Records a new study run (state [`RunState::Running`]); returns its id.
     pub fn study_begin(&mut self, name: &str, file: &str, spec: &str, host: &str) -> Result<i64> {
         let now = perfpilot_sys::clock::now_ms();
         self.conn
             .execute(
                 "INSERT INTO studies (name, file, spec, host, state, created_ms, updated_ms)
-                 VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?5)",
-                params![name, file, spec, host, now],
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                params![name, file, spec, host, RunState::Running, now],
             )
             .map_err(|e| self.sql("recording a study run", e))?;
         Ok(self.conn.last_insert_rowid())
     }
 
     /// Sets a study run's state, and its summary when given.
-    pub fn study_set_state(&mut self, id: i64, state: &str, summary: Option<&str>) -> Result<()> {
+    pub fn study_set_state(
+        &mut self,
+        id: i64,
+        state: RunState,
+        summary: Option<&str>,
+    ) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE studies SET state = ?2, summary = COALESCE(?3, summary), updated_ms = ?4
@@ -178,11 +351,11 @@ mod tests {
         let t = TrialRecord {
             id: 0,
             study: id,
-            phase: "race".into(),
+            phase: TrialPhase::Race,
             round: 2,
             config: "instances=1".into(),
             factors: "[]".into(),
-            status: "ok".into(),
+            status: TrialStatus::Ok,
             reason: String::new(),
             value: Some(12.5),
             measurement: Some("{}".into()),
@@ -190,7 +363,7 @@ mod tests {
             created_ms: 0,
         };
         let tid = s.trial_add(&t).unwrap();
-        s.study_set_state(id, "done", Some("{\"winner\":1}"))
+        s.study_set_state(id, RunState::Done, Some("{\"winner\":1}"))
             .unwrap();
         let got = s.trials(id).unwrap();
         assert_eq!(got.len(), 1);
@@ -198,9 +371,94 @@ mod tests {
         assert_eq!(got[0].round, 2);
         assert_eq!(got[0].value, Some(12.5));
         let st = s.study(id).unwrap().unwrap();
-        assert_eq!(st.state, "done");
+        assert_eq!(st.state, RunState::Done);
         assert_eq!(st.summary.as_deref(), Some("{\"winner\":1}"));
         assert_eq!(s.studies().unwrap().len(), 1);
         assert!(s.study(id + 1).unwrap().is_none());
+    }
+
+    #[test]
+    fn phases_statuses_and_states_are_stored_as_the_same_words_as_before() {
+        let words = |all: &[&str]| all.join(" ");
+        let phases: Vec<&str> = TrialPhase::ALL.iter().map(|p| p.as_str()).collect();
+        let statuses: Vec<&str> = TrialStatus::ALL.iter().map(|p| p.as_str()).collect();
+        let states: Vec<&str> = RunState::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(words(&phases), "race confirm scale");
+        assert_eq!(words(&statuses), "ok violated failed");
+        assert_eq!(words(&states), "running interrupted done failed");
+        for p in TrialPhase::ALL {
+            assert_eq!(serde_json::to_string(p).unwrap(), format!("\"{p}\""));
+            assert_eq!(p.as_str().parse::<TrialPhase>().unwrap(), *p);
+        }
+        for st in TrialStatus::ALL {
+            let back: TrialStatus = serde_json::from_str(&format!("\"{st}\"")).unwrap();
+            assert_eq!(back, *st);
+        }
+        // `study list` pads the state to a column.
+        assert_eq!(format!("[{:<12}]", RunState::Done), "[done        ]");
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path().join("s.db")).unwrap();
+        let id = s.study_begin("demo", "demo.toml", "", "{}").unwrap();
+        let raw =
+            |s: &Store, sql: &str| -> String { s.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(raw(&s, "SELECT state FROM studies"), "running");
+        s.study_set_state(id, RunState::Interrupted, None).unwrap();
+        assert_eq!(raw(&s, "SELECT state FROM studies"), "interrupted");
+        let t = TrialRecord {
+            id: 0,
+            study: id,
+            phase: TrialPhase::Confirm,
+            round: 1,
+            config: "x".into(),
+            factors: "{}".into(),
+            status: TrialStatus::Violated,
+            reason: "p99".into(),
+            value: None,
+            measurement: None,
+            detail: "{}".into(),
+            created_ms: 0,
+        };
+        s.trial_add(&t).unwrap();
+        assert_eq!(
+            raw(&s, "SELECT phase || ' ' || status FROM trials"),
+            "confirm violated"
+        );
+        let back = &s.trials(id).unwrap()[0];
+        assert_eq!(
+            (back.phase, back.status),
+            (TrialPhase::Confirm, TrialStatus::Violated)
+        );
+    }
+
+    #[test]
+    fn an_unknown_stored_word_is_an_error_naming_table_column_and_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path().join("s.db")).unwrap();
+        let id = s.study_begin("demo", "demo.toml", "", "{}").unwrap();
+        s.conn
+            .execute(
+                "INSERT INTO trials (study, phase, round, config, factors, status, created_ms)
+                 VALUES (?1, 'warmup', 1, 'x', '{}', 'ok', 0)",
+                [id],
+            )
+            .unwrap();
+        let e = s.trials(id).unwrap_err().to_string();
+        assert!(e.contains("s.db"), "{e}");
+        assert!(
+            e.contains("table trials, column phase: unknown value \"warmup\""),
+            "{e}"
+        );
+        assert!(e.contains("known: race, confirm, scale"), "{e}");
+
+        s.conn
+            .execute("UPDATE studies SET state = 'paused'", [])
+            .unwrap();
+        let e = s.study(id).unwrap_err().to_string();
+        assert!(
+            e.contains("table studies, column state: unknown value \"paused\""),
+            "{e}"
+        );
+        assert!(s.studies().is_err());
     }
 }

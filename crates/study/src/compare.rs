@@ -7,23 +7,24 @@
 //!
 //! Each run's own interval is shown too. Asking each run separately and calling the runs in
 //! disagreement when either separates the two winners gives a difference two chances to show
-//! and ignores the other run's evidence against it: on a shared 2-core VM whose speed drifts
-//! by the hour, two exhaustive runs of the same file disagreed by that rule (the first ranked
-//! its winner ×1.076, 95 % CI 1.039–1.114, above the second's, the second the other way round
-//! at ×1.039, 0.960–1.124), while over their 32 rounds together the ratio is ×1.018
-//! (0.973–1.065). When each run separates its own winner from the other's the runs
-//! *contradict* each other: the order of the two changed with the machine's conditions between
-//! the runs, which is reported with the verdict.
+//! and ignores the other run's evidence against it: on a shared VM whose speed drifts by the
+//! hour, two exhaustive runs of the same file disagreed by that rule while their rounds
+//! together did not separate the winners (figures: `docs/study-file.md`, "Racing"). When each
+//! run separates its own winner from the other's the runs *contradict* each other: the order of
+//! the two changed with the machine's conditions between the runs, which is reported with the
+//! verdict.
 //!
 //! A race may have dropped the other's winner on a one-sided test repeated round after round,
 //! which is a decision to stop spending on it, not this comparison; it is shown, not counted.
 
-use perfpilot_store::{Store, TrialRecord};
+use perfpilot_store::{Store, TrialPhase, TrialRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
-use crate::runner::{Elimination, Summary, paired_values};
+use crate::race::Elimination;
+use crate::scores::paired_values;
 use crate::stats::{self, RatioCi};
+use crate::summary::Summary;
 
 /// How two runs' conclusions relate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +45,9 @@ pub enum Agreement {
 /// One run's view of the other's winner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Side {
+    /// The run's id.
     pub run: i64,
+    /// Its winner.
     pub winner: Option<String>,
     /// Whether this run counts the other run's winner as its own or among those it cannot
     /// tell from its own.
@@ -64,7 +67,9 @@ pub struct Side {
 /// The comparison of two runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// Run `a`'s view of run `b`'s winner.
     pub a: Side,
+    /// Run `b`'s view of run `a`'s winner.
     pub b: Side,
     /// Run `a`'s winner over run `b`'s, in the goal's direction (> 1: `a`'s is better), paired
     /// over the race rounds of both runs where both winners succeeded: the verdict's interval.
@@ -72,6 +77,7 @@ pub struct Comparison {
     /// Each run separates its own winner from the other's: the two runs order them opposite
     /// ways, each with confidence, so the machine's conditions changed between them.
     pub contradict: bool,
+    /// How the two runs' conclusions relate.
     pub agreement: Agreement,
     /// Whether the two runs ran the same study file text.
     pub same_study: bool,
@@ -168,7 +174,7 @@ fn paired(trials: &[TrialRecord], winner: &str, other: &str, higher: bool) -> Op
 fn pairs(trials: &[TrialRecord], x: &str, y: &str) -> (Vec<f64>, Vec<f64>) {
     let last = trials
         .iter()
-        .filter(|t| t.phase == "race")
+        .filter(|t| t.phase == TrialPhase::Race)
         .map(|t| t.round)
         .max()
         .unwrap_or(0);

@@ -9,20 +9,31 @@ pub enum StudyError {
     /// The study file could not be read.
     #[error("cannot read the study file {path}: {source}")]
     Read {
+        /// The study file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
     /// The study file is not valid TOML or has an unknown or mistyped field (the message names
     /// the line and column).
     #[error("{path}: {message}")]
-    Syntax { path: PathBuf, message: String },
+    Syntax {
+        /// The study file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
     /// A field has a value the study cannot use.
     #[error("{path}:{line}: {field}: {message}")]
     Invalid {
+        /// The study file.
         path: PathBuf,
+        /// The field's line (1-based).
         line: usize,
+        /// The field, e.g. `run.alpha`.
         field: String,
+        /// What is wrong with it and what to do.
         message: String,
     },
     /// A layout the machine cannot hold.
@@ -33,19 +44,41 @@ pub enum StudyError {
     Topology(String),
     /// A sysfs/procfs knob could not be read, written or restored.
     #[error("knob {rel}: {message}")]
-    Knob { rel: String, message: String },
+    Knob {
+        /// The knob's path (relative to `/`).
+        rel: String,
+        /// What failed.
+        message: String,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] perfpilot_store::Error),
     /// A study run that the store does not hold.
     #[error("the store {store} has no study run {run}; `perfpilot study list` shows the runs")]
-    NoRun { store: PathBuf, run: i64 },
+    NoRun {
+        /// The store's path.
+        store: PathBuf,
+        /// The run asked for.
+        run: i64,
+    },
     /// A stored record could not be decoded.
     #[error("study run {run}: stored {what} cannot be decoded: {message}")]
     Decode {
+        /// The study run.
         run: i64,
+        /// The record, e.g. `summary`.
         what: &'static str,
+        /// The decoder's message.
         message: String,
+    },
+    /// A file the report writes (the apply script, a systemd drop-in, their directory) could
+    /// not be written.
+    #[error("cannot write {path}: {error}; choose another directory")]
+    Write {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
     },
     /// The run was stopped (Ctrl-C); every knob was restored.
     #[error("interrupted; every knob was restored and every instance stopped")]

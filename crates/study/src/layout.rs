@@ -22,12 +22,14 @@ use crate::spec::Binding;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct LayoutError {
+    /// What the layout needs and what the machine has.
     pub message: String,
 }
 
 /// Where one instance runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceLayout {
+    /// The instance's index, from 0.
     pub instance: usize,
     /// The CPUs it is bound to (all online CPUs when unbound).
     pub cpuset: CpuSet,
@@ -42,7 +44,9 @@ pub struct InstanceLayout {
 /// The layout of one configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
+    /// How instances are bound.
     pub binding: Binding,
+    /// Where each instance runs.
     pub instances: Vec<InstanceLayout>,
 }
 

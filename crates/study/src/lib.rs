@@ -6,22 +6,27 @@
 //!   naming the file, line and field ([`Study::load`]);
 //! - [`layout`]: binding layouts from the machine's topology (non-overlapping CPU sets that keep
 //!   SMT siblings, LLC domains and nodes together), with the memory policy to match;
+//! - [`plan`](mod@plan): what a study takes on this machine — runnable configurations, trials, time,
+//!   budget — and `study validate`'s [`Validation`];
 //! - [`deploy`]: one trial's deployment — knobs through `perfpilot_sys::change` with undo
 //!   records and a restoring guard, free ports, bound instances, readiness, teardown;
-//! - [`runner`]: randomized interleaved rounds, CPU per instance (and the load driver's own),
-//!   MSER-5, racing (configurations far behind the leader leaving from round 3; F-Race:
-//!   Friedman with Conover's comparisons against the best, Wilcoxon when two are left;
+//! - [`trial`] (and `measure`): one trial — knobs, deployment, the load driven and measured
+//!   (CPU per instance and the load driver's own), constraints, MSER-5;
+//! - [`race`]: the racing rules (configurations far behind the leader leaving from round 3;
+//!   F-Race: Friedman with Conover's comparisons against the best, Wilcoxon when two are left;
 //!   configurations unlikely to be the best by a bootstrap of the rounds leaving, the race
 //!   ending once choosing the leader is expected to cost less than `run.stop_loss`, and
-//!   optionally equivalent or tied ones leaving), the winner confirmed against the
-//!   baseline with a 95 % CI on the gain, `--resume`, and the scaling mode (saturation point
-//!   and knee);
+//!   optionally equivalent or tied ones leaving), over the race trials read as scores
+//!   (`scores`);
+//! - [`runner`]: randomized interleaved rounds, racing, the winner confirmed against the
+//!   baseline with a 95 % CI on the gain, `--resume`; [`summary`]: what a run concluded;
+//! - [`scale`]: the scaling mode (saturation point and knee);
 //! - [`compare`]: two runs side by side — the same winner, or winners not significantly
 //!   different over both runs' rounds together, or one significantly better;
 //! - [`replay`]: racing replayed on an exhaustive run's trials, over many round orders: the
 //!   trials a race would have spent and how often it picks the exhaustive winner;
-//! - [`stats`]: the rank tests, the Hodges–Lehmann interval and the equivalence check, MSER-5,
-//!   the ratio CI, the bootstrap chance of being the best and the expected loss of a choice;
+//! - [`stats`]: the rank tests, the Hodges–Lehmann interval and the equivalence check, and the
+//!   shared statistics of `perfpilot-stats`;
 //! - [`report`]: the report of a stored run (JSON, Markdown, HTML with an inline SVG chart)
 //!   and the apply script (shell and systemd drop-ins) of the best configuration.
 
@@ -29,15 +34,25 @@ pub mod compare;
 pub mod deploy;
 pub mod error;
 pub mod layout;
+mod measure;
+pub mod plan;
+mod progress;
+pub mod race;
 pub mod replay;
 pub mod report;
 pub mod runner;
+pub mod scale;
+mod scores;
 pub mod spec;
 pub mod stats;
+pub mod summary;
+pub mod trial;
 
 pub use error::{Result, StudyError};
 pub use layout::{InstanceLayout, Layout, LayoutError, plan};
-pub use runner::{
-    Plan, RunOptions, RunOutcome, ScalePoint, Scaling, Summary, plan_study, run_scaling, run_study,
-};
+pub use perfpilot_store::{RunState, TrialPhase, TrialStatus};
+pub use plan::{Plan, Validation, plan_study};
+pub use runner::{RunOptions, RunOutcome, run_study, stored_study};
+pub use scale::{ScalePoint, Scaling, run_scaling};
 pub use spec::{Binding, Budget, Config, Goal, Level, Study};
+pub use summary::Summary;

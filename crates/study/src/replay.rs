@@ -6,15 +6,14 @@
 
 use std::path::Path;
 
-use perfpilot_store::{Store, TrialRecord};
+use perfpilot_store::{Store, TrialPhase, TrialRecord, TrialStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
 
-use crate::runner::{
-    Elimination, best_mean, blocks, chance_of_best, confirm_trials, race_round, race_step,
-    within_budget,
-};
+use crate::plan::{confirm_trials, within_budget};
+use crate::race::{Elimination, chance_of_best, race_round, race_step};
+use crate::scores::{best_mean, blocks};
 use crate::spec::{Budget, Config, MIN_EFFECT_BELOW, Study, share_below};
 use crate::stats::Rng;
 
@@ -29,6 +28,7 @@ pub struct ReplayRace {
     pub rounds: usize,
     /// Its winner: the best mean score among the configurations left.
     pub winner: Option<String>,
+    /// The configurations that left it, in order.
     pub left: Vec<Elimination>,
     /// Whether `run.budget` ended it.
     #[serde(default)]
@@ -40,6 +40,7 @@ pub struct ReplayRace {
 pub struct Replay {
     /// Race trials of the exhaustive run (every configuration, every round).
     pub exhaustive_trials: usize,
+    /// Race rounds of the exhaustive run.
     pub rounds: usize,
     /// The exhaustive run's winner: the best mean score over every round.
     pub exhaustive_winner: Option<String>,
@@ -64,11 +65,14 @@ pub struct Replay {
     /// of ties "same winner" flatters a race; this says what its pick costs.
     #[serde(default)]
     pub winner_share_mean: f64,
+    /// The worst of those shares.
     #[serde(default)]
     pub winner_share_min: f64,
-    /// Race trials over the orders: mean, smallest, largest.
+    /// Race trials over the orders: the mean.
     pub trials_mean: f64,
+    /// The fewest.
     pub trials_min: usize,
+    /// The most.
     pub trials_max: usize,
     /// Orders whose race ran more than half the exhaustive run's race trials.
     #[serde(default)]
@@ -90,7 +94,7 @@ pub fn replay(
 ) -> Replay {
     let race: Vec<TrialRecord> = trials
         .iter()
-        .filter(|t| t.phase == "race" && keys.contains(&t.config))
+        .filter(|t| t.phase == TrialPhase::Race && keys.contains(&t.config))
         .cloned()
         .collect();
     let mut rounds: Vec<i64> = race.iter().map(|t| t.round).collect();
@@ -130,7 +134,7 @@ pub fn replay(
     let mean_of = |k: &str| {
         let v: Vec<f64> = renumbered
             .iter()
-            .filter(|t| t.config == k && t.status == "ok")
+            .filter(|t| t.config == k && t.status == TrialStatus::Ok)
             .filter_map(|t| t.value)
             .collect();
         (!v.is_empty()).then(|| crate::stats::mean(&v))
@@ -257,6 +261,7 @@ fn race_in_order(
 pub struct ReplayOptions {
     /// Round orders to race over (the stored one first).
     pub orders: usize,
+    /// Seeds the shuffled orders.
     pub seed: u64,
     /// Override the study's `run.min_rounds`.
     pub min_rounds: Option<usize>,
@@ -307,12 +312,16 @@ pub fn replay_run(store: &Store, run: i64, opts: &ReplayOptions) -> Result<Repla
         .configurations()
         .iter()
         .map(Config::key)
-        .filter(|k| trials.iter().any(|t| t.phase == "race" && &t.config == k))
+        .filter(|k| {
+            trials
+                .iter()
+                .any(|t| t.phase == TrialPhase::Race && &t.config == k)
+        })
         .collect();
     let rounds_of = |k: &String| {
         trials
             .iter()
-            .filter(|t| t.phase == "race" && &t.config == k)
+            .filter(|t| t.phase == TrialPhase::Race && &t.config == k)
             .count()
     };
     let most = keys.iter().map(rounds_of).max().unwrap_or(0);

@@ -2,9 +2,10 @@
 //! rounds, a disagreement, two runs that contradict each other, and the paired ratio of the two
 //! winners inside a run, on synthetic summaries with known answers.
 
-use perfpilot_store::TrialRecord;
+use perfpilot_store::{TrialPhase, TrialRecord, TrialStatus};
+use perfpilot_study::Summary;
 use perfpilot_study::compare::{Agreement, compare};
-use perfpilot_study::runner::{Elimination, Left, Summary};
+use perfpilot_study::race::{Elimination, Left};
 
 fn summary(winner: Option<&str>, tied: &[&str], left: &[(&str, Left)], higher: bool) -> Summary {
     Summary {
@@ -48,11 +49,11 @@ fn trials(shares: [f64; 5]) -> Vec<TrialRecord> {
             out.push(TrialRecord {
                 id: 0,
                 study: 1,
-                phase: "race".into(),
+                phase: TrialPhase::Race,
                 round,
                 config: config.into(),
                 factors: "{}".into(),
-                status: "ok".into(),
+                status: TrialStatus::Ok,
                 reason: String::new(),
                 value: Some(value),
                 measurement: None,

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 
 use perfpilot_observe::{Fs, Topology};
-use perfpilot_store::Store;
+use perfpilot_store::{RunState, Store, TrialPhase};
 use perfpilot_study::{Budget, RunOptions, Study, StudyError, report, run_scaling, run_study};
 use perfpilot_sys::knob::read_knob;
 
@@ -102,7 +102,7 @@ config = {{ instances = 1, cache = 300 }}
         let s = Store::open(&opts.store).unwrap();
         let runs = s.studies().unwrap();
         assert_eq!(runs.len(), 1);
-        assert_eq!(runs[0].state, "interrupted");
+        assert_eq!(runs[0].state, RunState::Interrupted);
         assert!(s.trials(runs[0].id).unwrap().is_empty());
         runs[0].id
     };
@@ -148,7 +148,7 @@ config = {{ instances = 1, cache = 300 }}
     assert_eq!(m.targets.len(), 2);
     // The built-in driver's own CPU is measured per trial.
     for t in &trials {
-        let d: perfpilot_study::runner::TrialDetail = serde_json::from_str(&t.detail).unwrap();
+        let d: perfpilot_study::trial::TrialDetail = serde_json::from_str(&t.detail).unwrap();
         let cores = d.driver_cores.expect("the driver's cores");
         assert!(
             cores > 0.0 && cores < 1.2,
@@ -205,7 +205,7 @@ config = {{ instances = 1, cache = 300 }}
         .trials(b.run)
         .unwrap()
         .iter()
-        .filter(|t| t.phase == "race")
+        .filter(|t| t.phase == TrialPhase::Race)
         .count();
     assert_eq!(race, 4);
     assert!(b.summary.trials_run <= 6, "{:?}", b.summary);
@@ -238,7 +238,7 @@ config = {{ instances = 1, cache = 300 }}
 
 #[test]
 fn saturation_and_knee_on_a_known_curve() {
-    use perfpilot_study::runner::{ScalePoint, saturation_and_knee};
+    use perfpilot_study::scale::{ScalePoint, saturation_and_knee};
     // X = min(N, 10) per second (1 s demand... saturating at 10), R = N / X.
     let points: Vec<ScalePoint> = [1usize, 2, 5, 10, 20, 40]
         .iter()
@@ -263,7 +263,7 @@ fn saturation_and_knee_on_a_known_curve() {
 
 #[test]
 fn the_driver_counts_as_saturated_from_90_percent_of_its_threads() {
-    use perfpilot_study::runner::{TrialDetail, driver_saturation};
+    use perfpilot_study::trial::{TrialDetail, driver_saturation};
     let study = |load: &str| {
         Study::parse(
             &format!(

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use perfpilot_observe::{Fs, Topology};
+use perfpilot_store::TrialStatus;
 use perfpilot_study::deploy::KnobGuard;
-use perfpilot_study::runner::{TrialContext, run_trial};
+use perfpilot_study::trial::{TrialContext, run_trial};
 use perfpilot_study::{Config, Study};
 use perfpilot_sys::knob::read_knob;
 
@@ -118,7 +119,7 @@ fn a_trial_whose_command_exits_fails_with_its_reason_and_restores_knobs() {
         stop: &stop,
     };
     let o = run_trial(&ctx, &s.configurations()[0], None);
-    assert_eq!(o.status, "failed");
+    assert_eq!(o.status, TrialStatus::Failed);
     assert!(o.reason.contains("exited"), "{}", o.reason);
     assert!(o.reason.contains("no model directory"), "{}", o.reason);
     assert_eq!(o.detail.knobs.len(), 2, "both undo records kept");
@@ -140,7 +141,7 @@ fn a_trial_that_never_becomes_ready_fails_and_restores_knobs() {
         stop: &stop,
     };
     let o = run_trial(&ctx, &s.configurations()[0], None);
-    assert_eq!(o.status, "failed");
+    assert_eq!(o.status, TrialStatus::Failed);
     assert!(o.reason.contains("did not become ready"), "{}", o.reason);
     assert_eq!(read_knob(&fs, SWAPPINESS).unwrap(), "60");
 }
@@ -173,7 +174,7 @@ fn an_interrupt_stops_the_trial_and_restores_knobs() {
     let config: Config = s.configurations()[0].clone();
     let o = run_trial(&ctx, &config, None);
     watcher.join().unwrap();
-    assert_eq!(o.status, "failed");
+    assert_eq!(o.status, TrialStatus::Failed);
     assert_eq!(o.reason, "interrupted");
     assert_eq!(read_knob(&fs, SWAPPINESS).unwrap(), "60");
     assert_eq!(read_knob(&fs, THP).unwrap(), "madvise");

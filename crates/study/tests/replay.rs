@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use perfpilot_store::{Store, TrialRecord};
+use perfpilot_store::{Store, TrialPhase, TrialRecord, TrialStatus};
+use perfpilot_study::race::Left;
 use perfpilot_study::replay::{ReplayOptions, replay_run};
-use perfpilot_study::runner::Left;
 use perfpilot_study::{Budget, Study};
 
 const STUDY: &str = r#"
@@ -45,11 +45,11 @@ fn trial(run: i64, round: i64, config: String, value: f64) -> TrialRecord {
     TrialRecord {
         id: 0,
         study: run,
-        phase: "race".into(),
+        phase: TrialPhase::Race,
         round,
         config,
         factors: "{}".into(),
-        status: "ok".into(),
+        status: TrialStatus::Ok,
         reason: String::new(),
         value: Some(value),
         measurement: None,

@@ -175,7 +175,7 @@ fn friedman_f_form_and_conover_comparisons_by_hand() {
 
 #[test]
 fn racing_drops_only_configurations_significantly_worse() {
-    use perfpilot_study::runner::race_step;
+    use perfpilot_study::race::race_step;
     // Five configurations, three rounds: A and B close (B wins one round), C clearly below
     // them, D and E far below. Rank sums 14, 13, 9, 5, 4; A1 = 3·55 = 165, Σ R² = 487.
     // T1 = 4·(487 − 405)/(165 − 135) = 10.933, T2 = 2·T1/(12 − T1) = 20.5 (F(4, 8): p ≈ 3e-4).
@@ -219,7 +219,7 @@ fn racing_drops_only_configurations_significantly_worse() {
 
 #[test]
 fn racing_two_configurations_uses_wilcoxon() {
-    use perfpilot_study::runner::race_step;
+    use perfpilot_study::race::race_step;
     // The second is better in every round: four rounds cannot reject at 0.05 (the smallest
     // one-sided p is 1/16); five can (1/32).
     let rows: Vec<Vec<f64>> = (0..5)

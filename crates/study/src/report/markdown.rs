@@ -1,0 +1,215 @@
+//! The report as Markdown.
+
+use std::fmt::Write as _;
+
+use super::{Report, chance_best_line};
+use crate::race::Left;
+
+/// How a configuration left the race, in a word for the table.
+fn left_word(kind: Left) -> &'static str {
+    match kind {
+        Left::Worse => "worse",
+        Left::Failed => "failed",
+        Left::Equivalent => "equivalent",
+        Left::Tied => "tied",
+        Left::Unlikely => "unlikely",
+        Left::FarBehind => "far behind",
+        Left::Settled => "settled",
+    }
+}
+
+/// The report as Markdown.
+pub fn to_markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Study {:?}, run {} ({})\n", r.name, r.run, r.state);
+    let _ = writeln!(s, "Study file: `{}`. Machine: {}.\n", r.file, r.host);
+    if let Some(sum) = &r.summary {
+        let _ = writeln!(s, "## Best configuration\n");
+        let _ = writeln!(s, "Objective: {}.\n", sum.goal);
+        match &sum.winner {
+            Some(w) => {
+                let _ = writeln!(s, "**{w}** — {}.\n", sum.verdict);
+            }
+            None => {
+                let _ = writeln!(s, "No winner: {}.\n", sum.verdict);
+            }
+        }
+        let _ = writeln!(s, "Baseline: {}.", sum.baseline);
+        if let Some(g) = &sum.gain {
+            let _ = writeln!(
+                s,
+                "Gain over the baseline: ×{:.3}, 95 % CI {:.3}–{:.3} over {} paired rounds (Wilcoxon p = {}).",
+                g.ratio,
+                g.low,
+                g.high,
+                g.pairs,
+                f(sum.gain_p_value, 4)
+            );
+        }
+        if !sum.indistinguishable.is_empty() {
+            let _ = writeln!(
+                s,
+                "Not significantly different from the winner, or equivalent to it within the effect sought: {}.",
+                sum.indistinguishable.join("; ")
+            );
+        }
+        if let Some(line) = chance_best_line(&sum.chance_best) {
+            let _ = writeln!(s, "{line}.");
+        }
+        let _ = writeln!(
+            s,
+            "\n{} trials in {} rounds, {:.0} s{}.\n",
+            sum.trials_run,
+            sum.rounds,
+            sum.elapsed_s,
+            if sum.racing {
+                ", racing on"
+            } else {
+                ", racing off (exhaustive)"
+            }
+        );
+        if !sum.eliminated.is_empty() {
+            let _ = writeln!(s, "### Left the race\n");
+            for e in &sum.eliminated {
+                let _ = writeln!(s, "- {} after round {}: {}", e.config, e.round, e.reason);
+            }
+            let _ = writeln!(s);
+        }
+        if !sum.warnings.is_empty() {
+            let _ = writeln!(s, "### Warnings\n");
+            for w in &sum.warnings {
+                let _ = writeln!(s, "- {w}");
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(s, "### Configurations\n");
+        let _ = writeln!(
+            s,
+            "| configuration | trials | ok | mean ({}) | stdev | throughput | CPU cores | left the race |",
+            sum.unit
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+        for c in &sum.configurations {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.config,
+                c.trials,
+                c.ok,
+                f(c.mean, 2),
+                f(c.stdev, 2),
+                f(c.throughput, 1),
+                f(c.cpu_cores, 2),
+                match sum.eliminated.iter().find(|e| e.config == c.config) {
+                    Some(e) => format!("round {} ({})", e.round, left_word(e.kind)),
+                    None => "–".into(),
+                }
+            );
+        }
+        let _ = writeln!(s);
+    }
+    if let Some(sc) = &r.scaling {
+        let _ = writeln!(s, "## Load sweep of {}\n", sc.config);
+        let _ = writeln!(
+            s,
+            "| users | throughput | mean response (ms) | p99 (ms) | errors | CPU cores |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for p in &sc.points {
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} | {} | {} | {} | {} |",
+                p.users,
+                p.throughput,
+                f(p.response_time_s.map(|v| v * 1000.0), 2),
+                f(p.p99_ms, 2),
+                p.errors,
+                f(p.cpu.get("app").copied(), 2)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nSaturation (95 % of the peak throughput) at {} users; knee (highest throughput / response time) at {} users.\n",
+            sc.saturation_users.map_or("–".into(), |u| u.to_string()),
+            sc.knee_users.map_or("–".into(), |u| u.to_string())
+        );
+        let _ = writeln!(
+            s,
+            "Points for `perfpilot model fit`:\n\n```toml\n{}```\n",
+            sc.model_toml(0.0)
+        );
+    }
+    if !r.scaling_view.is_empty() {
+        let _ = writeln!(s, "## Scaling: throughput and CPU vs instances\n");
+        let _ = writeln!(
+            s,
+            "| instances | best configuration | throughput | CPU cores | per core |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|");
+        for v in &r.scaling_view {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1} | {} | {} |",
+                v.instances,
+                v.config,
+                v.throughput,
+                f(v.cpu_cores, 2),
+                f(v.per_core, 1)
+            );
+        }
+        let _ = writeln!(s);
+    }
+    if !r.effects.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Effect of each factor (mean objective over successful trials)\n"
+        );
+        for e in &r.effects {
+            let parts: Vec<String> = e
+                .levels
+                .iter()
+                .map(|(l, m, n, rel)| format!("{l}: {m:.2} (×{rel:.3}, {n} trials)"))
+                .collect();
+            let _ = writeln!(s, "- **{}** — {}", e.factor, parts.join("; "));
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s, "## Trials\n");
+    let _ = writeln!(
+        s,
+        "| id | phase | round | configuration | status | value | throughput | p99 ms | errors | CPU cores | reason |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for t in &r.trials {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            t.id,
+            t.phase,
+            t.round,
+            t.config,
+            t.status,
+            f(t.value, 2),
+            f(t.throughput, 1),
+            f(t.p99_ms, 2),
+            t.errors.map_or("–".into(), |e| e.to_string()),
+            f(t.cpu_cores, 2),
+            t.reason.replace('|', "/")
+        );
+    }
+    if let Some(a) = &r.apply {
+        let _ = writeln!(s, "\n## Apply script\n\n```sh\n{}```\n", a.shell);
+        for (p, d) in &a.dropins {
+            let _ = writeln!(s, "`{p}`:\n\n```ini\n{d}```\n");
+        }
+    }
+    s
+}
+
+/// A figure with `digits` decimals, or `–` when there is none.
+pub(super) fn f(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.digits$}"),
+        _ => "–".into(),
+    }
+}

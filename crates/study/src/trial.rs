@@ -1,0 +1,252 @@
+//! One trial: the knobs set, the configuration deployed on its layout, the load driven and
+//! measured (`measure`), its constraints and warm-up checked; every knob restored and
+//! every instance stopped before it returns. And the trial as a stored record.
+
+use std::sync::atomic::AtomicBool;
+
+use perfpilot_drive::{Measurement, check_all};
+use perfpilot_observe::Topology;
+use perfpilot_store::{TrialPhase, TrialRecord, TrialStatus};
+use perfpilot_sys::Fs;
+use serde::{Deserialize, Serialize};
+
+use crate::deploy::{self, KnobGuard};
+use crate::layout::{Layout, plan};
+use crate::measure::measure;
+use crate::spec::{Config, Goal, LoadKind, Study, render};
+use crate::stats::{self, Mser};
+
+/// The result of one trial, as stored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TrialDetail {
+    /// Where each instance ran (`None`: the layout could not be planned).
+    pub layout: Option<Layout>,
+    /// The instances' ports.
+    pub ports: Vec<u16>,
+    /// Each instance's command line.
+    pub argv: Vec<Vec<String>>,
+    /// The first instance's environment: `[deployment.env]` filled in, `LD_PRELOAD` for the
+    /// allocator.
+    pub env: Vec<(String, String)>,
+    /// The undo records of the knobs the trial set.
+    pub knobs: Vec<perfpilot_sys::change::Undo>,
+    /// Notes from deploying and stopping, a saturated load driver, knobs not restored.
+    pub notes: Vec<String>,
+    /// MSER-5 on the per-second throughput (`None`: too few seconds).
+    pub mser: Option<Mser>,
+    /// The users driving the load, over all instances.
+    pub users: usize,
+    /// Cores the built-in load driver (this process) used over the measured window; `None`
+    /// for an adapter command, whose driver is another program.
+    #[serde(default)]
+    pub driver_cores: Option<f64>,
+}
+
+/// The built-in driver counts as saturated from this share of its threads' CPU on.
+const DRIVER_SATURATED: f64 = 0.9;
+
+/// Why a trial's measurement says more about the built-in load driver than about the
+/// deployment: the driver's process kept its threads at least 90 % busy, so the load, not the
+/// deployment, set the throughput. `None` when it had room (or for an adapter command).
+pub fn driver_saturation(study: &Study, detail: &TrialDetail) -> Option<String> {
+    let LoadKind::Builtin { threads, .. } = &study.load.kind else {
+        return None;
+    };
+    let cores = detail.driver_cores?;
+    (cores >= DRIVER_SATURATED * *threads as f64).then(|| {
+        format!(
+            "the load driver was saturated ({cores:.2} cores busy of its {threads} thread(s)): the throughput is the driver's limit, not the deployment's; raise load.threads (on a machine with CPUs to spare), drive from another machine, or make requests costlier for the service"
+        )
+    })
+}
+
+/// One trial's outcome.
+#[derive(Clone, Debug)]
+pub struct TrialOutcome {
+    /// Ok, violated (a constraint failed) or failed.
+    pub status: TrialStatus,
+    /// Why it failed or which constraints it violated (empty when ok).
+    pub reason: String,
+    /// The objective's value.
+    pub value: Option<f64>,
+    /// The load driver's measurement (`None` when the trial failed before or during it).
+    pub measurement: Option<Measurement>,
+    /// Layout, ports, command lines, knobs, warm-up analysis.
+    pub detail: TrialDetail,
+}
+
+/// The objective's value of a measurement (`None` when it lacks it).
+pub fn objective_value(goal: &Goal, m: &Measurement) -> Option<f64> {
+    match goal {
+        Goal::MaxThroughput => Some(m.throughput_rps),
+        Goal::MinLatency(p) => {
+            let l = m.latency.as_ref()?;
+            match p.as_str() {
+                "mean" => l.mean_ms,
+                "p50" => l.p50_ms,
+                "p75" => l.p75_ms,
+                "p90" => l.p90_ms,
+                "p95" => l.p95_ms,
+                "p99" => l.p99_ms,
+                "p99.9" => l.p99_9_ms,
+                "max" => l.max_ms,
+                _ => None,
+            }
+        }
+        Goal::MinCpuPerRequest => {
+            let cpu: f64 = m.cpu.as_ref()?.iter().map(|c| c.cpu_s).sum();
+            (m.ok > 0).then(|| cpu * 1000.0 / m.ok as f64)
+        }
+    }
+}
+
+/// Everything a trial needs.
+pub struct TrialContext<'a> {
+    /// The study the trial belongs to.
+    pub study: &'a Study,
+    /// The machine's topology, for the layout.
+    pub topo: &'a Topology,
+    /// Where knob paths are rooted (the live system, or a temporary tree in tests).
+    pub knob_fs: &'a Fs,
+    /// Where knob undo records are journaled before each change (`None`: not journaled).
+    pub knob_journal: Option<&'a std::path::Path>,
+    /// Set (by a Ctrl-C handler) to end the trial early.
+    pub stop: &'a AtomicBool,
+}
+
+/// Runs one trial of `config` with `users` total users: knobs, deployment, load, CPU per
+/// instance, constraints, MSER-5. Every knob is restored and every instance stopped before it
+/// returns (or unwinds).
+pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) -> TrialOutcome {
+    let study = ctx.study;
+    let n = config.instances();
+    let users = users.unwrap_or(study.load.users_per_instance * n);
+    let mut detail = TrialDetail {
+        users,
+        ..TrialDetail::default()
+    };
+    let fail = |detail: TrialDetail, reason: String| TrialOutcome {
+        status: TrialStatus::Failed,
+        reason,
+        value: None,
+        measurement: None,
+        detail,
+    };
+    let layout = match plan(ctx.topo, n, config.cores_per_instance(), config.binding()) {
+        Ok(l) => l,
+        Err(e) => return fail(detail, e.to_string()),
+    };
+    detail.layout = Some(layout.clone());
+    let mut knobs = match ctx.knob_journal {
+        Some(j) => KnobGuard::journaled(ctx.knob_fs, j),
+        None => KnobGuard::new(ctx.knob_fs),
+    };
+    let values = deploy::values_for(config, n, None);
+    for k in &study.deployment.knobs {
+        let value = render(&k.value, &values);
+        if let Err(e) = knobs.set(&k.path, &value) {
+            detail.knobs = knobs.records().to_vec();
+            let restore = knobs.restore();
+            let mut reason = e;
+            if !restore.is_empty() {
+                reason.push_str(&format!("; restoring failed too: {}", restore.join("; ")));
+            }
+            return fail(detail, reason);
+        }
+    }
+    detail.knobs = knobs.records().to_vec();
+    let mut notes = Vec::new();
+    let ports = match deploy::free_ports(study.deployment.base_port, n, &mut notes) {
+        Ok(p) => p,
+        Err(e) => return fail(detail, e),
+    };
+    detail.ports = ports.clone();
+    let mut dep = match deploy::deploy(study, config, &layout, &ports, ctx.stop, notes) {
+        Ok(d) => d,
+        Err(e) => return fail(detail, e),
+    };
+    detail.notes = dep.notes.clone();
+    detail.argv = dep.instances.iter().map(|i| i.argv.clone()).collect();
+    if let Some(il) = layout.instances.first()
+        && let Some(&p) = ports.first()
+    {
+        detail.env =
+            deploy::environment(study, config, &deploy::values_for(config, n, Some((il, p))));
+    }
+    let measured = measure(ctx, config, &layout, &mut dep, users);
+    let stop_problems = dep.stop();
+    drop(dep);
+    let restore_problems = knobs.restore();
+    let mut m = match measured {
+        Ok((m, driver_cores)) => {
+            detail.driver_cores = driver_cores;
+            m
+        }
+        Err(e) => return fail(detail, e),
+    };
+    detail.notes.extend(stop_problems);
+    detail.notes.extend(driver_saturation(study, &detail));
+    if !restore_problems.is_empty() {
+        detail.notes.push(format!(
+            "knobs not restored: {}",
+            restore_problems.join("; ")
+        ));
+    }
+    // MSER-5 on the per-second throughput.
+    let series: Vec<f64> = m.series.iter().map(|p| p.requests as f64).collect();
+    detail.mser = stats::mser5(&series);
+    m.name = Some(config.key());
+    let value = objective_value(&study.objective.goal, &m);
+    let failed: Vec<String> = check_all(&study.objective.thresholds(), &m)
+        .into_iter()
+        .filter(|o| !o.passed)
+        .map(|o| o.to_string())
+        .collect();
+    let (status, reason) = if value.is_none() {
+        (
+            TrialStatus::Failed,
+            "the measurement lacks the objective's value".to_string(),
+        )
+    } else if m.ok == 0 {
+        (
+            TrialStatus::Failed,
+            format!("no request succeeded ({} errors)", m.errors),
+        )
+    } else if !failed.is_empty() {
+        (TrialStatus::Violated, failed.join("; "))
+    } else {
+        (TrialStatus::Ok, String::new())
+    };
+    TrialOutcome {
+        status,
+        reason,
+        value,
+        measurement: Some(m),
+        detail,
+    }
+}
+
+/// The record of trial `o` of `config`, in `phase` and `round` of study run `study_id`, as
+/// the store keeps it.
+pub(crate) fn to_record(
+    study_id: i64,
+    phase: TrialPhase,
+    round: usize,
+    config: &Config,
+    o: &TrialOutcome,
+) -> TrialRecord {
+    TrialRecord {
+        id: 0,
+        study: study_id,
+        phase,
+        round: round as i64,
+        config: config.key(),
+        factors: serde_json::to_string(config).unwrap_or_default(),
+        status: o.status,
+        reason: o.reason.clone(),
+        value: o.value,
+        measurement: o.measurement.as_ref().map(Measurement::to_json),
+        detail: serde_json::to_string(&o.detail).unwrap_or_else(|_| "{}".into()),
+        created_ms: 0,
+    }
+}
