@@ -210,10 +210,8 @@ fn stop_child(child: &mut Child) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill has no memory preconditions; pid is our own child, not yet reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
+    // Our own child, not yet reaped; if it is gone meanwhile, the wait below sees it.
+    let _ = perfpilot_sys::signal::terminate(child.id());
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {

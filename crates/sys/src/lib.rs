@@ -34,11 +34,13 @@ mod error;
 mod fs;
 pub mod ipc;
 pub mod knob;
+pub mod mapping;
 pub mod net;
 pub mod node;
 pub mod pages;
 pub mod perf;
 pub mod process;
+pub mod signal;
 pub mod stat;
 pub mod user;
 
