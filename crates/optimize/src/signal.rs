@@ -7,6 +7,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use perfpilot_drive::fetch::{self, FetchFailure};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ProbeSpec, ValueKind};
@@ -180,30 +181,18 @@ pub fn fetch_metric(
     timeout: Duration,
 ) -> Result<f64, ProbeError> {
     let what = url.to_string();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(true)
-        .build()
-        .into();
-    let mut resp = agent.get(url).call().map_err(|e| match e {
-        ureq::Error::Timeout(_) => ProbeError::Timeout {
-            what: what.clone(),
-            timeout,
-        },
-        e => ProbeError::Failed {
-            what: what.clone(),
-            why: e.to_string(),
-        },
-    })?;
-    let body = resp
-        .body_mut()
-        .with_config()
-        .limit(16 << 20)
-        .read_to_string()
-        .map_err(|e| ProbeError::Failed {
-            what: what.clone(),
-            why: e.to_string(),
-        })?;
+    let body = match fetch::get(url, timeout) {
+        Ok(r) => r.body,
+        Err(e) => {
+            return Err(match e.failure {
+                FetchFailure::Timeout(timeout) => ProbeError::Timeout { what, timeout },
+                failure => ProbeError::Failed {
+                    what,
+                    why: failure.to_string(),
+                },
+            });
+        }
+    };
     parse_prometheus(&body, metric, labels).ok_or(ProbeError::Missing {
         what,
         metric: metric.to_string(),

@@ -3,13 +3,14 @@
 //! instances (bound with `taskset`/`numactl`), readiness checks, and stopping it all again.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use perfpilot_drive::fetch;
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
 
@@ -474,6 +475,9 @@ pub fn deploy(
     Ok(dep)
 }
 
+/// How long one readiness GET may take, connecting included.
+const READY_GET_TIMEOUT: Duration = Duration::from_secs(2);
+
 fn tcp_ok(port: u16) -> Result<(), String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     TcpStream::connect_timeout(&addr, Duration::from_millis(300))
@@ -481,41 +485,12 @@ fn tcp_ok(port: u16) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// GET `url` (http://host:port/path); Ok on a 2xx status.
+/// GET `url` (http://host:port/path); Ok on a 2xx status, else what went wrong (`status 503`,
+/// `cannot connect: …`), without the URL, which the caller's message gives.
 pub fn http_ok(url: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("http://").ok_or("not an http:// URL")?;
-    let (hostport, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(hostport)
-        .map_err(|e| e.to_string())?
-        .next()
-        .ok_or("no address")?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, Duration::from_millis(300)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))
-        .map_err(|e| e.to_string())?;
-    // One write: a server answering after a partial request would reset the connection.
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
-    // Read until the status line is complete (it may arrive in pieces).
-    let mut got = Vec::new();
-    let mut buf = [0u8; 128];
-    while !got.windows(2).any(|w| w == b"\r\n") && got.len() < 4096 {
-        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
-        if n == 0 {
-            break;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&got);
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status.starts_with('2') {
-        Ok(())
-    } else {
-        Err(format!("status {status:?}"))
-    }
+    fetch::get(url, READY_GET_TIMEOUT)
+        .map(|_| ())
+        .map_err(|e| e.failure.to_string())
 }
 
 /// CPU seconds (user + system) process `pid` has used so far.
