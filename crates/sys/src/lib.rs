@@ -23,6 +23,10 @@
 //! `process_madvise(MADV_COLLAPSE)`), and sysfs/procfs knobs ([`knob`]). Threads, pages and
 //! processes that vanish part way are counted per item; kernel refusals are errors naming the
 //! call and the target.
+//!
+//! Two small wrappers serve the processes perfpilot starts itself: [`signal::terminate`]
+//! asks one to stop, and [`mapping::AnonMapping`] is the memory a synthetic load maps,
+//! advises and touches. No other crate of the workspace calls `libc` directly.
 
 pub mod affinity;
 pub mod block;
