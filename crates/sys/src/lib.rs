@@ -26,7 +26,7 @@
 //!
 //! Two small wrappers serve the processes perfpilot starts itself: [`signal::terminate`]
 //! asks one to stop, and [`mapping::AnonMapping`] is the memory a synthetic load maps,
-//! advises and touches. No other crate of the workspace calls `libc` directly.
+//! advises and touches. The other crates reach the kernel through this one, not `libc`.
 
 pub mod affinity;
 pub mod block;
