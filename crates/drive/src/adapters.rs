@@ -13,9 +13,13 @@ use crate::measurement::{Latency, LoadShape, Measurement, SeriesPoint};
 /// Output and timing of one external command.
 #[derive(Clone, Debug)]
 pub struct Captured {
+    /// What it printed on standard output (lossily decoded as UTF-8).
     pub stdout: String,
+    /// What it printed on standard error (lossily decoded as UTF-8).
     pub stderr: String,
+    /// When it was started.
     pub start: SystemTime,
+    /// When it exited.
     pub end: SystemTime,
 }
 
