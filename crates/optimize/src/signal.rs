@@ -70,14 +70,38 @@ impl SignalKind {
 /// A probe that failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProbeError {
+    /// No answer within the probe timeout.
     #[error("probe {what} timed out after {timeout:?}")]
-    Timeout { what: String, timeout: Duration },
+    Timeout {
+        /// The probe: its URL, or its command in backticks.
+        what: String,
+        /// The timeout it had.
+        timeout: Duration,
+    },
+    /// The probe could not be run, or answered with an error.
     #[error("probe {what} failed: {why}")]
-    Failed { what: String, why: String },
+    Failed {
+        /// The probe: its URL, or its command in backticks.
+        what: String,
+        /// What went wrong.
+        why: String,
+    },
+    /// A command probe printed something that is not a number.
     #[error("probe {what} gave {got:?}, not a number")]
-    Garbage { what: String, got: String },
+    Garbage {
+        /// The probe's command in backticks.
+        what: String,
+        /// The start of what it printed.
+        got: String,
+    },
+    /// An HTTP probe's page does not have the metric.
     #[error("probe {what}: metric {metric} not found")]
-    Missing { what: String, metric: String },
+    Missing {
+        /// The probe's URL.
+        what: String,
+        /// The metric's name.
+        metric: String,
+    },
 }
 
 /// Runs `sh -c command` and parses the first token it prints as a number.

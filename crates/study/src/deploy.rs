@@ -144,8 +144,11 @@ impl Drop for KnobGuard {
 /// One running instance.
 #[derive(Debug)]
 pub struct Instance {
+    /// Its number in the layout, from 0.
     pub index: usize,
+    /// The port it was given.
     pub port: u16,
+    /// Its process id (`taskset` and `numactl` exec the command, so it is the command's).
     pub pid: u32,
     /// The command line as started (after the binding wrapper).
     pub argv: Vec<String>,
@@ -157,6 +160,7 @@ pub struct Instance {
 /// 5 s) and runs the teardown commands.
 #[derive(Debug)]
 pub struct Deployed {
+    /// The running instances, in layout order.
     pub instances: Vec<Instance>,
     /// Remarks for the trial record (ports moved, memory not bound, ...).
     pub notes: Vec<String>,
