@@ -26,6 +26,7 @@ pub mod fetch;
 mod h1;
 mod hist;
 mod measurement;
+mod recorder;
 mod spec;
 mod summary;
 mod template;
