@@ -13,18 +13,19 @@ use crate::measurement::{Latency, LoadShape, Measurement, SeriesPoint};
 /// Output and timing of one external command.
 #[derive(Clone, Debug)]
 pub struct Captured {
+    /// What it printed on standard output (lossily decoded as UTF-8).
     pub stdout: String,
+    /// What it printed on standard error (lossily decoded as UTF-8).
     pub stderr: String,
+    /// When it was started.
     pub start: SystemTime,
+    /// When it exited.
     pub end: SystemTime,
 }
 
 /// Runs `program args…`, failing with its stderr when it exits non-zero.
 pub fn run_captured(program: &str, args: &[String]) -> Result<Captured, DriveError> {
-    let command = std::iter::once(program.to_string())
-        .chain(args.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let command = command_line(program, args);
     let start = SystemTime::now();
     let out = Command::new(program)
         .args(args)
@@ -64,11 +65,16 @@ fn stamp(m: &mut Measurement, c: &Captured) {
 
 fn describe(program: &str, args: &[String]) -> LoadShape {
     LoadShape::External {
-        description: std::iter::once(program.to_string())
-            .chain(args.iter().cloned())
-            .collect::<Vec<_>>()
-            .join(" "),
+        description: command_line(program, args),
     }
+}
+
+/// `program args…` as one line a shell would split back into the same words (an argument
+/// with spaces or quotes is quoted); plainly joined if an argument holds a NUL, which no
+/// shell line can carry.
+fn command_line(program: &str, args: &[String]) -> String {
+    let words = || std::iter::once(program).chain(args.iter().map(String::as_str));
+    shlex::try_join(words()).unwrap_or_else(|_| words().collect::<Vec<_>>().join(" "))
 }
 
 fn perr(tool: &'static str, reason: impl Into<String>) -> DriveError {
@@ -492,7 +498,7 @@ pub fn run_command(argv: &[String], meaning: NumberMeaning) -> Result<Measuremen
     };
     let c = run_captured(program, args)?;
     let mut m = parse_command_output(&c.stdout, meaning).map_err(|_| DriveError::Command {
-        command: argv.join(" "),
+        command: command_line(program, args),
         reason: format!("printed no number on stdout: {:?}", c.stdout.trim()),
     })?;
     m.load = describe(program, args);
@@ -566,6 +572,17 @@ mod tests {
         assert_eq!(ms[0].throughput_rps, 124_999.99);
         assert_eq!(ms[1].latency.as_ref().unwrap().p99_ms, Some(0.087));
         assert!(parse_redis_benchmark_csv("a,b\n1,2\n", 10).is_err());
+    }
+
+    #[test]
+    fn command_lines_quote_the_arguments_that_need_it() {
+        let args = ["-c".to_string(), "echo 'a b'".to_string()];
+        assert_eq!(command_line("sh", &args), r#"sh -c "echo 'a b'""#);
+        assert_eq!(
+            command_line("wrk", &["-t1".into(), "http://h/".into()]),
+            "wrk -t1 http://h/"
+        );
+        assert_eq!(command_line("x", &["a\0b".into()]), "x a\0b");
     }
 
     #[test]

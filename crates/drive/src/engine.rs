@@ -1,7 +1,6 @@
 //! The run loop: driver threads with single-threaded event loops, per-task recorders merged at
 //! the end, live progress and Ctrl-C on the calling thread.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -11,8 +10,8 @@ use tokio::sync::watch;
 use crate::client::{ErrKind, Target};
 use crate::error::{DriveError, invalid};
 use crate::h1::{self, Conn};
-use crate::hist::LatencyHistogram;
-use crate::measurement::{LoadShape, Measurement, SeriesPoint};
+use crate::measurement::Measurement;
+use crate::recorder::{Recorder, Window, assemble};
 use crate::spec::{DriveSpec, Load, ThinkTime};
 use crate::template::BodyTemplate;
 use perfpilot_stats::Rng;
@@ -24,83 +23,6 @@ pub struct RunControl {
     pub progress: bool,
     /// Stop early on Ctrl-C (SIGINT) and return the partial measurement.
     pub ctrl_c: bool,
-}
-
-/// Per-second bucket of one task.
-#[derive(Clone, Debug, Default)]
-struct Bucket {
-    requests: u64,
-    ok: u64,
-    errors: u64,
-    lat_sum_us: u64,
-    lat_n: u64,
-    max_us: u64,
-}
-
-/// What one task saw in the measured window.
-#[derive(Debug, Default)]
-struct Recorder {
-    hist: LatencyHistogram,
-    requests: u64,
-    ok: u64,
-    errors: u64,
-    by_kind: BTreeMap<&'static str, u64>,
-    status: BTreeMap<u16, u64>,
-    series: Vec<Bucket>,
-}
-
-/// The timing frame shared by all tasks.
-#[derive(Clone, Copy, Debug)]
-struct Window {
-    begin: Instant,
-    measure_start: Instant,
-    end: Instant,
-}
-
-impl Recorder {
-    fn record(
-        &mut self,
-        w: &Window,
-        at: Instant,
-        latency: Option<Duration>,
-        outcome: Result<u16, ErrKind>,
-    ) {
-        if at < w.measure_start || at >= w.end {
-            return;
-        }
-        let sec = (at - w.measure_start).as_secs() as usize;
-        if self.series.len() <= sec {
-            self.series.resize(sec + 1, Bucket::default());
-        }
-        let b = &mut self.series[sec];
-        self.requests += 1;
-        b.requests += 1;
-        if let Some(l) = latency {
-            let us = l.as_micros().min(u64::MAX as u128) as u64;
-            self.hist.record_us(us);
-            b.lat_sum_us += us;
-            b.lat_n += 1;
-            b.max_us = b.max_us.max(us);
-        }
-        match outcome {
-            Ok(status) => {
-                *self.status.entry(status).or_default() += 1;
-                if (200..400).contains(&status) {
-                    self.ok += 1;
-                    b.ok += 1;
-                } else {
-                    self.errors += 1;
-                    b.errors += 1;
-                    *self.by_kind.entry("status").or_default() += 1;
-                }
-            }
-            Err(kind) => {
-                self.errors += 1;
-                b.errors += 1;
-                *self.by_kind.entry(kind.name()).or_default() += 1;
-            }
-        }
-    }
 }
 
 /// Live counters for the progress line.
@@ -349,83 +271,6 @@ fn supervise(
         b.finish_and_clear();
     }
     Ok(stopped)
-}
-
-fn assemble(
-    spec: &DriveSpec,
-    recs: Vec<Recorder>,
-    w: Window,
-    end: Instant,
-    begin_wall: SystemTime,
-    targets: &[Arc<Target>],
-) -> Measurement {
-    let load = match spec.load {
-        Load::Closed { users, think } => LoadShape::Closed {
-            users: users as u64,
-            think_time: think.describe(),
-        },
-        Load::Open { rate, connections } => LoadShape::Open {
-            rate_per_s: rate,
-            connections: connections as u64,
-        },
-    };
-    let mut m = Measurement::empty("perfpilot-drive", load);
-    m.targets = targets.iter().map(|t| t.url.clone()).collect();
-    let duration = end.saturating_duration_since(w.measure_start);
-    let start_wall = begin_wall + (w.measure_start - w.begin);
-    m.start = humantime::format_rfc3339_millis(start_wall).to_string();
-    m.end = humantime::format_rfc3339_millis(start_wall + duration).to_string();
-    m.warmup_s = spec.warmup.as_secs_f64();
-    m.duration_s = duration.as_secs_f64();
-    let mut hist = LatencyHistogram::new();
-    let seconds = duration.as_secs_f64().ceil() as usize;
-    let mut series = vec![Bucket::default(); seconds];
-    for r in recs {
-        hist.add(&r.hist);
-        m.requests += r.requests;
-        m.ok += r.ok;
-        m.errors += r.errors;
-        for (k, v) in r.by_kind {
-            *m.errors_by_kind.entry(k.to_string()).or_default() += v;
-        }
-        for (k, v) in r.status {
-            *m.status.entry(k.to_string()).or_default() += v;
-        }
-        for (i, b) in r.series.into_iter().enumerate() {
-            if i >= series.len() {
-                series.resize(i + 1, Bucket::default());
-            }
-            let s = &mut series[i];
-            s.requests += b.requests;
-            s.ok += b.ok;
-            s.errors += b.errors;
-            s.lat_sum_us += b.lat_sum_us;
-            s.lat_n += b.lat_n;
-            s.max_us = s.max_us.max(b.max_us);
-        }
-    }
-    m.throughput_rps = if m.duration_s > 0.0 {
-        m.ok as f64 / m.duration_s
-    } else {
-        0.0
-    };
-    m.series = series
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| SeriesPoint {
-            t_s: i as u64,
-            requests: b.requests,
-            ok: b.ok,
-            errors: b.errors,
-            mean_ms: (b.lat_n > 0).then(|| b.lat_sum_us as f64 / b.lat_n as f64 / 1000.0),
-            max_ms: (b.lat_n > 0).then(|| b.max_us as f64 / 1000.0),
-        })
-        .collect();
-    m.latency = hist.latency();
-    if !hist.is_empty() {
-        m.histogram = Some(hist.to_data());
-    }
-    m
 }
 
 /// Granularity of tokio's timer.

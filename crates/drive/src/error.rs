@@ -10,8 +10,11 @@ pub enum DriveError {
     /// A command-line style value (duration, rate, think time, threshold, URL) did not parse.
     #[error("invalid {what} {value:?}: {reason}")]
     Invalid {
+        /// What the value is (`duration`, `rate`, `target URL`, …).
         what: &'static str,
+        /// The value as given.
         value: String,
+        /// What is wrong with it.
         reason: String,
     },
     /// The body template names a column the data source does not have.
@@ -19,28 +22,53 @@ pub enum DriveError {
         "body template uses column {column:?} but the data source {source_name} has only: {available}"
     )]
     MissingColumn {
+        /// The column the template names.
         column: String,
+        /// The data source's name (its path, for a file).
         source_name: String,
+        /// The columns it has, comma-separated.
         available: String,
     },
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// A CSV file could not be parsed.
     #[error("cannot parse CSV {path}: {source}")]
-    Csv { path: PathBuf, source: csv::Error },
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// What the CSV reader reported.
+        source: csv::Error,
+    },
     /// A measurement file or histogram could not be decoded.
     #[error("cannot decode {what}: {reason}")]
-    Decode { what: String, reason: String },
+    Decode {
+        /// What was being decoded (a file, a histogram).
+        what: String,
+        /// Why it did not decode.
+        reason: String,
+    },
     /// An external driver's output did not contain what the adapter needs.
     #[error("{tool} output: {reason}")]
-    Parse { tool: &'static str, reason: String },
+    Parse {
+        /// The tool (`wrk`, `pgbench`, `redis-benchmark`, `command`).
+        tool: &'static str,
+        /// What was missing or malformed.
+        reason: String,
+    },
     /// An external command could not be started or failed.
     #[error("command {command:?} {reason}")]
-    Command { command: String, reason: String },
+    Command {
+        /// The command line.
+        command: String,
+        /// What went wrong (could not start, failed, printed nothing usable).
+        reason: String,
+    },
     /// The async runtime could not be built.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),

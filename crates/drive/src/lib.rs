@@ -13,6 +13,8 @@
 //! - [`Threshold`] checks such as `p99<50ms` or `errors<0.1%` decide a run's exit code.
 //! - [`adapters`] parse the output of `wrk`, `pgbench`, `redis-benchmark` and any command that
 //!   prints a number into the same [`Measurement`].
+//! - [`fetch`] is perfpilot's one blocking HTTP client for single GETs: the optimizer's HTTP
+//!   probes and the study's readiness checks use it.
 //!
 //! The crate knows nothing of Linux internals (no `sys`/`observe` dependency).
 
@@ -20,10 +22,12 @@ pub mod adapters;
 mod client;
 mod engine;
 mod error;
+pub mod fetch;
 mod h1;
 mod hist;
 mod measurement;
 mod outcome;
+mod recorder;
 mod spec;
 mod summary;
 mod template;

@@ -91,28 +91,55 @@ pub struct Measurement {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LoadShape {
     /// `users` virtual users, each waiting for its response, then thinking.
-    Closed { users: u64, think_time: String },
+    Closed {
+        /// Virtual users.
+        users: u64,
+        /// The think time as given (`0`, `exp:1s`).
+        think_time: String,
+    },
     /// A constant arrival rate over `connections` connections.
-    Open { rate_per_s: f64, connections: u64 },
+    Open {
+        /// Requests per second, in total.
+        rate_per_s: f64,
+        /// Connections the rate is spread over.
+        connections: u64,
+    },
     /// An external driver's own load description (its command line).
-    External { description: String },
+    External {
+        /// The command line that ran it.
+        description: String,
+    },
     /// Several measurements merged.
-    Merged { parts: Vec<LoadShape> },
+    Merged {
+        /// The loads of the parts, in merge order.
+        parts: Vec<LoadShape>,
+    },
 }
 
 /// Latency summary in milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
+    /// Responses the summary covers.
     pub count: Option<u64>,
+    /// Mean.
     pub mean_ms: Option<f64>,
+    /// Standard deviation.
     pub stdev_ms: Option<f64>,
+    /// Smallest.
     pub min_ms: Option<f64>,
+    /// Median.
     pub p50_ms: Option<f64>,
+    /// 75th percentile.
     pub p75_ms: Option<f64>,
+    /// 90th percentile.
     pub p90_ms: Option<f64>,
+    /// 95th percentile.
     pub p95_ms: Option<f64>,
+    /// 99th percentile.
     pub p99_ms: Option<f64>,
+    /// 99.9th percentile.
     pub p99_9_ms: Option<f64>,
+    /// Largest.
     pub max_ms: Option<f64>,
 }
 
@@ -121,8 +148,11 @@ pub struct Latency {
 pub struct SeriesPoint {
     /// Seconds since `start`.
     pub t_s: u64,
+    /// Attempts completed in this second.
     pub requests: u64,
+    /// Of those, 2xx/3xx responses.
     pub ok: u64,
+    /// Of those, transport errors and other statuses.
     pub errors: u64,
     /// Mean latency of the responses completed in this second, ms.
     pub mean_ms: Option<f64>,
@@ -137,6 +167,7 @@ pub struct HistogramData {
     pub unit: String,
     /// Always `hdrhistogram-v2-deflate-base64`.
     pub encoding: String,
+    /// The histogram, encoded as `encoding` says.
     pub data: String,
 }
 
@@ -145,8 +176,10 @@ pub struct HistogramData {
 pub struct CpuUsage {
     /// Process or tier name.
     pub name: String,
+    /// The process id, for a single process.
     #[serde(default)]
     pub pid: Option<u32>,
+    /// The tier (a station of a capacity model) it belongs to, if any.
     #[serde(default)]
     pub tier: Option<String>,
     /// CPU seconds (user + system) in the window.

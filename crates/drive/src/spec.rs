@@ -120,10 +120,20 @@ pub fn parse_rate(s: &str) -> Result<f64, DriveError> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Load {
     /// `users` virtual users, one keep-alive connection each.
-    Closed { users: usize, think: ThinkTime },
+    Closed {
+        /// Virtual users.
+        users: usize,
+        /// What each waits between a response and its next request.
+        think: ThinkTime,
+    },
     /// `rate` requests per second in total, spread evenly over `connections` connections, each
     /// sending on its own fixed schedule; latency counts from the scheduled send time.
-    Open { rate: f64, connections: usize },
+    Open {
+        /// Requests per second, in total.
+        rate: f64,
+        /// Connections the rate is spread over.
+        connections: usize,
+    },
 }
 
 impl Load {

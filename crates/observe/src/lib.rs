@@ -1,11 +1,15 @@
 //! perfpilot's view of a machine, built on the raw readings of `perfpilot-sys`.
 //!
 //! - [`topology`]: nodes → LLC domains → cores → logical CPUs (the `lssrad -av` view);
-//! - [`sample`]: the [`Sampler`](sample::Sampler) and its timestamped [`Sample`](sample::Sample)s,
+//! - [`sample`]: the [`Sampler`] and its timestamped [`Sample`]s,
 //!   with cheap readings every time and expensive memory readings for the top processes at a
 //!   lower rate;
-//! - [`rates`]: [`Rates`](rates::Rates) between two samples (the `mpstat`, `top`, `iostat` and
-//!   `sar -n DEV` views), as flat rows ready to print, store or export.
+//! - [`rates`]: [`Rates`] between two samples (the `mpstat`, `top`, `iostat` and
+//!   `sar -n DEV` views), as flat rows ready to print, store or export;
+//! - [`workload`]: workloads, what the optimizer reasons about: a process, or the processes
+//!   sharing a shared-memory segment, named by a signature that outlives process ids;
+//! - [`pmu`]: per-process performance counters (cycles, instructions, cache and TLB misses
+//!   where the machine has a PMU), summed over threads as they come and go.
 
 pub mod pmu;
 pub mod rates;

@@ -10,17 +10,23 @@ use crate::sample::{ProcMemory, ProcSample, Sample};
 /// Per-CPU (or machine-wide, `cpu = None`) utilisation in percent of that CPU's time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuRate {
+    /// Time of the later sample, ms since the Unix epoch.
     pub time_ms: i64,
     /// `None` for the machine-wide row.
     pub cpu: Option<u32>,
+    /// Busy: user, system, interrupts and steal.
     pub busy: f64,
     /// User time including nice.
     pub user: f64,
+    /// Kernel time.
     pub system: f64,
     /// Hard and soft interrupts.
     pub irq: f64,
+    /// Time the hypervisor gave to someone else.
     pub steal: f64,
+    /// Idle with I/O outstanding.
     pub iowait: f64,
+    /// Idle.
     pub idle: f64,
     /// Context switches per second (per CPU only where perf counters were available).
     pub ctxt_per_s: Option<f64>,
@@ -29,50 +35,79 @@ pub struct CpuRate {
 /// A process's rates. CPU is in percent of one CPU (200 = two CPUs busy).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcRate {
+    /// Time of the later sample, ms since the Unix epoch.
     pub time_ms: i64,
+    /// The process id.
     pub pid: i32,
+    /// The command name.
     pub comm: String,
+    /// The command line, joined with spaces.
     pub cmdline: String,
+    /// The real user id.
     pub uid: u32,
+    /// CPU, user and system.
     pub cpu: f64,
+    /// User CPU.
     pub user: f64,
+    /// System CPU.
     pub system: f64,
     /// The CPU it last ran on.
     pub processor: Option<u32>,
+    /// Threads in the later sample.
     pub threads: u32,
+    /// Resident memory in bytes, in the later sample.
     pub rss: u64,
+    /// Minor page faults per second.
     pub minflt_per_s: f64,
+    /// Major page faults (read from storage) per second.
     pub majflt_per_s: f64,
+    /// Context switches per second, voluntary and not.
     pub ctxt_per_s: f64,
-    /// Bytes read and written per second through system calls (`rchar`/`wchar`).
+    /// Bytes read per second through system calls (`rchar`); `None` where `io` is unreadable.
     pub read_bytes_per_s: Option<f64>,
+    /// Bytes written per second through system calls (`wchar`); `None` likewise.
     pub write_bytes_per_s: Option<f64>,
+    /// The CPUs it may run on, in list format (`0-3,8`).
     pub cpus_allowed: Option<String>,
 }
 
 /// A thread's rates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRate {
+    /// Time of the later sample, ms since the Unix epoch.
     pub time_ms: i64,
+    /// The process the thread belongs to.
     pub pid: i32,
+    /// The thread id.
     pub tid: i32,
+    /// The thread's name.
     pub comm: String,
+    /// CPU in percent of one CPU, user and system.
     pub cpu: f64,
+    /// User CPU in percent of one CPU.
     pub user: f64,
+    /// System CPU in percent of one CPU.
     pub system: f64,
+    /// The CPU it last ran on.
     pub processor: Option<u32>,
+    /// Its scheduling state in the later sample (`R`, `S`, `D`, …).
     pub state: char,
 }
 
 /// A block device's rates (iostat's columns).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DiskRate {
+    /// Time of the later sample, ms since the Unix epoch.
     pub time_ms: i64,
+    /// The device name.
     pub device: String,
+    /// Reads completed per second.
     pub reads_per_s: f64,
+    /// Writes completed per second.
     pub writes_per_s: f64,
-    /// Megabytes (10^6 bytes) per second.
+    /// Megabytes (10^6 bytes) read per second.
     pub read_mb_per_s: f64,
+    /// Megabytes (10^6 bytes) written per second.
     pub write_mb_per_s: f64,
     /// Average time an I/O took, queue included (ms).
     pub await_ms: f64,
@@ -87,13 +122,21 @@ pub struct DiskRate {
 /// A network interface's rates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NetRate {
+    /// Time of the later sample, ms since the Unix epoch.
     pub time_ms: i64,
+    /// The interface name.
     pub interface: String,
+    /// Packets received per second.
     pub rx_packets_per_s: f64,
+    /// Packets sent per second.
     pub tx_packets_per_s: f64,
+    /// Megabytes (10^6 bytes) received per second.
     pub rx_mb_per_s: f64,
+    /// Megabytes (10^6 bytes) sent per second.
     pub tx_mb_per_s: f64,
+    /// Receive errors per second.
     pub rx_errors_per_s: f64,
+    /// Send errors per second.
     pub tx_errors_per_s: f64,
 }
 
@@ -102,20 +145,29 @@ pub struct NetRate {
 pub struct Rates {
     /// Time of the later sample.
     pub time_ms: i64,
+    /// Seconds between the two samples (by the monotonic clock where it is usable).
     pub interval_s: f64,
+    /// The machine-wide CPU row.
     pub total: CpuRate,
+    /// One row per CPU present in both samples.
     pub cpus: Vec<CpuRate>,
+    /// One row per process present in both samples.
     pub processes: Vec<ProcRate>,
+    /// One row per thread, where both samples read threads.
     pub threads: Vec<ThreadRate>,
+    /// One row per block device present in both samples.
     pub disks: Vec<DiskRate>,
+    /// One row per interface present in both samples.
     pub nets: Vec<NetRate>,
 }
 
 /// Two samples cannot be compared.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeltaError {
+    /// The samples are in the wrong order, or taken at the same time.
     #[error("the second sample is not later than the first")]
     NotLater,
+    /// The boot time changed: the counters restarted.
     #[error("the machine rebooted between the two samples")]
     Rebooted,
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct Core {
     /// The kernel's `core_id` (unique within a package only).
     pub id: u32,
+    /// Its physical package (socket).
     pub package: u32,
     /// Its online logical CPUs (SMT siblings).
     pub cpus: CpuSet,
@@ -23,40 +24,55 @@ pub struct Core {
 pub struct Llc {
     /// The cache id given by the kernel, or a number assigned in CPU order.
     pub id: u32,
+    /// The cache level (3 for an L3; 0 when no cache is described).
     pub level: u32,
+    /// Size in bytes, where the kernel gives it.
     pub size_bytes: Option<u64>,
+    /// Its online logical CPUs.
     pub cpus: CpuSet,
+    /// Its cores.
     pub cores: Vec<Core>,
 }
 
 /// A NUMA node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
+    /// The node number.
     pub id: u32,
+    /// Memory of the node in bytes.
     pub mem_total: u64,
+    /// Free memory of the node in bytes (when read).
     pub mem_free: u64,
     /// Distance to each node, indexed by position in [`Topology::nodes`].
     pub distances: Vec<u32>,
     /// Online CPUs of the node.
     pub cpus: CpuSet,
+    /// Its last-level-cache domains.
     pub llcs: Vec<Llc>,
 }
 
 /// The machine: nodes with their caches, cores and CPUs, plus the CPU masks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
+    /// The NUMA nodes, by number (one node 0 without NUMA).
     pub nodes: Vec<Node>,
+    /// CPUs online.
     pub online: CpuSet,
+    /// CPUs offline.
     pub offline: CpuSet,
+    /// CPUs isolated from the scheduler (`isolcpus=`).
     pub isolated: CpuSet,
+    /// CPUs that may ever exist.
     pub possible: CpuSet,
 }
 
 /// A topology that could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
+    /// A sysfs reading failed.
     #[error(transparent)]
     Sys(#[from] perfpilot_sys::Error),
+    /// No online CPU under the root (the path given).
     #[error("no online CPU found under {0}")]
     NoCpus(String),
 }
@@ -232,8 +248,12 @@ impl Topology {
 /// Where a logical CPU sits in the topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuLocation {
+    /// Its NUMA node.
     pub node: u32,
+    /// Its last-level-cache domain's id.
     pub llc: u32,
+    /// Its core's id (unique within the package).
     pub core: u32,
+    /// Its package (socket).
     pub package: u32,
 }

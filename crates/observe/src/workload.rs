@@ -15,12 +15,17 @@ use crate::sample::{ProcMemory, ProcSample, Sample};
 /// One process of a workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Member {
+    /// The process id.
     pub pid: i32,
+    /// Its start time in ticks after boot (with the pid, its identity).
     pub starttime: u64,
+    /// Its threads' ids (just the pid when threads were not read).
     pub tids: Vec<i32>,
     /// CPU in cores over the last interval.
     pub cpu_cores: f64,
+    /// Resident memory in bytes.
     pub rss: u64,
+    /// The CPUs it may run on.
     pub cpus_allowed: Option<CpuSet>,
     /// The CPU each thread last ran on.
     pub thread_cpus: Vec<Option<u32>>,
@@ -35,9 +40,13 @@ pub struct Workload {
     pub signature: String,
     /// A readable name: the command name, with the number of processes for a group.
     pub name: String,
+    /// The command name of the oldest process.
     pub comm: String,
+    /// The command line of the oldest process, joined with spaces.
     pub cmdline: String,
+    /// The real user id of the oldest process.
     pub uid: u32,
+    /// Its processes.
     pub members: Vec<Member>,
     /// The shared-memory segments that tie a group together (empty for a single process).
     pub shared: Vec<ShmAttach>,
@@ -45,7 +54,9 @@ pub struct Workload {
     pub age_s: f64,
     /// CPU in cores over the last interval, all members.
     pub cpu_cores: f64,
+    /// Threads of all members (one per member whose threads were not read).
     pub threads: usize,
+    /// Resident bytes of all members (shared pages counted once per member).
     pub rss: u64,
 }
 
@@ -224,11 +235,17 @@ fn uptime_ticks(s: &Sample) -> u64 {
 /// Memory of a workload per NUMA node, from the members' expensive readings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadMemory {
+    /// Resident bytes per NUMA node.
     pub per_node: BTreeMap<u32, u64>,
+    /// Resident private anonymous bytes per node.
     pub anon_per_node: BTreeMap<u32, u64>,
+    /// Resident shared-memory bytes per node (counted once per member).
     pub shm_per_node: BTreeMap<u32, u64>,
+    /// Anonymous bytes (`smaps_rollup`).
     pub anonymous: u64,
+    /// Of those, bytes in transparent huge pages.
     pub anon_huge: u64,
+    /// Shared memory mapped by huge pages (counted once per member).
     pub shmem_pmd_mapped: u64,
 }
 

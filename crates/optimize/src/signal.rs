@@ -7,6 +7,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use perfpilot_drive::fetch::{self, FetchFailure};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ProbeSpec, ValueKind};
@@ -69,14 +70,38 @@ impl SignalKind {
 /// A probe that failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProbeError {
+    /// No answer within the probe timeout.
     #[error("probe {what} timed out after {timeout:?}")]
-    Timeout { what: String, timeout: Duration },
+    Timeout {
+        /// The probe: its URL, or its command in backticks.
+        what: String,
+        /// The timeout it had.
+        timeout: Duration,
+    },
+    /// The probe could not be run, or answered with an error.
     #[error("probe {what} failed: {why}")]
-    Failed { what: String, why: String },
+    Failed {
+        /// The probe: its URL, or its command in backticks.
+        what: String,
+        /// What went wrong.
+        why: String,
+    },
+    /// A command probe printed something that is not a number.
     #[error("probe {what} gave {got:?}, not a number")]
-    Garbage { what: String, got: String },
+    Garbage {
+        /// The probe's command in backticks.
+        what: String,
+        /// The start of what it printed.
+        got: String,
+    },
+    /// An HTTP probe's page does not have the metric.
     #[error("probe {what}: metric {metric} not found")]
-    Missing { what: String, metric: String },
+    Missing {
+        /// The probe's URL.
+        what: String,
+        /// The metric's name.
+        metric: String,
+    },
 }
 
 /// Runs `sh -c command` and parses the first token it prints as a number.
@@ -180,30 +205,18 @@ pub fn fetch_metric(
     timeout: Duration,
 ) -> Result<f64, ProbeError> {
     let what = url.to_string();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(true)
-        .build()
-        .into();
-    let mut resp = agent.get(url).call().map_err(|e| match e {
-        ureq::Error::Timeout(_) => ProbeError::Timeout {
-            what: what.clone(),
-            timeout,
-        },
-        e => ProbeError::Failed {
-            what: what.clone(),
-            why: e.to_string(),
-        },
-    })?;
-    let body = resp
-        .body_mut()
-        .with_config()
-        .limit(16 << 20)
-        .read_to_string()
-        .map_err(|e| ProbeError::Failed {
-            what: what.clone(),
-            why: e.to_string(),
-        })?;
+    let body = match fetch::get(url, timeout) {
+        Ok(r) => r.body,
+        Err(e) => {
+            return Err(match e.failure {
+                FetchFailure::Timeout(timeout) => ProbeError::Timeout { what, timeout },
+                failure => ProbeError::Failed {
+                    what,
+                    why: failure.to_string(),
+                },
+            });
+        }
+    };
     parse_prometheus(&body, metric, labels).ok_or(ProbeError::Missing {
         what,
         metric: metric.to_string(),

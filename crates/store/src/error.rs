@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// A store error. Every variant names the store's path.
+/// A store error. Every variant but [`Error::NoDefaultPath`] names the store's path.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The store could not be opened or created, or is not writable.
@@ -10,15 +10,23 @@ pub enum Error {
         "cannot open the store {path}: {reason}; choose another --store path or make this one \
          writable"
     )]
-    Open { path: PathBuf, reason: String },
+    Open {
+        /// The store's path.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// The database was written by a newer perfpilot.
     #[error(
         "cannot open the store {path}: its schema version is {found}, newer than this perfpilot \
          supports ({supported}); upgrade perfpilot or choose another --store path"
     )]
     NewerSchema {
+        /// The store's path.
         path: PathBuf,
+        /// The schema version in the file.
         found: i64,
+        /// The newest schema version this build knows.
         supported: i64,
     },
     /// No default store path: not root, and neither `XDG_STATE_HOME` nor `HOME` is set.
@@ -27,16 +35,22 @@ pub enum Error {
     /// A SQLite statement failed.
     #[error("store {path}: {what}: {source}")]
     Sqlite {
+        /// The store's path.
         path: PathBuf,
+        /// What was being done.
         what: String,
+        /// The SQLite error.
         #[source]
         source: rusqlite::Error,
     },
     /// A sample could not be encoded (serialized or compressed).
     #[error("store {path}: cannot encode the sample taken at {time_ms} ms: {reason}")]
     Encode {
+        /// The store's path.
         path: PathBuf,
+        /// When the sample was taken, ms since the Unix epoch.
         time_ms: i64,
+        /// Why it could not be encoded.
         reason: String,
     },
 }

@@ -1,9 +1,13 @@
 //! perfpilot's embedded store: one SQLite file holding what perfpilot records.
 //!
-//! Today it holds the machine [`Sample`](perfpilot_observe::sample::Sample)s written by
-//! `perfpilot record` and replayed by `perfpilot dump` (see [`samples`]). The optimizer's
-//! journal and verdicts and the study runner's trials will live in the same file, each in its
-//! own module with its own tables, added to the schema through [`schema`]'s migrations.
+//! Each kind of record has its own module and tables, added to the schema through
+//! [`schema`]'s migrations:
+//!
+//! - [`samples`]: the machine [`Sample`](perfpilot_observe::sample::Sample)s written by
+//!   `perfpilot record` and replayed by `perfpilot dump`, with retention;
+//! - [`journal`]: the optimizer's actions (each change with its undo record, written before
+//!   the change), verdicts, back-offs and persisted tunables;
+//! - [`trials`]: the study runner's runs and their trials.
 //!
 //! The file is opened in WAL mode (`synchronous=NORMAL`): a writer killed at any point leaves
 //! every committed sample readable, and a reader (`dump`) can run while a writer (`record`)

@@ -80,7 +80,9 @@ pub struct RetentionOutcome {
 pub struct CorruptRow {
     /// `samples.id`.
     pub id: i64,
+    /// `samples.time_ms`: when the sample was taken.
     pub time_ms: i64,
+    /// Why it could not be decoded.
     pub reason: String,
 }
 

@@ -3,8 +3,8 @@
 //! The schema version is SQLite's `PRAGMA user_version`. [`MIGRATIONS`]`[i]` takes the
 //! database from version `i` to `i + 1`; each runs in its own transaction together with the
 //! version bump, so a crash leaves the database at one version or the next, never between. A
-//! new table (the optimizer's journal, the study runner's trials) is a new entry at the end;
-//! entries are never edited once released.
+//! new table is a new entry at the end (as the optimizer's journal and the study runner's
+//! trials were); entries are never edited once released.
 
 use rusqlite::Connection;
 

@@ -3,13 +3,14 @@
 //! instances (bound with `taskset`/`numactl`), readiness checks, and stopping it all again.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use perfpilot_drive::fetch;
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
 
@@ -143,8 +144,11 @@ impl Drop for KnobGuard {
 /// One running instance.
 #[derive(Debug)]
 pub struct Instance {
+    /// Its number in the layout, from 0.
     pub index: usize,
+    /// The port it was given.
     pub port: u16,
+    /// Its process id (`taskset` and `numactl` exec the command, so it is the command's).
     pub pid: u32,
     /// The command line as started (after the binding wrapper).
     pub argv: Vec<String>,
@@ -156,6 +160,7 @@ pub struct Instance {
 /// 5 s) and runs the teardown commands.
 #[derive(Debug)]
 pub struct Deployed {
+    /// The running instances, in layout order.
     pub instances: Vec<Instance>,
     /// Remarks for the trial record (ports moved, memory not bound, ...).
     pub notes: Vec<String>,
@@ -210,10 +215,8 @@ fn stop_child(child: &mut Child) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill has no memory preconditions; pid is our own child, not yet reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
+    // Our own child, not yet reaped; if it is gone meanwhile, the wait below sees it.
+    let _ = perfpilot_sys::signal::terminate(child.id());
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
@@ -476,6 +479,9 @@ pub fn deploy(
     Ok(dep)
 }
 
+/// How long one readiness GET may take, connecting included.
+const READY_GET_TIMEOUT: Duration = Duration::from_secs(2);
+
 fn tcp_ok(port: u16) -> Result<(), String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     TcpStream::connect_timeout(&addr, Duration::from_millis(300))
@@ -483,41 +489,12 @@ fn tcp_ok(port: u16) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// GET `url` (http://host:port/path); Ok on a 2xx status.
+/// GET `url` (http://host:port/path); Ok on a 2xx status, else what went wrong (`status 503`,
+/// `cannot connect: …`), without the URL, which the caller's message gives.
 pub fn http_ok(url: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("http://").ok_or("not an http:// URL")?;
-    let (hostport, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(hostport)
-        .map_err(|e| e.to_string())?
-        .next()
-        .ok_or("no address")?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, Duration::from_millis(300)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))
-        .map_err(|e| e.to_string())?;
-    // One write: a server answering after a partial request would reset the connection.
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
-    // Read until the status line is complete (it may arrive in pieces).
-    let mut got = Vec::new();
-    let mut buf = [0u8; 128];
-    while !got.windows(2).any(|w| w == b"\r\n") && got.len() < 4096 {
-        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
-        if n == 0 {
-            break;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&got);
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status.starts_with('2') {
-        Ok(())
-    } else {
-        Err(format!("status {status:?}"))
-    }
+    fetch::get(url, READY_GET_TIMEOUT)
+        .map(|_| ())
+        .map_err(|e| e.failure.to_string())
 }
 
 /// CPU seconds (user + system) process `pid` has used so far.

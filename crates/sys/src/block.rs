@@ -7,25 +7,41 @@ use crate::{Error, Fs, Result};
 /// The counters of one line of `/proc/diskstats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskStats {
+    /// The device's major number.
     pub major: u32,
+    /// The device's minor number.
     pub minor: u32,
+    /// The device name (`sda`, `nvme0n1p1`, `dm-0`).
     pub name: String,
+    /// Reads completed.
     pub reads: u64,
+    /// Adjacent reads merged into one.
     pub reads_merged: u64,
+    /// 512-byte sectors read.
     pub sectors_read: u64,
+    /// Milliseconds spent on reads (summed over reads).
     pub read_ms: u64,
+    /// Writes completed.
     pub writes: u64,
+    /// Adjacent writes merged into one.
     pub writes_merged: u64,
+    /// 512-byte sectors written.
     pub sectors_written: u64,
+    /// Milliseconds spent on writes (summed over writes).
     pub write_ms: u64,
+    /// I/Os in flight right now (a level, not a counter).
     pub in_flight: u64,
     /// Milliseconds the device had I/O in flight.
     pub io_ms: u64,
     /// Sum of each I/O's time in flight, ms (queue length × time).
     pub weighted_io_ms: u64,
+    /// Discards completed (0 on kernels before 4.18).
     pub discards: u64,
+    /// Milliseconds spent on discards.
     pub discard_ms: u64,
+    /// Flushes completed (0 on kernels before 5.5).
     pub flushes: u64,
+    /// Milliseconds spent on flushes.
     pub flush_ms: u64,
 }
 
@@ -103,11 +119,15 @@ pub fn block_devices(fs: &Fs) -> Result<Vec<String>> {
 /// The queue settings of a block device (`/sys/block/<dev>/queue/*`); `None` where absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueSettings {
+    /// `read_ahead_kb`: how far ahead sequential reads are prefetched, in KiB.
     pub read_ahead_kb: Option<u64>,
+    /// `nr_requests`: the depth of the request queue.
     pub nr_requests: Option<u64>,
+    /// `rotational`: true for a spinning disk.
     pub rotational: Option<bool>,
     /// The selected I/O scheduler.
     pub scheduler: Option<String>,
+    /// `logical_block_size`: the smallest addressable unit, in bytes.
     pub logical_block_size: Option<u64>,
     /// Device size in bytes.
     pub size_bytes: Option<u64>,

@@ -20,20 +20,36 @@ use crate::{CpuSet, Error, Fs, Result};
 pub enum Change {
     /// Set the affinity of threads `tids` of process `pid` to `cpus`.
     Affinity {
+        /// The process.
         pid: i32,
+        /// The threads to move.
         tids: Vec<i32>,
+        /// The CPUs they may run on.
         cpus: CpuSet,
     },
     /// Move the pages at these addresses of process `pid` to `node`.
     MovePages {
+        /// The process.
         pid: i32,
+        /// Page addresses in the process.
         pages: Vec<u64>,
+        /// The target NUMA node.
         node: u32,
     },
     /// Collapse the `(start, len)` ranges of process `pid` into huge pages.
-    Collapse { pid: i32, ranges: Vec<(u64, u64)> },
+    Collapse {
+        /// The process.
+        pid: i32,
+        /// `(start, len)` address ranges in the process.
+        ranges: Vec<(u64, u64)>,
+    },
     /// Write `value` to the sysfs/procfs knob `rel` (relative to the [`Fs`] root).
-    Sysfs { rel: String, value: String },
+    Sysfs {
+        /// The knob's path relative to the root (`sys/kernel/mm/…`).
+        rel: String,
+        /// The value to write.
+        value: String,
+    },
 }
 
 /// What restores a [`Change`]: written to the journal before the change is made.
@@ -41,13 +57,33 @@ pub enum Change {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Undo {
     /// The affinity of each thread before the change (threads already gone are not listed).
-    Affinity { pid: i32, masks: Vec<(i32, CpuSet)> },
+    Affinity {
+        /// The process.
+        pid: i32,
+        /// `(tid, CPUs it was allowed)` per thread.
+        masks: Vec<(i32, CpuSet)>,
+    },
     /// The node of each page before the move, or a negative errno (not mapped/populated).
-    Pages { pid: i32, previous: Vec<(u64, i32)> },
+    Pages {
+        /// The process.
+        pid: i32,
+        /// `(address, node or -errno)` per page.
+        previous: Vec<(u64, i32)>,
+    },
     /// Collapsed ranges: cannot be undone cheaply; undoing reports [`Restored::Irreversible`].
-    Collapse { pid: i32, ranges: Vec<(u64, u64)> },
+    Collapse {
+        /// The process.
+        pid: i32,
+        /// The `(start, len)` ranges that were collapsed.
+        ranges: Vec<(u64, u64)>,
+    },
     /// The previous value of the knob (for selector files, the selected word).
-    Sysfs { rel: String, previous: String },
+    Sysfs {
+        /// The knob's path relative to the root.
+        rel: String,
+        /// What it read before the change.
+        previous: String,
+    },
 }
 
 /// Per-thread outcome of setting or restoring affinity.
@@ -100,12 +136,17 @@ impl PagesOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Applied {
+    /// Thread affinity was set.
     Affinity(ThreadsOutcome),
+    /// Pages were moved.
     Pages(PagesOutcome),
+    /// Ranges were collapsed into huge pages.
     Collapse(CollapseOutcome),
     /// The knob was written; `value` is what it reads back.
     Knob {
+        /// The knob's path relative to the root.
         rel: String,
+        /// What the knob reads after the write.
         value: String,
     },
 }
@@ -114,15 +155,20 @@ pub enum Applied {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Restored {
+    /// Thread affinity was set back.
     Affinity(ThreadsOutcome),
+    /// Pages were moved back.
     Pages(PagesOutcome),
     /// The knob was written back; `value` is what it reads back.
     Knob {
+        /// The knob's path relative to the root.
         rel: String,
+        /// What the knob reads after the write.
         value: String,
     },
     /// Nothing could be restored (collapsed huge pages stay; the kernel may split them later).
     Irreversible {
+        /// What stays changed.
         what: String,
     },
 }

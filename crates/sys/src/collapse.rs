@@ -74,10 +74,13 @@ impl fmt::Display for CollapseFailure {
 /// One range (or a 1 GiB piece of one) that failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RangeFailure {
+    /// First address of the range (or piece).
     pub start: u64,
+    /// Length in bytes.
     pub len: u64,
     /// Positive errno.
     pub errno: i32,
+    /// The errno, classified.
     pub reason: CollapseFailure,
 }
 

@@ -12,7 +12,9 @@ pub struct CpuSet {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid CPU list {input:?}: {reason} (expected a list like 0-3,8-11)")]
 pub struct CpuSetError {
+    /// The text that was given.
     pub input: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 

@@ -1,30 +1,42 @@
 use std::path::PathBuf;
 
-/// Errors of the Linux readers. Every variant names the file it is about.
+/// Errors of the Linux readers and system calls. Every variant names the file, or the call
+/// and its target, it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The file could not be opened or read.
     #[error("cannot read {}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
     /// The file was read but a line did not have the expected shape.
     #[error("{}:{line}: {msg}", path.display())]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The line (1-based) that did not parse.
         line: usize,
+        /// What was wrong with it.
         msg: String,
     },
     /// The process or thread the file belongs to exited while it was being read.
     #[error("process vanished while reading {}", path.display())]
-    Vanished { path: PathBuf },
+    Vanished {
+        /// The file that was being read.
+        path: PathBuf,
+    },
     /// A system call failed.
     #[error("{call} failed for {target}: {source}")]
     Syscall {
+        /// The call (`sched_setaffinity`, `move_pages`, …).
         call: &'static str,
+        /// What it was called on (a thread, a process, a range).
         target: String,
+        /// The error the kernel returned.
         #[source]
         source: std::io::Error,
     },

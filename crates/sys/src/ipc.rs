@@ -7,16 +7,23 @@ use crate::{Error, Fs, Result};
 /// One System V shared-memory segment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShmSegment {
+    /// The IPC key (`IPC_PRIVATE` is 0).
     pub key: i64,
+    /// The segment id.
     pub shmid: u64,
+    /// Size in bytes.
     pub size: u64,
-    /// Creator and last attach/detach process.
+    /// The process that created it.
     pub cpid: i32,
+    /// The last process that attached or detached it.
     pub lpid: i32,
+    /// Processes attached now.
     pub nattch: u64,
+    /// The owner's user id.
     pub uid: u32,
-    /// Resident and swapped bytes.
+    /// Resident bytes.
     pub rss: u64,
+    /// Swapped-out bytes.
     pub swap: u64,
 }
 

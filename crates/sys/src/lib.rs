@@ -23,6 +23,10 @@
 //! `process_madvise(MADV_COLLAPSE)`), and sysfs/procfs knobs ([`knob`]). Threads, pages and
 //! processes that vanish part way are counted per item; kernel refusals are errors naming the
 //! call and the target.
+//!
+//! Two small wrappers serve the processes perfpilot starts itself: [`signal::terminate`]
+//! asks one to stop, and [`mapping::AnonMapping`] is the memory a synthetic load maps,
+//! advises and touches. The other crates reach the kernel through this one, not `libc`.
 
 pub mod affinity;
 pub mod block;
@@ -34,11 +38,13 @@ mod error;
 mod fs;
 pub mod ipc;
 pub mod knob;
+pub mod mapping;
 pub mod net;
 pub mod node;
 pub mod pages;
 pub mod perf;
 pub mod process;
+pub mod signal;
 pub mod stat;
 pub mod user;
 

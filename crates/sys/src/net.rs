@@ -7,14 +7,23 @@ use crate::{Error, Fs, Result};
 /// The counters of one interface.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetDev {
+    /// The interface name (`eth0`, `lo`).
     pub name: String,
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Packets received.
     pub rx_packets: u64,
+    /// Receive errors.
     pub rx_errors: u64,
+    /// Received packets dropped.
     pub rx_dropped: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Send errors.
     pub tx_errors: u64,
+    /// Packets dropped on sending.
     pub tx_dropped: u64,
 }
 

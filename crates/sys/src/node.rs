@@ -14,10 +14,15 @@ const NODE_DIR: &str = "sys/devices/system/node";
 /// The CPU masks of `/sys/devices/system/cpu/{possible,present,online,offline,isolated}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuMasks {
+    /// CPUs that may ever exist (hot-plug included).
     pub possible: CpuSet,
+    /// CPUs physically present.
     pub present: CpuSet,
+    /// CPUs online and schedulable.
     pub online: CpuSet,
+    /// CPUs taken offline (or not brought up).
     pub offline: CpuSet,
+    /// CPUs isolated from the scheduler (`isolcpus=`).
     pub isolated: CpuSet,
 }
 
@@ -51,25 +56,33 @@ pub fn read_cpu_masks(fs: &Fs) -> Result<CpuMasks> {
 /// One cache level as seen from a CPU (`cpuN/cache/indexK`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheInfo {
+    /// The level: 1, 2, 3.
     pub level: u32,
     /// `Data`, `Instruction` or `Unified`.
     pub kind: String,
     /// The cache instance id, where the kernel gives one.
     pub id: Option<u32>,
+    /// The logical CPUs that share this cache.
     pub shared_cpus: CpuSet,
+    /// Size in bytes, where the kernel gives it.
     pub size_bytes: Option<u64>,
 }
 
 /// The topology of one online logical CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTopology {
+    /// The logical CPU number.
     pub cpu: u32,
+    /// The physical package (socket) id.
     pub package: u32,
+    /// The die id within the package, where the kernel gives one.
     pub die: Option<u32>,
+    /// The core id within the package (not unique across packages).
     pub core_id: u32,
     /// SMT siblings including this CPU (`core_cpus_list`, or `thread_siblings_list` on older
     /// kernels).
     pub siblings: CpuSet,
+    /// Its caches, as `cache/index*` lists them.
     pub caches: Vec<CacheInfo>,
 }
 
@@ -157,11 +170,15 @@ pub fn read_cpu_topology(fs: &Fs, cpu: u32) -> Result<Option<CpuTopology>> {
 /// One NUMA node as sysfs shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
+    /// The node number.
     pub id: u32,
+    /// The CPUs of the node.
     pub cpus: CpuSet,
     /// Distances to every node, in node order (`10` = local).
     pub distances: Vec<u32>,
+    /// Memory of the node in bytes.
     pub mem_total: u64,
+    /// Free memory of the node in bytes.
     pub mem_free: u64,
     /// Per huge-page size in kB: (total, free) pages.
     pub hugepages: BTreeMap<u64, (u64, u64)>,

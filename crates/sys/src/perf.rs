@@ -16,7 +16,9 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Event {
+    /// CPU cycles.
     Cycles,
+    /// Instructions retired.
     Instructions,
     /// Last-level cache read misses.
     LlcMisses,
@@ -63,7 +65,9 @@ impl Event {
 /// What a counter counts: one thread on any CPU, or everything on one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
+    /// One thread (by tid), on whatever CPU it runs.
     Thread(i32),
+    /// Everything that runs on one CPU.
     Cpu(u32),
 }
 
@@ -98,8 +102,11 @@ pub struct Counter {
 /// One reading of a counter, scaled for multiplexing.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Reading {
+    /// The count, scaled up by `time_enabled / time_running` when multiplexed.
     pub value: u64,
+    /// Nanoseconds the counter was enabled.
     pub time_enabled_ns: u64,
+    /// Nanoseconds it was actually counting on the PMU.
     pub time_running_ns: u64,
 }
 

@@ -11,15 +11,25 @@ use crate::{Error, Fs, Result};
 /// CPU time counters of one logical CPU (or of all, for the `cpu` line), in clock ticks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTimes {
+    /// Running user code (guest time included).
     pub user: u64,
+    /// Running user code at a positive nice value.
     pub nice: u64,
+    /// Running kernel code.
     pub system: u64,
+    /// Idle.
     pub idle: u64,
+    /// Idle with I/O outstanding.
     pub iowait: u64,
+    /// Serving hardware interrupts.
     pub irq: u64,
+    /// Serving software interrupts.
     pub softirq: u64,
+    /// Wanting to run while the hypervisor ran someone else.
     pub steal: u64,
+    /// Running a guest (also counted in `user`).
     pub guest: u64,
+    /// Running a niced guest (also counted in `nice`).
     pub guest_nice: u64,
 }
 
@@ -50,7 +60,9 @@ pub struct KernelStat {
     pub btime: u64,
     /// Forks since boot.
     pub processes: u64,
+    /// Runnable tasks right now.
     pub procs_running: u64,
+    /// Tasks blocked on I/O right now.
     pub procs_blocked: u64,
 }
 
@@ -146,8 +158,11 @@ pub fn read_meminfo(fs: &Fs) -> Result<BTreeMap<String, u64>> {
 /// Load averages from `/proc/loadavg`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadAvg {
+    /// Over the last minute.
     pub one: f64,
+    /// Over the last five minutes.
     pub five: f64,
+    /// Over the last fifteen minutes.
     pub fifteen: f64,
 }
 
@@ -180,9 +195,11 @@ pub fn read_loadavg(fs: &Fs) -> Result<LoadAvg> {
 /// One line (`some` or `full`) of a pressure-stall file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PressureLine {
-    /// Share of time (percent) stalled over the last 10, 60 and 300 s.
+    /// Share of time (percent) stalled over the last 10 s.
     pub avg10: f64,
+    /// Share of time (percent) stalled over the last 60 s.
     pub avg60: f64,
+    /// Share of time (percent) stalled over the last 300 s.
     pub avg300: f64,
     /// Total stall time in microseconds.
     pub total_us: u64,
@@ -191,6 +208,7 @@ pub struct PressureLine {
 /// A pressure-stall reading (`/proc/pressure/{cpu,memory,io}`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pressure {
+    /// Time some tasks were stalled.
     pub some: PressureLine,
     /// Absent for CPU pressure on older kernels.
     pub full: Option<PressureLine>,
@@ -248,8 +266,11 @@ pub fn read_pressure(fs: &Fs, resource: &str) -> Result<Option<Pressure>> {
 /// value of each (`[madvise]` → `madvise`); `None` where the file is absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThpSettings {
+    /// `enabled`: `always`, `madvise` or `never`.
     pub enabled: Option<String>,
+    /// `defrag`: how hard a fault tries to get a huge page.
     pub defrag: Option<String>,
+    /// `shmem_enabled`: huge pages for tmpfs/shared memory.
     pub shmem_enabled: Option<String>,
 }
 

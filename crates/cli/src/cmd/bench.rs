@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use perfpilot_observe::{Fs, Sampler, SamplerConfig};
+use perfpilot_sys::mapping::AnonMapping;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -72,40 +73,17 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn load(a: LoadArgs) -> anyhow::Result<()> {
+    // Kept mapped until the load exits.
     let mut _mem = None;
     if a.touch_mib > 0 {
-        let len = a.touch_mib << 20;
-        // SAFETY: an anonymous private mapping; the result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            bail!(
-                "mmap of {} MiB failed: {}",
-                a.touch_mib,
-                std::io::Error::last_os_error()
-            );
+        let mut m = AnonMapping::new(a.touch_mib << 20)
+            .with_context(|| format!("mapping {} MiB of anonymous memory", a.touch_mib))?;
+        if a.hugepage {
+            m.advise_hugepage()
+                .context("asking for transparent huge pages")?;
         }
-        // SAFETY: p..p+len is the mapping just made.
-        if a.hugepage && unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) } != 0 {
-            bail!(
-                "madvise(MADV_HUGEPAGE) failed: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        let page = perfpilot_sys::page_size() as usize;
-        for off in (0..len).step_by(page) {
-            // SAFETY: off < len, inside the writable mapping.
-            unsafe { std::ptr::write_volatile((p as *mut u8).add(off), 1) };
-        }
-        _mem = Some(p as usize);
+        m.touch();
+        _mem = Some(m);
     }
     for _ in 1..a.threads.max(1) {
         let busy = a.busy;

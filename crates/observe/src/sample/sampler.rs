@@ -1,178 +1,18 @@
-//! The sampler: one [`Sample`] is a timestamped reading of the whole machine's counters.
-//!
-//! Cheap readings (`/proc/stat`, every process's `stat`/`status`/`io`, every thread's `stat`,
-//! disks, interfaces, pressure) are taken on every sample. Expensive readings (`numa_maps` and
-//! `smaps_rollup`, which walk page tables) are taken only for the top processes by CPU and only
-//! every `expensive_every` samples; [`Sample::memory`] says for which processes they were taken.
+//! The [`Sampler`]: what it reads ([`SamplerConfig`]), and how it reads it cheaply (buffers
+//! reused, idle processes carried over, expensive readings for the top processes only).
 
 use std::collections::{BTreeMap, HashMap};
 
-use perfpilot_sys::block::{self, DiskStats};
-use perfpilot_sys::net::{self, NetDev};
-use perfpilot_sys::node;
+use perfpilot_sys::clock::mono_ns;
 use perfpilot_sys::perf::{Counter, Event, Target};
-use perfpilot_sys::process::{MappingKind, ProcIo, ProcReader, ShmAttach, SmapsRollup};
-use perfpilot_sys::stat::{self, KernelStat, Pressure};
-use perfpilot_sys::{CpuSet, Error, Fs};
+use perfpilot_sys::process::{MappingKind, ProcReader};
+use perfpilot_sys::{Error, Fs};
+use perfpilot_sys::{block, net, node, stat};
 use serde::{Deserialize, Serialize};
 
-/// One thread's counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ThreadSample {
-    pub tid: i32,
-    pub comm: String,
-    pub state: char,
-    pub utime: u64,
-    pub stime: u64,
-    pub processor: Option<u32>,
-}
-
-/// One process's counters (cheap readings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcSample {
-    pub pid: i32,
-    /// Start time in ticks after boot: with the pid, identifies the process across samples.
-    pub starttime: u64,
-    pub ppid: i32,
-    pub uid: u32,
-    pub comm: String,
-    /// The command line joined with spaces (empty for kernel threads).
-    pub cmdline: String,
-    pub state: char,
-    pub utime: u64,
-    pub stime: u64,
-    pub minflt: u64,
-    pub majflt: u64,
-    pub num_threads: u32,
-    pub rss: u64,
-    pub processor: Option<u32>,
-    pub ctxt_voluntary: u64,
-    pub ctxt_involuntary: u64,
-    pub cpus_allowed: Option<CpuSet>,
-    /// `None` where `/proc/<pid>/io` is not readable.
-    pub io: Option<ProcIo>,
-    pub kernel_thread: bool,
-    /// Filled when the sampler reads threads.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub threads: Vec<ThreadSample>,
-}
-
-/// The expensive memory readings of one process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcMemory {
-    pub pid: i32,
-    pub starttime: u64,
-    /// Resident bytes per NUMA node (from `numa_maps`).
-    pub per_node: BTreeMap<u32, u64>,
-    /// Resident private anonymous bytes per node.
-    pub anon_per_node: BTreeMap<u32, u64>,
-    /// Resident shared-memory bytes per node.
-    pub shm_per_node: BTreeMap<u32, u64>,
-    pub rollup: SmapsRollup,
-    pub shm: Vec<ShmAttach>,
-}
-
-impl ProcMemory {
-    /// Share of anonymous memory mapped by huge pages (0..=1).
-    pub fn anon_huge_coverage(&self) -> f64 {
-        if self.rollup.anonymous == 0 {
-            0.0
-        } else {
-            self.rollup.anon_huge as f64 / self.rollup.anonymous as f64
-        }
-    }
-}
-
-/// Memory of one NUMA node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeMemory {
-    pub node: u32,
-    pub total: u64,
-    pub free: u64,
-}
-
-/// System-wide memory readings, in bytes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SystemMemory {
-    pub total: u64,
-    pub available: u64,
-    pub anon_huge: u64,
-    pub shmem_pmd_mapped: u64,
-    pub nodes: Vec<NodeMemory>,
-}
-
-/// Pressure-stall readings.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PressureSample {
-    pub cpu: Option<Pressure>,
-    pub memory: Option<Pressure>,
-    pub io: Option<Pressure>,
-}
-
-/// How many readings a sample skipped, and why.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Skips {
-    /// Processes or threads that exited while they were read (normal).
-    pub vanished: u32,
-    /// Files the kernel would not let us read.
-    pub permission: u32,
-    /// Files whose content did not parse.
-    pub malformed: u32,
-    /// Other read errors.
-    pub other: u32,
-    /// The first few messages, for the log.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub messages: Vec<String>,
-}
-
-impl Skips {
-    fn count(&mut self, e: &Error) {
-        if e.is_vanished() {
-            self.vanished += 1;
-            return;
-        }
-        if e.is_permission() {
-            self.permission += 1;
-        } else if matches!(e, Error::Parse { .. }) {
-            self.malformed += 1;
-        } else {
-            self.other += 1;
-        }
-        if self.messages.len() < 5 {
-            self.messages.push(e.to_string());
-        }
-    }
-
-    /// True when nothing but vanished processes was skipped.
-    pub fn is_clean(&self) -> bool {
-        self.permission == 0 && self.malformed == 0 && self.other == 0
-    }
-}
-
-/// One timestamped reading of the machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// Wall-clock time, milliseconds since the Unix epoch.
-    pub time_ms: i64,
-    /// Monotonic clock, nanoseconds (for intervals).
-    pub mono_ns: u64,
-    /// Clock ticks per second of the CPU-time counters.
-    pub ticks_per_sec: u64,
-    pub kernel: KernelStat,
-    /// Context switches per CPU since the sampler started (perf software counters), where
-    /// permitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_ctxt: Option<BTreeMap<u32, u64>>,
-    pub memory: SystemMemory,
-    pub pressure: PressureSample,
-    pub processes: Vec<ProcSample>,
-    /// Expensive readings, for the processes they were taken for in this sample.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub proc_memory: Vec<ProcMemory>,
-    pub disks: Vec<DiskStats>,
-    pub nets: Vec<NetDev>,
-    pub skips: Skips,
-}
+use super::{
+    NodeMemory, PressureSample, ProcMemory, ProcSample, Sample, Skips, SystemMemory, ThreadSample,
+};
 
 /// What the sampler reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -230,8 +70,6 @@ pub struct Sampler {
     pub cpu_ctxt_unavailable: Option<String>,
     taken: u64,
 }
-
-use perfpilot_sys::clock::mono_ns;
 
 impl Sampler {
     /// A sampler of `fs`. Per-CPU counters are opened only on the live system.
@@ -559,36 +397,5 @@ impl Sampler {
             }
         }
         Ok(m)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    #[test]
-    fn skips_are_sorted_by_cause() {
-        let mut s = Skips::default();
-        s.count(&Error::Vanished {
-            path: PathBuf::from("/proc/1/stat"),
-        });
-        assert!(s.is_clean());
-        s.count(&Error::Io {
-            path: PathBuf::from("/proc/1/numa_maps"),
-            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-        });
-        s.count(&Error::Parse {
-            path: PathBuf::from("/proc/2/stat"),
-            line: 1,
-            msg: "bad".into(),
-        });
-        assert_eq!(
-            (s.vanished, s.permission, s.malformed, s.other),
-            (1, 1, 1, 0)
-        );
-        assert!(!s.is_clean());
-        assert_eq!(s.messages.len(), 2);
-        assert!(s.messages[0].contains("/proc/1/numa_maps"));
     }
 }

@@ -1,0 +1,189 @@
+//! perfpilot's one blocking HTTP client, for single requests outside load generation: the
+//! optimizer's HTTP probes and the study's readiness checks. Load is driven by the async
+//! HTTP/1.1 client of this crate's engine instead, which this module does not replace.
+
+use std::time::Duration;
+
+/// The largest body [`get`] reads; a bigger one is a [`FetchFailure::Body`] (a metrics page
+/// is kilobytes, so this only guards against a runaway endpoint).
+pub const BODY_LIMIT: u64 = 16 << 20;
+
+/// A successful (2xx) response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The HTTP status code, 200 to 299.
+    pub status: u16,
+    /// The body, decoded as UTF-8.
+    pub body: String,
+}
+
+/// A GET that failed: the URL, and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("GET {url}: {failure}")]
+pub struct FetchError {
+    /// The URL as given.
+    pub url: String,
+    /// What went wrong.
+    pub failure: FetchFailure,
+}
+
+/// What went wrong with a GET.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchFailure {
+    /// The URL could not be used (not `http://host[:port]/path`).
+    #[error("not a usable http:// URL: {0}")]
+    Url(String),
+    /// No connection, or it broke before a response arrived.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// No complete response within the timeout.
+    #[error("no complete response within {0:?}")]
+    Timeout(Duration),
+    /// The server answered with a status outside 2xx.
+    #[error("status {0}")]
+    Status(u16),
+    /// The response could not be read or decoded (bad HTTP, too large, not UTF-8).
+    #[error("unreadable response: {0}")]
+    Body(String),
+}
+
+/// GETs `url` (`http://` only), giving up after `timeout` in all (connecting, waiting and
+/// reading the body). Redirects are followed. Anything but a 2xx status is an error.
+pub fn get(url: &str, timeout: Duration) -> Result<Response, FetchError> {
+    let fail = |failure| FetchError {
+        url: url.to_string(),
+        failure,
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = agent
+        .get(url)
+        .call()
+        .map_err(|e| fail(classify(e, timeout, FetchFailure::Connect)))?;
+    let status = resp.status().as_u16();
+    if !(200..300).contains(&status) {
+        return Err(fail(FetchFailure::Status(status)));
+    }
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(BODY_LIMIT)
+        .read_to_string()
+        .map_err(|e| fail(classify(e, timeout, FetchFailure::Body)))?;
+    Ok(Response { status, body })
+}
+
+/// Sorts a ureq error; `io` says what an I/O error means at this point (before the response:
+/// a connection problem; while reading the body: an unreadable response).
+fn classify(e: ureq::Error, timeout: Duration, io: fn(String) -> FetchFailure) -> FetchFailure {
+    match e {
+        ureq::Error::Timeout(_) => FetchFailure::Timeout(timeout),
+        ureq::Error::BadUri(why) => FetchFailure::Url(why),
+        ureq::Error::Http(why) => FetchFailure::Url(why.to_string()),
+        ureq::Error::HostNotFound => FetchFailure::Url("the host does not resolve".into()),
+        ureq::Error::TlsRequired | ureq::Error::Tls(_) => {
+            FetchFailure::Url("https is not supported; use http://".into())
+        }
+        ureq::Error::Io(why) => io(why.to_string()),
+        ureq::Error::ConnectionFailed => FetchFailure::Connect("connection failed".into()),
+        e => FetchFailure::Body(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// Serves one connection: reads the request head, then writes `answer` (if any) and
+    /// keeps the connection open for `hold`.
+    fn serve_once(answer: Option<String>, hold: Duration) -> (String, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/metrics", l.local_addr().unwrap());
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 512];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            if let Some(a) = answer {
+                let _ = s.write_all(a.as_bytes());
+            }
+            std::thread::sleep(hold);
+        });
+        (url, h)
+    }
+
+    fn answer(status: &str, body: &str) -> Option<String> {
+        Some(format!(
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ))
+    }
+
+    #[test]
+    fn a_2xx_answer_gives_its_status_and_body() {
+        let (url, h) = serve_once(answer("200 OK", "ops_total 7\n"), Duration::ZERO);
+        let r = get(&url, Duration::from_secs(5)).unwrap();
+        h.join().unwrap();
+        assert_eq!(
+            r,
+            Response {
+                status: 200,
+                body: "ops_total 7\n".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_non_2xx_status_is_an_error_naming_the_url_and_the_status() {
+        let (url, h) = serve_once(answer("503 Service Unavailable", ""), Duration::ZERO);
+        let e = get(&url, Duration::from_secs(5)).unwrap_err();
+        h.join().unwrap();
+        assert_eq!(e.failure, FetchFailure::Status(503));
+        assert_eq!(e.to_string(), format!("GET {url}: status 503"));
+    }
+
+    #[test]
+    fn a_refused_connection_is_a_connect_error() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", l.local_addr().unwrap());
+        drop(l);
+        let e = get(&url, Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(e.failure, FetchFailure::Connect(_)), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("GET {url}: cannot connect"))
+        );
+    }
+
+    #[test]
+    fn a_server_that_never_answers_is_a_timeout() {
+        let (url, h) = serve_once(None, Duration::from_millis(800));
+        let e = get(&url, Duration::from_millis(300)).unwrap_err();
+        assert_eq!(e.failure, FetchFailure::Timeout(Duration::from_millis(300)));
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_url_that_is_not_http_is_a_url_error() {
+        let e = get("no scheme here", Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(e.failure, FetchFailure::Url(_)), "{e}");
+        assert!(e.to_string().starts_with("GET no scheme here:"), "{e}");
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = get(
+            &format!("https://{}/", l.local_addr().unwrap()),
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("https is not supported"), "{e}");
+    }
+}

@@ -1,0 +1,57 @@
+//! Signals to processes: asking a child perfpilot started to stop.
+
+use crate::{Error, Result};
+
+/// Sends SIGTERM to process `pid`, asking it to exit cleanly.
+///
+/// `pid` must name one process: 0 and ids above `i32::MAX` are refused, because `kill(2)`
+/// would read them as "my process group" or "every process I may signal". A process that
+/// has already exited (and been reaped) gives an error that [`Error::is_vanished`] accepts.
+pub fn terminate(pid: u32) -> Result<()> {
+    let target = format!("pid {pid}");
+    let raw = i32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| Error::Syscall {
+            call: "kill",
+            target: target.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a single process id (must be 1..=2147483647)",
+            ),
+        })?;
+    // SAFETY: kill has no memory preconditions; raw > 0 addresses exactly one process.
+    if unsafe { libc::kill(raw, libc::SIGTERM) } != 0 {
+        return Err(Error::Syscall {
+            call: "kill",
+            target,
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminated_child_exits_by_sigterm() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep must be installed");
+        terminate(child.id()).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn process_group_and_broadcast_ids_are_refused() {
+        for pid in [0, u32::MAX, 1 << 31] {
+            let e = terminate(pid).unwrap_err();
+            assert!(e.to_string().contains("not a single process id"), "{e}");
+        }
+    }
+}
