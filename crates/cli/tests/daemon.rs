@@ -2,6 +2,8 @@
 //! load --tag …`, matched by a config with `only_matched`, so nothing else on the machine is
 //! touched). Tests run one at a time: each daemon scans the whole machine.
 
+#![allow(unsafe_code)] // tests call libc directly to set up and inspect the processes they spawn
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

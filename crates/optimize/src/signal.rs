@@ -17,7 +17,10 @@ use crate::config::{ProbeSpec, ValueKind};
 #[serde(rename_all = "snake_case", tag = "source")]
 pub enum SignalKind {
     /// An application probe (higher or lower is better as configured).
-    Probe { probe: ProbeSpec },
+    Probe {
+        /// Where and how to read the application's own measure.
+        probe: ProbeSpec,
+    },
     /// Cycles per instruction (lower is better).
     Cpi,
     /// Bytes read and written per second through system calls (higher is better).

@@ -9,9 +9,13 @@ pub use perfpilot_stats::Summary as Stats;
 /// The gain of an action: `ratio` > 1 means better, whatever the signal's direction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Gain {
+    /// The estimated gain (after / before, turned round for a lower-is-better signal).
     pub ratio: f64,
+    /// The confidence interval's low end.
     pub ci_low: f64,
+    /// The confidence interval's high end.
     pub ci_high: f64,
+    /// The interval's confidence level (e.g. 0.95).
     pub confidence: f64,
 }
 

@@ -161,6 +161,7 @@ pub enum Alternative {
     Greater,
     /// x − y tends to be negative.
     Less,
+    /// x − y tends to either side.
     TwoSided,
 }
 
@@ -171,6 +172,7 @@ pub struct Wilcoxon {
     pub w_plus: f64,
     /// Pairs with a non-zero difference.
     pub n: usize,
+    /// The p-value of the alternative asked for.
     pub p_value: f64,
     /// Whether the p-value is exact (enumerated) or from the normal approximation.
     pub exact: bool,
@@ -272,8 +274,11 @@ fn signed_rank_counts(twice_ranks: &[usize]) -> Vec<f64> {
 /// A location estimate with its confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LocationCi {
+    /// The Hodges–Lehmann estimate.
     pub estimate: f64,
+    /// The interval's low end.
     pub low: f64,
+    /// The interval's high end.
     pub high: f64,
     /// The interval's exact coverage (the signed-rank distribution is discrete, so it is the
     /// smallest achievable level at or above the one asked for).

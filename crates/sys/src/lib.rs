@@ -28,6 +28,8 @@
 //! asks one to stop, and [`mapping::AnonMapping`] is the memory a synthetic load maps,
 //! advises and touches. The other crates reach the kernel through this one, not `libc`.
 
+#![allow(unsafe_code)] // the one crate that makes raw system calls; each block says why it is sound
+
 pub mod affinity;
 pub mod block;
 pub mod change;

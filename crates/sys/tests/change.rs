@@ -3,6 +3,8 @@
 //! see [`child_process`]) and restores every global setting it touched in a guard that also
 //! runs on panic.
 
+#![allow(unsafe_code)] // tests call libc directly to set up and inspect the processes they spawn
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;

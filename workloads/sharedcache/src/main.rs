@@ -18,6 +18,8 @@
 //! is served; `--report-interval` prints `ops/s` lines to stderr. SIGTERM/SIGINT (or
 //! `--duration`) stop it cleanly, stopping the worker processes and removing the segment.
 
+#![allow(unsafe_code)] // a reference workload: it maps and shares memory and forks by design, outside perfpilot
+
 mod table;
 
 use std::io::Write;

@@ -2,6 +2,8 @@
 //! System V mode really shares one segment between processes, bad input fails with a message
 //! naming the flag, and SIGTERM leaves no segment behind. No timing assertions.
 
+#![allow(unsafe_code)] // tests call libc directly to set up and inspect the processes they spawn
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, ExitStatus, Stdio};
