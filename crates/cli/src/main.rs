@@ -19,7 +19,8 @@ Exit status:
   1   failed; the message says why and what to do
   2   the command line is wrong
   66  nothing there: no store (or daemon state) at the path given. Commands that only read
-      (status, tunables without -o, dump, study list|report|replay|compare) create nothing.";
+      (status, tunables without -o, dump, study list|report|replay|compare) create nothing.
+  `drive` adds its own: 3 when a --fail-if threshold fails, 130 after Ctrl-C.";
 
 /// perfpilot: an autonomous performance optimizer and performance-study toolkit for Linux servers.
 #[derive(Parser)]
