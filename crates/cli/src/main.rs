@@ -8,9 +8,30 @@ use clap::{Parser, Subcommand};
 mod cmd;
 mod fmt;
 
+/// The exit status of a command that found nothing to read at the path it was given: no store,
+/// or no daemon state (sysexits' `EX_NOINPUT`). Commands that only read create nothing.
+const EXIT_NOTHING_THERE: i32 = 66;
+
+/// The exit statuses, in `--help`.
+const EXIT_HELP: &str = "\
+Exit status:
+  0   done
+  1   failed; the message says why and what to do
+  2   the command line is wrong
+  66  nothing there: no store (or daemon state) at the path given. Commands that only read
+      (status, tunables without -o, dump, study list|report|replay|compare) create nothing.
+  `drive` adds its own: 3 when a --fail-if threshold fails, 130 after Ctrl-C.";
+
 /// perfpilot: an autonomous performance optimizer and performance-study toolkit for Linux servers.
 #[derive(Parser)]
-#[command(name = "perfpilot", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "perfpilot",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = EXIT_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -27,14 +48,17 @@ enum Command {
     /// The autonomous optimizer: watch workloads, apply, verify, keep or revert.
     Daemon(cmd::daemon::DaemonArgs),
     /// What the optimizer sees and did: workloads, trials, actions with their evidence.
+    #[command(after_help = EXIT_HELP)]
     Status(cmd::daemon::StatusArgs),
     /// Undo the optimizer's actions from the journal (the daemon must be stopped).
     Revert(cmd::daemon::RevertArgs),
     /// List or set the optimizer's tunables (persisted).
+    #[command(after_help = EXIT_HELP)]
     Tunables(cmd::daemon::TunablesArgs),
     /// Append samples to the embedded store at a fixed interval.
     Record(cmd::record::RecordArgs),
     /// Replay recorded samples as rates (JSON, CSV or OpenMetrics).
+    #[command(after_help = EXIT_HELP)]
     Dump(cmd::dump::DumpArgs),
     /// Benchmarks that print figures (`bench sample`), and the synthetic load they use.
     Bench(cmd::bench::BenchArgs),
@@ -65,7 +89,26 @@ fn main() {
     for cause in e.chain().skip(1) {
         eprintln!("  caused by: {cause}");
     }
-    std::process::exit(1);
+    std::process::exit(if nothing_there(&e) {
+        EXIT_NOTHING_THERE
+    } else {
+        1
+    });
+}
+
+/// Whether `e` says there was nothing to read at the path given: no store, or a state directory
+/// no daemon has used (see [`EXIT_NOTHING_THERE`]).
+fn nothing_there(e: &anyhow::Error) -> bool {
+    use perfpilot_optimize::admin::AdminError;
+    e.chain().any(|c| {
+        c.downcast_ref::<perfpilot_store::Error>()
+            .is_some_and(perfpilot_store::Error::is_nothing_there)
+            || c.downcast_ref::<AdminError>().is_some_and(|a| match a {
+                AdminError::NeverStarted { .. } | AdminError::NoState { .. } => true,
+                AdminError::Store(s) => s.is_nothing_there(),
+                _ => false,
+            })
+    })
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

@@ -571,3 +571,20 @@ fn threads_started_later_are_bound_and_restored_with_the_others() {
         masks(pid)
     );
 }
+
+#[test]
+fn a_daemons_log_to_a_pipe_has_no_colour_codes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Dir::new("nocolour");
+    // Matches nothing: the daemon starts, scans and stops without touching the machine.
+    let cfg = dir.config(&format!(
+        "only_matched = true\n{FAST}\n[[workload]]\nmatch = {{ cmdline = \"--tag {}-matches-nothing\" }}\n",
+        std::process::id()
+    ));
+    let log = finish(daemon(&cfg, &dir.state(), "1s"));
+    assert!(log.contains("perfpilot daemon started"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "escape codes in a piped log: {log:?}"
+    );
+}

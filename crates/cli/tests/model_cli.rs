@@ -159,6 +159,39 @@ fn convert_to_jmva_and_back_solves_the_same() {
 }
 
 #[test]
+fn convert_says_what_it_wrote_and_what_the_format_left_out() {
+    let xml = scratch("trade.jmva");
+    let x = xml.to_str().expect("utf-8 path");
+    let out = ok(&["model", "convert", "examples/models/trade.toml", x]);
+    assert_eq!(
+        out.lines().next(),
+        Some(
+            format!(
+                "wrote {x} (JMT JMVA XML, from examples/models/trade.toml): the network: 1 class, \
+                 2 stations, demands fitted from 1 measured point"
+            )
+            .as_str()
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("not in this format: name and description, 1 measured point, [fit], [predict], 4 configurations"),
+        "{out}"
+    );
+    let json = scratch("trade.json");
+    let j = json.to_str().expect("utf-8 path");
+    let out = ok(&["model", "convert", "examples/models/trade.toml", j]);
+    assert_eq!(
+        out.trim_end(),
+        format!(
+            "wrote {j} (JSON, from examples/models/trade.toml): 1 class, 2 stations, 1 measured \
+             point, [fit], [predict], 4 configurations"
+        ),
+    );
+    assert!(std::fs::metadata(&*json).is_ok_and(|m| m.len() > 0));
+}
+
+#[test]
 fn bad_input_fails_naming_the_station() {
     let bad = scratch("bad.toml");
     std::fs::write(

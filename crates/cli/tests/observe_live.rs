@@ -284,3 +284,49 @@ fn topology_command_on_a_fixture_and_live() {
     assert!(!v["nodes"].as_array().unwrap().is_empty());
     assert!(!v["online"].as_str().unwrap().is_empty());
 }
+
+#[test]
+fn observe_refuses_a_count_of_zero_saying_the_least_it_takes() {
+    let out = Command::new(EXE)
+        .args(["observe", "--count", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--count") && err.contains("at least 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn observe_says_its_notes_once_before_the_reports() {
+    let out = Command::new(EXE)
+        .args([
+            "observe",
+            "--interval",
+            "200ms",
+            "--count",
+            "3",
+            "--top",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.matches("perfpilot observe ").count(), 3, "{stdout}");
+    assert!(
+        !stdout.contains("note:"),
+        "notes repeated in the reports: {stdout}"
+    );
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.starts_with("note: ")).collect();
+    assert!(notes.iter().any(|n| n.contains("PMU counters")), "{stderr}");
+    for n in &notes {
+        assert_eq!(stderr.matches(n).count(), 1, "{n:?} said twice: {stderr}");
+    }
+}

@@ -53,8 +53,16 @@ fn validate_names_file_line_and_field() {
     // An input error is a message, not a backtrace, even with RUST_BACKTRACE set.
     assert!(!stderr.contains("backtrace"), "{stderr}");
 
-    // Comparing runs a store does not hold names the store and the run.
-    let store = dir.join("empty.db");
+    // Comparing runs a store does not hold names the store and the run. (`tunables -o` makes a
+    // store without runs; a missing store is refused as nothing there, in tests/nothing_there.rs.)
+    let state = dir.join("state");
+    let made = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
+        .args(["tunables", "-o", "windows=4", "--state-dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let store = state.join("perfpilot.db");
     let out = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
         .args(["study", "compare", "1", "2", "--store"])
         .arg(&store)
@@ -63,7 +71,7 @@ fn validate_names_file_line_and_field() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("empty.db") && stderr.contains("run 1"),
+        stderr.contains("perfpilot.db") && stderr.contains("run 1"),
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);

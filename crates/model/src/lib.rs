@@ -43,4 +43,4 @@ pub use predict::{
     Configuration, CostRow, PredictionRow, Validation, ValidationRow, predict, rank_by_cost,
     validate,
 };
-pub use report::{PredictReport, Sweep, ValidationReport};
+pub use report::{PredictReport, Rendered, Sweep, ValidationReport};

@@ -174,19 +174,129 @@ impl ModelFile {
     /// The file in the format `path`'s extension names: `.toml`, `.json`, or `.xml`/`.jmva`
     /// (JMT JMVA, of the resolved network).
     pub fn render_for(&self, path: &Path) -> Result<String, ModelError> {
+        self.render(path).map(|r| r.text)
+    }
+
+    /// As [`ModelFile::render_for`], with what the text holds and what the format left out,
+    /// for a front end to say what it wrote.
+    pub fn render(&self, path: &Path) -> Result<Rendered, ModelError> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
             .unwrap_or("")
             .to_ascii_lowercase();
-        match ext.as_str() {
-            "xml" | "jmva" => crate::jmva::write(&self.resolved()?.0),
-            "toml" => self.to_toml(),
-            "json" => self.to_json(),
-            _ => Err(ModelError::File(format!(
-                "{}: unknown output extension; use .toml, .json, .xml or .jmva",
-                path.display()
-            ))),
+        let (text, format) = match ext.as_str() {
+            "xml" | "jmva" => return self.render_jmva(),
+            "toml" => (self.to_toml()?, "TOML"),
+            "json" => (self.to_json()?, "JSON"),
+            _ => {
+                return Err(ModelError::File(format!(
+                    "{}: unknown output extension; use .toml, .json, .xml or .jmva",
+                    path.display()
+                )));
+            }
+        };
+        let mut holds = vec![
+            count(self.classes.len(), "class", "classes"),
+            count(self.stations.len(), "station", "stations"),
+        ];
+        if !self.measurements.is_empty() {
+            holds.push(count(
+                self.measurements.len(),
+                "measured point",
+                "measured points",
+            ));
         }
+        for (present, section) in [
+            (self.fit.is_some(), "[fit]"),
+            (self.predict.is_some(), "[predict]"),
+        ] {
+            if present {
+                holds.push(section.to_string());
+            }
+        }
+        if !self.configurations.is_empty() {
+            holds.push(count(
+                self.configurations.len(),
+                "configuration",
+                "configurations",
+            ));
+        }
+        Ok(Rendered {
+            text,
+            format,
+            holds: holds.join(", "),
+            left_out: Vec::new(),
+        })
     }
+
+    /// JMVA holds the resolved network only: fitted demands, not the points they came from.
+    fn render_jmva(&self) -> Result<Rendered, ModelError> {
+        let (net, fit) = self.resolved()?;
+        let text = crate::jmva::write(&net)?;
+        let mut holds = format!(
+            "the network: {}, {}",
+            count(net.classes.len(), "class", "classes"),
+            count(net.stations.len(), "station", "stations")
+        );
+        if fit.is_some() {
+            let points = self.fit_points()?.len();
+            holds.push_str(&format!(
+                ", demands fitted from {}",
+                count(points, "measured point", "measured points")
+            ));
+        }
+        let mut left_out = Vec::new();
+        if !self.name.is_empty() || !self.description.is_empty() {
+            left_out.push("name and description".to_string());
+        }
+        if !self.measurements.is_empty() {
+            left_out.push(count(
+                self.measurements.len(),
+                "measured point",
+                "measured points",
+            ));
+        }
+        for (present, section) in [
+            (self.fit.is_some(), "[fit]"),
+            (self.predict.is_some(), "[predict]"),
+            (self.solver != SolveOptions::default(), "[solver]"),
+        ] {
+            if present {
+                left_out.push(section.to_string());
+            }
+        }
+        if !self.configurations.is_empty() {
+            left_out.push(count(
+                self.configurations.len(),
+                "configuration",
+                "configurations",
+            ));
+        }
+        Ok(Rendered {
+            text,
+            format: "JMT JMVA XML",
+            holds,
+            left_out,
+        })
+    }
+}
+
+/// A model file rendered in the format an output path's extension names, with what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// The text to write.
+    pub text: String,
+    /// The format: `TOML`, `JSON` or `JMT JMVA XML`.
+    pub format: &'static str,
+    /// What the text holds, in words: `1 class, 3 stations, 4 measured points, [fit]`.
+    pub holds: String,
+    /// What the file held that the format cannot carry (JMVA holds the network only), e.g.
+    /// `4 measured points`, `[predict]`; empty when nothing was left out.
+    pub left_out: Vec<String>,
+}
+
+/// `n` with its noun: `1 class`, `3 classes`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

@@ -86,3 +86,35 @@ fn the_output_format_follows_the_extension() {
     let e = file.render_for(Path::new("out.yaml")).unwrap_err();
     assert!(e.to_string().contains("out.yaml"), "{e}");
 }
+
+#[test]
+fn a_rendering_says_what_it_holds_and_what_jmva_leaves_out() {
+    let file = example("trade.toml");
+    let toml = file.render(Path::new("x.toml")).expect("toml");
+    assert_eq!(toml.format, "TOML");
+    assert_eq!(
+        toml.holds,
+        "1 class, 2 stations, 1 measured point, [fit], [predict], 4 configurations"
+    );
+    assert!(toml.left_out.is_empty());
+    let jmva = file.render(Path::new("x.jmva")).expect("jmva");
+    assert_eq!(jmva.format, "JMT JMVA XML");
+    assert_eq!(
+        jmva.holds,
+        "the network: 1 class, 2 stations, demands fitted from 1 measured point"
+    );
+    assert_eq!(
+        jmva.left_out,
+        [
+            "name and description",
+            "1 measured point",
+            "[fit]",
+            "[predict]",
+            "4 configurations"
+        ]
+    );
+    assert_eq!(
+        jmva.text,
+        file.render_for(Path::new("x.jmva")).expect("jmva")
+    );
+}

@@ -76,7 +76,7 @@ pub fn status(dir: &Path, actions: usize) -> Result<StateReport, AdminError> {
             dir: dir.to_path_buf(),
         });
     }
-    let store = Store::open(&db)?;
+    let store = Store::open_existing(&db)?;
     Ok(StateReport {
         running,
         daemon,

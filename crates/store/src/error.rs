@@ -29,6 +29,28 @@ pub enum Error {
         /// The newest schema version this build knows.
         supported: i64,
     },
+    /// A command that only reads found no file at the store's path ([`Store::open_existing`]).
+    ///
+    /// [`Store::open_existing`]: crate::Store::open_existing
+    #[error(
+        "no store at {path}: nothing has been recorded there yet (`perfpilot record`, \
+         `perfpilot daemon` and `perfpilot study run` create one); give the store's path with \
+         --store (or the daemon's with --state-dir)"
+    )]
+    Missing {
+        /// The store's path.
+        path: PathBuf,
+    },
+    /// A command that only reads found a file at the store's path that holds no perfpilot
+    /// schema (empty, or another program's SQLite database).
+    #[error(
+        "no store at {path}: the file there holds no perfpilot data; give the path of a store \
+         that `perfpilot record`, `perfpilot daemon` or `perfpilot study run` wrote"
+    )]
+    NotAStore {
+        /// The store's path.
+        path: PathBuf,
+    },
     /// No default store path: not root, and neither `XDG_STATE_HOME` nor `HOME` is set.
     #[error("no default store path: set XDG_STATE_HOME or HOME, or pass --store PATH")]
     NoDefaultPath,
@@ -53,6 +75,15 @@ pub enum Error {
         /// Why it could not be encoded.
         reason: String,
     },
+}
+
+impl Error {
+    /// Whether the error says there is no store at all (the path holds nothing perfpilot
+    /// wrote), as opposed to a store that could not be read: [`Error::Missing`] and
+    /// [`Error::NotAStore`].
+    pub fn is_nothing_there(&self) -> bool {
+        matches!(self, Error::Missing { .. } | Error::NotAStore { .. })
+    }
 }
 
 /// The store's result type.

@@ -75,15 +75,13 @@ impl Store {
         let mut conn =
             Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
         configure(&conn).map_err(fail)?;
-        schema::migrate(&mut conn).map_err(|e| match e {
-            schema::MigrateError::Sqlite(e) => fail(e.to_string()),
-            schema::MigrateError::Newer { found, supported } => Error::NewerSchema {
-                path: path.clone(),
-                found,
-                supported,
-            },
-        })?;
+        schema::migrate(&mut conn).map_err(|e| migrate_error(&path, e))?;
         schema::write_probe(&conn).map_err(|e| fail(format!("cannot write to it: {e}")))?;
+        Store::with_connection(conn, path)
+    }
+
+    /// A store on an open, migrated connection.
+    fn with_connection(conn: Connection, path: PathBuf) -> Result<Store> {
         let mut store = Store {
             conn,
             path,
@@ -92,6 +90,48 @@ impl Store {
         };
         store.retention_state = samples::RetentionState::load(&store)?;
         Ok(store)
+    }
+
+    /// Opens the store at `path` for a command that only reads: creates no file and no
+    /// directory. Nothing is written, except that a store an older perfpilot wrote has its
+    /// schema upgraded in place, as [`Store::open`] would.
+    ///
+    /// Fails with [`Error::Missing`] when there is no file at `path`, [`Error::NotAStore`] when
+    /// the file holds no perfpilot schema (both [`Error::is_nothing_there`]), and as
+    /// [`Store::open`] otherwise.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |reason: String| Error::Open {
+            path: path.clone(),
+            reason,
+        };
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::Missing { path });
+            }
+            Err(e) => return Err(fail(e.to_string())),
+            Ok(m) if m.is_dir() => return Err(fail("it is a directory".into())),
+            Ok(_) => {}
+        }
+        // Read-write without CREATE: SQLite falls back to reading when the file is write
+        // protected, and the last connection to close removes the -wal and -shm files (a
+        // read-only connection would leave them behind).
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn =
+            Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+            .map_err(|e| fail(e.to_string()))?;
+        let found = schema::version(&conn).map_err(|e| fail(e.to_string()))?;
+        if found == 0 {
+            return Err(Error::NotAStore { path });
+        }
+        if found != schema::SCHEMA_VERSION {
+            // Older: upgraded like any open; newer: refused by migrate, naming both versions.
+            configure(&conn).map_err(fail)?;
+            schema::migrate(&mut conn).map_err(|e| migrate_error(&path, e))?;
+        }
+        Store::with_connection(conn, path)
     }
 
     /// Where the store lives unless `--store` says otherwise:
@@ -148,6 +188,21 @@ impl Store {
     }
 }
 
+/// A failed migration as the store's error, naming `path`.
+fn migrate_error(path: &Path, e: schema::MigrateError) -> Error {
+    match e {
+        schema::MigrateError::Sqlite(e) => Error::Open {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+        schema::MigrateError::Newer { found, supported } => Error::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported,
+        },
+    }
+}
+
 /// Connection settings, applied on every open. `auto_vacuum` only takes effect on a new,
 /// empty database, which is when it matters.
 fn configure(conn: &Connection) -> Result<(), String> {
@@ -192,6 +247,99 @@ fn default_path_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names of the files in `dir`, sorted.
+    fn files_in(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn opening_a_missing_store_to_read_creates_nothing_and_names_the_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("sub").join("x.db");
+        let e = Store::open_existing(&path).unwrap_err();
+        assert!(
+            matches!(e, Error::Missing { .. }) && e.is_nothing_there(),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("no store at {}: ", path.display())),
+            "{e}"
+        );
+        assert!(
+            files_in(tmp.path()).is_empty(),
+            "{:?}",
+            files_in(tmp.path())
+        );
+    }
+
+    #[test]
+    fn a_store_opened_to_read_sees_what_was_written_and_leaves_only_its_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("x.db");
+        {
+            let mut s = Store::open(&path).unwrap();
+            s.tunable_set("windows", "4").unwrap();
+        }
+        assert_eq!(files_in(tmp.path()), ["x.db"]);
+        let s = Store::open_existing(&path).unwrap();
+        assert_eq!(
+            s.tunables().unwrap().get("windows").map(String::as_str),
+            Some("4")
+        );
+        drop(s);
+        assert_eq!(files_in(tmp.path()), ["x.db"]);
+    }
+
+    #[test]
+    fn a_file_without_perfpilot_schema_is_not_a_store_and_is_left_as_it_was() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("empty.db");
+        std::fs::write(&path, b"").unwrap();
+        let e = Store::open_existing(&path).unwrap_err();
+        assert!(
+            matches!(e, Error::NotAStore { .. }) && e.is_nothing_there(),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn a_store_from_a_newer_perfpilot_is_refused_when_opened_to_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("x.db");
+        drop(Store::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", schema::SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(conn);
+        let e = Store::open_existing(&path).unwrap_err();
+        assert!(matches!(e, Error::NewerSchema { .. }), "{e:?}");
+        assert!(!e.is_nothing_there());
+    }
+
+    #[test]
+    fn a_store_from_an_older_perfpilot_is_upgraded_when_opened_to_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("x.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch(schema::MIGRATIONS[0]).unwrap();
+        tx.pragma_update(None, "user_version", 1).unwrap();
+        tx.commit().unwrap();
+        drop(conn);
+        let s = Store::open_existing(&path).unwrap();
+        assert!(s.studies().unwrap().is_empty());
+        assert!(s.tunables().unwrap().is_empty());
+    }
 
     #[test]
     fn default_path_rules() {

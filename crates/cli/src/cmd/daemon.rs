@@ -69,13 +69,7 @@ fn state_dir(p: Option<PathBuf>) -> PathBuf {
 }
 
 pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&a.log));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    super::init_log(&a.log);
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst))
@@ -215,22 +209,39 @@ pub fn run_revert(a: RevertArgs) -> anyhow::Result<()> {
 /// `perfpilot tunables`: persists `-o name=value` settings and lists every tunable.
 pub fn run_tunables(a: TunablesArgs) -> anyhow::Result<()> {
     let dir = state_dir(a.state_dir);
-    let mut store = Store::open(daemon::store_path(&dir))?;
-    for kv in &a.set {
-        let (n, v) = kv
-            .split_once('=')
-            .with_context(|| format!("-o {kv:?}: expected NAME=VALUE"))?;
-        let v = admin::set_tunable(&mut store, n.trim(), v)?;
-        println!("{} = {v} (persisted in {})", n.trim(), dir.display());
-    }
-    if !a.set.is_empty() && !a.list {
-        return Ok(());
-    }
+    let path = daemon::store_path(&dir);
+    // Only `-o` writes: a listing reads the store if there is one, and creates nothing.
+    let listing = if a.set.is_empty() {
+        match Store::open_existing(&path) {
+            Ok(store) => admin::list_tunables(&store)?,
+            Err(perfpilot_store::Error::Missing { .. }) => {
+                eprintln!(
+                    "note: no store at {}: every tunable has its default (`-o NAME=VALUE` persists one)",
+                    path.display()
+                );
+                perfpilot_optimize::tunables::listing(&Default::default())
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        let mut store = Store::open(&path)?;
+        for kv in &a.set {
+            let (n, v) = kv
+                .split_once('=')
+                .with_context(|| format!("-o {kv:?}: expected NAME=VALUE"))?;
+            let v = admin::set_tunable(&mut store, n.trim(), v)?;
+            println!("{} = {v} (persisted in {})", n.trim(), dir.display());
+        }
+        if !a.list {
+            return Ok(());
+        }
+        admin::list_tunables(&store)?
+    };
     println!(
         "{:<24} {:>8} {:>8} {:<22} {:<14} DESCRIPTION",
         "NAME", "VALUE", "DEFAULT", "RANGE", "UNIT"
     );
-    for (d, v) in admin::list_tunables(&store)? {
+    for (d, v) in listing {
         println!(
             "{:<24} {:>8} {:>8} {:<22} {:<14} {}",
             d.name,

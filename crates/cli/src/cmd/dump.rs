@@ -98,14 +98,7 @@ pub fn run(a: DumpArgs) -> anyhow::Result<()> {
         bail!("--from is after --to");
     }
     let path = super::record::store_path(a.store)?;
-    if !path.exists() {
-        bail!(
-            "no store at {}: record one with `perfpilot record --store {}`",
-            path.display(),
-            path.display()
-        );
-    }
-    let store = Store::open(&path)?;
+    let store = Store::open_existing(&path)?;
     let table = a.what.table();
     let mut replay = store.replay(from, to, table, a.pid)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

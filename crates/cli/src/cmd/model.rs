@@ -470,9 +470,19 @@ fn cmd_validate(a: FileArgs) -> Result<()> {
 }
 
 fn cmd_convert(input: &Path, output: &Path) -> Result<()> {
-    let text = load(input)?
-        .render_for(output)
+    let r = load(input)?
+        .render(output)
         .with_context(|| format!("converting {}", input.display()))?;
-    std::fs::write(output, text).with_context(|| format!("writing {}", output.display()))?;
+    std::fs::write(output, &r.text).with_context(|| format!("writing {}", output.display()))?;
+    println!(
+        "wrote {} ({}, from {}): {}",
+        output.display(),
+        r.format,
+        input.display(),
+        r.holds
+    );
+    if !r.left_out.is_empty() {
+        println!("  not in this format: {}", r.left_out.join(", "));
+    }
     Ok(())
 }

@@ -17,8 +17,8 @@ pub struct ObserveArgs {
     /// Time between reports (e.g. 2s, 500ms, 1m).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     interval: Duration,
-    /// Stop after this many reports (default: run until interrupted).
-    #[arg(long, short = 'n')]
+    /// Stop after this many reports, at least 1 (default: run until interrupted).
+    #[arg(long, short = 'n', value_parser = report_count)]
     count: Option<u64>,
     /// Only these processes (repeatable); their memory placement is read on every report.
     #[arg(long = "pid", short = 'p', value_name = "PID")]
@@ -38,6 +38,18 @@ pub struct ObserveArgs {
     /// One JSON object per report (JSON Lines) instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+/// `--count`: a number of reports, at least 1 (clap's own range message would quote
+/// `u64::MAX`).
+fn report_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => {
+            Err("give at least 1 report, or leave --count out to run until interrupted".into())
+        }
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("expected a number of reports, at least 1 ({e})")),
+    }
 }
 
 /// A frame as JSON: its time as RFC 3339, then the frame's fields.
@@ -60,12 +72,17 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
             memory_every: a.memory_every,
         },
     )?;
-    if a.json {
-        for n in watch.notes() {
-            eprintln!("note: {n}");
-        }
+    // Said once, before the first report. A terminal's screen is redrawn on every report, so
+    // there the notes stay at its foot (one copy on the screen); a pipe or file gets them once.
+    for n in watch.notes() {
+        eprintln!("note: {n}");
     }
     let tty = std::io::stdout().is_terminal() && !a.json;
+    let foot = if tty {
+        watch.notes().to_vec()
+    } else {
+        Vec::new()
+    };
     let mut n = 0;
     loop {
         if a.count.is_some_and(|c| n >= c) {
@@ -85,7 +102,7 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
             if tty {
                 write!(out, "\x1b[H\x1b[2J")?;
             }
-            write!(out, "{}", render(&frame, watch.topology(), watch.notes()))?;
+            write!(out, "{}", render(&frame, watch.topology(), &foot))?;
         }
         out.flush()?;
         n += 1;

@@ -259,7 +259,7 @@ fn scale(a: ScaleArgs) -> Result<()> {
 
 fn report(a: ReportArgs) -> Result<()> {
     let path = store_path(a.store.store)?;
-    let s = Store::open(&path)?;
+    let s = Store::open_existing(&path)?;
     let r = report::build(&s, a.run)?;
     if let Some(dir) = a.apply {
         let apply = r
@@ -287,7 +287,7 @@ fn report(a: ReportArgs) -> Result<()> {
 
 fn replay(a: ReplayArgs) -> Result<()> {
     let path = store_path(a.store.store)?;
-    let s = Store::open(&path)?;
+    let s = Store::open_existing(&path)?;
     let opts = ReplayOptions {
         orders: a.orders,
         seed: 1,
@@ -311,9 +311,9 @@ fn replay(a: ReplayArgs) -> Result<()> {
 
 fn compare(a: CompareArgs) -> Result<()> {
     let path = store_path(a.store.store)?;
-    let s = Store::open(&path)?;
+    let s = Store::open_existing(&path)?;
     let other = match &a.store_b {
-        Some(p) => Some(Store::open(p)?),
+        Some(p) => Some(Store::open_existing(p)?),
         None => None,
     };
     let c = compare_runs(&s, a.a, other.as_ref().unwrap_or(&s), a.b)?;
@@ -335,8 +335,12 @@ fn compare(a: CompareArgs) -> Result<()> {
 
 fn list(store: StoreArg) -> Result<()> {
     let path = store_path(store.store)?;
-    let s = Store::open(&path)?;
-    for r in s.studies()? {
+    let s = Store::open_existing(&path)?;
+    let runs = s.studies()?;
+    if runs.is_empty() {
+        eprintln!("no study runs in {}", path.display());
+    }
+    for r in runs {
         println!("{:>4}  {:<12} {:<30} {}", r.id, r.state, r.name, r.file);
     }
     Ok(())
