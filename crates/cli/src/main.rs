@@ -72,6 +72,10 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // A reader that closes the pipe ends a printing command quietly; the daemon ignores it.
+    if !matches!(cli.command, Command::Daemon(_)) {
+        perfpilot_sys::signal::end_on_closed_pipe();
+    }
     let Err(e) = run(cli) else {
         return;
     };

@@ -1,4 +1,4 @@
-//! Signals to processes: asking a child perfpilot started to stop.
+//! Signals: asking a child perfpilot started to stop, and how a closed output pipe ends a command.
 
 use crate::{Error, Result};
 
@@ -29,6 +29,15 @@ pub fn terminate(pid: u32) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Restores `SIGPIPE`'s default action (end the process), which the Rust runtime sets to
+/// "ignore": a command whose reader went away (`perfpilot tunables --list | head -3`) then ends
+/// quietly, as other Unix tools do, instead of panicking in `println!`. Not for the daemon, which
+/// must outlive a closed log pipe.
+pub fn end_on_closed_pipe() {
+    // SAFETY: setting a standard signal's disposition to SIG_DFL has no memory preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
 #[cfg(test)]
