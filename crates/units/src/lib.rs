@@ -230,7 +230,7 @@ mod tests {
     fn numbers_keep_three_significant_digits_and_every_integer_digit() {
         assert_eq!(number(0.0), "0");
         assert_eq!(number(3.2), "3.2");
-        assert_eq!(number(3.14159), "3.14");
+        assert_eq!(number(4.56789), "4.57");
         assert_eq!(number(41.234), "41.2");
         assert_eq!(number(953.67), "954");
         assert_eq!(number(1_234_567.8), "1,234,568");
