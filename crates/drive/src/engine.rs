@@ -15,6 +15,7 @@ use crate::recorder::{Recorder, Window, assemble};
 use crate::spec::{DriveSpec, Load, ThinkTime};
 use crate::template::BodyTemplate;
 use perfpilot_stats::Rng;
+use perfpilot_units as units;
 
 /// How a run interacts with its caller.
 #[derive(Clone, Debug, Default)]
@@ -255,8 +256,10 @@ fn supervise(
                         b.set_prefix(if now < w.measure_start { "warm-up" } else { "measure" });
                         b.set_position((now - w.begin).as_secs());
                         b.set_message(format!(
-                            "{done} requests, {rate:.0}/s, {} errors",
-                            live.errors.load(Ordering::Relaxed)
+                            "{} requests, {}, {} errors",
+                            units::count(done),
+                            units::rate(rate, "req"),
+                            units::count(live.errors.load(Ordering::Relaxed))
                         ));
                     }
                 }

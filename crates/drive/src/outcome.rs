@@ -52,7 +52,7 @@ pub fn none_succeeded(m: &Measurement) -> Option<String> {
     }
     if m.requests == 0 {
         return Some(format!(
-            "no request completed in the {} measured window",
+            "no request completed in the {} measured window: is the server answering?",
             units::duration_secs(m.duration_s)
         ));
     }
@@ -144,7 +144,7 @@ mod tests {
         m.errors = 0;
         assert_eq!(
             none_succeeded(&m).unwrap(),
-            "no request completed in the 2 s measured window"
+            "no request completed in the 2 s measured window: is the server answering?"
         );
         m.requests = 1000;
         m.ok = 1;
