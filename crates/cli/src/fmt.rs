@@ -1,20 +1,7 @@
 //! Small formatting helpers shared by the subcommands.
 
-/// Bytes in binary units: `512 B`, `3.2 MiB`, `4.0 GiB`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+/// Bytes in binary units, as everywhere: `512 B`, `3.2 MiB`, `4 GiB`.
+pub use perfpilot_units::bytes;
 
 /// Mebibytes with one decimal.
 pub fn mib(n: u64) -> String {

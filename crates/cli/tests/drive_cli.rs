@@ -1,5 +1,5 @@
-//! `perfpilot drive` end to end: exit codes of thresholds, JSON output and merge, Ctrl-C, and
-//! errors reported before any load is driven.
+//! `perfpilot drive` end to end: exit codes of thresholds and of runs where nothing succeeded,
+//! JSON output and merge, Ctrl-C, and errors reported before any load is driven.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -168,6 +168,89 @@ fn json_files_merge_and_show() {
     for p in [a, b, m] {
         let _ = std::fs::remove_file(p);
     }
+}
+
+#[test]
+fn a_closed_port_fails_the_run_says_why_and_is_not_hammered() {
+    // A port nothing listens on: bound, then released.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let json = tmp("refused.json");
+    let out = perfpilot(&[
+        "drive",
+        "--users",
+        "2",
+        "--duration",
+        "2s",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+        &url,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    let why = stderr
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("no line on stderr"));
+    assert!(why.starts_with("error: every one of the "), "{why}");
+    assert!(why.contains("(connect "), "{why}");
+    assert!(
+        why.ends_with(&format!(
+            "the first: connection refused by 127.0.0.1:{port}: is the server up?"
+        )),
+        "{why}"
+    );
+    // The measurement is still written, and each user backed off: about 11 attempts each in
+    // 2 s (1, 2, 4, … ms apart, then 1 s), where it used to be some 200 a second.
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let attempts = m["errors_by_kind"]["connect"].as_u64().unwrap();
+    assert_eq!(m["requests"].as_u64(), Some(attempts));
+    assert!(
+        (2..=2 * 14).contains(&attempts),
+        "{attempts} connect attempts"
+    );
+    let _ = std::fs::remove_file(json);
+}
+
+#[test]
+fn merging_one_run_twice_is_refused_naming_the_files() {
+    let url = format!("http://{}/", serve());
+    let a = tmp("once.json");
+    let run = perfpilot(&[
+        "drive",
+        "--users",
+        "1",
+        "--duration",
+        "300ms",
+        "--quiet",
+        "--json",
+        a.to_str().unwrap(),
+        &url,
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let path = a.to_str().unwrap();
+    let out = perfpilot(&["drive", "merge", path, path]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{path} and {path} are the same run (perfpilot-drive against {url}, started "
+        )),
+        "{err}"
+    );
+    assert!(err.contains("it would count twice"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing merged is printed");
+    let _ = std::fs::remove_file(a);
 }
 
 #[test]

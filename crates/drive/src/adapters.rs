@@ -181,7 +181,8 @@ pub fn parse_wrk(stdout: &str) -> Result<Measurement, DriveError> {
                 .and_then(|r| r.strip_suffix(" read"))
                 .and_then(wrk_amount)
             {
-                m.extra.insert("read_bytes".to_string(), b);
+                // wrk prints 2 decimals of MB: 43232788.48 bytes is not a measurement of a fraction.
+                m.extra.insert("read_bytes".to_string(), b.round());
             }
         } else if let Some(n) = t.strip_prefix("Non-2xx or 3xx responses:") {
             non2xx = n
@@ -205,7 +206,8 @@ pub fn parse_wrk(stdout: &str) -> Result<Measurement, DriveError> {
         } else if let Some(v) = t.strip_prefix("Transfer/sec:")
             && let Some(b) = wrk_amount(v)
         {
-            m.extra.insert("transfer_bytes_per_s".to_string(), b);
+            m.extra
+                .insert("transfer_bytes_per_s".to_string(), b.round());
         }
     }
     let responses = responses

@@ -1,6 +1,8 @@
 //! Targets (parsed and resolved once, before a run) and the kinds of request errors.
 
+use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
 use crate::error::{DriveError, invalid};
 
@@ -77,14 +79,14 @@ impl Target {
 /// What went wrong with one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ErrKind {
-    /// The connection could not be established (refused, unreachable).
-    Connect,
+    /// The connection could not be established (refused, unreachable), with the OS's reason.
+    Connect(io::ErrorKind),
     /// No complete response within the timeout.
     Timeout,
     /// The server reset or closed the connection mid-exchange.
     Reset,
-    /// Another I/O error.
-    Io,
+    /// Another I/O error, with the OS's reason.
+    Io(io::ErrorKind),
     /// The response was not valid HTTP/1.1.
     Http,
 }
@@ -92,11 +94,49 @@ pub(crate) enum ErrKind {
 impl ErrKind {
     pub fn name(self) -> &'static str {
         match self {
-            ErrKind::Connect => "connect",
+            ErrKind::Connect(_) => "connect",
             ErrKind::Timeout => "timeout",
             ErrKind::Reset => "reset",
-            ErrKind::Io => "io",
+            ErrKind::Io(_) => "io",
             ErrKind::Http => "http",
+        }
+    }
+
+    /// Whether the connection is gone after this error, so that the next attempt reconnects
+    /// (a timeout already waited the whole timeout, so it is not one of them).
+    pub fn reconnects(self) -> bool {
+        !matches!(self, ErrKind::Timeout)
+    }
+
+    /// One line for people: what went wrong with a request to `target` and what to check.
+    pub fn describe(self, target: &Target, timeout: Duration) -> String {
+        match self {
+            ErrKind::Connect(io::ErrorKind::ConnectionRefused) => {
+                format!("connection refused by {}: is the server up?", target.addr)
+            }
+            ErrKind::Connect(io::ErrorKind::AddrNotAvailable) => format!(
+                "cannot connect to {}: no local port is free (fewer users or connections?)",
+                target.addr
+            ),
+            ErrKind::Connect(k) => format!(
+                "cannot connect to {}: {}: is the address right and reachable?",
+                target.addr,
+                io::Error::from(k)
+            ),
+            ErrKind::Timeout => format!(
+                "no complete response from {} within the {} timeout",
+                target.url,
+                perfpilot_units::duration(timeout)
+            ),
+            ErrKind::Reset => format!(
+                "{} closed the connection before its response was complete",
+                target.url
+            ),
+            ErrKind::Io(k) => format!("I/O error with {}: {}", target.url, io::Error::from(k)),
+            ErrKind::Http => format!(
+                "{} answered with something that is not HTTP/1.1",
+                target.url
+            ),
         }
     }
 }
@@ -125,5 +165,21 @@ mod tests {
         ] {
             assert!(Target::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_refused_connection_says_which_address_and_to_check_the_server() {
+        let t = Target::parse("http://127.0.0.1:9/x").unwrap();
+        let refused = ErrKind::Connect(io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            refused.describe(&t, Duration::from_secs(10)),
+            "connection refused by 127.0.0.1:9: is the server up?"
+        );
+        let timeout = ErrKind::Timeout.describe(&t, Duration::from_millis(1500));
+        assert_eq!(
+            timeout,
+            "no complete response from http://127.0.0.1:9/x within the 1.5 s timeout"
+        );
+        assert!(refused.reconnects() && !ErrKind::Timeout.reconnects());
     }
 }

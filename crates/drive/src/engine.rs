@@ -15,6 +15,7 @@ use crate::recorder::{Recorder, Window, assemble};
 use crate::spec::{DriveSpec, Load, ThinkTime};
 use crate::template::BodyTemplate;
 use perfpilot_stats::Rng;
+use perfpilot_units as units;
 
 /// How a run interacts with its caller.
 #[derive(Clone, Debug, Default)]
@@ -255,8 +256,10 @@ fn supervise(
                         b.set_prefix(if now < w.measure_start { "warm-up" } else { "measure" });
                         b.set_position((now - w.begin).as_secs());
                         b.set_message(format!(
-                            "{done} requests, {rate:.0}/s, {} errors",
-                            live.errors.load(Ordering::Relaxed)
+                            "{} requests, {}, {} errors",
+                            units::count(done),
+                            units::rate(rate, "req"),
+                            units::count(live.errors.load(Ordering::Relaxed))
                         ));
                     }
                 }
@@ -271,6 +274,41 @@ fn supervise(
         b.finish_and_clear();
     }
     Ok(stopped)
+}
+
+/// The pause before a user or lane reconnects after its connection failed: 1 ms, doubling
+/// with each failure in a row up to 1 s, and gone after the next response, so that a server
+/// that is down or refusing is not hammered while it stays so.
+#[derive(Debug)]
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(1);
+    const CAP: Duration = Duration::from_secs(1);
+
+    /// The pause after an attempt that ended in `result`, if there is one.
+    fn after(&mut self, result: Result<u16, ErrKind>) -> Option<Duration> {
+        match result {
+            Ok(_) => {
+                self.next = Self::FIRST;
+                None
+            }
+            Err(kind) if kind.reconnects() => {
+                let wait = self.next;
+                self.next = (self.next * 2).min(Self::CAP);
+                Some(wait)
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { next: Self::FIRST }
+    }
 }
 
 /// Granularity of tokio's timer.
@@ -340,13 +378,14 @@ async fn closed_user(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::default();
+    let mut rec = Recorder::for_target(slot.target.clone());
     let mut rng = Rng::new(0x5EED ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let fixed = shape
         .body
         .is_none()
         .then(|| shape.build(&slot.target, 0, &mut rng));
     let mut conn: Option<Conn> = None;
+    let mut backoff = Backoff::default();
     // Users start spread over the first think time, as users arriving at random would.
     if think != ThinkTime::Zero {
         let first = think.sample(rng.next_f64()).mul_f64(rng.next_f64());
@@ -383,9 +422,8 @@ async fn closed_user(
         };
         rec.record(&w, done, latency, result);
         let mut pause = think.sample(rng.next_f64());
-        if result == Err(ErrKind::Connect) {
-            // Do not spin on a target that refuses connections.
-            pause = pause.max(Duration::from_millis(10));
+        if let Some(wait) = backoff.after(result) {
+            pause = pause.max(wait);
         }
         // Timer wake-ups land late (millisecond wheel, busy CPUs); carry the lateness over as
         // a debt subtracted from the next think time, so the mean think time is the one
@@ -413,13 +451,14 @@ async fn open_lane(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::default();
+    let mut rec = Recorder::for_target(slot.target.clone());
     let mut rng = Rng::new(0x0BE2 ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let fixed = shape
         .body
         .is_none()
         .then(|| shape.build(&slot.target, 0, &mut rng));
     let mut conn: Option<Conn> = None;
+    let mut backoff = Backoff::default();
     // Lane i sends at begin + (i + k * lanes) / rate: together the lanes send every 1/rate.
     let mut k: u64 = 0;
     loop {
@@ -465,9 +504,29 @@ async fn open_lane(
             }
         };
         rec.record(&w, done, latency, result);
-        if result == Err(ErrKind::Connect) {
-            let _ = sleep_until(Instant::now() + Duration::from_millis(10), &mut stop).await;
+        if let Some(wait) = backoff.after(result) {
+            let _ = sleep_until(Instant::now() + wait, &mut stop).await;
         }
     }
     rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnects_back_off_from_1_ms_doubling_to_1_s_and_reset_on_a_response() {
+        let mut b = Backoff::default();
+        let refused = Err(ErrKind::Connect(std::io::ErrorKind::ConnectionRefused));
+        let waits: Vec<u128> = (0..12)
+            .map(|_| b.after(refused).unwrap().as_millis())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 1000]);
+        // A timeout waited its whole timeout already: no pause, and the back-off stays.
+        assert_eq!(b.after(Err(ErrKind::Timeout)), None);
+        // Any response, even a 503, means the server is there.
+        assert_eq!(b.after(Ok(503)), None);
+        assert_eq!(b.after(Err(ErrKind::Reset)), Some(Duration::from_millis(1)));
+    }
 }

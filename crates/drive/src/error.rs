@@ -69,6 +69,20 @@ pub enum DriveError {
         /// What went wrong (could not start, failed, printed nothing usable).
         reason: String,
     },
+    /// Two of the measurements to merge are the same run (see [`crate::Measurement::same_run`]).
+    #[error(
+        "measurements {} and {} are the same run ({run}): merged, it would count twice; give each run once",
+        first + 1,
+        second + 1
+    )]
+    SameRun {
+        /// The first one's index among the parts, from 0.
+        first: usize,
+        /// The second one's index among the parts, from 0.
+        second: usize,
+        /// The run in a few words ([`crate::Measurement::describe_run`]).
+        run: String,
+    },
     /// The async runtime could not be built.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),

@@ -38,7 +38,7 @@ fn io_kind(e: &std::io::Error) -> ErrKind {
         | std::io::ErrorKind::ConnectionAborted
         | std::io::ErrorKind::BrokenPipe
         | std::io::ErrorKind::UnexpectedEof => ErrKind::Reset,
-        _ => ErrKind::Io,
+        k => ErrKind::Io(k),
     }
 }
 
@@ -47,7 +47,7 @@ impl Conn {
     pub async fn connect(addr: SocketAddr) -> Result<Conn, ErrKind> {
         let stream = TcpStream::connect(addr)
             .await
-            .map_err(|_| ErrKind::Connect)?;
+            .map_err(|e| ErrKind::Connect(e.kind()))?;
         let _ = stream.set_nodelay(true);
         Ok(Conn {
             stream,

@@ -39,7 +39,7 @@ pub use hist::LatencyHistogram;
 pub use measurement::{
     CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
 };
-pub use outcome::{Verdict, cut_short, measurements_json};
+pub use outcome::{Verdict, cut_short, measurements_json, none_succeeded};
 pub use spec::{DriveSpec, Load, ThinkTime, parse_duration};
 pub use summary::render_summary;
 pub use template::{BodyTemplate, DataSource};

@@ -84,6 +84,11 @@ pub struct Measurement {
     /// Source-specific figures (e.g. `transfer_bytes_per_s` from wrk, `value` from a command).
     #[serde(default)]
     pub extra: BTreeMap<String, f64>,
+    /// The first failed request of the window in words, with what to check (e.g. `connection
+    /// refused by 127.0.0.1:9: is the server up?`); absent when none failed or the source does
+    /// not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
 }
 
 /// The load that produced a [`Measurement`].
@@ -212,6 +217,7 @@ impl Measurement {
             histogram: None,
             cpu: None,
             extra: BTreeMap::new(),
+            first_error: None,
         }
     }
 
@@ -256,12 +262,43 @@ impl Measurement {
         }
     }
 
+    /// Whether `self` and `other` are the same run, say one file given twice: the same start
+    /// and end of the window and the same source (producer, test name, load or command line,
+    /// targets), with the same counts and histogram, which two processes started in the same
+    /// millisecond do not share.
+    pub fn same_run(&self, other: &Measurement) -> bool {
+        self.start == other.start
+            && self.end == other.end
+            && self.source == other.source
+            && self.name == other.name
+            && self.load == other.load
+            && self.targets == other.targets
+            && (self.requests, self.ok, self.errors) == (other.requests, other.ok, other.errors)
+            && self.histogram == other.histogram
+    }
+
+    /// The run in a few words: its source or command line and its start.
+    pub fn describe_run(&self) -> String {
+        let what = match &self.load {
+            LoadShape::External { description } if !description.is_empty() => description.clone(),
+            _ if self.targets.is_empty() => self.source.clone(),
+            _ => format!("{} against {}", self.source, self.targets.join(", ")),
+        };
+        let name = self
+            .name
+            .as_deref()
+            .map(|n| format!(" {n}"))
+            .unwrap_or_default();
+        format!("{what}{name}, started {}", self.start)
+    }
+
     /// Merges measurements of runs that ran *at the same time* from several driver processes
     /// against the same system: counts, statuses, errors and histograms add up exactly,
     /// throughputs add, the window spans the earliest start to the latest end, series points
     /// with the same second add, and the latency summary is recomputed from the merged
     /// histogram. When a part has no histogram, the merged one has none and only the
-    /// count-weighted mean latency is kept.
+    /// count-weighted mean latency is kept. The same run given twice ([`Measurement::same_run`])
+    /// is refused, as it would be counted twice.
     pub fn merge(parts: &[Measurement]) -> Result<Measurement, DriveError> {
         let Some(first) = parts.first() else {
             return Err(DriveError::Decode {
@@ -269,6 +306,15 @@ impl Measurement {
                 reason: "nothing to merge".to_string(),
             });
         };
+        for (i, a) in parts.iter().enumerate() {
+            if let Some(j) = parts[i + 1..].iter().position(|b| a.same_run(b)) {
+                return Err(DriveError::SameRun {
+                    first: i,
+                    second: i + 1 + j,
+                    run: a.describe_run(),
+                });
+            }
+        }
         let mut out = Measurement::empty(
             "merge",
             LoadShape::Merged {
@@ -302,6 +348,9 @@ impl Measurement {
             out.ok += p.ok;
             out.errors += p.errors;
             out.throughput_rps += p.throughput_rps;
+            if out.first_error.is_none() {
+                out.first_error.clone_from(&p.first_error);
+            }
             for (k, v) in &p.errors_by_kind {
                 *out.errors_by_kind.entry(k.clone()).or_default() += v;
             }
@@ -374,5 +423,67 @@ impl Measurement {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(start: &str, requests: u64) -> Measurement {
+        let mut m = Measurement::empty(
+            "perfpilot-drive",
+            LoadShape::Closed {
+                users: 2,
+                think_time: "0s".into(),
+            },
+        );
+        m.targets = vec!["http://127.0.0.1:8080/".into()];
+        m.start = start.into();
+        m.end = "2026-01-01T00:00:10.000Z".into();
+        m.duration_s = 10.0;
+        m.requests = requests;
+        m.ok = requests;
+        m.throughput_rps = requests as f64 / 10.0;
+        m
+    }
+
+    #[test]
+    fn merging_the_same_run_twice_is_refused_and_names_both_parts() {
+        let a = run("2026-01-01T00:00:00.000Z", 100);
+        let b = run("2026-01-01T00:00:00.002Z", 100);
+        let e = Measurement::merge(&[a.clone(), b.clone(), a.clone()]).unwrap_err();
+        match &e {
+            DriveError::SameRun { first, second, run } => {
+                assert_eq!((*first, *second), (0, 2));
+                assert!(run.contains("http://127.0.0.1:8080/"), "{run}");
+                assert!(run.contains("2026-01-01T00:00:00.000Z"), "{run}");
+            }
+            other => panic!("{other}"),
+        }
+        assert!(
+            e.to_string()
+                .contains("measurements 1 and 3 are the same run"),
+            "{e}"
+        );
+        // Different starts are different runs; so are two processes that started in the same
+        // millisecond but counted differently.
+        assert_eq!(Measurement::merge(&[a.clone(), b]).unwrap().requests, 200);
+        let twin = run("2026-01-01T00:00:00.000Z", 101);
+        assert_eq!(Measurement::merge(&[a, twin]).unwrap().requests, 201);
+    }
+
+    #[test]
+    fn the_first_error_survives_json_and_merge_and_is_absent_when_none() {
+        let mut a = run("2026-01-01T00:00:00.000Z", 1);
+        assert!(!a.to_json().contains("first_error"));
+        a.first_error = Some("connection refused by 127.0.0.1:9: is the server up?".into());
+        let back = Measurement::from_json(&a.to_json()).unwrap();
+        assert_eq!(back, a);
+        let b = run("2026-01-01T00:00:01.000Z", 1);
+        assert_eq!(
+            Measurement::merge(&[b, a.clone()]).unwrap().first_error,
+            a.first_error
+        );
     }
 }

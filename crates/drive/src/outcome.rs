@@ -1,7 +1,10 @@
-//! How finished runs came out: whether Ctrl-C cut a run's measured window short, the verdict
-//! of the thresholds over one or more measurements, and the JSON that holds them.
+//! How finished runs came out: whether Ctrl-C cut a run's measured window short, whether any
+//! request succeeded, the verdict of the thresholds over one or more measurements, and the
+//! JSON that holds them.
 
 use std::time::Duration;
+
+use perfpilot_units as units;
 
 use crate::measurement::Measurement;
 use crate::spec::DriveSpec;
@@ -38,6 +41,41 @@ impl Verdict {
     pub fn passed(&self) -> bool {
         self.outcomes.iter().all(|o| o.passed)
     }
+}
+
+/// Why no request of `m` succeeded, in one line, when none did: the error kinds with their
+/// counts and the first error's text (`every one of the 46 requests failed (connect 46); the
+/// first: connection refused by 127.0.0.1:9: is the server up?`). `None` when any succeeded.
+pub fn none_succeeded(m: &Measurement) -> Option<String> {
+    if m.ok > 0 {
+        return None;
+    }
+    if m.requests == 0 {
+        return Some(format!(
+            "no request completed in the {} measured window: is the server answering?",
+            units::duration_secs(m.duration_s)
+        ));
+    }
+    let kinds: Vec<String> = m
+        .errors_by_kind
+        .iter()
+        .map(|(k, n)| format!("{k} {}", units::count(*n)))
+        .collect();
+    let mut line = if m.requests == 1 {
+        "the one request failed".to_string()
+    } else {
+        format!(
+            "every one of the {} requests failed",
+            units::count(m.requests)
+        )
+    };
+    if !kinds.is_empty() {
+        line += &format!(" ({})", kinds.join(", "));
+    }
+    if let Some(first) = &m.first_error {
+        line += &format!("; the first: {first}");
+    }
+    Some(line)
 }
 
 /// One measurement as its pretty JSON object, several as a pretty JSON array of them.
@@ -88,6 +126,29 @@ mod tests {
         assert!(!v.passed());
         assert!(Verdict::check(&t, &ms[..1]).passed());
         assert!(Verdict::check(&[], &ms).passed());
+    }
+
+    #[test]
+    fn a_run_without_one_success_says_which_errors_and_the_first() {
+        let mut m = measured(2.0, 0.0);
+        m.requests = 46;
+        m.errors = 46;
+        m.errors_by_kind.insert("connect".into(), 46);
+        m.first_error = Some("connection refused by 127.0.0.1:9: is the server up?".into());
+        assert_eq!(
+            none_succeeded(&m).unwrap(),
+            "every one of the 46 requests failed (connect 46); the first: connection refused \
+             by 127.0.0.1:9: is the server up?"
+        );
+        m.requests = 0;
+        m.errors = 0;
+        assert_eq!(
+            none_succeeded(&m).unwrap(),
+            "no request completed in the 2 s measured window: is the server answering?"
+        );
+        m.requests = 1000;
+        m.ok = 1;
+        assert_eq!(none_succeeded(&m), None);
     }
 
     #[test]

@@ -25,6 +25,11 @@ struct Bucket {
 /// What one task saw in the measured window.
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
+    /// The task's target, to describe its first failure.
+    target: Option<Arc<Target>>,
+    /// When the first failed attempt (error or non-2xx/3xx status) ended, and how it failed;
+    /// kept as data so that failing fast costs no formatting.
+    first_failure: Option<(Instant, Result<u16, ErrKind>)>,
     hist: LatencyHistogram,
     requests: u64,
     ok: u64,
@@ -46,6 +51,25 @@ pub(crate) struct Window {
 }
 
 impl Recorder {
+    /// An empty recorder of a task that sends to `target`.
+    pub(crate) fn for_target(target: Arc<Target>) -> Self {
+        Recorder {
+            target: Some(target),
+            ..Default::default()
+        }
+    }
+
+    /// The first failure as one line for people, with when it happened.
+    fn first_failure(&self, timeout: Duration) -> Option<(Instant, String)> {
+        let (at, outcome) = self.first_failure?;
+        let target = self.target.as_ref()?;
+        let text = match outcome {
+            Ok(status) => format!("{} answered HTTP {status}", target.url),
+            Err(kind) => kind.describe(target, timeout),
+        };
+        Some((at, text))
+    }
+
     /// Counts one attempt that ended at `at`; attempts outside the measured window are not
     /// counted.
     pub(crate) fn record(
@@ -82,9 +106,11 @@ impl Recorder {
                     self.errors += 1;
                     b.errors += 1;
                     *self.by_kind.entry("status").or_default() += 1;
+                    self.first_failure.get_or_insert((at, outcome));
                 }
             }
             Err(kind) => {
+                self.first_failure.get_or_insert((at, outcome));
                 self.errors += 1;
                 b.errors += 1;
                 *self.by_kind.entry(kind.name()).or_default() += 1;
@@ -124,6 +150,11 @@ pub(crate) fn assemble(
     let mut hist = LatencyHistogram::new();
     let seconds = duration.as_secs_f64().ceil() as usize;
     let mut series = vec![Bucket::default(); seconds];
+    m.first_error = recs
+        .iter()
+        .filter_map(|r| r.first_failure(spec.timeout))
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, text)| text);
     for r in recs {
         hist.add(&r.hist);
         m.requests += r.requests;

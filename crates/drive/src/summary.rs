@@ -2,15 +2,29 @@
 
 use std::fmt::Write;
 
+use perfpilot_units as units;
+
 use crate::measurement::{LoadShape, Measurement};
 
 fn ms(v: Option<f64>) -> String {
-    match v {
-        None => "-".to_string(),
-        Some(v) if v < 1.0 => format!("{:.0}us", v * 1000.0),
-        Some(v) if v < 1000.0 => format!("{v:.2}ms"),
-        Some(v) => format!("{:.2}s", v / 1000.0),
-    }
+    v.map_or_else(|| "-".to_string(), units::duration_ms)
+}
+
+/// An `extra` figure by its name's unit suffix: `read_bytes` 43232788.48 is `read: 41.2 MiB`,
+/// `responses_per_s` is a rate, `initial_connection_ms` a duration; others are plain numbers.
+fn extra(name: &str, v: f64) -> (String, String) {
+    let (label, value) = if let Some(l) = name.strip_suffix("_bytes_per_s") {
+        (l, units::bytes_per_s(v))
+    } else if let Some(l) = name.strip_suffix("_bytes") {
+        (l, units::bytes_f64(v))
+    } else if let Some(l) = name.strip_suffix("_per_s") {
+        (l, units::rate(v, ""))
+    } else if let Some(l) = name.strip_suffix("_ms") {
+        (l, units::duration_ms(v))
+    } else {
+        (name, units::number(v))
+    };
+    (format!("{label}:"), value)
 }
 
 /// Renders throughput, latency percentiles and errors by kind and status, one fact per line.
@@ -23,7 +37,10 @@ pub fn render_summary(m: &Measurement) -> String {
         LoadShape::Open {
             rate_per_s,
             connections,
-        } => format!("open loop, {rate_per_s}/s over {connections} connections"),
+        } => format!(
+            "open loop, {} over {connections} connections",
+            units::rate(*rate_per_s, "req")
+        ),
         LoadShape::External { description } => description.clone(),
         LoadShape::Merged { parts } => format!("{} merged runs", parts.len()),
     };
@@ -33,18 +50,21 @@ pub fn render_summary(m: &Measurement) -> String {
     }
     let _ = writeln!(
         s,
-        "  window:     {:.1}s measured after {:.1}s warm-up ({} → {})",
-        m.duration_s, m.warmup_s, m.start, m.end
+        "  window:     {} measured after {} warm-up ({} → {})",
+        units::duration_secs(m.duration_s),
+        units::duration_secs(m.warmup_s),
+        m.start,
+        m.end
     );
     let _ = writeln!(
         s,
-        "  requests:   {} ({} ok, {} errors, {:.3}%)",
-        m.requests,
-        m.ok,
-        m.errors,
-        m.error_ratio() * 100.0
+        "  requests:   {} ({} ok, {} errors, {})",
+        units::count(m.requests),
+        units::count(m.ok),
+        units::count(m.errors),
+        units::percent(m.error_ratio() * 100.0)
     );
-    let _ = writeln!(s, "  throughput: {:.1}/s", m.throughput_rps);
+    let _ = writeln!(s, "  throughput: {}", units::rate(m.throughput_rps, "req"));
     if let Some(l) = &m.latency {
         let _ = writeln!(
             s,
@@ -62,16 +82,69 @@ pub fn render_summary(m: &Measurement) -> String {
         let kinds: Vec<String> = m
             .errors_by_kind
             .iter()
-            .map(|(k, v)| format!("{k} {v}"))
+            .map(|(k, v)| format!("{k} {}", units::count(*v)))
             .collect();
         let _ = writeln!(s, "  errors:     {}", kinds.join(", "));
     }
+    if let Some(first) = &m.first_error {
+        let _ = writeln!(s, "  first error: {first}");
+    }
     if !m.status.is_empty() {
-        let st: Vec<String> = m.status.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let st: Vec<String> = m
+            .status
+            .iter()
+            .map(|(k, v)| format!("{k} {}", units::count(*v)))
+            .collect();
         let _ = writeln!(s, "  status:     {}", st.join(", "));
     }
     for (k, v) in &m.extra {
-        let _ = writeln!(s, "  {k}: {v}");
+        let (label, value) = extra(k, *v);
+        let _ = writeln!(s, "  {label:<11} {value}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measurement::Latency;
+
+    #[test]
+    fn the_summary_shows_every_figure_in_one_style() {
+        let mut m = Measurement::empty(
+            "wrk",
+            LoadShape::External {
+                description: "wrk -t1 http://h/".into(),
+            },
+        );
+        m.duration_s = 2.1;
+        m.requests = 246_746;
+        m.ok = 246_746;
+        m.throughput_rps = 117_498.1;
+        m.latency = Some(Latency {
+            p99_ms: Some(0.81),
+            mean_ms: Some(1.25),
+            ..Default::default()
+        });
+        m.extra.insert("read_bytes".into(), 43_232_788.48);
+        m.extra.insert("transfer_bytes_per_s".into(), 17_563_648.0);
+        m.extra.insert("responses_per_s".into(), 117_542.76);
+        m.extra.insert("initial_connection_ms".into(), 3.2);
+        m.extra.insert("clients".into(), 2.0);
+        let s = render_summary(&m);
+        for want in [
+            "window:     2.1 s measured after 0 s warm-up",
+            "requests:   246,746 (246,746 ok, 0 errors, 0 %)",
+            "throughput: 117,498 req/s",
+            "mean 1.25 ms",
+            "p99 810 µs",
+            "read:       41.2 MiB",
+            "transfer:   16.8 MiB/s",
+            "responses:  117,543/s",
+            "initial_connection: 3.2 ms",
+            "clients:    2",
+        ] {
+            assert!(s.contains(want), "{want:?} in\n{s}");
+        }
+    }
 }

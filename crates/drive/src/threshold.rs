@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use perfpilot_units as units;
+
 use crate::error::{DriveError, invalid};
 use crate::measurement::Measurement;
 use crate::spec::parse_duration;
@@ -54,11 +56,17 @@ impl fmt::Display for ThresholdOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let verdict = if self.passed { "pass" } else { "FAIL" };
         match self.actual {
-            Some(v) => write!(
-                f,
-                "{verdict}: {} (measured {v:.3}{})",
-                self.threshold, self.unit
-            ),
+            Some(v) => {
+                // The same style as the summary's: `810 µs`, `0.04 %`, `1,234 req/s`.
+                let measured = match self.unit {
+                    "ms" => units::duration_ms(v),
+                    "%" => units::percent(v),
+                    "/s" => units::rate(v, "req"),
+                    " requests" => units::counted(v as u64, "request", "requests"),
+                    _ => format!("{}{}", units::number(v), self.unit),
+                };
+                write!(f, "{verdict}: {} (measured {measured})", self.threshold)
+            }
             None => write!(f, "{verdict}: {} (not measured)", self.threshold),
         }
     }
@@ -219,6 +227,25 @@ mod tests {
         // A statistic the measurement lacks fails rather than passes silently.
         let o = Threshold::parse("p99.9<1s").unwrap().check(&m);
         assert!(!o.passed && o.actual.is_none());
+    }
+
+    #[test]
+    fn outcomes_show_the_measured_value_as_the_summary_does() {
+        let mut m = m();
+        m.latency = Some(Latency {
+            p99_ms: Some(0.81),
+            ..Default::default()
+        });
+        m.throughput_rps = 1234.4;
+        let shown = |t: &str| Threshold::parse(t).unwrap().check(&m).to_string();
+        assert_eq!(shown("p99<1ms"), "pass: p99<1ms (measured 810 µs)");
+        assert_eq!(shown("errors<0.01%"), "FAIL: errors<0.01% (measured 0.1 %)");
+        assert_eq!(shown("errors<=1"), "pass: errors<=1 (measured 1 request)");
+        assert_eq!(
+            shown("throughput>=2000"),
+            "FAIL: throughput>=2000 (measured 1,234 req/s)"
+        );
+        assert_eq!(shown("p99.9<1s"), "FAIL: p99.9<1s (not measured)");
     }
 
     #[test]

@@ -154,6 +154,12 @@ fn unreachable_target_is_counted_not_hung() {
     assert!(m.errors > 0);
     assert_eq!(m.errors_by_kind.get("connect"), Some(&m.errors));
     assert!(m.latency.is_none() && m.histogram.is_none());
+    // Each user backs off 1, 2, 4, … ms between attempts: about 10 each in 0.5 s, not 50.
+    assert!(m.requests <= 2 * 12, "{} attempts", m.requests);
+    assert_eq!(
+        m.first_error.as_deref(),
+        Some(format!("connection refused by 127.0.0.1:{port}: is the server up?").as_str())
+    );
 }
 
 #[test]

@@ -11,6 +11,10 @@ use serde_json::Value;
 use crate::samples::{CorruptRow, SampleIter};
 use crate::{Error, Result, Store};
 
+/// What the CPU table's aggregate row (all CPUs together, `cpu` null in JSON) is called where a
+/// CPU number is shown: OpenMetrics labels, CSV cells.
+pub const ALL_CPUS: &str = "all";
+
 /// A table of rate rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Table {
@@ -175,7 +179,7 @@ impl OpenMetrics {
         let mut label_text = Vec::new();
         for k in keys {
             let v = match obj.get(*k) {
-                Some(Value::Null) | None if *k == "cpu" => "all".to_string(),
+                Some(Value::Null) | None if *k == "cpu" => ALL_CPUS.to_string(),
                 Some(Value::String(s)) => s.clone(),
                 Some(v) => v.to_string(),
                 None => continue,

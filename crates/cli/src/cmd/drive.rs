@@ -7,14 +7,32 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use perfpilot_drive::adapters::{self, NumberMeaning};
 use perfpilot_drive::{
-    BodyTemplate, DataSource, DriveSpec, Load, Measurement, RunControl, ThinkTime, Threshold,
-    Verdict, cut_short, measurements_json, parse_duration, render_summary,
+    BodyTemplate, DataSource, DriveError, DriveSpec, Load, Measurement, RunControl, ThinkTime,
+    Threshold, Verdict, cut_short, measurements_json, none_succeeded, parse_duration,
+    render_summary,
 };
 
 /// Exit code when a `--fail-if` threshold does not hold.
 pub const EXIT_THRESHOLD: i32 = 3;
+/// Exit code when a run that drove load had not one request succeed (every one failed, or
+/// none completed in the window); the summary and the JSON are still written.
+pub const EXIT_NONE_SUCCEEDED: i32 = 4;
 /// Exit code after Ctrl-C (the partial summary is printed first).
 pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// What `perfpilot drive --help` ends with: how failures are handled and the exit codes.
+const AFTER_HELP: &str = "\
+Failed requests are counted, not fatal. A user or connection whose connection fails waits 1 ms
+before reconnecting, twice as long after each failure in a row up to 1 s; a response resets it.
+
+Exit codes:
+  0    the run completed (and every --fail-if threshold held)
+  1    an error before or around the run: bad arguments, unreadable files, a tool that failed
+  3    a --fail-if threshold did not hold
+  4    not one request of a run (this driver's, wrk's, pgbench's, redis-benchmark's) succeeded:
+       every one failed, or none completed in the window; the last line says which errors, with
+       the first one's text (the summary and --json are still written)
+  130  stopped by Ctrl-C (the summary covers the part before)";
 
 /// Drive load against HTTP targets (closed or open loop), or adapt another driver's results.
 ///
@@ -24,7 +42,11 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// Open loop (constant arrival rate; latency from the intended send time):
 ///   perfpilot drive --rate 2000/s --connections 64 --duration 60s http://127.0.0.1:8080/
 #[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = AFTER_HELP
+)]
 pub struct DriveArgs {
     #[command(subcommand)]
     sub: Option<DriveSub>,
@@ -165,16 +187,24 @@ pub fn run(args: DriveArgs) -> Result<()> {
                 .iter()
                 .map(read_measurement)
                 .collect::<Result<Vec<_>>>()?;
-            let merged = Measurement::merge(&parts).context("cannot merge the measurements")?;
-            finish(&[merged], &out, false)
+            let merged = match Measurement::merge(&parts) {
+                Ok(m) => m,
+                Err(DriveError::SameRun { first, second, run }) => bail!(
+                    "{} and {} are the same run ({run}): merged, it would count twice; give each run once",
+                    files[first].display(),
+                    files[second].display()
+                ),
+                Err(e) => return Err(e).context("cannot merge the measurements"),
+            };
+            finish(&[merged], &out, Ran::Read)
         }
-        Some(DriveSub::Show { file, out }) => finish(&[read_measurement(&file)?], &out, false),
-        Some(DriveSub::Wrk { out, args }) => finish(&[adapters::run_wrk(&args)?], &out, false),
+        Some(DriveSub::Show { file, out }) => finish(&[read_measurement(&file)?], &out, Ran::Read),
+        Some(DriveSub::Wrk { out, args }) => finish(&[adapters::run_wrk(&args)?], &out, Ran::Drove),
         Some(DriveSub::Pgbench { out, args }) => {
-            finish(&[adapters::run_pgbench(&args)?], &out, false)
+            finish(&[adapters::run_pgbench(&args)?], &out, Ran::Drove)
         }
         Some(DriveSub::RedisBenchmark { out, args }) => {
-            finish(&adapters::run_redis_benchmark(&args)?, &out, false)
+            finish(&adapters::run_redis_benchmark(&args)?, &out, Ran::Drove)
         }
         Some(DriveSub::Command { meaning, out, argv }) => {
             let meaning = match meaning {
@@ -182,7 +212,8 @@ pub fn run(args: DriveArgs) -> Result<()> {
                 Meaning::LatencyMs => NumberMeaning::LatencyMs,
                 Meaning::Value => NumberMeaning::Value,
             };
-            finish(&[adapters::run_command(&argv, meaning)?], &out, false)
+            // A command's number counts no requests: nothing to say about their success.
+            finish(&[adapters::run_command(&argv, meaning)?], &out, Ran::Read)
         }
     }
 }
@@ -250,8 +281,23 @@ fn drive(a: RunArgs) -> Result<()> {
         ctrl_c: true,
     };
     let m = perfpilot_drive::run(&spec, &control)?;
-    let interrupted = cut_short(&m, &spec);
-    finish(&[m], &a.out, interrupted)
+    let ran = if cut_short(&m, &spec) {
+        Ran::Interrupted
+    } else {
+        Ran::Drove
+    };
+    finish(&[m], &a.out, ran)
+}
+
+/// How the measurements to finish came about, which decides the exit codes that apply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    /// Load was driven to the end: a run where no request succeeded fails.
+    Drove,
+    /// Load was driven and Ctrl-C stopped it.
+    Interrupted,
+    /// Read from files or a command's number: only thresholds decide.
+    Read,
 }
 
 fn parse_thresholds(exprs: &[String]) -> Result<Vec<Threshold>> {
@@ -261,8 +307,10 @@ fn parse_thresholds(exprs: &[String]) -> Result<Vec<Threshold>> {
         .collect()
 }
 
-/// Prints summaries, writes JSON, checks thresholds and exits non-zero when one fails.
-fn finish(ms: &[Measurement], out: &OutputArgs, interrupted: bool) -> Result<()> {
+/// Prints summaries, writes JSON, checks thresholds and exits non-zero when the run was
+/// interrupted, no request of a run succeeded, or a threshold failed (in that order).
+fn finish(ms: &[Measurement], out: &OutputArgs, ran: Ran) -> Result<()> {
+    let interrupted = ran == Ran::Interrupted;
     let thresholds = parse_thresholds(&out.fail_if)?;
     if let Some(path) = &out.json {
         let text = measurements_json(ms);
@@ -293,6 +341,15 @@ fn finish(ms: &[Measurement], out: &OutputArgs, interrupted: bool) -> Result<()>
     }
     if interrupted {
         std::process::exit(EXIT_INTERRUPTED);
+    }
+    if ran == Ran::Drove {
+        let failed: Vec<String> = ms.iter().filter_map(none_succeeded).collect();
+        if !failed.is_empty() {
+            for why in &failed {
+                eprintln!("error: {why}");
+            }
+            std::process::exit(EXIT_NONE_SUCCEEDED);
+        }
     }
     if !verdict.passed() {
         std::process::exit(EXIT_THRESHOLD);

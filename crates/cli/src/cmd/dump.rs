@@ -7,7 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use perfpilot_store::Store;
-use perfpilot_store::dump::{OpenMetrics, Table};
+use perfpilot_store::dump::{ALL_CPUS, OpenMetrics, Table};
+use perfpilot_units as units;
 use serde_json::Value;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -73,6 +74,18 @@ pub fn parse_time(s: &str, flag: &str) -> anyhow::Result<i64> {
     )
 }
 
+/// One CSV cell: fractions with four significant digits (not 16), whole numbers as they are,
+/// the CPU table's aggregate row's `cpu` as `all`, other missing values empty.
+fn csv_cell(table: Table, key: &str, v: &Value) -> String {
+    match v {
+        Value::Null if table == Table::Cpu && key == "cpu" => ALL_CPUS.to_string(),
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_f64() => n.as_f64().map(units::decimal).unwrap_or_default(),
+        other => other.to_string(),
+    }
+}
+
 impl What {
     fn table(self) -> Table {
         match self {
@@ -123,11 +136,7 @@ pub fn run(a: DumpArgs) -> anyhow::Result<()> {
                 if n_rows == 0 {
                     w.write_record(obj.keys())?;
                 }
-                w.write_record(obj.values().map(|v| match v {
-                    Value::Null => String::new(),
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                }))?;
+                w.write_record(obj.iter().map(|(k, v)| csv_cell(table, k, v)))?;
             }
             Format::Openmetrics => om.add(table, &row),
         }
@@ -165,6 +174,41 @@ pub fn run(a: DumpArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_cells_round_fractions_and_name_the_aggregate_cpu_row() {
+        let row = serde_json::json!({"time_ms": 1_700_000_000_123_i64, "cpu": null,
+            "busy": 12.345_678_901_234_567, "ctxt_per_s": 12_345.678_9, "idle": 0.0,
+            "steal": 0.000_123_456_7, "missing": null});
+        let cells: Vec<String> = row
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| csv_cell(Table::Cpu, k, v))
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                "1700000000123",
+                "all",
+                "12.35",
+                "12346",
+                "0",
+                "0.0001235",
+                ""
+            ]
+        );
+        // Only the CPU table's cpu column has an aggregate row; a process's cpu is its share.
+        assert_eq!(csv_cell(Table::Process, "cpu", &Value::Null), "");
+        assert_eq!(
+            csv_cell(Table::Process, "comm", &serde_json::json!("a,b")),
+            "a,b"
+        );
+        assert_eq!(
+            csv_cell(Table::Process, "rss", &serde_json::json!(4096)),
+            "4096"
+        );
+    }
 
     #[test]
     fn times() {

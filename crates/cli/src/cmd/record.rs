@@ -11,7 +11,7 @@ use perfpilot_observe::{Fs, Sampler, SamplerConfig};
 use perfpilot_store::record::Schedule;
 use perfpilot_store::{Retention, Store};
 
-use crate::fmt;
+use perfpilot_units as units;
 
 #[derive(Args)]
 pub struct RecordArgs {
@@ -70,11 +70,11 @@ pub fn run(a: RecordArgs) -> anyhow::Result<()> {
         },
     );
     eprintln!(
-        "recording every {} to {} (keeping {} / {} MiB); Ctrl-C stops",
-        humantime::format_duration(a.interval),
+        "recording every {} to {} (keeping {} / {}); Ctrl-C stops",
+        units::duration(a.interval),
         path.display(),
-        humantime::format_duration(a.max_age),
-        a.max_size_mib
+        units::duration(a.max_age),
+        units::bytes(a.max_size_mib << 20)
     );
     let mut skipped_msgs = 0;
     let summary = store.record(
@@ -97,12 +97,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<()> {
         },
     )?;
     eprintln!(
-        "wrote {} samples in {:.0} s to {} ({} in the store); the recorder used {:.3} % of one CPU",
+        "wrote {} samples in {} to {} ({} in the store); the recorder used {} of one CPU",
         summary.samples,
-        summary.wall_s,
+        units::duration_secs(summary.wall_s),
         path.display(),
-        fmt::bytes(store.size_bytes()?),
-        summary.cpu_pct()
+        units::bytes(store.size_bytes()?),
+        units::percent(summary.cpu_pct())
     );
     Ok(())
 }

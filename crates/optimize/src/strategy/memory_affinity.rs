@@ -3,6 +3,7 @@
 //! skipped when the workload does not fit one node.
 
 use perfpilot_sys::change::Change;
+use perfpilot_units as units;
 
 use super::{Context, Proposal, Strategy, StrategyKind, View, skip};
 
@@ -38,10 +39,10 @@ impl Strategy for MemoryAffinity {
         let on_node = anon_total - elsewhere;
         if anon_total > node.mem_free + on_node {
             return skip(format!(
-                "its private memory ({} MiB) does not fit node {} ({} MiB free)",
-                anon_total >> 20,
+                "its private memory ({}) does not fit node {} ({} free)",
+                units::bytes(anon_total),
                 node.id,
-                node.mem_free >> 20
+                units::bytes(node.mem_free)
             ));
         }
         let share = ctx.tun.migrate_max_share;
@@ -94,15 +95,29 @@ impl Strategy for MemoryAffinity {
         if changes.is_empty() {
             return skip("no private anonymous ranges found in its maps");
         }
+        // Said from the steps made, so a step is never shown larger than what is moved.
+        let step_pages = |c: &Change| match c {
+            Change::MovePages { pages, .. } => pages.len() as u64,
+            _ => 0,
+        };
+        let moved = changes.iter().map(step_pages).sum::<u64>() * page;
+        let largest = changes.iter().map(step_pages).max().unwrap_or(0) * page;
+        let steps = if changes.len() == 1 {
+            "in one step".to_string()
+        } else {
+            format!(
+                "in {} of up to {}",
+                units::counted(changes.len() as u64, "step", "steps"),
+                units::bytes(largest)
+            )
+        };
         Proposal::Act {
             reason: format!(
-                "move up to {} MiB of its private memory ({} MiB on other nodes, cap {:.0} %) to node {} in {} steps of {} MiB",
-                budget >> 20,
-                elsewhere >> 20,
-                share * 100.0,
+                "move up to {} of its private memory ({} on other nodes, cap {}) to node {} {steps}",
+                units::bytes(moved),
+                units::bytes(elsewhere),
+                units::percent(share * 100.0),
                 node.id,
-                changes.len(),
-                step >> 20
             ),
             changes,
             interleave: false,
@@ -157,12 +172,18 @@ mod tests {
         let Proposal::Act {
             changes,
             interleave,
+            reason,
             ..
         } = MemoryAffinity.propose(&v, &ctx)
         else {
             panic!()
         };
         assert!(!interleave);
+        assert_eq!(
+            reason,
+            "move up to 60 MiB of its private memory (60 MiB on other nodes, cap 70 %) to node 0 \
+             in 8 steps of up to 7.63 MiB"
+        );
         let pages: usize = changes
             .iter()
             .map(|c| match c {
@@ -202,6 +223,42 @@ mod tests {
     }
 
     #[test]
+    fn a_step_is_never_said_to_be_larger_than_what_is_moved() {
+        let topo = machine(2, 1, 4, 1);
+        let w = workload(&[(0, 0.5), (1, 0.5)]);
+        let busy = busy(&topo, |_| 0.1);
+        let (mut tun, thp) = (Tunables::default(), thp("madvise", "never"));
+        // 1000 MB a step, as a long interval gives; 45 MiB to move.
+        tun.set("migrate_mb_per_s", "1000").unwrap();
+        let ctx = ctx(&topo, &tun, &busy, &thp);
+        let mem = WorkloadMemory {
+            anon_per_node: [(0, 100 << 20), (1, 45 << 20)].into(),
+            ..Default::default()
+        };
+        let maps: HashMap<i32, Vec<MapRange>> =
+            [(100, vec![anon(0x7f00_0000_0000, 145 << 20)])].into();
+        let bound = CpuSet::parse("0-3").unwrap();
+        let v = View {
+            w: &w,
+            memory: Some(&mem),
+            maps: Some(&maps),
+            bound_to: Some(&bound),
+        };
+        let Proposal::Act {
+            changes, reason, ..
+        } = MemoryAffinity.propose(&v, &ctx)
+        else {
+            panic!()
+        };
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            reason,
+            "move up to 45 MiB of its private memory (45 MiB on other nodes, cap 70 %) to node 0 \
+             in one step"
+        );
+    }
+
+    #[test]
     fn only_after_cache_affinity_and_only_when_it_fits() {
         let topo = machine(2, 1, 4, 1);
         let w = workload(&[(0, 0.5), (1, 0.5)]);
@@ -232,7 +289,7 @@ mod tests {
         };
         // 40 GiB does not fit node 0's 32 GiB free.
         assert!(
-            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s.contains("does not fit"))
+            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s == "its private memory (40 GiB) does not fit node 0 (32 GiB free)")
         );
         let spans = CpuSet::parse("2-5").unwrap();
         let v = View {
