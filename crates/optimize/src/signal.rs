@@ -16,7 +16,10 @@ use crate::config::{ProbeSpec, ValueKind};
 #[serde(rename_all = "snake_case", tag = "source")]
 pub enum SignalKind {
     /// An application probe (higher or lower is better as configured).
-    Probe { probe: ProbeSpec },
+    Probe {
+        /// The probe, as the config gives it.
+        probe: ProbeSpec,
+    },
     /// Cycles per instruction (lower is better).
     Cpi,
     /// Bytes read and written per second through system calls (higher is better).
@@ -69,14 +72,38 @@ impl SignalKind {
 /// A probe that failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProbeError {
+    /// It did not answer in time.
     #[error("probe {what} timed out after {timeout:?}")]
-    Timeout { what: String, timeout: Duration },
+    Timeout {
+        /// The probe: its command or URL.
+        what: String,
+        /// How long it was given.
+        timeout: Duration,
+    },
+    /// It could not be run or read, or it failed.
     #[error("probe {what} failed: {why}")]
-    Failed { what: String, why: String },
+    Failed {
+        /// The probe: its command or URL.
+        what: String,
+        /// What went wrong.
+        why: String,
+    },
+    /// It answered something that is not a number.
     #[error("probe {what} gave {got:?}, not a number")]
-    Garbage { what: String, got: String },
+    Garbage {
+        /// The probe: its command or URL.
+        what: String,
+        /// What it gave.
+        got: String,
+    },
+    /// Its answer has no sample of the metric.
     #[error("probe {what}: metric {metric} not found")]
-    Missing { what: String, metric: String },
+    Missing {
+        /// The probe: its URL.
+        what: String,
+        /// The metric asked for.
+        metric: String,
+    },
 }
 
 /// Runs `sh -c command` and parses the first token it prints as a number.

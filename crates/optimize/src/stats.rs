@@ -9,9 +9,13 @@ pub use perfpilot_stats::Summary as Stats;
 /// The gain of an action: `ratio` > 1 means better, whatever the signal's direction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Gain {
+    /// The signal with the change over without (turned round for a lower-is-better signal).
     pub ratio: f64,
+    /// The interval's low end.
     pub ci_low: f64,
+    /// The interval's high end.
     pub ci_high: f64,
+    /// The interval's confidence level.
     pub confidence: f64,
 }
 
