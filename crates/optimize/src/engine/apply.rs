@@ -22,7 +22,9 @@ pub(super) fn journal_and_apply(
     undo: &mut Vec<Undo>,
     c: Change,
 ) -> Result<Option<Applied>, EngineError> {
-    let u = match change::prepare(fs, &c) {
+    // Preparing reads what the change will overwrite (for pages, the node of each): its cost
+    // is part of making the change.
+    let u = match making_changes(|| change::prepare(fs, &c)) {
         Ok(u) => u,
         Err(e) => {
             warn!(action = id, "cannot prepare {}: {e}", describe(&c));

@@ -222,7 +222,7 @@ pub(super) fn bind_new_threads(
                 pid: m.pid,
                 masks: new.iter().map(|t| (*t, orig.clone())).collect(),
             },
-            None => match change::prepare(fs, &c) {
+            None => match making_changes(|| change::prepare(fs, &c)) {
                 Ok(u) => u,
                 Err(e) => {
                     warn!(action = id, "cannot prepare {}: {e}", describe(&c));

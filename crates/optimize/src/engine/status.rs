@@ -9,8 +9,7 @@ use serde::Serialize;
 
 use super::Engine;
 use super::trial::Trial;
-use crate::cpu::CpuShare;
-use crate::cpu::CpuTime;
+use crate::cpu::{CpuShare, CpuTime};
 use crate::strategy::StrategyKind;
 
 /// What status shows of a workload.
