@@ -234,6 +234,31 @@ fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
     assert_eq!(kept["strategy"], "cache_affinity");
     // revert_on_stop is on by default: at the daemon's stop, the kept action was undone too.
     assert_eq!(kept["state"], "reverted", "{kept:#}\n{log}");
+    // The action table's note and the workload table say the same of it.
+    assert_eq!(
+        kept["note"], "reverted at exit (revert_on_stop)",
+        "{kept:#}"
+    );
+    let listed = s["daemon"]["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["signature"] == kept["signature"])
+        .unwrap_or_else(|| panic!("{s:#}"));
+    assert_eq!(
+        listed["state"],
+        format!(
+            "cache_affinity (action {}): reverted at exit (revert_on_stop)",
+            kept["id"]
+        ),
+        "{listed:#}"
+    );
+    // The daemon's own CPU is given in its two parts, at exit and in status.
+    assert!(
+        log.contains("own CPU") && log.contains("monitoring") && log.contains("making changes"),
+        "{log}"
+    );
+    assert!(s["daemon"]["changes_cpu_pct"].is_number(), "{s:#}");
     assert_eq!(kept["verdict"]["decision"], "keep", "{kept:#}\n{log}");
     assert!(kept["verdict"]["gain"]["ci_low"].as_f64().unwrap() > 1.5);
     assert!(log.contains("kept: gain"), "{log}");

@@ -31,7 +31,7 @@ pub enum AdminError {
     },
     /// A daemon runs on the directory: reverting under it would fight it.
     #[error(
-        "a perfpilot daemon{} is running on {}: stop it first (it reverts its actions on stop unless revert_on_stop is off)",
+        "a perfpilot daemon{} is running on {}: stop it first (it reverts its actions on stop, except huge pages, unless revert_on_stop is off)",
         pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
         dir.display()
     )]

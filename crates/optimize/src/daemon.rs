@@ -1,6 +1,6 @@
 //! The daemon loop: a lock on the state directory (one daemon per directory), recovery from the
-//! journal, one scan per interval within a CPU budget, `status.json` after every scan, and a
-//! clean stop.
+//! journal, one scan per interval with its monitoring CPU within a budget, `status.json` after
+//! every scan, and a clean stop.
 
 use std::fs::TryLockError;
 use std::io::Write;
@@ -15,6 +15,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::config::DaemonConfig;
+use crate::cpu::Governor;
 use crate::engine::{Engine, EngineError, Status};
 use crate::tunables::Tunables;
 
@@ -196,48 +197,16 @@ pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
     for n in &engine.status.notes {
         info!("{n}");
     }
-    let mut slowed = false;
-    let monitoring_cpu =
-        || perfpilot_sys::self_cpu_time().saturating_sub(crate::journal::action_cpu());
-    let (mut cpu_prev, mut t_prev) = (monitoring_cpu(), Instant::now());
+    let mut governor = Governor::new(engine.tun.interval_s);
     let mut effective = engine.tun.interval_s;
     while !stop.load(Ordering::SeqCst) && opts.run_for.is_none_or(|d| start.elapsed() < d) {
         let scan_start = Instant::now();
         engine.scan()?;
-        // Keep the daemon's own monitoring CPU under its budget by stretching the interval
-        // (the cost of actions is bounded by their pacing tunables instead).
-        let interval = engine.tun.interval_s;
-        let budget = engine.tun.cpu_budget_pct / 100.0;
-        let (cpu_now, t_now) = (monitoring_cpu(), Instant::now());
-        let used = (cpu_now - cpu_prev).as_secs_f64();
-        let span = (t_now - t_prev).as_secs_f64();
-        if span >= interval * 6.0 {
-            let share = used / span;
-            effective = if share > budget {
-                (effective * share / budget).min(interval * 10.0)
-            } else {
-                interval.max(effective * 0.8)
-            };
-            if (share > budget) != slowed {
-                slowed = share > budget;
-                if slowed {
-                    warn!(
-                        "the daemon used {:.2} % of a CPU, over its budget of {:.2} %: scanning every {effective:.1} s",
-                        share * 100.0,
-                        budget * 100.0
-                    );
-                } else {
-                    info!(
-                        "back under the CPU budget ({:.2} %): scanning every {effective:.1} s",
-                        share * 100.0
-                    );
-                }
-            }
-            (cpu_prev, t_prev) = (cpu_now, t_now);
-        }
-        let effective_now = effective.max(interval);
-        write_status(&opts.state_dir, &engine.status, effective_now);
-        let next = scan_start + Duration::from_secs_f64(effective_now);
+        // The monitoring CPU is kept under its budget by stretching the interval; the cost of
+        // making changes is bounded by their pacing tunables instead.
+        effective = governor.after_scan(engine.tun.interval_s, engine.tun.cpu_budget_pct);
+        write_status(&opts.state_dir, &engine.status, effective);
+        let next = scan_start + Duration::from_secs_f64(effective);
         while !stop.load(Ordering::SeqCst)
             && Instant::now() < next
             && opts.run_for.is_none_or(|d| start.elapsed() < d)
@@ -247,10 +216,9 @@ pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
     }
     engine.shutdown()?;
     info!(
-        "perfpilot daemon stopped after {} scans; it used {:.3} % of one CPU in all, of which {:.1} s making changes",
+        "perfpilot daemon stopped after {} scans; {}",
         engine.status.scans,
-        engine.status.own_cpu_pct,
-        crate::journal::action_cpu().as_secs_f64()
+        engine.status.cpu.describe()
     );
     write_status(&opts.state_dir, &engine.status, effective);
     Ok(())

@@ -9,29 +9,8 @@ use perfpilot_sys::{CpuSet, Fs};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use crate::cpu::making_changes;
 use crate::signal::SignalKind;
-
-/// CPU time this process spent making and undoing changes (page migration and huge-page
-/// collapse run in the caller's context and can cost seconds): the daemon's CPU budget
-/// governs monitoring, while the cost of actions is bounded by their pacing tunables.
-static ACTION_CPU_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// CPU time spent in actions so far (see [`timed`]).
-pub fn action_cpu() -> std::time::Duration {
-    std::time::Duration::from_nanos(ACTION_CPU_NS.load(std::sync::atomic::Ordering::Relaxed))
-}
-
-/// Runs `f`, counting its CPU time as action time.
-pub fn timed<T>(f: impl FnOnce() -> T) -> T {
-    let t0 = perfpilot_sys::self_cpu_time();
-    let r = f();
-    let spent = perfpilot_sys::self_cpu_time().saturating_sub(t0);
-    ACTION_CPU_NS.fetch_add(
-        spent.as_nanos() as u64,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    r
-}
 
 /// What an action changes: journaled (as the `changes` column) before the change is made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,6 +59,11 @@ pub fn undo_pid(u: &Undo) -> Option<i32> {
     }
 }
 
+/// Whether an undo record can be undone: a collapse cannot (huge pages are not split back).
+pub fn is_reversible(u: &Undo) -> bool {
+    !matches!(u, Undo::Collapse { .. })
+}
+
 /// The start time of a live process (ticks after boot), if it exists.
 pub fn starttime(fs: &Fs, pid: i32) -> Option<u64> {
     perfpilot_sys::process::ProcReader::new(fs)
@@ -107,7 +91,7 @@ pub fn undo_all(fs: &Fs, members: &[(i32, u64)], undos: &[Undo]) -> Vec<String> 
                 _ => {}
             }
         }
-        match timed(|| change::undo(fs, u)) {
+        match making_changes(|| change::undo(fs, u)) {
             Ok(Restored::Affinity(o)) => out.push(format!(
                 "restored the affinity of {} threads ({} gone)",
                 o.set, o.vanished

@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod cpu;
 pub mod daemon;
 pub mod engine;
 pub mod journal;

@@ -270,9 +270,9 @@ tunables! {
     allow_unverified: bool = off, "",
         "act on workloads that have no usable benefit signal (kept without a verdict)";
     cpu_budget_pct: f64 = 1 [0.01, 100.0], "% of one CPU",
-        "the daemon's own CPU budget; scans slow down to keep under it";
+        "budget of the daemon's monitoring (sampling, reading, deciding); scans slow down to keep under it. Making changes is paced instead (collapse_mb_per_s, migrate_mb_per_s)";
     revert_on_stop: bool = on, "",
-        "undo every action when the daemon stops (off: keep verified actions in place)";
+        "undo every action when the daemon stops, except huge pages, which stay (off: keep verified actions in place)";
     probe_timeout_s: f64 = 2 [0.1, 60.0], "s",
         "how long a signal probe may take";
     read_ahead_max_kb: f64 = 4096 [16.0, 1_048_576.0], "KiB",

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use perfpilot_optimize::admin;
+use perfpilot_optimize::cpu::CpuShare;
 use perfpilot_optimize::daemon::{self, Options};
 use perfpilot_store::Store;
 
@@ -113,13 +114,14 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         None => println!("daemon: not running ({})", dir.display()),
     }
     if let Some(s) = &live {
+        // Older status files lack some figures: they read as 0.
+        let cpu: CpuShare = serde_json::from_value(s.clone()).unwrap_or_default();
         println!(
-            "last scan {}, {} scans, interval {:.1} s, own CPU {:.3} % of one CPU ({:.3} % monitoring, the rest making changes)",
+            "last scan {}, {} scans, interval {:.1} s, {}",
             s["time_ms"].as_i64().map(fmt::time_ms).unwrap_or_default(),
             s["scans"],
             s["effective_interval_s"].as_f64().unwrap_or(0.0),
-            s["own_cpu_pct"].as_f64().unwrap_or(0.0),
-            s["monitoring_cpu_pct"].as_f64().unwrap_or(0.0)
+            cpu.describe()
         );
         for n in s["notes"].as_array().into_iter().flatten() {
             println!("note: {}", n.as_str().unwrap_or_default());
@@ -175,6 +177,10 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
             admin::evidence(r)
         );
         println!("{:>5} why: {}", "", r.reason);
+        // What became of it, where the evidence does not already say it.
+        if !r.note.is_empty() && admin::evidence(r) != r.note {
+            println!("{:>5} note: {}", "", r.note);
+        }
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use super::apply::{describe, json};
 use super::{Engine, EngineError};
+use crate::cpu::making_changes;
 use crate::journal::{self, ActionDoc};
 use crate::strategy::StrategyKind;
 
@@ -46,6 +47,12 @@ impl Engine {
                     || doc.members.is_empty();
                 if alive {
                     info!(action = rec.id, workload = %rec.workload, strategy = %rec.strategy, "re-adopting kept action after restart");
+                    // Its note may say how the last daemon left it at exit.
+                    self.store.journal_set_state(
+                        rec.id,
+                        ActionState::Kept,
+                        "kept; re-adopted when the daemon restarted",
+                    )?;
                     if let Some(strategy) = StrategyKind::parse(&rec.strategy) {
                         self.actions.held.push(Held {
                             id: rec.id,
@@ -215,7 +222,7 @@ pub(super) fn bind_new_threads(
                 pid: m.pid,
                 masks: new.iter().map(|t| (*t, orig.clone())).collect(),
             },
-            None => match change::prepare(fs, &c) {
+            None => match making_changes(|| change::prepare(fs, &c)) {
                 Ok(u) => u,
                 Err(e) => {
                     warn!(action = id, "cannot prepare {}: {e}", describe(&c));
@@ -229,7 +236,7 @@ pub(super) fn bind_new_threads(
         doc.changes.push(c.clone());
         undo.push(u);
         store.journal_extend(id, &json(doc), &json(undo))?;
-        match journal::timed(|| change::apply(fs, &c)) {
+        match making_changes(|| change::apply(fs, &c)) {
             Ok(_) => bound += new.len(),
             Err(e) => warn!(action = id, "binding new threads: {}: {e}", describe(&c)),
         }

@@ -12,19 +12,20 @@
 //! - `trial`: a trial's windows, steps and verdict;
 //! - `apply`: journaling each change's undo record, then making it;
 //! - `enforce`: kept actions (new threads, masks changed behind perfpilot's back, recovery);
-//! - `status`: what `status.json` shows.
+//! - `status`: what `status.json` shows;
+//! - `stop`: what becomes of each action when the daemon stops.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use perfpilot_observe::workload::{self, Workload};
 use perfpilot_observe::{Rates, Sample, Topology};
 use perfpilot_store::Store;
-use perfpilot_store::journal::ActionState;
 use perfpilot_sys::{CpuSet, Fs};
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::config::DaemonConfig;
-use crate::journal::{self, JournalError};
+use crate::cpu::CpuTime;
+use crate::journal::JournalError;
 use crate::signal::SignalKind;
 use crate::tunables::Tunables;
 
@@ -33,6 +34,7 @@ mod enforce;
 mod policy;
 mod propose;
 mod status;
+mod stop;
 mod trial;
 mod watch;
 
@@ -87,10 +89,10 @@ impl Actions {
     }
 }
 
-/// The daemon's own CPU over its life, for status.
+/// Where the daemon's own CPU is counted from, for status.
 struct OwnCpu {
     started: Instant,
-    cpu0: Duration,
+    at_start: CpuTime,
 }
 
 /// The optimizer.
@@ -145,7 +147,7 @@ impl Engine {
             },
             own: OwnCpu {
                 started: Instant::now(),
-                cpu0: perfpilot_sys::self_cpu_time(),
+                at_start: CpuTime::now(),
             },
         })
     }
@@ -213,33 +215,5 @@ impl Engine {
             rates,
             self.topo.online.len(),
         )
-    }
-
-    /// Stops: running trials are undone; kept actions are undone too when `revert_on_stop`.
-    pub fn shutdown(&mut self) -> Result<(), EngineError> {
-        for t in std::mem::take(&mut self.actions.trials) {
-            let lines = journal::undo_all(&self.fs, &t.doc.members, &t.undo);
-            info!(action = t.id, workload = %t.name, strategy = %t.strategy, "daemon stopping: trial undone; {}", lines.join("; "));
-            self.store.journal_set_state(
-                t.id,
-                ActionState::Reverted,
-                "the daemon stopped during the trial",
-            )?;
-        }
-        if self.tun.revert_on_stop {
-            let ids: Vec<i64> = self.actions.held.drain(..).map(|h| h.id).collect();
-            journal::revert_open(
-                &mut self.store,
-                &self.fs,
-                Some(&ids),
-                "the daemon stopped (revert_on_stop)",
-            )?;
-        } else {
-            info!(
-                "daemon stopping: {} kept actions stay in place (revert_on_stop is off)",
-                self.actions.held.len()
-            );
-        }
-        Ok(())
     }
 }

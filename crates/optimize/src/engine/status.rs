@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::Engine;
 use super::trial::Trial;
-use crate::journal;
+use crate::cpu::{CpuShare, CpuTime};
 use crate::strategy::StrategyKind;
 
 /// What status shows of a workload.
@@ -48,11 +48,10 @@ pub struct Status {
     pub trials: Vec<TrialStatus>,
     /// What the machine supports, said once at start.
     pub notes: Vec<String>,
-    /// The daemon's own CPU, % of one CPU, over its life: all of it.
-    pub own_cpu_pct: f64,
-    /// The monitoring part of [`Status::own_cpu_pct`] (without the time spent making changes,
-    /// which pacing bounds).
-    pub monitoring_cpu_pct: f64,
+    /// The daemon's own CPU over its life: monitoring (what the budget covers) and making
+    /// changes.
+    #[serde(flatten)]
+    pub cpu: CpuShare,
     /// Scans so far.
     pub scans: u64,
 }
@@ -123,16 +122,17 @@ pub(super) fn workload_status(
     }
 }
 
-/// `part` as a percentage of `elapsed` (0 before any time passed).
-fn percent_of(part: f64, elapsed: f64) -> f64 {
-    if elapsed > 0.0 {
-        part / elapsed * 100.0
-    } else {
-        0.0
-    }
-}
-
 impl Engine {
+    /// The daemon's own CPU since the engine started, against its budget.
+    pub fn own_cpu(&self) -> CpuShare {
+        CpuShare::between(
+            self.own.at_start,
+            CpuTime::now(),
+            self.own.started.elapsed(),
+            self.tun.cpu_budget_pct,
+        )
+    }
+
     /// Updates [`Engine::status`] after a scan; `states` says what happens to each listed
     /// workload, by signature.
     pub(super) fn update_status(
@@ -145,15 +145,7 @@ impl Engine {
         self.status.time_ms = perfpilot_sys::clock::now_ms();
         self.status.interval_s = self.tun.interval_s;
         self.status.scans += 1;
-        let elapsed = self.own.started.elapsed().as_secs_f64();
-        let spent = perfpilot_sys::self_cpu_time()
-            .saturating_sub(self.own.cpu0)
-            .as_secs_f64();
-        self.status.own_cpu_pct = percent_of(spent, elapsed);
-        self.status.monitoring_cpu_pct = percent_of(
-            (spent - journal::action_cpu().as_secs_f64()).max(0.0),
-            elapsed,
-        );
+        self.status.cpu = self.own_cpu();
         let mut listed = Vec::new();
         for w in workloads {
             let Some(state) = states.get(&w.signature) else {

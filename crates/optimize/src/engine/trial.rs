@@ -245,16 +245,26 @@ impl Trial {
             let members: Vec<(i32, Vec<i32>)> =
                 w.members.iter().map(|m| (m.pid, m.tids.clone())).collect();
             let c = refresh_tids(c, &members);
-            let applied =
-                journal_and_apply(io.store, io.fs, self.id, &mut self.doc, &mut self.undo, c)?;
-            match applied.as_ref().map(outcome) {
-                Some((true, what)) => {
-                    self.effective = true;
-                    info!(action = self.id, workload = %self.name, "step applied: {what}");
-                }
-                Some((false, what)) => {
-                    warn!(action = self.id, workload = %self.name, "step changed nothing: {what}");
-                    self.last_problem = Some(what);
+            let applied = journal_and_apply(
+                io.store,
+                io.fs,
+                self.id,
+                &mut self.doc,
+                &mut self.undo,
+                c.clone(),
+            )?;
+            match applied.as_ref().map(|a| outcome(&c, a)) {
+                Some(o) => {
+                    for d in &o.details {
+                        debug!(action = self.id, workload = %self.name, "{d}");
+                    }
+                    if o.effective {
+                        self.effective = true;
+                        info!(action = self.id, workload = %self.name, "step applied: {}", o.summary);
+                    } else {
+                        warn!(action = self.id, workload = %self.name, "step changed nothing: {}", o.summary);
+                        self.last_problem = Some(o.summary);
+                    }
                 }
                 None => self.last_problem = Some("the step failed (see the log)".into()),
             }

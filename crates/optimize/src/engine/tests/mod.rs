@@ -20,8 +20,10 @@ use crate::signal::SignalKind;
 use crate::strategy::StrategyKind;
 use crate::tunables::Tunables;
 
+mod apply;
 mod policy;
 mod status;
+mod stop;
 mod trials;
 
 /// The read-ahead knob of the fixture's `vda` (8192 in the capture).
