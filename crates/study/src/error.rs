@@ -88,7 +88,7 @@ pub enum StudyError {
     Failed(String),
     /// A run ended without a winner: none of its trials completed. The store marks it failed.
     #[error(
-        "study run {run} failed: {why}\nfix that and run the study again (`perfpilot study validate FILE` checks the programs and files a study names); `perfpilot study report {run} --store {store}` lists every trial",
+        "study run {run} failed: {why}\nFix that, then run the study again (`perfpilot study validate FILE` checks the programs and files a study names); `perfpilot study report {run} --store {store}` lists every trial",
         store = .store.display()
     )]
     NoTrialCompleted {

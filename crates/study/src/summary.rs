@@ -403,9 +403,10 @@ pub(crate) fn measurement_warnings(
 /// Notes on what the run could not check because of how the study is set up: measurements
 /// too short for MSER-5 (a quick study's choice, not a fault of the measurements).
 pub(crate) fn measurement_notes(study: &Study, trials: &[TrialRecord]) -> Vec<String> {
+    // Measured trials only: a failed deployment has no series to judge.
     let mut race = trials
         .iter()
-        .filter(|t| t.phase == TrialPhase::Race)
+        .filter(|t| t.phase == TrialPhase::Race && t.measurement.is_some())
         .filter_map(|t| serde_json::from_str::<TrialDetail>(&t.detail).ok())
         .peekable();
     if race.peek().is_none() || race.any(|d| d.mser.is_some()) {
