@@ -350,25 +350,37 @@ pub fn to_json(r: &Report) -> String {
     serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-/// "Over the 8 rounds both completed (race and confirmation): W 12618.3 req/s; the baseline
-/// B 11296.0 req/s" (with the objective's value when it is not the throughput); `None` without
-/// such rounds (no winner, or the winner is the baseline).
-pub fn against_baseline_line(sum: &Summary) -> Option<String> {
-    let a = sum.against_baseline.as_ref()?;
+/// The winner's and the baseline's figures: "means over the 8 rounds both completed (race
+/// and confirmation): W 12618.3 req/s; the baseline B 11296.0 req/s", or when the baseline
+/// won, "the baseline B's mean over its 5 completed race trials: 11296.0 req/s" (with the
+/// objective's value when it is not the throughput); `None` without a winner or such trials.
+pub fn figures_line(sum: &Summary) -> Option<String> {
     // The throughput objective's value is the throughput itself: quoted once.
     let throughput_goal = sum.higher_is_better && sum.unit == "req/s";
-    let figures = |f: &crate::summary::PairedFigures| match (throughput_goal, f.throughput) {
-        (true, _) => format!("{:.1} {}", f.value, sum.unit),
-        (false, None) => format!("{:.2} {}", f.value, sum.unit),
-        (false, Some(t)) => format!("{:.2} {} at {t:.1} req/s", f.value, sum.unit),
+    let figures = |value: f64, throughput: Option<f64>| match (throughput_goal, throughput) {
+        (true, _) => format!("{value:.1} {}", sum.unit),
+        (false, None) => format!("{value:.2} {}", sum.unit),
+        (false, Some(t)) => format!("{value:.2} {} at {t:.1} req/s", sum.unit),
     };
+    if let Some(a) = &sum.against_baseline {
+        return Some(format!(
+            "means over the {} rounds both completed (race and confirmation): {} {}; the baseline {} {}",
+            a.rounds,
+            a.winner.config,
+            figures(a.winner.value, a.winner.throughput),
+            a.baseline.config,
+            figures(a.baseline.value, a.baseline.throughput)
+        ));
+    }
+    let b = sum
+        .configurations
+        .iter()
+        .find(|c| c.config == sum.baseline && sum.winner.as_ref() == Some(&c.config))?;
     Some(format!(
-        "over the {} rounds both completed (race and confirmation): {} {}; the baseline {} {}",
-        a.rounds,
-        a.winner.config,
-        figures(&a.winner),
-        a.baseline.config,
-        figures(&a.baseline)
+        "the baseline {}'s mean over its {} completed race trials: {}",
+        b.config,
+        b.ok,
+        figures(b.mean?, b.throughput)
     ))
 }
 

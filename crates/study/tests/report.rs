@@ -264,3 +264,18 @@ fn a_winner_shown_better_gets_its_own_apply_script() {
     assert!(!apply.shell.contains("NOTE") && !apply.shell.contains("CAUTION"));
     assert_eq!(r.apply_note, None);
 }
+
+#[test]
+fn a_baseline_that_won_is_quoted_with_its_race_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = stored(dir.path(), NOT_SHOWN);
+    let mut sum = report::build(&store, 1).unwrap().summary.unwrap();
+    sum.winner = Some(BASELINE.into());
+    sum.against_baseline = None;
+    assert_eq!(
+        report::figures_line(&sum).as_deref(),
+        Some("the baseline x=1's mean over its 4 completed race trials: 100.0 req/s")
+    );
+    sum.winner = None;
+    assert_eq!(report::figures_line(&sum), None, "no winner, no figures");
+}

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Report, TrialRow, against_baseline_line, chance_best_line};
+use super::{Report, TrialRow, chance_best_line, figures_line};
 use crate::race::{Elimination, Left};
 use crate::summary::ConfigSummary;
 use perfpilot_store::TrialPhase;
@@ -37,21 +37,8 @@ pub fn to_markdown(r: &Report) -> String {
             }
         }
         let _ = writeln!(s, "Baseline: {}.", sum.baseline);
-        if let Some(line) = against_baseline_line(sum) {
-            let _ = writeln!(s, "Means {line}.");
-        } else if let Some(b) = sum
-            .configurations
-            .iter()
-            .find(|c| Some(&c.config) == sum.winner.as_ref() && c.config == sum.baseline)
-        {
-            let _ = writeln!(
-                s,
-                "The baseline's mean over its {} completed race trials: {} {} ({} req/s).",
-                b.ok,
-                f(b.mean, 2),
-                sum.unit,
-                f(b.throughput, 1)
-            );
+        if let Some(line) = figures_line(sum) {
+            let _ = writeln!(s, "{}.", capitalized(&line));
         }
         if let Some(g) = &sum.gain {
             let _ = writeln!(
@@ -75,9 +62,7 @@ pub fn to_markdown(r: &Report) -> String {
             let _ = writeln!(s, "{line}.");
         }
         if let Some(note) = &r.apply_note {
-            let mut c = note.chars();
-            let first = c.next().map(|f| f.to_uppercase().collect::<String>());
-            let _ = writeln!(s, "\n{}{}.", first.unwrap_or_default(), c.as_str());
+            let _ = writeln!(s, "\n{}.", capitalized(note));
         }
         let _ = writeln!(
             s,
@@ -281,6 +266,15 @@ fn trial_table(s: &mut String, title: &str, rows: &[&TrialRow]) {
         );
     }
     let _ = writeln!(s);
+}
+
+/// `line` with its first letter in upper case, to open a sentence.
+fn capitalized(line: &str) -> String {
+    let mut c = line.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 /// A figure with `digits` decimals, or `–` when there is none.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use perfpilot_study::compare::{Agreement, Comparison, Side};
 use perfpilot_study::replay::Replay;
-use perfpilot_study::report::{against_baseline_line, chance_best_line};
+use perfpilot_study::report::{chance_best_line, figures_line};
 use perfpilot_study::spec::Finding;
 use perfpilot_study::{RunOutcome, Scaling, Validation};
 
@@ -123,7 +123,7 @@ pub(super) fn print_run(out: &RunOutcome, path: &Path) {
         Some(w) => println!("best: {w}\n  {}", s.verdict),
         None => println!("no winner: {}", s.verdict),
     }
-    if let Some(line) = against_baseline_line(s) {
+    if let Some(line) = figures_line(s) {
         println!("  {line}");
     }
     if !s.indistinguishable.is_empty() {
