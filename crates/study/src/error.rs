@@ -86,6 +86,20 @@ pub enum StudyError {
     /// No configuration of the study could run at all.
     #[error("{0}")]
     Failed(String),
+    /// A run ended without a winner: none of its trials completed. The store marks it failed.
+    #[error(
+        "study run {run} failed: {why}\nFix that, then run the study again (`perfpilot study validate FILE` checks the programs and files a study names); `perfpilot study report {run} --store {store}` lists every trial",
+        store = .store.display()
+    )]
+    NoTrialCompleted {
+        /// The study run.
+        run: i64,
+        /// The store holding it.
+        store: PathBuf,
+        /// How many trials failed or broke a constraint, and the end of the first one's
+        /// reason.
+        why: String,
+    },
 }
 
 impl StudyError {

@@ -1,6 +1,8 @@
-//! The report of a stored study run: the trial table, the scaling view (throughput and CPU vs
-//! instances), the effect of each factor, the best configuration with its evidence, and the
-//! apply script that deploys it. Rendered as JSON, Markdown or HTML (with an inline SVG chart).
+//! The report of a stored study run: the race's and the confirmation's figures and trials in
+//! tables of their own, the scaling view (throughput and CPU vs instances), the effect of each
+//! factor, the best configuration against the baseline with its evidence, and the apply script
+//! (the winner's when it is shown better than the baseline, else the baseline's unless forced).
+//! Rendered as JSON, Markdown or HTML (with an inline SVG chart).
 
 mod apply;
 mod html;
@@ -17,7 +19,7 @@ use crate::error::{Result, StudyError};
 use crate::scale::Scaling;
 use crate::spec::{Config, Study};
 use crate::stats;
-use crate::summary::Summary;
+use crate::summary::{Summary, against_baseline, phase_figures};
 
 pub use apply::{Apply, apply_script};
 pub use html::{Series, svg_chart, to_html};
@@ -50,7 +52,8 @@ pub struct TrialRow {
     pub cpu_cores: Option<f64>,
 }
 
-/// Throughput and CPU at one instance count (the best configuration with that many instances).
+/// Throughput and CPU at one instance count (the best configuration with that many instances),
+/// over race trials.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScalingRow {
     /// The instance count.
@@ -65,7 +68,7 @@ pub struct ScalingRow {
     pub per_core: Option<f64>,
 }
 
-/// The mean objective at each level of a factor, over every successful trial.
+/// The mean objective at each level of a factor, over every successful race trial.
 #[derive(Clone, Debug, Serialize)]
 pub struct FactorEffect {
     /// The factor's name.
@@ -97,8 +100,19 @@ pub struct Report {
     pub scaling_view: Vec<ScalingRow>,
     /// The effect of each factor.
     pub effects: Vec<FactorEffect>,
-    /// The apply script of the best configuration (`None`: no winner, or no layout).
+    /// The apply script: the winner's when it is the baseline or shown significantly better
+    /// than it (or forced), else the baseline's (`None`: no winner, no layout, or a baseline
+    /// that never completed a trial and no `force`).
     pub apply: Option<Apply>,
+    /// Why the apply script deploys what it does, when that is not simply the winner.
+    pub apply_note: Option<String>,
+}
+
+/// How a report is built.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReportOptions {
+    /// Write the winner's apply script even when it is not shown better than the baseline.
+    pub force: bool,
 }
 
 fn decode_summary(run: &StudyRecord) -> (Option<Summary>, Option<Scaling>) {
@@ -118,14 +132,39 @@ fn decode_summary(run: &StudyRecord) -> (Option<Summary>, Option<Scaling>) {
     )
 }
 
-/// Builds the report of run `run` from `store`.
+/// Builds the report of run `run` from `store`, with the default [`ReportOptions`].
 pub fn build(store: &Store, run: i64) -> Result<Report> {
+    build_with(store, run, ReportOptions::default())
+}
+
+/// Builds the report of run `run` from `store`.
+pub fn build_with(store: &Store, run: i64, opts: ReportOptions) -> Result<Report> {
     let rec = store.study(run)?.ok_or_else(|| StudyError::NoRun {
         store: store.path().to_path_buf(),
         run,
     })?;
     let trials = store.trials(run)?;
-    let (summary, scaling) = decode_summary(&rec);
+    let (mut summary, scaling) = decode_summary(&rec);
+    // The figures are read again from the trials: runs stored before race and confirmation
+    // were kept apart get separate tables too.
+    if let Some(sum) = &mut summary {
+        let keys: Vec<String> = sum
+            .configurations
+            .iter()
+            .map(|c| c.config.clone())
+            .collect();
+        (sum.configurations, sum.confirmation) = phase_figures(
+            &trials,
+            &keys,
+            sum.winner.as_deref(),
+            &sum.baseline,
+            &sum.eliminated,
+        );
+        sum.against_baseline = sum
+            .winner
+            .as_deref()
+            .and_then(|w| against_baseline(&trials, w, &sum.baseline));
+    }
     let measurements: Vec<Option<Measurement>> = trials
         .iter()
         .map(|t| {
@@ -164,8 +203,10 @@ pub fn build(store: &Store, run: i64) -> Result<Report> {
     // Per configuration: its levels, objective values, throughputs, busy cores.
     type Figures = (Config, Vec<f64>, Vec<f64>, Vec<f64>);
     let mut by_config: BTreeMap<String, Figures> = BTreeMap::new();
+    // Race trials only: every configuration ran in every round it was in the race, while
+    // the confirmation adds rounds of two of them only.
     for (t, row) in trials.iter().zip(&rows) {
-        if t.status != TrialStatus::Ok || t.phase == TrialPhase::Scale {
+        if t.status != TrialStatus::Ok || t.phase != TrialPhase::Race {
             continue;
         }
         let Ok(cfg) = serde_json::from_str::<Config>(&t.factors) else {
@@ -236,12 +277,9 @@ pub fn build(store: &Store, run: i64) -> Result<Report> {
         }
     }
 
-    let apply = match (&study, summary.as_ref().and_then(|s| s.winner.clone())) {
-        (Some(study), Some(w)) => trials
-            .iter()
-            .find(|t| t.config == w && t.status == TrialStatus::Ok)
-            .and_then(|t| apply_script(study, run, t, summary.as_ref()).ok()),
-        _ => None,
+    let (apply, apply_note) = match (&study, &summary) {
+        (Some(study), Some(sum)) => choose_apply(study, run, &trials, sum, opts.force),
+        _ => (None, None),
     };
     Ok(Report {
         run,
@@ -255,12 +293,95 @@ pub fn build(store: &Store, run: i64) -> Result<Report> {
         scaling_view,
         effects,
         apply,
+        apply_note,
     })
+}
+
+/// The apply script of the configuration to deploy and, when that is not simply the winner,
+/// why: the winner when it is the baseline or shown significantly better than it (the
+/// verdict's rule) or `force` is given; else the baseline, or nothing when the baseline never
+/// completed a trial (no layout to deploy, no comparison to judge the winner by).
+fn choose_apply(
+    study: &Study,
+    run: i64,
+    trials: &[perfpilot_store::TrialRecord],
+    sum: &Summary,
+    force: bool,
+) -> (Option<Apply>, Option<String>) {
+    let Some(winner) = &sum.winner else {
+        return (None, None);
+    };
+    let script = |key: &str| {
+        trials
+            .iter()
+            .find(|t| t.config == key && t.status == TrialStatus::Ok)
+            .and_then(|t| apply_script(study, run, t, Some(sum)).ok())
+    };
+    if sum.winner_shown_better() {
+        return (script(winner), None);
+    }
+    let baseline = &sum.baseline;
+    if force {
+        let note = format!(
+            "the apply script deploys the winner {winner} as --force asks, although it is not significantly better than the baseline {baseline} ({})",
+            sum.verdict
+        );
+        return (script(winner), Some(note));
+    }
+    match script(baseline) {
+        Some(a) => (
+            Some(a),
+            Some(format!(
+                "the apply script deploys the baseline {baseline}: the winner {winner} is not significantly better than it ({}); `perfpilot study report {run} --apply DIR --force` deploys the winner",
+                sum.verdict
+            )),
+        ),
+        None => (
+            None,
+            Some(format!(
+                "no apply script: the winner {winner} is not shown better than the baseline {baseline}, which never completed a trial; `perfpilot study report {run} --apply DIR --force` deploys the winner"
+            )),
+        ),
+    }
 }
 
 /// The report as pretty JSON.
 pub fn to_json(r: &Report) -> String {
     serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The winner's and the baseline's figures: "means over the 8 rounds both completed (race
+/// and confirmation): W 12618.3 req/s; the baseline B 11296.0 req/s", or when the baseline
+/// won, "the baseline B's mean over its 5 completed race trials: 11296.0 req/s" (with the
+/// objective's value when it is not the throughput); `None` without a winner or such trials.
+pub fn figures_line(sum: &Summary) -> Option<String> {
+    // The throughput objective's value is the throughput itself: quoted once.
+    let throughput_goal = sum.higher_is_better && sum.unit == "req/s";
+    let figures = |value: f64, throughput: Option<f64>| match (throughput_goal, throughput) {
+        (true, _) => format!("{value:.1} {}", sum.unit),
+        (false, None) => format!("{value:.2} {}", sum.unit),
+        (false, Some(t)) => format!("{value:.2} {} at {t:.1} req/s", sum.unit),
+    };
+    if let Some(a) = &sum.against_baseline {
+        return Some(format!(
+            "means over the {} rounds both completed (race and confirmation): {} {}; the baseline {} {}",
+            a.rounds,
+            a.winner.config,
+            figures(a.winner.value, a.winner.throughput),
+            a.baseline.config,
+            figures(a.baseline.value, a.baseline.throughput)
+        ));
+    }
+    let b = sum
+        .configurations
+        .iter()
+        .find(|c| c.config == sum.baseline && sum.winner.as_ref() == Some(&c.config))?;
+    Some(format!(
+        "the baseline {}'s mean over its {} completed race trials: {}",
+        b.config,
+        b.ok,
+        figures(b.mean?, b.throughput)
+    ))
 }
 
 /// "Chance of being the best …: A 86 %; B 7 %", the configurations a bootstrap of the rounds

@@ -21,7 +21,8 @@ use crate::scores::{best_mean, blocks, race_trial};
 use crate::spec::{Budget, Config, Study};
 use crate::stats::Rng;
 use crate::summary::{
-    Summary, indistinguishable, measurement_warnings, paired_gain, summarize, verdict,
+    Summary, against_baseline, indistinguishable, measurement_notes, measurement_warnings,
+    no_trial_completed, paired_gain, phase_figures, verdict,
 };
 use crate::trial::{TrialContext, driver_saturation, run_trial, to_record};
 
@@ -233,6 +234,10 @@ impl Session<'_> {
             for c in &order {
                 self.trial(TrialPhase::Race, round, c)?;
             }
+            self.progress.round(format!(
+                "race round {round} of at most {}",
+                study.run.repetitions
+            ));
             rounds_done = round;
             // Configurations that keep failing leave the race.
             let keys: Vec<String> = alive.iter().map(Config::key).collect();
@@ -289,6 +294,10 @@ impl Session<'_> {
             for c in &pair {
                 self.trial(TrialPhase::Confirm, round, c)?;
             }
+            self.progress.round(format!(
+                "confirmation round {round} of {}",
+                study.run.confirm_rounds
+            ));
         }
         Ok(())
     }
@@ -441,7 +450,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     let mut gain = None;
     let mut gain_p = None;
     let verdict = match &winner {
-        None => "no configuration completed a trial".to_string(),
+        None => no_trial_completed(&session.trials).0,
         Some(w) if w.key() == baseline.key() => {
             "the baseline is the best configuration".to_string()
         }
@@ -457,32 +466,39 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
 
     let trials = &session.trials;
     warnings.extend(measurement_warnings(study, trials, &baseline.key()));
-    let configurations = feasible
-        .iter()
-        .map(|c| summarize(trials, c, &eliminated))
-        .collect();
     let winner_key = winner.as_ref().map(Config::key);
+    let keys: Vec<String> = feasible.iter().map(Config::key).collect();
+    let (configurations, confirmation) = phase_figures(
+        trials,
+        &keys,
+        winner_key.as_deref(),
+        &baseline.key(),
+        &eliminated,
+    );
     let summary = Summary {
         goal: goal.describe(),
         unit: goal.unit().into(),
         higher_is_better: goal.higher_is_better(),
         baseline: baseline.key(),
         winner: winner_key.clone(),
-        indistinguishable: indistinguishable(
-            trials,
-            &alive_keys,
-            winner_key.as_deref(),
-            &worse,
-            &eliminated,
-        ),
+        // Without a winner nothing is "not significantly different from it".
+        indistinguishable: match &winner_key {
+            Some(w) => indistinguishable(trials, &alive_keys, Some(w), &worse, &eliminated),
+            None => Vec::new(),
+        },
         chance_best,
         gain,
         gain_p_value: gain_p,
         verdict,
+        against_baseline: winner_key
+            .as_deref()
+            .and_then(|w| against_baseline(trials, w, &baseline.key())),
         configurations,
+        confirmation,
         eliminated,
         infeasible,
         warnings,
+        notes: measurement_notes(study, trials),
         rounds: rounds_done,
         trials_run: session.trials_run,
         elapsed_s: started.elapsed().as_secs_f64(),
@@ -493,6 +509,18 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         .filter(|t| t.phase == TrialPhase::Race)
         .count();
     let json = serde_json::to_string(&summary).unwrap_or_default();
+    // A run without a winner failed: stored so (with what it saw), and an error naming the
+    // first failure, so that neither the store nor the exit status calls it done.
+    if summary.winner.is_none() {
+        session
+            .store
+            .study_set_state(run_id, RunState::Failed, Some(&json))?;
+        return Err(StudyError::NoTrialCompleted {
+            run: run_id,
+            store: opts.store.clone(),
+            why: no_trial_completed(trials).1,
+        });
+    }
     session
         .store
         .study_set_state(run_id, RunState::Done, Some(&json))?;

@@ -155,6 +155,7 @@ pub fn run_scaling(
         }
         store.trial_add(&to_record(run_id, TrialPhase::Scale, i + 1, config, &o))?;
         progress.inc();
+        progress.round(format!("point {} of {} ({u} users)", i + 1, users.len()));
         if let Some(why) = driver_saturation(study, &o.detail) {
             warnings.push(format!(
                 "{u} users: {why}; the saturation point and knee may be the driver's"

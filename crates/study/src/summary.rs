@@ -1,6 +1,8 @@
-//! What a run concluded, as stored with it: the figures of each configuration, the winner's
-//! gain over the baseline and its verdict, the configurations that cannot be told from the
-//! winner, and the warnings about the measurements themselves.
+//! What a run concluded, as stored with it: the figures of each configuration in the race and
+//! in the confirmation (kept apart: a mean over both would mix rounds the losers never ran),
+//! the winner's and the baseline's figures over the rounds behind the gain, the gain and its
+//! verdict, the configurations that cannot be told from the winner, and the warnings and notes
+//! about the measurements themselves.
 
 use perfpilot_drive::Measurement;
 use perfpilot_store::{TrialPhase, TrialRecord, TrialStatus};
@@ -9,16 +11,16 @@ use serde::{Deserialize, Serialize};
 use crate::plan::Infeasible;
 use crate::race::{Elimination, Left};
 use crate::scores::paired_values;
-use crate::spec::{Config, Goal, Study};
+use crate::spec::{Goal, Study};
 use crate::stats::{self, Alternative, RatioCi};
 use crate::trial::{TrialDetail, driver_saturation};
 
-/// Per-configuration figures.
+/// Per-configuration figures over the trials of one phase (the race, or the confirmation).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ConfigSummary {
     /// The configuration's key.
     pub config: String,
-    /// Its trials, race and confirmation.
+    /// Its trials in the phase.
     pub trials: usize,
     /// Those that succeeded.
     pub ok: usize,
@@ -32,6 +34,30 @@ pub struct ConfigSummary {
     pub cpu_cores: Option<f64>,
     /// The round after which it left the race.
     pub eliminated_round: Option<usize>,
+}
+
+/// One configuration's means over the rounds where it and the other side of a comparison both
+/// completed a trial.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PairedFigures {
+    /// The configuration's key.
+    pub config: String,
+    /// The objective's mean.
+    pub value: f64,
+    /// Mean requests per second (`None`: no measurement to read it from).
+    pub throughput: Option<f64>,
+}
+
+/// The winner against the baseline over the rounds (race and confirmation) where both
+/// completed a trial: the rounds the gain is estimated from.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AgainstBaseline {
+    /// The rounds where both completed a trial.
+    pub rounds: usize,
+    /// The winner's means over them.
+    pub winner: PairedFigures,
+    /// The baseline's means over them.
+    pub baseline: PairedFigures,
 }
 
 /// What a run concluded (stored as the study run's summary).
@@ -63,8 +89,16 @@ pub struct Summary {
     pub gain_p_value: Option<f64>,
     /// "better", "not significantly different", or why there is no verdict.
     pub verdict: String,
-    /// The figures of every runnable configuration.
+    /// The winner's and the baseline's figures over the rounds behind the gain (`None`: no
+    /// winner, the baseline won, or no round where both completed a trial).
+    #[serde(default)]
+    pub against_baseline: Option<AgainstBaseline>,
+    /// The figures of every runnable configuration over its race trials.
     pub configurations: Vec<ConfigSummary>,
+    /// The winner's and the baseline's figures over their confirmation trials (empty: no
+    /// confirmation ran).
+    #[serde(default)]
+    pub confirmation: Vec<ConfigSummary>,
     /// The configurations that left the race, in the order they left.
     pub eliminated: Vec<Elimination>,
     /// The configurations this machine cannot run.
@@ -72,6 +106,9 @@ pub struct Summary {
     /// What to doubt about the run: skipped configurations, the budget's end, noise, warm-up,
     /// a saturated load driver.
     pub warnings: Vec<String>,
+    /// What the run could not check, as the study chose (measurements too short for MSER-5).
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// Race rounds run.
     pub rounds: usize,
     /// Trials this invocation ran (a resumed run's earlier ones are not counted).
@@ -82,10 +119,34 @@ pub struct Summary {
     pub racing: bool,
 }
 
-/// The figures of configuration `c` over its trials.
-pub(crate) fn summarize(trials: &[TrialRecord], c: &Config, elim: &[Elimination]) -> ConfigSummary {
-    let key = c.key();
-    let mine: Vec<&TrialRecord> = trials.iter().filter(|t| t.config == key).collect();
+impl Summary {
+    /// Whether the winner is the configuration to deploy: it is the baseline, or the
+    /// confirmation shows it significantly better (the verdict's rule). `false` without a
+    /// winner.
+    pub fn winner_shown_better(&self) -> bool {
+        match &self.winner {
+            Some(w) => *w == self.baseline || significantly_better(self.gain.as_ref()),
+            None => false,
+        }
+    }
+}
+
+/// Whether a `gain` over the baseline is significantly better: its 95 % interval lies above 1.
+pub fn significantly_better(gain: Option<&RatioCi>) -> bool {
+    gain.is_some_and(|g| g.low > 1.0)
+}
+
+/// The figures of configuration `key` over its trials of `phase`.
+pub(crate) fn summarize(
+    trials: &[TrialRecord],
+    phase: TrialPhase,
+    key: &str,
+    elim: &[Elimination],
+) -> ConfigSummary {
+    let mine: Vec<&TrialRecord> = trials
+        .iter()
+        .filter(|t| t.phase == phase && t.config == key)
+        .collect();
     let vals: Vec<f64> = mine
         .iter()
         .filter(|t| t.status == TrialStatus::Ok)
@@ -107,7 +168,7 @@ pub(crate) fn summarize(trials: &[TrialRecord], c: &Config, elim: &[Elimination]
         })
         .collect();
     ConfigSummary {
-        config: key.clone(),
+        config: key.to_string(),
         trials: mine.len(),
         ok: vals.len(),
         mean: (!vals.is_empty()).then(|| stats::mean(&vals)),
@@ -116,6 +177,57 @@ pub(crate) fn summarize(trials: &[TrialRecord], c: &Config, elim: &[Elimination]
         cpu_cores: (!cpu.is_empty()).then(|| stats::mean(&cpu)),
         eliminated_round: elim.iter().find(|e| e.config == key).map(|e| e.round),
     }
+}
+
+/// The race and confirmation figures of every configuration in `keys`, and the confirmation
+/// figures of the winner and the baseline (those of them with confirmation trials).
+pub(crate) fn phase_figures(
+    trials: &[TrialRecord],
+    keys: &[String],
+    winner: Option<&str>,
+    baseline: &str,
+    elim: &[Elimination],
+) -> (Vec<ConfigSummary>, Vec<ConfigSummary>) {
+    let race = keys
+        .iter()
+        .map(|k| summarize(trials, TrialPhase::Race, k, elim))
+        .collect();
+    let mut confirmed: Vec<&str> = winner.into_iter().collect();
+    if !confirmed.contains(&baseline) {
+        confirmed.push(baseline);
+    }
+    let confirm = confirmed
+        .into_iter()
+        .map(|k| summarize(trials, TrialPhase::Confirm, k, elim))
+        .filter(|c| c.trials > 0)
+        .collect();
+    (race, confirm)
+}
+
+/// The trials of `winner` and `baseline` in every (phase, round) where both completed one, in
+/// the order of the phase's word, then the round: the order these pairs always had.
+fn completed_pairs<'a>(
+    trials: &'a [TrialRecord],
+    winner: &str,
+    baseline: &str,
+) -> Vec<(&'a TrialRecord, &'a TrialRecord)> {
+    let mut keys: Vec<(&str, i64)> = trials.iter().map(|t| (t.phase.as_str(), t.round)).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|(phase, round)| {
+            let get = |k: &str| {
+                trials.iter().find(|t| {
+                    t.phase.as_str() == phase
+                        && t.round == round
+                        && t.config == k
+                        && t.status == TrialStatus::Ok
+                        && t.value.is_some()
+                })
+            };
+            Some((get(winner)?, get(baseline)?))
+        })
+        .collect()
 }
 
 /// The gain of configuration `winner` over `baseline` in the goal's direction with its 95 %
@@ -129,31 +241,17 @@ pub(crate) fn paired_gain(
 ) -> (Option<RatioCi>, Option<f64>) {
     let mut cand = Vec::new();
     let mut base = Vec::new();
-    // In the order of the phase's word, then the round: the order these pairs always had.
-    let mut keys: Vec<(&str, i64)> = trials.iter().map(|t| (t.phase.as_str(), t.round)).collect();
-    keys.sort();
-    keys.dedup();
-    for (phase, round) in keys {
-        let get = |k: &str| {
-            trials
-                .iter()
-                .find(|t| {
-                    t.phase.as_str() == phase
-                        && t.round == round
-                        && t.config == k
-                        && t.status == TrialStatus::Ok
-                })
-                .and_then(|t| t.value)
+    for (w, b) in completed_pairs(trials, winner, baseline) {
+        let (Some(a), Some(b)) = (w.value, b.value) else {
+            continue;
         };
-        if let (Some(a), Some(b)) = (get(winner), get(baseline)) {
-            if goal.higher_is_better() {
-                cand.push(a);
-                base.push(b);
-            } else {
-                // Gain in the goal's direction: baseline / winner.
-                cand.push(b);
-                base.push(a);
-            }
+        if goal.higher_is_better() {
+            cand.push(a);
+            base.push(b);
+        } else {
+            // Gain in the goal's direction: baseline / winner.
+            cand.push(b);
+            base.push(a);
         }
     }
     let gain = stats::paired_ratio_ci(&cand, &base, 0.95);
@@ -161,10 +259,46 @@ pub(crate) fn paired_gain(
     (gain, p)
 }
 
+/// The means of `winner` and `baseline` over the rounds where both completed a trial (those
+/// [`paired_gain`] reads); `None` when the winner is the baseline or there is no such round.
+pub(crate) fn against_baseline(
+    trials: &[TrialRecord],
+    winner: &str,
+    baseline: &str,
+) -> Option<AgainstBaseline> {
+    if winner == baseline {
+        return None;
+    }
+    let pairs = completed_pairs(trials, winner, baseline);
+    if pairs.is_empty() {
+        return None;
+    }
+    let figures = |key: &str, ts: Vec<&TrialRecord>| {
+        let values: Vec<f64> = ts.iter().filter_map(|t| t.value).collect();
+        let thr: Vec<f64> = ts
+            .iter()
+            .filter_map(|t| t.measurement.as_deref())
+            .filter_map(|j| Measurement::from_json(j).ok())
+            .map(|m| m.throughput_rps)
+            .collect();
+        PairedFigures {
+            config: key.to_string(),
+            value: stats::mean(&values),
+            // Only when every round has it, so both sides average the same rounds.
+            throughput: (thr.len() == ts.len()).then(|| stats::mean(&thr)),
+        }
+    };
+    Some(AgainstBaseline {
+        rounds: pairs.len(),
+        winner: figures(winner, pairs.iter().map(|p| p.0).collect()),
+        baseline: figures(baseline, pairs.iter().map(|p| p.1).collect()),
+    })
+}
+
 /// The verdict on a winner's `gain` over the baseline.
 pub(crate) fn verdict(gain: Option<RatioCi>) -> String {
     match gain {
-        Some(g) if g.low > 1.0 => format!(
+        Some(g) if significantly_better(Some(&g)) => format!(
             "better than the baseline: gain ×{:.3} (95 % CI {:.3}–{:.3}, {} pairs)",
             g.ratio, g.low, g.high, g.pairs
         ),
@@ -215,8 +349,7 @@ pub(crate) fn indistinguishable(
 }
 
 /// Warnings about the measurements: the baseline's noise against the effect sought, trials
-/// that never reached a steady state, a saturated load driver, and measurements too short for
-/// MSER-5.
+/// that never reached a steady state, and a saturated load driver.
 pub(crate) fn measurement_warnings(
     study: &Study,
     trials: &[TrialRecord],
@@ -264,12 +397,67 @@ pub(crate) fn measurement_warnings(
             details.len()
         ));
     }
-    if details
-        .iter()
-        .filter(|(t, _)| t.phase == TrialPhase::Race)
-        .all(|(_, d)| d.mser.is_none())
-    {
-        warnings.push("measurements shorter than 20 s: MSER-5 warm-up detection needs at least 20 per-second points".into());
-    }
     warnings
+}
+
+/// Notes on what the run could not check because of how the study is set up: measurements
+/// too short for MSER-5 (a quick study's choice, not a fault of the measurements).
+pub(crate) fn measurement_notes(study: &Study, trials: &[TrialRecord]) -> Vec<String> {
+    // Measured trials only: a failed deployment has no series to judge.
+    let mut race = trials
+        .iter()
+        .filter(|t| t.phase == TrialPhase::Race && t.measurement.is_some())
+        .filter_map(|t| serde_json::from_str::<TrialDetail>(&t.detail).ok())
+        .peekable();
+    if race.peek().is_none() || race.any(|d| d.mser.is_some()) {
+        return Vec::new();
+    }
+    vec![format!(
+        "run.measure ({:?}) gives fewer than the 20 per-second points MSER-5 needs, so whether run.warmup ({:?}) was long enough was not checked; a measure of 20s or more checks it",
+        study.run.measure, study.run.warmup
+    )]
+}
+
+/// Lines of a failure's reason quoted when a run fails (the end of a long stderr).
+const TAIL_LINES: usize = 8;
+
+/// Why a run has no winner, as `(verdict, error)`: how many trials failed or broke a
+/// constraint, and for the error the end of the first one's reason.
+pub(crate) fn no_trial_completed(trials: &[TrialRecord]) -> (String, String) {
+    let count = |s: TrialStatus| trials.iter().filter(|t| t.status == s).count();
+    let (ok, failed, violated) = (
+        count(TrialStatus::Ok),
+        count(TrialStatus::Failed),
+        count(TrialStatus::Violated),
+    );
+    let mut counts = format!("{failed} failed, {violated} broke a constraint of the objective");
+    // Trials of configurations that later left the race (failing twice) may have completed.
+    let none = if ok == 0 {
+        format!("none of its {} trials completed", trials.len())
+    } else {
+        counts.insert_str(0, &format!("{ok} completed, "));
+        "no configuration left at the race's end completed a trial".to_string()
+    };
+    let verdict = format!("{none} ({counts})");
+    let Some(first) = trials.iter().find(|t| t.status != TrialStatus::Ok) else {
+        return (verdict, format!("no trial ran ({counts})"));
+    };
+    let lines: Vec<&str> = first
+        .reason
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n  ");
+    let error = format!(
+        "{none} ({counts}); the first, {} round {} of {}, {}:\n  {tail}",
+        first.phase,
+        first.round,
+        first.config,
+        if first.status == TrialStatus::Failed {
+            "failed"
+        } else {
+            "broke a constraint"
+        },
+    );
+    (verdict, error)
 }

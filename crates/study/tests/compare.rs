@@ -19,7 +19,9 @@ fn summary(winner: Option<&str>, tied: &[&str], left: &[(&str, Left)], higher: b
         gain: None,
         gain_p_value: None,
         verdict: String::new(),
+        against_baseline: None,
         configurations: Vec::new(),
+        confirmation: Vec::new(),
         eliminated: left
             .iter()
             .map(|(c, kind)| Elimination {
@@ -32,6 +34,7 @@ fn summary(winner: Option<&str>, tied: &[&str], left: &[(&str, Left)], higher: b
             .collect(),
         infeasible: Vec::new(),
         warnings: Vec::new(),
+        notes: Vec::new(),
         rounds: 5,
         trials_run: 0,
         elapsed_s: 0.0,

@@ -178,7 +178,14 @@ config = {{ instances = 1, cache = 300 }}
         serde_json::Value::String(winner.clone())
     );
     let apply = r.apply.expect("an apply script");
-    let instances = if winner.starts_with("instances=2") {
+    // The winner's script, or the baseline's when the winner is not shown better than it.
+    let deployed = if s.winner_shown_better() {
+        winner.clone()
+    } else {
+        s.baseline.clone()
+    };
+    assert_eq!(apply.config, deployed);
+    let instances = if deployed.starts_with("instances=2") {
         2
     } else {
         1

@@ -3,7 +3,7 @@
 
 mod print;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result, bail};
@@ -12,7 +12,8 @@ use perfpilot_observe::{Fs, Topology};
 use perfpilot_store::Store;
 use perfpilot_study::compare::compare_runs;
 use perfpilot_study::replay::{ReplayOptions, replay_run};
-use perfpilot_study::report;
+use perfpilot_study::report::{self, ReportOptions};
+use perfpilot_study::spec::{Finding, Severity, preflight};
 use perfpilot_study::{
     Budget, RunOptions, Study, Validation, run_scaling, run_study, stored_study,
 };
@@ -33,7 +34,8 @@ pub struct StudyArgs {
 
 #[derive(Subcommand, Debug)]
 enum StudySub {
-    /// Check a study file without running it; print its trials, layouts and estimated duration.
+    /// Check a study file without running it: the programs, files, knobs and ports it needs
+    /// here; its trials, layouts and estimated duration. Exits 1 when a run would fail.
     Validate(ValidateArgs),
     /// Run a study (or continue one with --resume); every trial goes to the store.
     Run(RunArgs),
@@ -112,9 +114,14 @@ struct ReportArgs {
     /// JSON.
     #[arg(long)]
     json: bool,
-    /// Also write the apply script (apply.sh) and systemd drop-ins into DIR.
+    /// Also write the apply script (apply.sh) and systemd drop-ins into DIR: the winner's when
+    /// it is shown significantly better than the baseline, else the baseline's.
     #[arg(long, value_name = "DIR")]
     apply: Option<PathBuf>,
+    /// With --apply: the winner's script even when it is not shown significantly better than
+    /// the baseline.
+    #[arg(long, requires = "apply")]
+    force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -217,11 +224,40 @@ fn options(store: PathBuf, quiet: bool) -> Result<RunOptions> {
     Ok(o)
 }
 
+/// What `study::preflight` finds for `study` run from the current directory.
+fn findings(study: &Study) -> Result<Vec<Finding>> {
+    let here = std::env::current_dir().context("reading the current directory")?;
+    Ok(preflight(study, &here))
+}
+
+/// An error when `findings` hold one: `doing` says what is refused.
+fn refuse_on_errors(file: &Path, findings: &[Finding], doing: &str) -> Result<()> {
+    let errors = findings.iter().filter(|f| f.is_error()).count();
+    if errors > 0 {
+        bail!(
+            "{}: {errors} error(s) above: {doing}; fix them, then `perfpilot study validate {}` checks again",
+            file.display(),
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+/// Checks `study` before a run: prints errors and warnings on stderr, and refuses on an error.
+fn check_before_run(study: &Study) -> Result<()> {
+    let found = findings(study)?;
+    for f in found.iter().filter(|f| f.severity != Severity::Note) {
+        eprintln!("{f}");
+    }
+    refuse_on_errors(&study.path, &found, "nothing was started")
+}
+
 fn validate(a: ValidateArgs) -> Result<()> {
     let study = Study::load(&a.file)?;
     let topo = topology()?;
-    print_validation(&Validation::new(study, &topo));
-    Ok(())
+    let found = findings(&study)?;
+    print_validation(&Validation::new(study, &topo), &found);
+    refuse_on_errors(&a.file, &found, "a run would fail")
 }
 
 fn run_one(a: RunArgs) -> Result<()> {
@@ -231,6 +267,7 @@ fn run_one(a: RunArgs) -> Result<()> {
         (None, Some(run)) => stored_study(&path, run)?,
         (None, None) => bail!("give a study file (or --resume RUN)"),
     };
+    check_before_run(&study)?;
     let topo = topology()?;
     let mut opts = options(path.clone(), a.quiet)?;
     opts.resume = a.resume;
@@ -245,6 +282,7 @@ fn run_one(a: RunArgs) -> Result<()> {
 
 fn scale(a: ScaleArgs) -> Result<()> {
     let study = Study::load(&a.file)?;
+    check_before_run(&study)?;
     let path = store_path(a.store.store)?;
     let topo = topology()?;
     let opts = options(path, a.quiet)?;
@@ -260,19 +298,28 @@ fn scale(a: ScaleArgs) -> Result<()> {
 fn report(a: ReportArgs) -> Result<()> {
     let path = store_path(a.store.store)?;
     let s = Store::open_existing(&path)?;
-    let r = report::build(&s, a.run)?;
+    let r = report::build_with(&s, a.run, ReportOptions { force: a.force })?;
     if let Some(dir) = a.apply {
-        let apply = r
-            .apply
-            .as_ref()
-            .context("this run has no best configuration to apply")?;
+        let Some(apply) = r.apply.as_ref() else {
+            bail!(
+                "study run {}: {}",
+                a.run,
+                r.apply_note
+                    .as_deref()
+                    .unwrap_or("this run has no best configuration to apply")
+            );
+        };
         let sh = apply.write_to(&dir)?;
         eprintln!(
-            "wrote {} and {} systemd drop-in(s) under {}",
+            "wrote {} ({}) and {} systemd drop-in(s) under {}",
             sh.display(),
+            apply.config,
             apply.dropins.len(),
             dir.display()
         );
+        if let Some(note) = &r.apply_note {
+            eprintln!("note: {note}");
+        }
     }
     let out = if a.html {
         report::to_html(&r)

@@ -2,8 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::{Report, chance_best_line};
-use crate::race::Left;
+use super::{Report, TrialRow, chance_best_line, figures_line};
+use crate::race::{Elimination, Left};
+use crate::summary::ConfigSummary;
+use perfpilot_store::TrialPhase;
 
 /// How a configuration left the race, in a word for the table.
 fn left_word(kind: Left) -> &'static str {
@@ -35,6 +37,9 @@ pub fn to_markdown(r: &Report) -> String {
             }
         }
         let _ = writeln!(s, "Baseline: {}.", sum.baseline);
+        if let Some(line) = figures_line(sum) {
+            let _ = writeln!(s, "{}.", capitalized(&line));
+        }
         if let Some(g) = &sum.gain {
             let _ = writeln!(
                 s,
@@ -56,6 +61,9 @@ pub fn to_markdown(r: &Report) -> String {
         if let Some(line) = chance_best_line(&sum.chance_best) {
             let _ = writeln!(s, "{line}.");
         }
+        if let Some(note) = &r.apply_note {
+            let _ = writeln!(s, "\n{}.", capitalized(note));
+        }
         let _ = writeln!(
             s,
             "\n{} trials in {} rounds, {:.0} s{}.\n",
@@ -75,38 +83,29 @@ pub fn to_markdown(r: &Report) -> String {
             }
             let _ = writeln!(s);
         }
-        if !sum.warnings.is_empty() {
-            let _ = writeln!(s, "### Warnings\n");
-            for w in &sum.warnings {
-                let _ = writeln!(s, "- {w}");
+        for (title, lines) in [("Warnings", &sum.warnings), ("Notes", &sum.notes)] {
+            if !lines.is_empty() {
+                let _ = writeln!(s, "### {title}\n");
+                for w in lines {
+                    let _ = writeln!(s, "- {w}");
+                }
+                let _ = writeln!(s);
             }
-            let _ = writeln!(s);
         }
-        let _ = writeln!(s, "### Configurations\n");
-        let _ = writeln!(
-            s,
-            "| configuration | trials | ok | mean ({}) | stdev | throughput | CPU cores | left the race |",
-            sum.unit
+        let _ = writeln!(s, "### Configurations in the race (race trials only)\n");
+        config_table(
+            &mut s,
+            &sum.unit,
+            &sum.configurations,
+            Some(&sum.eliminated),
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
-        for c in &sum.configurations {
+        if !sum.confirmation.is_empty() {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                c.config,
-                c.trials,
-                c.ok,
-                f(c.mean, 2),
-                f(c.stdev, 2),
-                f(c.throughput, 1),
-                f(c.cpu_cores, 2),
-                match sum.eliminated.iter().find(|e| e.config == c.config) {
-                    Some(e) => format!("round {} ({})", e.round, left_word(e.kind)),
-                    None => "–".into(),
-                }
+                "### Confirmation (paired rounds of the winner and the baseline after the race)\n"
             );
+            config_table(&mut s, &sum.unit, &sum.confirmation, None);
         }
-        let _ = writeln!(s);
     }
     if let Some(sc) = &r.scaling {
         let _ = writeln!(s, "## Load sweep of {}\n", sc.config);
@@ -162,7 +161,7 @@ pub fn to_markdown(r: &Report) -> String {
     if !r.effects.is_empty() {
         let _ = writeln!(
             s,
-            "## Effect of each factor (mean objective over successful trials)\n"
+            "## Effect of each factor (mean objective over successful race trials)\n"
         );
         for e in &r.effects {
             let parts: Vec<String> = e
@@ -174,18 +173,87 @@ pub fn to_markdown(r: &Report) -> String {
         }
         let _ = writeln!(s);
     }
-    let _ = writeln!(s, "## Trials\n");
-    let _ = writeln!(
-        s,
-        "| id | phase | round | configuration | status | value | throughput | p99 ms | errors | CPU cores | reason |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
-    for t in &r.trials {
+    for (phase, title) in [
+        (TrialPhase::Race, "Race trials"),
+        (TrialPhase::Confirm, "Confirmation trials"),
+        (TrialPhase::Scale, "Load sweep trials"),
+    ] {
+        let rows: Vec<&TrialRow> = r.trials.iter().filter(|t| t.phase == phase).collect();
+        if !rows.is_empty() {
+            trial_table(&mut s, title, &rows);
+        }
+    }
+    if let Some(a) = &r.apply {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "## Apply script ({})\n\n```sh\n{}```\n",
+            a.config, a.shell
+        );
+        for (p, d) in &a.dropins {
+            let _ = writeln!(s, "`{p}`:\n\n```ini\n{d}```\n");
+        }
+    }
+    s
+}
+
+/// A table of per-configuration figures; `eliminated` adds the column of when each left the
+/// race.
+fn config_table(
+    s: &mut String,
+    unit: &str,
+    rows: &[ConfigSummary],
+    eliminated: Option<&[Elimination]>,
+) {
+    let left = if eliminated.is_some() {
+        " left the race |"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        s,
+        "| configuration | trials | ok | mean ({unit}) | stdev | throughput | CPU cores |{left}"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|{}",
+        if left.is_empty() { "" } else { "---|" }
+    );
+    for c in rows {
+        let mut line = format!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.config,
+            c.trials,
+            c.ok,
+            f(c.mean, 2),
+            f(c.stdev, 2),
+            f(c.throughput, 1),
+            f(c.cpu_cores, 2),
+        );
+        if let Some(elim) = eliminated {
+            let word = match elim.iter().find(|e| e.config == c.config) {
+                Some(e) => format!("round {} ({})", e.round, left_word(e.kind)),
+                None => "–".into(),
+            };
+            let _ = write!(line, " {word} |");
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(s);
+}
+
+/// A section of trials: one row each.
+fn trial_table(s: &mut String, title: &str, rows: &[&TrialRow]) {
+    let _ = writeln!(s, "## {title}\n");
+    let _ = writeln!(
+        s,
+        "| id | round | configuration | status | value | throughput | p99 ms | errors | CPU cores | reason |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    for t in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             t.id,
-            t.phase,
             t.round,
             t.config,
             t.status,
@@ -197,13 +265,16 @@ pub fn to_markdown(r: &Report) -> String {
             t.reason.replace('|', "/")
         );
     }
-    if let Some(a) = &r.apply {
-        let _ = writeln!(s, "\n## Apply script\n\n```sh\n{}```\n", a.shell);
-        for (p, d) in &a.dropins {
-            let _ = writeln!(s, "`{p}`:\n\n```ini\n{d}```\n");
-        }
+    let _ = writeln!(s);
+}
+
+/// `line` with its first letter in upper case, to open a sentence.
+fn capitalized(line: &str) -> String {
+    let mut c = line.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
     }
-    s
 }
 
 /// A figure with `digits` decimals, or `–` when there is none.

@@ -5,20 +5,37 @@ use std::path::Path;
 
 use perfpilot_study::compare::{Agreement, Comparison, Side};
 use perfpilot_study::replay::Replay;
-use perfpilot_study::report::chance_best_line;
+use perfpilot_study::report::{chance_best_line, figures_line};
+use perfpilot_study::spec::Finding;
 use perfpilot_study::{RunOutcome, Scaling, Validation};
 
-/// `study validate`: the study, where each configuration runs, the trials, time and budget.
-pub(super) fn print_validation(v: &Validation) {
+/// `study validate`: the study, what a run needs that this machine lacks (`findings`), where
+/// each configuration runs, the trials, time and budget.
+pub(super) fn print_validation(v: &Validation, findings: &[Finding]) {
     let (study, plan) = (&v.study, &v.plan);
-    println!(
-        "{}: study {:?} is valid: {} factor(s), {} configuration(s), {} runnable here",
-        study.path.display(),
-        study.name,
-        study.factors.len(),
-        plan.configurations,
-        plan.feasible
-    );
+    let errors = findings.iter().filter(|f| f.is_error()).count();
+    if errors == 0 {
+        println!(
+            "{}: study {:?} is valid: {} factor(s), {} configuration(s), {} runnable here",
+            study.path.display(),
+            study.name,
+            study.factors.len(),
+            plan.configurations,
+            plan.feasible
+        );
+    } else {
+        println!(
+            "{}: study {:?} cannot run here as it stands: {errors} error(s); {} factor(s), {} configuration(s), {} with a layout here",
+            study.path.display(),
+            study.name,
+            study.factors.len(),
+            plan.configurations,
+            plan.feasible
+        );
+    }
+    for f in findings {
+        println!("{f}");
+    }
     println!("objective: {}", study.objective.goal.describe());
     if !study.objective.constraints.is_empty() {
         println!("constraints: {}", study.objective.constraints.join(", "));
@@ -106,6 +123,9 @@ pub(super) fn print_run(out: &RunOutcome, path: &Path) {
         Some(w) => println!("best: {w}\n  {}", s.verdict),
         None => println!("no winner: {}", s.verdict),
     }
+    if let Some(line) = figures_line(s) {
+        println!("  {line}");
+    }
     if !s.indistinguishable.is_empty() {
         println!(
             "  not significantly different from it (or equivalent, or tied within the rounds run): {}",
@@ -117,6 +137,9 @@ pub(super) fn print_run(out: &RunOutcome, path: &Path) {
     }
     for w in &s.warnings {
         println!("warning: {w}");
+    }
+    for n in &s.notes {
+        println!("note: {n}");
     }
     println!(
         "report: perfpilot study report {} --store {} [--html|--md|--json] [--apply DIR]",
