@@ -340,3 +340,33 @@ fn adapter_for_a_command() {
     assert_eq!(v["throughput_rps"], 42.5);
     assert_eq!(v["source"], "command");
 }
+
+#[test]
+fn a_run_logged_to_a_file_prints_a_progress_line_every_ten_seconds() {
+    let url = format!("http://{}/", serve());
+    let out = perfpilot(&[
+        "drive",
+        "--users",
+        "1",
+        "--think-time",
+        "10ms",
+        "--warmup",
+        "1s",
+        "--duration",
+        "11s",
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("measure") && lines[0].contains("requests"),
+        "{stderr}"
+    );
+    // No terminal, so no bar drawn with escape codes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+}

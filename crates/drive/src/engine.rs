@@ -20,7 +20,7 @@ use perfpilot_units as units;
 /// How a run interacts with its caller.
 #[derive(Clone, Debug, Default)]
 pub struct RunControl {
-    /// Show a live progress line on stderr (only drawn when stderr is a terminal).
+    /// Show live progress on stderr: a bar on a terminal, a plain line every 10 s otherwise.
     pub progress: bool,
     /// Stop early on Ctrl-C (SIGINT) and return the partial measurement.
     pub ctrl_c: bool,
@@ -203,6 +203,9 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
     Ok(assemble(spec, recs, window, end, begin_wall, &targets))
 }
 
+/// How often a run whose stderr is not a terminal prints a progress line.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
 /// Waits for the driver threads while drawing progress and watching for Ctrl-C. Returns the
 /// instant the run was stopped early, if it was.
 fn supervise(
@@ -250,17 +253,32 @@ fn supervise(
                     }
                     if let Some(b) = &bar {
                         let now = Instant::now();
-                        let done = live.done.load(Ordering::Relaxed);
-                        let rate = (done - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
-                        last = (now, done);
-                        b.set_prefix(if now < w.measure_start { "warm-up" } else { "measure" });
-                        b.set_position((now - w.begin).as_secs());
-                        b.set_message(format!(
-                            "{} requests, {}, {} errors",
-                            units::count(done),
-                            units::rate(rate, "req"),
-                            units::count(live.errors.load(Ordering::Relaxed))
-                        ));
+                        // Hidden on a non-terminal: a log gets a plain line every LOG_EVERY.
+                        let log_line = b.is_hidden() && now - last.0 >= LOG_EVERY;
+                        if !b.is_hidden() || log_line {
+                            let done = live.done.load(Ordering::Relaxed);
+                            let rate =
+                                (done - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
+                            last = (now, done);
+                            let phase = if now < w.measure_start { "warm-up" } else { "measure" };
+                            let msg = format!(
+                                "{} requests, {}, {} errors",
+                                units::count(done),
+                                units::rate(rate, "req"),
+                                units::count(live.errors.load(Ordering::Relaxed))
+                            );
+                            if log_line {
+                                eprintln!(
+                                    "progress: {phase} {} of {}: {msg}",
+                                    units::duration(now - w.begin),
+                                    units::duration(spec.warmup + spec.duration)
+                                );
+                            } else {
+                                b.set_prefix(phase);
+                                b.set_position((now - w.begin).as_secs());
+                                b.set_message(msg);
+                            }
+                        }
                     }
                 }
                 _ = &mut ctrl_c => {

@@ -148,6 +148,25 @@ pub struct Latency {
     pub max_ms: Option<f64>,
 }
 
+impl Latency {
+    /// The statistic named as thresholds and study objectives name it (`mean`, `p50`, `p75`,
+    /// `p90`, `p95`, `p99`, `p99.9`, `max`), in milliseconds; `None` for another name or a
+    /// statistic the run did not report.
+    pub fn by_name(&self, name: &str) -> Option<f64> {
+        match name {
+            "mean" => self.mean_ms,
+            "p50" => self.p50_ms,
+            "p75" => self.p75_ms,
+            "p90" => self.p90_ms,
+            "p95" => self.p95_ms,
+            "p99" => self.p99_ms,
+            "p99.9" => self.p99_9_ms,
+            "max" => self.max_ms,
+            _ => None,
+        }
+    }
+}
+
 /// One second of the measured window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SeriesPoint {

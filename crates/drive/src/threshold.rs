@@ -149,17 +149,7 @@ impl Threshold {
     pub fn check(&self, m: &Measurement) -> ThresholdOutcome {
         let (actual, unit, limit) = match self.metric {
             Metric::Latency(name) => {
-                let l = m.latency.as_ref();
-                let v = l.and_then(|l| match name {
-                    "mean" => l.mean_ms,
-                    "p50" => l.p50_ms,
-                    "p75" => l.p75_ms,
-                    "p90" => l.p90_ms,
-                    "p95" => l.p95_ms,
-                    "p99" => l.p99_ms,
-                    "p99.9" => l.p99_9_ms,
-                    _ => l.max_ms,
-                });
+                let v = m.latency.as_ref().and_then(|l| l.by_name(name));
                 (v, "ms", self.value)
             }
             Metric::ErrorRatio => (Some(m.error_ratio() * 100.0), "%", self.value * 100.0),

@@ -79,20 +79,7 @@ pub struct TrialOutcome {
 pub fn objective_value(goal: &Goal, m: &Measurement) -> Option<f64> {
     match goal {
         Goal::MaxThroughput => Some(m.throughput_rps),
-        Goal::MinLatency(p) => {
-            let l = m.latency.as_ref()?;
-            match p.as_str() {
-                "mean" => l.mean_ms,
-                "p50" => l.p50_ms,
-                "p75" => l.p75_ms,
-                "p90" => l.p90_ms,
-                "p95" => l.p95_ms,
-                "p99" => l.p99_ms,
-                "p99.9" => l.p99_9_ms,
-                "max" => l.max_ms,
-                _ => None,
-            }
-        }
+        Goal::MinLatency(p) => m.latency.as_ref()?.by_name(p),
         Goal::MinCpuPerRequest => {
             let cpu: f64 = m.cpu.as_ref()?.iter().map(|c| c.cpu_s).sum();
             (m.ok > 0).then(|| cpu * 1000.0 / m.ok as f64)
