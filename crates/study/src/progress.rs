@@ -41,11 +41,11 @@ impl Lines {
             "{}/{} trials, {} elapsed",
             self.done,
             self.total,
-            clock(elapsed)
+            perfpilot_units::clock(elapsed)
         );
         if self.done > 0 && self.total > self.done {
             let left = elapsed.mul_f64((self.total - self.done) as f64 / self.done as f64);
-            s.push_str(&format!(", at most ~{} left", clock(left)));
+            s.push_str(&format!(", at most ~{} left", perfpilot_units::clock(left)));
         }
         s
     }
@@ -166,18 +166,6 @@ fn bar(total: usize) -> indicatif::ProgressBar {
     b
 }
 
-/// A duration as `1h05m`, `3m33s` or `8s`.
-fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,12 +195,5 @@ mod tests {
         assert!(matches!(Progress::with(false, false, 3).mode, Mode::Off));
         assert!(matches!(Progress::with(false, true, 3).mode, Mode::Off));
         assert!(matches!(Progress::with(true, true, 3).mode, Mode::Bar(_)));
-    }
-
-    #[test]
-    fn durations_read_as_a_clock() {
-        assert_eq!(clock(Duration::from_secs(8)), "8s");
-        assert_eq!(clock(Duration::from_secs(213)), "3m33s");
-        assert_eq!(clock(Duration::from_secs(3900)), "1h05m");
     }
 }

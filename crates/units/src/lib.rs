@@ -181,6 +181,19 @@ pub fn duration(d: Duration) -> String {
     duration_secs(d.as_secs_f64())
 }
 
+/// A duration on a clock's terms, for elapsed and remaining times and plans: `8s`, `3m33s`,
+/// `1h05m` (whole seconds, the two largest units).
+pub fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
 /// Binary size units, in bytes.
 const SIZE: [(&str, f64); 7] = [
     ("B", 1.0),
@@ -318,5 +331,12 @@ mod tests {
         assert_eq!(bytes_per_s(12.3 * 1_048_576.0), "12.3 MiB/s");
         assert_eq!(percent(0.037_4), "0.0374 %");
         assert_eq!(percent(100.0), "100 %");
+    }
+
+    #[test]
+    fn a_clock_shows_the_two_largest_units() {
+        assert_eq!(clock(Duration::from_secs(8)), "8s");
+        assert_eq!(clock(Duration::from_secs(213)), "3m33s");
+        assert_eq!(clock(Duration::from_secs(3900)), "1h05m");
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn print_validation(v: &Validation, findings: &[Finding]) {
     );
     println!(
         "estimated duration: at most {}{}",
-        secs(plan.max_duration),
+        perfpilot_units::clock(plan.max_duration),
         if study.run.racing {
             " (racing usually stops earlier)"
         } else {
@@ -82,7 +82,7 @@ pub(super) fn print_validation(v: &Validation, findings: &[Finding]) {
         println!(
             "budget: {}, at most {n} trials with the confirmation (~{}); the race ends before a round that would pass it",
             b.budget,
-            secs(b.duration)
+            perfpilot_units::clock(b.duration)
         );
         if !b.reaches_first_test() {
             println!(
@@ -313,17 +313,5 @@ fn print_side(me: &Side, me_label: &str, other: &Side, other_label: &str) {
                 "not significantly different"
             }
         );
-    }
-}
-
-/// A duration as `1h05m`, `3m33s` or `8s`.
-fn secs(d: std::time::Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
     }
 }
