@@ -132,16 +132,10 @@ mod tests {
     #[test]
     fn the_interval_has_its_coverage() {
         // 2000 experiments with no effect: about 5 % of 95 % intervals miss 1.
-        let mut x: u64 = 0x9e3779b97f4a7c15;
+        let mut rng = perfpilot_stats::Rng::new(0x9e37_79b9_7f4a_7c15);
         let mut normal = || {
-            // Box-Muller from a xorshift generator.
-            let mut u = || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 11) as f64 / (1u64 << 53) as f64
-            };
-            let (u1, u2) = (u().max(1e-12), u());
+            // Box-Muller from the shared generator.
+            let (u1, u2) = (rng.next_f64(), rng.next_f64());
             (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
         };
         let mut misses = 0;

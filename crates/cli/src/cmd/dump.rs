@@ -57,7 +57,7 @@ pub fn parse_time(s: &str, flag: &str) -> anyhow::Result<i64> {
             .unwrap_or(0)
     };
     if s == "now" {
-        return Ok(to_ms(SystemTime::now()));
+        return Ok(perfpilot_sys::clock::now_ms());
     }
     if let Ok(secs) = s.parse::<f64>() {
         return Ok((secs * 1000.0) as i64);
@@ -67,7 +67,7 @@ pub fn parse_time(s: &str, flag: &str) -> anyhow::Result<i64> {
     }
     let ago = s.trim_start_matches('-').trim_end_matches("ago").trim();
     if let Ok(d) = humantime::parse_duration(ago) {
-        return Ok(to_ms(SystemTime::now() - d));
+        return Ok(perfpilot_sys::clock::now_ms() - d.as_millis() as i64);
     }
     bail!(
         "{flag} {s:?}: expected RFC 3339 (2026-11-22T10:00:00Z), seconds since the epoch, 'now', or a duration ago such as 1h"

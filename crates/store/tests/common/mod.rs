@@ -10,18 +10,15 @@ use perfpilot_sys::net::NetDev;
 use perfpilot_sys::process::ProcIo;
 use perfpilot_sys::stat::{CpuTimes, KernelStat};
 
-/// A small deterministic PRNG (xorshift64*).
-pub struct Rng(u64);
+/// The shared seeded generator, drawing the `u64`s these fixtures take.
+pub struct Rng(perfpilot_stats::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        Rng(perfpilot_stats::Rng::new(seed))
     }
     pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.next_u64()
     }
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
