@@ -297,3 +297,37 @@ fn a_run_whose_every_trial_fails_exits_1_and_is_marked_failed() {
     );
     assert_eq!(out.status.code(), Some(2), "a usage error");
 }
+
+#[test]
+fn a_load_sweep_whose_every_point_fails_exits_1_and_is_marked_failed() {
+    let dir = Scratch::new("failing-scale");
+    let f = study_file(
+        dir.path(),
+        "sh -c 'echo cannot load the models {x} >&2; exit 3'",
+    );
+    let store = dir.path().join("s.db");
+    let store_arg = store.display().to_string();
+    let out = perfpilot(
+        &[
+            "study",
+            "scale",
+            &f.display().to_string(),
+            "--users",
+            "1,2",
+            "--store",
+            &store_arg,
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "study run 1 failed: none of its 2 load points completed; the first (1 users) failed"
+        ) && stderr.contains("cannot load the models"),
+        "{stderr}"
+    );
+    let list = perfpilot(&["study", "list", "--store", &store_arg], dir.path());
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(listed.contains("failed"), "{listed}");
+}

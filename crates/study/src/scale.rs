@@ -187,6 +187,22 @@ pub fn run_scaling(
     }
     progress.finish();
     let (saturation_users, knee_users) = saturation_and_knee(&points);
+    if points.is_empty() {
+        // Nothing measured: a failed run, not a sweep with no saturation point.
+        let why = match failed.first() {
+            Some((u, reason)) => format!(
+                "none of its {} load points completed; the first ({u} users) failed: {reason}",
+                users.len()
+            ),
+            None => "it measured no load point".to_string(),
+        };
+        store.study_set_state(run_id, RunState::Failed, None)?;
+        return Err(StudyError::NoTrialCompleted {
+            run: run_id,
+            store: opts.store.clone(),
+            why,
+        });
+    }
     let s = Scaling {
         run: run_id,
         config: config.key(),
