@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use perfpilot_store::{ActionRecord, Store};
 use perfpilot_sys::Fs;
+use perfpilot_units as units;
 
 use crate::daemon::{Lock, status_path, store_path};
 use crate::journal::{self, JournalError};
@@ -93,11 +94,11 @@ pub fn evidence(rec: &ActionRecord) -> String {
         .and_then(|v| serde_json::from_str(v).ok());
     match &v {
         Some(v) if v["gain"].is_object() => format!(
-            "{}: before {:.4} (n {}), after {:.4} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}",
+            "{}: before {} (n {}), after {} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}",
             v["signal"].as_str().unwrap_or_default(),
-            v["before"]["mean"].as_f64().unwrap_or(f64::NAN),
+            units::number(v["before"]["mean"].as_f64().unwrap_or(f64::NAN)),
             v["before"]["n"],
-            v["after"]["mean"].as_f64().unwrap_or(f64::NAN),
+            units::number(v["after"]["mean"].as_f64().unwrap_or(f64::NAN)),
             v["after"]["n"],
             v["gain"]["ratio"].as_f64().unwrap_or(f64::NAN),
             v["gain"]["ci_low"].as_f64().unwrap_or(f64::NAN),
@@ -194,7 +195,7 @@ mod tests {
         );
         assert_eq!(
             evidence(&rec),
-            "cpi: before 2.0000 (n 6), after 1.5000 (n 6), gain x1.333 [1.200, 1.500] → keep"
+            "cpi: before 2 (n 6), after 1.5 (n 6), gain x1.333 [1.200, 1.500] → keep"
         );
     }
 
