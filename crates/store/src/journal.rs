@@ -6,115 +6,40 @@
 //! state is the store's own: [`ActionState`].
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, params};
-use serde::{Deserialize, Serialize};
 
+use crate::word::stored_word;
 use crate::{Result, Store};
 
-/// Where an action is in its life: the `state` column of the `actions` table, stored as the
-/// text of [`ActionState::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ActionState {
-    /// Journaled; nothing applied yet.
-    Applying,
-    /// Applied (or being applied) and measured: its verdict is still open.
-    Trial,
-    /// Kept, with or without a verdict, and enforced while its workload runs.
-    Kept,
-    /// Undone (or, for huge pages, stopped and remembered).
-    Reverted,
-    /// Its journal entry could not be read: left as it is.
-    Failed,
-    /// Over without being undone: its processes exited, or what it did cannot be undone.
-    Ended,
-    /// Someone else changed what it set: left to them.
-    Manual,
+stored_word! {
+    /// Where an action is in its life (`actions.state`).
+    ActionState in "actions"."state" {
+        /// Journaled; nothing applied yet.
+        Applying = "applying",
+        /// Applied (or being applied) and measured: its verdict is still open.
+        Trial = "trial",
+        /// Kept, with or without a verdict, and enforced while its workload runs.
+        Kept = "kept",
+        /// Undone (or, for huge pages, stopped and remembered).
+        Reverted = "reverted",
+        /// Its journal entry could not be read: left as it is.
+        Failed = "failed",
+        /// Over without being undone: its processes exited, or what it did cannot be undone.
+        Ended = "ended",
+        /// Someone else changed what it set: left to them.
+        Manual = "manual",
+    }
 }
 
 impl ActionState {
-    /// Every state.
-    pub const ALL: [ActionState; 7] = [
-        ActionState::Applying,
-        ActionState::Trial,
-        ActionState::Kept,
-        ActionState::Reverted,
-        ActionState::Failed,
-        ActionState::Ended,
-        ActionState::Manual,
-    ];
-
     /// The states of an action that still has something in the system (and may need undoing).
     pub const OPEN: [ActionState; 3] =
         [ActionState::Applying, ActionState::Trial, ActionState::Kept];
 
-    /// The stored text.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ActionState::Applying => "applying",
-            ActionState::Trial => "trial",
-            ActionState::Kept => "kept",
-            ActionState::Reverted => "reverted",
-            ActionState::Failed => "failed",
-            ActionState::Ended => "ended",
-            ActionState::Manual => "manual",
-        }
-    }
-
     /// Whether the action still has something in the system (see [`ActionState::OPEN`]).
     pub fn is_open(self) -> bool {
         ActionState::OPEN.contains(&self)
-    }
-}
-
-impl fmt::Display for ActionState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-/// A stored action state this perfpilot does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "actions.state holds {value:?}, which is not an action state this perfpilot knows ({}); a newer perfpilot may have written it: upgrade perfpilot or use another --state-dir",
-    ActionState::ALL.map(ActionState::as_str).join(", ")
-)]
-pub struct UnknownState {
-    /// The stored text.
-    pub value: String,
-}
-
-impl FromStr for ActionState {
-    type Err = UnknownState;
-
-    fn from_str(s: &str) -> std::result::Result<ActionState, UnknownState> {
-        ActionState::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| UnknownState {
-                value: s.to_string(),
-            })
-    }
-}
-
-impl ToSql for ActionState {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::Borrowed(ValueRef::Text(
-            self.as_str().as_bytes(),
-        )))
-    }
-}
-
-impl FromSql for ActionState {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<ActionState> {
-        value
-            .as_str()?
-            .parse()
-            .map_err(|e: UnknownState| FromSqlError::Other(Box::new(e)))
     }
 }
 
@@ -356,7 +281,7 @@ mod tests {
             .unwrap();
         let rec = store.action(id).unwrap().unwrap();
         assert_eq!(rec.state, ActionState::Applying);
-        for state in ActionState::ALL {
+        for &state in ActionState::ALL {
             store.journal_set_state(id, state, "note").unwrap();
             let text: String = store
                 .conn
@@ -376,7 +301,7 @@ mod tests {
     #[test]
     fn only_open_states_are_listed_as_open() {
         let (_dir, mut store) = store();
-        for state in ActionState::ALL {
+        for &state in ActionState::ALL {
             let id = store
                 .journal_begin("sig", "app", "large_pages", "{}", "[]", "why")
                 .unwrap();

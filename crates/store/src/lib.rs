@@ -26,11 +26,13 @@ pub mod record;
 pub mod samples;
 pub mod schema;
 pub mod trials;
+mod word;
 
 pub use error::{Error, Result};
 pub use journal::ActionRecord;
 pub use samples::{CorruptRow, Retention, RetentionOutcome, SampleIter, SampleRange};
-pub use trials::{RunState, StudyRecord, TrialPhase, TrialRecord, TrialStatus, UnknownValue};
+pub use trials::{RunState, StudyRecord, TrialPhase, TrialRecord, TrialStatus};
+pub use word::UnknownValue;
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -5,116 +5,10 @@
 //! and a run's state are typed ([`TrialPhase`], [`TrialStatus`], [`RunState`]); each is stored
 //! as the same word it always was, so older stores read back.
 
-use std::fmt;
-use std::str::FromStr;
-
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, params};
 
+use crate::word::stored_word;
 use crate::{Result, Store};
-
-/// A stored word its column does not know: the store was written by another perfpilot, or
-/// edited by hand.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "table {table}, column {column}: unknown value {value:?} (known: {known}); the store was \
-     written by another perfpilot version or edited: use that version, or another --store"
-)]
-pub struct UnknownValue {
-    /// The table holding the value.
-    pub table: &'static str,
-    /// The column holding the value.
-    pub column: &'static str,
-    /// The value found.
-    pub value: String,
-    /// The values the column may hold, comma-separated.
-    pub known: String,
-}
-
-/// An enum stored as one word per variant in one column: its text, `Display` (padding
-/// honoured), `FromStr`, SQLite's `ToSql`/`FromSql` and serde, all from the one table of words.
-macro_rules! stored_word {
-    (
-        $(#[$meta:meta])*
-        $name:ident in $table:literal . $column:literal {
-            $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vmeta])* $variant,)+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &[$name] = &[$($name::$variant,)+];
-
-            /// The word stored for it (and shown, and serialized).
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)+
-                }
-            }
-
-            /// The value stored as `word`; an unknown word names the table and column.
-            pub fn from_word(word: &str) -> std::result::Result<$name, UnknownValue> {
-                match word {
-                    $($text => Ok($name::$variant),)+
-                    _ => Err(UnknownValue {
-                        table: $table,
-                        column: $column,
-                        value: word.to_string(),
-                        known: [$($text,)+].join(", "),
-                    }),
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.pad(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = UnknownValue;
-            fn from_str(s: &str) -> std::result::Result<$name, UnknownValue> {
-                $name::from_word(s)
-            }
-        }
-
-        impl ToSql for $name {
-            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-                Ok(ToSqlOutput::from(self.as_str()))
-            }
-        }
-
-        impl FromSql for $name {
-            fn column_result(value: ValueRef<'_>) -> FromSqlResult<$name> {
-                $name::from_word(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
-            }
-        }
-
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(
-                &self,
-                s: S,
-            ) -> std::result::Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(
-                d: D,
-            ) -> std::result::Result<$name, D::Error> {
-                let word = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-                $name::from_word(&word).map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
 
 stored_word! {
     /// Which part of a study run a trial belongs to (`trials.phase`).
@@ -445,20 +339,14 @@ mod tests {
             .unwrap();
         let e = s.trials(id).unwrap_err().to_string();
         assert!(e.contains("s.db"), "{e}");
-        assert!(
-            e.contains("table trials, column phase: unknown value \"warmup\""),
-            "{e}"
-        );
+        assert!(e.contains("trials.phase: unknown value \"warmup\""), "{e}");
         assert!(e.contains("known: race, confirm, scale"), "{e}");
 
         s.conn
             .execute("UPDATE studies SET state = 'paused'", [])
             .unwrap();
         let e = s.study(id).unwrap_err().to_string();
-        assert!(
-            e.contains("table studies, column state: unknown value \"paused\""),
-            "{e}"
-        );
+        assert!(e.contains("studies.state: unknown value \"paused\""), "{e}");
         assert!(s.studies().is_err());
     }
 }
