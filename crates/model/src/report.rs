@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use perfpilot_units::counted;
+
 use serde::Serialize;
 
 use crate::error::ModelError;
@@ -197,12 +199,12 @@ impl ModelFile {
             }
         };
         let mut holds = vec![
-            count(self.classes.len(), "class", "classes"),
-            count(self.stations.len(), "station", "stations"),
+            counted(self.classes.len() as u64, "class", "classes"),
+            counted(self.stations.len() as u64, "station", "stations"),
         ];
         if !self.measurements.is_empty() {
-            holds.push(count(
-                self.measurements.len(),
+            holds.push(counted(
+                self.measurements.len() as u64,
                 "measured point",
                 "measured points",
             ));
@@ -216,8 +218,8 @@ impl ModelFile {
             }
         }
         if !self.configurations.is_empty() {
-            holds.push(count(
-                self.configurations.len(),
+            holds.push(counted(
+                self.configurations.len() as u64,
                 "configuration",
                 "configurations",
             ));
@@ -236,14 +238,14 @@ impl ModelFile {
         let text = crate::jmva::write(&net)?;
         let mut holds = format!(
             "the network: {}, {}",
-            count(net.classes.len(), "class", "classes"),
-            count(net.stations.len(), "station", "stations")
+            counted(net.classes.len() as u64, "class", "classes"),
+            counted(net.stations.len() as u64, "station", "stations")
         );
         if fit.is_some() {
             let points = self.fit_points()?.len();
             holds.push_str(&format!(
                 ", demands fitted from {}",
-                count(points, "measured point", "measured points")
+                counted(points as u64, "measured point", "measured points")
             ));
         }
         let mut left_out = Vec::new();
@@ -251,8 +253,8 @@ impl ModelFile {
             left_out.push("name and description".to_string());
         }
         if !self.measurements.is_empty() {
-            left_out.push(count(
-                self.measurements.len(),
+            left_out.push(counted(
+                self.measurements.len() as u64,
                 "measured point",
                 "measured points",
             ));
@@ -267,8 +269,8 @@ impl ModelFile {
             }
         }
         if !self.configurations.is_empty() {
-            left_out.push(count(
-                self.configurations.len(),
+            left_out.push(counted(
+                self.configurations.len() as u64,
                 "configuration",
                 "configurations",
             ));
@@ -294,9 +296,4 @@ pub struct Rendered {
     /// What the file held that the format cannot carry (JMVA holds the network only), e.g.
     /// `4 measured points`, `[predict]`; empty when nothing was left out.
     pub left_out: Vec<String>,
-}
-
-/// `n` with its noun: `1 class`, `3 classes`.
-fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }

@@ -14,6 +14,7 @@
 
 use perfpilot_observe::Topology;
 use perfpilot_sys::CpuSet;
+use perfpilot_units::counted;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::Binding;
@@ -52,14 +53,6 @@ pub struct Layout {
 
 fn err(message: String) -> LayoutError {
     LayoutError { message }
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {many}")
-    }
 }
 
 /// Plans `instances` instances of `cores_per_instance` cores each (`None`: an even share)
@@ -133,10 +126,10 @@ pub fn plan(
             if c == 0 || need > total_cores {
                 return Err(err(format!(
                     "{} × {} bound to cores needs {}; this machine has {}",
-                    plural(n, "instance", "instances"),
-                    plural(c.max(1), "core", "cores"),
-                    plural(need, "core", "cores"),
-                    plural(total_cores, "core", "cores"),
+                    counted(n as u64, "instance", "instances"),
+                    counted(c.max(1) as u64, "core", "cores"),
+                    counted(need as u64, "core", "cores"),
+                    counted(total_cores as u64, "core", "cores"),
                 )));
             }
             // Free cores per (node index, llc index), in topology order.
@@ -248,10 +241,10 @@ pub fn plan(
                 if got < want || set.is_empty() {
                     return Err(err(format!(
                         "{} × {} bound to whole LLC domains needs more than this machine's {} ({} of {} cores in all); instance {} found no free LLC domain",
-                        plural(n, "instance", "instances"),
-                        plural(want, "core", "cores"),
-                        plural(llc_count, "LLC domain", "LLC domains"),
-                        plural(llc_count, "domain", "domains"),
+                        counted(n as u64, "instance", "instances"),
+                        counted(want as u64, "core", "cores"),
+                        counted(llc_count as u64, "LLC domain", "LLC domains"),
+                        counted(llc_count as u64, "domain", "domains"),
                         total_cores,
                         i + 1,
                     )));
@@ -281,9 +274,9 @@ pub fn plan(
                 if got < want || set.is_empty() {
                     return Err(err(format!(
                         "{} × {} bound to whole NUMA nodes needs more than this machine's {}; instance {} found no free node",
-                        plural(n, "instance", "instances"),
-                        plural(want, "core", "cores"),
-                        plural(node_count, "node", "nodes"),
+                        counted(n as u64, "instance", "instances"),
+                        counted(want as u64, "core", "cores"),
+                        counted(node_count as u64, "node", "nodes"),
                         i + 1,
                     )));
                 }
