@@ -92,9 +92,26 @@ pub fn evidence(rec: &ActionRecord) -> String {
         .verdict
         .as_deref()
         .and_then(|v| serde_json::from_str(v).ok());
+    // The proxy's view of the same windows, where it watched beside the signal.
+    let shadow = |v: &serde_json::Value| {
+        v["shadow"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["gain"].is_object())
+            .map(|s| {
+                format!(
+                    "; proxy saw x{:.3} [{:.3}, {:.3}]",
+                    s["gain"]["ratio"].as_f64().unwrap_or(f64::NAN),
+                    s["gain"]["ci_low"].as_f64().unwrap_or(f64::NAN),
+                    s["gain"]["ci_high"].as_f64().unwrap_or(f64::NAN)
+                )
+            })
+            .collect::<String>()
+    };
     match &v {
         Some(v) if v["gain"].is_object() => format!(
-            "{}: before {} (n {}), after {} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}",
+            "{}: before {} (n {}), after {} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}{}",
             v["signal"].as_str().unwrap_or_default(),
             units::number(v["before"]["mean"].as_f64().unwrap_or(f64::NAN)),
             v["before"]["n"],
@@ -103,7 +120,8 @@ pub fn evidence(rec: &ActionRecord) -> String {
             v["gain"]["ratio"].as_f64().unwrap_or(f64::NAN),
             v["gain"]["ci_low"].as_f64().unwrap_or(f64::NAN),
             v["gain"]["ci_high"].as_f64().unwrap_or(f64::NAN),
-            v["decision"].as_str().unwrap_or_default()
+            v["decision"].as_str().unwrap_or_default(),
+            shadow(v)
         ),
         Some(v) => v["why"].as_str().unwrap_or_default().to_string(),
         None => rec.note.clone(),

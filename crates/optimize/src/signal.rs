@@ -21,8 +21,21 @@ pub enum SignalKind {
         /// Where and how to read the application's own measure.
         probe: ProbeSpec,
     },
+    /// A built-in application preset: a counter of completed work the server itself keeps,
+    /// found without configuration, per CPU-second (higher is better).
+    Preset {
+        /// The preset's name (`postgresql`, `redis`, …).
+        preset: String,
+        /// Where it is read (a socket path or an address).
+        endpoint: String,
+        /// What is counted (`xact_commit + xact_rollback`, …).
+        counter: String,
+    },
     /// Cycles per instruction (lower is better).
     Cpi,
+    /// System calls (`syscr + syscw` of `/proc/PID/io`) per CPU-second: a kernel-visible proxy
+    /// of the work a request/response server does for the CPU it uses (higher is better).
+    Syscalls,
     /// Bytes read and written per second through system calls (higher is better).
     Io,
     /// CPU cores consumed at steady load (lower is better).
@@ -34,8 +47,20 @@ impl SignalKind {
     pub fn higher_is_better(&self) -> bool {
         match self {
             SignalKind::Probe { probe } => probe.higher_is_better(),
-            SignalKind::Io => true,
+            SignalKind::Preset { .. } | SignalKind::Io | SignalKind::Syscalls => true,
             SignalKind::Cpi | SignalKind::Cpu => false,
+        }
+    }
+
+    /// Where the signal comes from.
+    pub fn source(&self) -> SignalSource {
+        match self {
+            SignalKind::Probe { .. } => SignalSource::Probe,
+            SignalKind::Preset { .. } => SignalSource::Preset,
+            SignalKind::Cpi => SignalSource::Pmu,
+            SignalKind::Syscalls => SignalSource::Proxy,
+            SignalKind::Io => SignalSource::Io,
+            SignalKind::Cpu => SignalSource::Cpu,
         }
     }
 
@@ -63,10 +88,54 @@ impl SignalKind {
                 "command `{command}`{}",
                 if *per_cpu { " per CPU-second" } else { "" }
             ),
+            SignalKind::Preset {
+                preset,
+                endpoint,
+                counter,
+            } => format!("{preset}: {counter} at {endpoint} per CPU-second"),
             SignalKind::Cpi => "cycles per instruction".into(),
+            SignalKind::Syscalls => "system calls per CPU-second (syscr+syscw, a proxy)".into(),
             SignalKind::Io => "I/O bytes per second (rchar+wchar)".into(),
             SignalKind::Cpu => "CPU consumed at steady load".into(),
         }
+    }
+}
+
+/// Where a workload's signal comes from, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalSource {
+    /// A probe configured for the workload.
+    Probe,
+    /// A built-in application preset found without configuration.
+    Preset,
+    /// PMU counters.
+    Pmu,
+    /// The kernel-visible proxy: system calls per CPU-second.
+    Proxy,
+    /// I/O progress.
+    Io,
+    /// CPU consumed at steady load.
+    Cpu,
+}
+
+impl SignalSource {
+    /// The word status uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignalSource::Probe => "probe",
+            SignalSource::Preset => "preset",
+            SignalSource::Pmu => "pmu",
+            SignalSource::Proxy => "proxy",
+            SignalSource::Io => "io",
+            SignalSource::Cpu => "cpu",
+        }
+    }
+}
+
+impl std::fmt::Display for SignalSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

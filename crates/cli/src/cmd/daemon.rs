@@ -142,6 +142,23 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                     fmt::bytes(w["rss"].as_u64().unwrap_or(0)),
                     w["state"].as_str().unwrap_or_default()
                 );
+                // The signal and where it comes from; why the better sources were not used.
+                if let Some(sig) = w["signal"].as_str() {
+                    println!(
+                        "{:<18} signal ({}): {sig}",
+                        "",
+                        w["signal_source"].as_str().unwrap_or("?")
+                    );
+                }
+                let passed: Vec<&str> = w["signal_passed_over"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.as_str())
+                    .collect();
+                if !passed.is_empty() {
+                    println!("{:<18} not used: {}", "", passed.join("; "));
+                }
             }
         }
         for t in s["trials"].as_array().into_iter().flatten() {

@@ -33,6 +33,8 @@ mod apply;
 mod enforce;
 mod policy;
 mod propose;
+mod servers;
+mod signals;
 mod status;
 mod stop;
 mod trial;
@@ -129,7 +131,7 @@ impl Engine {
         if let Err(why) = perfpilot_sys::perf::hardware_support() {
             notes.push(format!("PMU counters: not supported ({why}); signals come from probes, I/O progress or CPU consumed"));
         }
-        let watch = Watch::new(fs);
+        let watch = Watch::new(fs, config.preset.clone());
         if !watch.collapse_supported {
             notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
         }
@@ -186,12 +188,32 @@ impl Engine {
         };
         let shm = self.watch.shared_memory(cur, &rates, &self.tun);
         let workloads = workload::group(cur, &rates, &shm);
+        self.look_at_servers(&workloads);
         let observations = self.observe_signals(&workloads, &rates, cur);
         self.advance_trials(&workloads, &observations)?;
         self.enforce_held(&workloads)?;
         let states = self.propose(&workloads, &rates, prev, cur)?;
         self.update_status(&workloads, &rates, states);
         Ok(())
+    }
+
+    /// Looks for the presets of the workloads that strategies may act on (listed, not left
+    /// alone, eligible): an excluded or manual server is never connected to.
+    fn look_at_servers(&mut self, workloads: &[Workload]) {
+        let tun = &self.tun;
+        let watched: Vec<&Workload> = workloads
+            .iter()
+            .filter(|w| {
+                !policy::unlisted(w, tun.min_cpu_cores, tun.min_memory_bytes())
+                    && policy::ineligible(w, tun.min_age_s, tun.min_cpu_cores).is_none()
+                    && self
+                        .policy
+                        .left_alone(&self.topo, w, self.actions.bound_to(&w.signature))
+                        .is_none()
+            })
+            .collect();
+        let timeout = std::time::Duration::from_secs_f64(tun.probe_timeout_s);
+        self.watch.servers.refresh(workloads, &watched, timeout);
     }
 
     /// The defaults, the persisted values over them, and the config's `[tunables]` over those.
@@ -205,15 +227,20 @@ impl Engine {
         Ok(())
     }
 
-    /// Chooses the signal of a workload (see [`watch::choose_signal`]).
+    /// Chooses the signal of a workload and says why better sources were passed over (see
+    /// [`signals::choose_signal`]).
+    fn signal_choice(&self, w: &Workload, rates: &Rates) -> signals::Choice {
+        let sources = signals::Sources {
+            probe: self.policy.rule_for(w).and_then(|r| r.signal.as_ref()),
+            preset: self.watch.servers.preset_offer(&w.signature),
+            pmu: self.watch.pmu.is_some(),
+            proxy: signals::proxy_offer(w, rates, self.watch.servers.serves(&w.signature)),
+        };
+        signals::choose_signal(w, &sources, rates, self.topo.online.len())
+    }
+
+    /// The signal of a workload, or why it has none.
     fn signal_of(&self, w: &Workload, rates: &Rates) -> Result<SignalKind, String> {
-        let probe = self.policy.rule_for(w).and_then(|r| r.signal.as_ref());
-        watch::choose_signal(
-            w,
-            probe,
-            self.watch.pmu.is_some(),
-            rates,
-            self.topo.online.len(),
-        )
+        self.signal_choice(w, rates).signal
     }
 }

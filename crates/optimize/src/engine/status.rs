@@ -8,8 +8,10 @@ use perfpilot_observe::workload::Workload;
 use serde::Serialize;
 
 use super::Engine;
+use super::signals::Choice;
 use super::trial::Trial;
 use crate::cpu::{CpuShare, CpuTime};
+use crate::signal::SignalSource;
 use crate::strategy::StrategyKind;
 
 /// What status shows of a workload.
@@ -31,6 +33,10 @@ pub struct WorkloadStatus {
     pub age_s: f64,
     /// The signal that would judge an action on it, described; `None` when it has none.
     pub signal: Option<String>,
+    /// Where that signal comes from.
+    pub signal_source: Option<SignalSource>,
+    /// Why each better source was not used, best first (`preset: …`, `pmu: …`).
+    pub signal_passed_over: Vec<String>,
     /// What perfpilot does with it and why.
     pub state: String,
 }
@@ -103,7 +109,7 @@ pub(super) fn workload_status(
     w: &Workload,
     state: String,
     held: &[String],
-    signal: Option<String>,
+    signal: Option<&Choice>,
 ) -> WorkloadStatus {
     WorkloadStatus {
         signature: w.signature.clone(),
@@ -113,7 +119,9 @@ pub(super) fn workload_status(
         threads: w.threads,
         rss: w.rss,
         age_s: w.age_s,
-        signal,
+        signal: signal.and_then(|c| c.signal.as_ref().ok().map(|s| s.describe())),
+        signal_source: signal.and_then(Choice::source),
+        signal_passed_over: signal.map(|c| c.passed_over.clone()).unwrap_or_default(),
         state: if held.is_empty() {
             state
         } else {
@@ -158,8 +166,8 @@ impl Engine {
                 .filter(|h| h.signature == w.signature)
                 .map(|h| format!("{} kept (action {})", h.strategy, h.id))
                 .collect();
-            let signal = self.signal_of(w, rates).ok().map(|s| s.describe());
-            listed.push(workload_status(w, state.clone(), &held, signal));
+            let choice = self.signal_choice(w, rates);
+            listed.push(workload_status(w, state.clone(), &held, Some(&choice)));
         }
         self.status.workloads = listed;
         self.status.trials = self

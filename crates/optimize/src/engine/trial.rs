@@ -14,7 +14,7 @@ use tracing::{debug, info, warn};
 
 use super::apply::{journal_and_apply, json, outcome, reapply, refresh_tids};
 use super::enforce::{Held, bind_new_threads, changed_mask};
-use super::watch::Observation;
+use super::watch::{Observation, Window};
 use super::{Engine, EngineError};
 use crate::journal::{self, ActionDoc};
 use crate::signal::SignalKind;
@@ -42,6 +42,19 @@ pub struct Verdict {
     pub decision: Decision,
     /// Why, in a sentence.
     pub why: String,
+    /// The same windows seen by the system-call proxy, when the signal was something else:
+    /// whether the proxy would have judged alike (docs/proofs.md, the agreement table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow: Vec<ShadowGain>,
+}
+
+/// The gain a shadow signal saw over a trial's windows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShadowGain {
+    /// The shadow signal, described.
+    pub signal: String,
+    /// Its gain with the interval; `None` with too few windows.
+    pub gain: Option<Gain>,
 }
 
 /// Where a trial is.
@@ -63,6 +76,9 @@ pub(super) enum Ending {
     Complete,
     /// Ended before its windows were complete, and why: neutral, without a gain.
     Early(String),
+    /// Its data cannot be judged (its server restarted mid-trial): undone, not judged, not
+    /// backed off.
+    Abandoned(String),
 }
 
 /// A running trial.
@@ -82,6 +98,11 @@ pub(super) struct Trial {
     pub(super) off_obs: Vec<f64>,
     /// Observations with the change.
     pub(super) on_obs: Vec<f64>,
+    /// The shadow proxy's observations without and with the change (windows where both it and
+    /// the signal were read).
+    pub(super) shadow_off: Vec<f64>,
+    /// As `shadow_off`, with the change.
+    pub(super) shadow_on: Vec<f64>,
     /// The workload whose signal judges the action (itself, or for a device, its top reader).
     pub(super) judge: String,
     /// `None`: unverified (allow_unverified): applied, paced, and kept without a verdict.
@@ -147,18 +168,48 @@ impl Trial {
         None
     }
 
-    /// One scan of a trial on its workload `w` (`None`: it exited): the mask check, the
-    /// observation, then the next step. Returns how it ended, if it did.
+    /// Takes in the shadow proxy's observation of a window whose signal observation was
+    /// recorded, on the same side.
+    fn record_shadow(&mut self, obs: Option<&Window>) {
+        let Some(Window {
+            main: Ok(Some(_)),
+            shadow: Some(v),
+        }) = obs
+        else {
+            return;
+        };
+        match self.phase {
+            Phase::Baseline => self.shadow_off.push(*v),
+            Phase::Applying => {}
+            Phase::Measuring if self.on => self.shadow_on.push(*v),
+            Phase::Measuring => self.shadow_off.push(*v),
+        }
+    }
+
+    /// One scan of a trial on its workload `w` (`None`: it exited): the restart and mask
+    /// checks, the observation, then the next step. Returns how it ended, if it did.
     pub(super) fn advance(
         &mut self,
         w: Option<&Workload>,
-        obs: Option<&Observation>,
+        obs: Option<&Window>,
         windows: usize,
         io: &mut TrialIo,
     ) -> Result<Option<Ending>, EngineError> {
         let Some(w) = w else {
             return Ok(Some(Ending::Early("its workload exited".into())));
         };
+        // A server restarted under the same signature: its windows span two processes.
+        if !self.doc.members.is_empty()
+            && !w
+                .members
+                .iter()
+                .any(|m| self.doc.members.contains(&(m.pid, m.starttime)))
+        {
+            return Ok(Some(Ending::Abandoned(format!(
+                "its processes restarted during the trial (now pid {}); abandoned, not judged",
+                w.members.first().map(|m| m.pid).unwrap_or_default()
+            ))));
+        }
         if self.on
             && let Some(mask) = self.doc.bound_to.clone()
         {
@@ -181,7 +232,8 @@ impl Trial {
                 &mask,
             )?;
         }
-        if let Some(end) = self.record(obs, windows) {
+        self.record_shadow(obs);
+        if let Some(end) = self.record(obs.map(|o| &o.main), windows) {
             return Ok(Some(end));
         }
         self.step(w, windows, io)
@@ -293,7 +345,7 @@ impl Trial {
 pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64) -> Verdict {
     let hib = t.signal.as_ref().is_none_or(|s| s.higher_is_better());
     let (gain, decision, why) = match ending {
-        Ending::Early(why) => (None, Decision::Neutral, why.clone()),
+        Ending::Early(why) | Ending::Abandoned(why) => (None, Decision::Neutral, why.clone()),
         Ending::Complete => {
             let gain = if t.doc.interleave {
                 let n = t.off_obs.len().min(t.on_obs.len());
@@ -328,6 +380,25 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
             }
         }
     };
+    let shadow = if t.shadow_off.is_empty() && t.shadow_on.is_empty() {
+        Vec::new()
+    } else {
+        let (off, on) = if t.doc.interleave {
+            let n = t.shadow_off.len().min(t.shadow_on.len());
+            (&t.shadow_off[..n], &t.shadow_on[..n])
+        } else {
+            (&t.shadow_off[..], &t.shadow_on[..])
+        };
+        let gain = if t.doc.interleave {
+            stats::gain_paired(off, on, true, confidence)
+        } else {
+            stats::gain_independent(off, on, true, confidence)
+        };
+        vec![ShadowGain {
+            signal: SignalKind::Syscalls.describe(),
+            gain,
+        }]
+    };
     Verdict {
         action: t.id,
         signal: t.signal.as_ref().map(|s| s.describe()).unwrap_or_default(),
@@ -338,6 +409,7 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
         gain,
         decision,
         why,
+        shadow,
     }
 }
 
@@ -390,6 +462,8 @@ impl Engine {
             on: false,
             off_obs: Vec::new(),
             on_obs: Vec::new(),
+            shadow_off: Vec::new(),
+            shadow_on: Vec::new(),
             judge: p.judge,
             signal: p.signal,
             failures: 0,
@@ -404,7 +478,7 @@ impl Engine {
     pub(super) fn advance_trials(
         &mut self,
         workloads: &[Workload],
-        obs: &HashMap<String, Observation>,
+        obs: &HashMap<String, Window>,
     ) -> Result<(), EngineError> {
         let windows = self.tun.window_count();
         let mut finished = Vec::new();
@@ -453,6 +527,9 @@ impl Engine {
             });
             return Ok(());
         }
+        if let Ending::Abandoned(why) = &ending {
+            return self.abandon(t, why);
+        }
         let verdict = judge(&t, &ending, self.tun.confidence, self.tun.min_effect);
         self.store.journal_set_verdict(t.id, &json(&verdict))?;
         let why = verdict.why;
@@ -484,17 +561,18 @@ impl Engine {
                     Vec::new()
                 };
                 t.on = false;
-                let what = if t.doc.irreversible {
-                    "stopped (huge pages stay; they cannot be split back cheaply)"
+                // Huge pages are not split back: such an action ends, it is not reverted.
+                let (what, state) = if t.doc.irreversible {
+                    (
+                        "ended, not reverted (its huge pages stay: they cannot be split back cheaply)",
+                        ActionState::Ended,
+                    )
                 } else {
-                    "reverted"
+                    ("reverted", ActionState::Reverted)
                 };
                 info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{what}: {why}; {}", lines.join("; "));
-                self.store.journal_set_state(
-                    t.id,
-                    ActionState::Reverted,
-                    &format!("{what}: {why}"),
-                )?;
+                self.store
+                    .journal_set_state(t.id, state, &format!("{what}: {why}"))?;
                 self.store.backoff_set(
                     &t.signature,
                     t.strategy.as_str(),
@@ -503,6 +581,23 @@ impl Engine {
                 )?;
             }
         }
+        Ok(())
+    }
+
+    /// Ends a trial whose data cannot be judged: undone as far as it can be, no verdict on the
+    /// strategy, no back-off.
+    fn abandon(&mut self, mut t: Trial, why: &str) -> Result<(), EngineError> {
+        let v = serde_json::json!({ "action": t.id, "decision": "abandoned", "why": why });
+        self.store.journal_set_verdict(t.id, &v.to_string())?;
+        let lines = journal::undo_all(&self.fs, &t.doc.members, &t.undo);
+        t.on = false;
+        let state = if t.doc.irreversible {
+            ActionState::Ended
+        } else {
+            ActionState::Reverted
+        };
+        info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{why}; {}", lines.join("; "));
+        self.store.journal_set_state(t.id, state, why)?;
         Ok(())
     }
 }

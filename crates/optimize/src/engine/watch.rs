@@ -12,29 +12,25 @@ use perfpilot_sys::perf::Event;
 use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 
 use super::Engine;
-use crate::config::ProbeSpec;
+use super::servers::Servers;
+use super::signals::syscalls_per_cpu_s;
+use crate::preset::PresetConfig;
 use crate::signal::{self, SignalKind, Windowed};
 use crate::tunables::Tunables;
-
-/// Above this many bytes per second of I/O (read + written), a workload's I/O progress is its
-/// signal.
-const IO_SIGNAL_MIN_BYTES_PER_S: f64 = 64.0 * 1024.0;
-
-/// Below this many cores a workload does too little work for the CPU it consumes to judge an
-/// action.
-const CPU_SIGNAL_MIN_CORES: f64 = 0.05;
-
-/// Above this share of the cores it can use, a workload is saturated: the CPU it consumes no
-/// longer shows a gain.
-const CPU_SIGNAL_SATURATED: f64 = 0.85;
-
-/// Above this busy share of the machine, the CPU a workload consumes says more about the others
-/// than about it.
-const CPU_SIGNAL_MACHINE_BUSY: f64 = 0.9;
 
 /// An observation of one window: a value, none this window (a counter's first reading, no CPU
 /// used), or why the signal failed.
 pub(super) type Observation = Result<Option<f64>, String>;
+
+/// A window's observations of a judged workload: by its signal, and by the system-call proxy
+/// beside it (a shadow, so that each verdict also says whether the proxy agreed).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Window {
+    /// By the trial's signal.
+    pub(super) main: Observation,
+    /// System calls per CPU-second, when the signal is something else and it could be read.
+    pub(super) shadow: Option<f64>,
+}
 
 /// The engine's view of the machine between scans.
 pub(super) struct Watch {
@@ -50,11 +46,13 @@ pub(super) struct Watch {
     pmu_last: HashMap<String, (u64, u64)>,
     /// `process_madvise(MADV_COLLAPSE)` works on this kernel.
     pub(super) collapse_supported: bool,
+    /// The servers among the workloads and their presets.
+    pub(super) servers: Servers,
 }
 
 impl Watch {
     /// Watches `fs`: threads sampled, expensive readings only on demand.
-    pub(super) fn new(fs: &Fs) -> Watch {
+    pub(super) fn new(fs: &Fs, presets: Vec<PresetConfig>) -> Watch {
         let sampler = Sampler::new(
             fs,
             SamplerConfig {
@@ -75,6 +73,7 @@ impl Watch {
             pmu,
             pmu_last: HashMap::new(),
             collapse_supported: perfpilot_sys::collapse::kernel_supports_collapse(),
+            servers: Servers::new(fs, presets),
         }
     }
 
@@ -177,7 +176,9 @@ impl Watch {
                     Err(e.to_string())
                 }
             },
+            SignalKind::Preset { .. } => self.servers.observe(w, t_s, timeout),
             SignalKind::Io => Ok(Some(io_bytes_per_s(w, rates))),
+            SignalKind::Syscalls => Ok(syscalls_per_cpu_s(w, rates)),
             SignalKind::Cpu => Ok(Some(w.cpu_cores)),
             SignalKind::Cpi => Ok(self.cpi(w)),
         }
@@ -191,7 +192,7 @@ impl Engine {
         workloads: &[Workload],
         rates: &Rates,
         cur: &Sample,
-    ) -> HashMap<String, Observation> {
+    ) -> HashMap<String, Window> {
         let mut out = HashMap::new();
         let judges: Vec<(String, SignalKind)> = self
             .actions
@@ -208,8 +209,11 @@ impl Engine {
             let Some(w) = workloads.iter().find(|w| w.signature == sig) else {
                 continue;
             };
-            let obs = self.watch.observe(w, &kind, rates, t_s, timeout);
-            out.insert(sig, obs);
+            let main = self.watch.observe(w, &kind, rates, t_s, timeout);
+            let shadow = (kind != SignalKind::Syscalls)
+                .then(|| syscalls_per_cpu_s(w, rates))
+                .flatten();
+            out.insert(sig, Window { main, shadow });
         }
         out
     }
@@ -235,39 +239,4 @@ pub(super) fn read_bytes_per_s(w: &Workload, rates: &Rates) -> f64 {
         .filter(|p| pids.contains(&p.pid))
         .map(|p| p.read_bytes_per_s.unwrap_or(0.0))
         .sum()
-}
-
-/// Chooses a workload's signal: its configured `probe`, else PMU cycles per instruction (when
-/// the machine has counters), else its I/O progress, else the CPU it consumes when not
-/// saturated; `Err(why)` when none is usable, saying what to do.
-pub(super) fn choose_signal(
-    w: &Workload,
-    probe: Option<&ProbeSpec>,
-    pmu: bool,
-    rates: &Rates,
-    online_cpus: usize,
-) -> Result<SignalKind, String> {
-    if let Some(p) = probe {
-        return Ok(SignalKind::Probe { probe: p.clone() });
-    }
-    if pmu {
-        return Ok(SignalKind::Cpi);
-    }
-    if io_bytes_per_s(w, rates) > IO_SIGNAL_MIN_BYTES_PER_S {
-        return Ok(SignalKind::Io);
-    }
-    let capacity = (w.threads as f64).min(online_cpus as f64);
-    let machine_busy = rates.total.busy / 100.0;
-    // CPU consumed judges an action only for a workload that does measurable work and is
-    // not saturated (then the same work for less CPU is a gain).
-    if w.cpu_cores >= CPU_SIGNAL_MIN_CORES
-        && w.cpu_cores < CPU_SIGNAL_SATURATED * capacity
-        && machine_busy < CPU_SIGNAL_MACHINE_BUSY
-    {
-        return Ok(SignalKind::Cpu);
-    }
-    Err(format!(
-        "needs a signal: it is CPU-saturated ({:.2} of {capacity:.0} cores), this machine has no PMU counters, and no probe is configured; give it one with [[workload]] signal = {{ url = …, metric = … }} or set allow_unverified",
-        w.cpu_cores
-    ))
 }

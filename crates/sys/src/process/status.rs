@@ -18,6 +18,8 @@ pub struct ProcStatus {
     pub ppid: i32,
     /// Real user id.
     pub uid: u32,
+    /// Real group id.
+    pub gid: u32,
     /// `Threads`: threads in the process.
     pub threads: u32,
     /// `VmRSS`: resident memory.
@@ -71,6 +73,15 @@ pub fn parse_status(text: &str, path: &Path) -> Result<ProcStatus> {
                         .and_then(|u| u.parse().ok())
                         .ok_or_else(|| {
                             Error::parse(path, line, format!("Uid: {v:?} is not a uid"))
+                        })?
+                }
+                "Gid" => {
+                    st.gid = v
+                        .split_ascii_whitespace()
+                        .next()
+                        .and_then(|g| g.parse().ok())
+                        .ok_or_else(|| {
+                            Error::parse(path, line, format!("Gid: {v:?} is not a gid"))
                         })?
                 }
                 "Threads" => st.threads = num()? as u32,
@@ -160,10 +171,11 @@ mod tests {
 
     #[test]
     fn status_fields() {
-        let text = "Name:\tpostgres\nUmask:\t0077\nState:\tS (sleeping)\nTgid:\t77\nPid:\t77\nPPid:\t1\nUid:\t110\t110\t110\t110\nVmSize:\t  222 kB\nVmHWM:\t 2048 kB\nVmRSS:\t 1024 kB\nRssAnon:\t 512 kB\nRssFile:\t 256 kB\nRssShmem:\t 256 kB\nThreads:\t3\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t2\n";
+        let text = "Name:\tpostgres\nUmask:\t0077\nState:\tS (sleeping)\nTgid:\t77\nPid:\t77\nPPid:\t1\nUid:\t110\t110\t110\t110\nGid:\t117\t117\t117\t117\nVmSize:\t  222 kB\nVmHWM:\t 2048 kB\nVmRSS:\t 1024 kB\nRssAnon:\t 512 kB\nRssFile:\t 256 kB\nRssShmem:\t 256 kB\nThreads:\t3\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t2\n";
         let st = parse_status(text, Path::new(P)).unwrap();
         assert_eq!(st.name, "postgres");
         assert_eq!(st.tgid, 77);
+        assert_eq!((st.uid, st.gid), (110, 117));
         assert_eq!(st.uid, 110);
         assert_eq!(st.threads, 3);
         assert_eq!(st.vm_rss, 1024 * 1024);

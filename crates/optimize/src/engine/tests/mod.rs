@@ -124,6 +124,8 @@ fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Chang
         },
         on: false,
         off_obs: vec![],
+        shadow_off: vec![],
+        shadow_on: vec![],
         on_obs: vec![],
         judge: "0123456789abcdef".into(),
         signal,

@@ -3,10 +3,10 @@
 use perfpilot_observe::rates::ProcRate;
 
 use super::super::status::{TrialStatus, workload_status};
-use super::super::watch::choose_signal;
+use super::super::signals::{PresetOffer, Sources, choose_signal};
 use super::{engine, rates, trial, two_threads};
 use crate::config::ProbeSpec;
-use crate::signal::SignalKind;
+use crate::signal::{SignalKind, SignalSource};
 use crate::tunables::Level;
 
 #[test]
@@ -21,13 +21,22 @@ fn a_saturated_workload_without_a_probe_or_counters_needs_a_signal_and_status_sa
     assert_eq!(ws.len(), 1);
     assert!(
         ws[0].state.starts_with(
-            "needs a signal: it is CPU-saturated (2.00 of 2 cores), this machine has no PMU counters, and no probe is configured"
+            "needs a signal: it is CPU-saturated (2.00 of 2 cores), this machine has no PMU counters, no built-in preset answered and no probe is configured"
         ),
         "{}",
         ws[0].state
     );
     assert!(ws[0].state.contains("allow_unverified"), "{}", ws[0].state);
     assert_eq!(ws[0].signal, None);
+    assert_eq!(ws[0].signal_source, None);
+    assert!(
+        ws[0]
+            .signal_passed_over
+            .iter()
+            .any(|p| p.starts_with("proxy: it listens on no socket")),
+        "{:?}",
+        ws[0].signal_passed_over
+    );
     assert!(e.actions.trials.is_empty());
     assert_eq!(e.status.scans, 1);
 }
@@ -45,11 +54,33 @@ fn a_configured_probe_is_the_signal_status_shows() {
         e.status.workloads[0].signal.as_deref(),
         Some("command `echo 1`")
     );
+    assert_eq!(
+        e.status.workloads[0].signal_source,
+        Some(SignalSource::Probe)
+    );
     assert!(!e.status.workloads[0].state.contains("needs a signal"));
 }
 
+/// Sources with nothing better than what the workload itself shows.
+fn none_better(pmu: bool) -> Sources<'static> {
+    Sources {
+        probe: None,
+        preset: PresetOffer::Absent,
+        pmu,
+        proxy: Err("it listens on no socket".into()),
+    }
+}
+
+fn postgres_preset() -> SignalKind {
+    SignalKind::Preset {
+        preset: "postgresql".into(),
+        endpoint: "/run/postgresql/.s.PGSQL.5432".into(),
+        counter: "xact_commit + xact_rollback".into(),
+    }
+}
+
 #[test]
-fn the_signal_is_a_probe_then_counters_then_io_then_cpu_at_steady_load() {
+fn the_signal_is_a_probe_then_a_preset_then_counters_then_the_proxy_then_io_then_cpu() {
     let probe = ProbeSpec::Command {
         command: "echo 1".into(),
         kind: None,
@@ -58,16 +89,33 @@ fn the_signal_is_a_probe_then_counters_then_io_then_cpu_at_steady_load() {
     };
     let calm = two_threads(0.3);
     let idle = rates(2, 10.0);
-    assert!(matches!(
-        choose_signal(&calm, Some(&probe), true, &idle, 2),
-        Ok(SignalKind::Probe { .. })
-    ));
+    let all = Sources {
+        probe: Some(&probe),
+        preset: PresetOffer::Ready(postgres_preset()),
+        pmu: true,
+        proxy: Ok(()),
+    };
+    let c = choose_signal(&calm, &all, &idle, 2);
+    assert!(matches!(c.signal, Ok(SignalKind::Probe { .. })));
+    assert!(c.passed_over.is_empty());
+    let c = choose_signal(&calm, &Sources { probe: None, ..all }, &idle, 2);
+    assert_eq!(c.signal, Ok(postgres_preset()));
+    assert_eq!(c.source(), Some(SignalSource::Preset));
+    assert_eq!(c.passed_over, vec!["probe: none configured".to_string()]);
     assert_eq!(
-        choose_signal(&calm, None, true, &idle, 2),
+        choose_signal(&calm, &none_better(true), &idle, 2).signal,
         Ok(SignalKind::Cpi)
     );
+    let proxy = Sources {
+        proxy: Ok(()),
+        ..none_better(false)
+    };
     assert_eq!(
-        choose_signal(&calm, None, false, &idle, 2),
+        choose_signal(&calm, &proxy, &idle, 2).signal,
+        Ok(SignalKind::Syscalls)
+    );
+    assert_eq!(
+        choose_signal(&calm, &none_better(false), &idle, 2).signal,
         Ok(SignalKind::Cpu)
     );
     let mut busy_io = rates(2, 10.0);
@@ -88,16 +136,43 @@ fn the_signal_is_a_probe_then_counters_then_io_then_cpu_at_steady_load() {
         ctxt_per_s: 0.0,
         read_bytes_per_s: Some(1e6),
         write_bytes_per_s: None,
+        syscalls_per_s: Some(2000.0),
         cpus_allowed: None,
     });
     assert_eq!(
-        choose_signal(&calm, None, false, &busy_io, 2),
+        choose_signal(&calm, &none_better(false), &busy_io, 2).signal,
         Ok(SignalKind::Io)
     );
     // The machine is saturated: CPU consumed says more about the others.
-    assert!(choose_signal(&calm, None, false, &rates(2, 95.0), 2).is_err());
+    assert!(
+        choose_signal(&calm, &none_better(false), &rates(2, 95.0), 2)
+            .signal
+            .is_err()
+    );
     // The workload does almost nothing.
-    assert!(choose_signal(&two_threads(0.01), None, false, &idle, 2).is_err());
+    assert!(
+        choose_signal(&two_threads(0.01), &none_better(false), &idle, 2)
+            .signal
+            .is_err()
+    );
+}
+
+#[test]
+fn a_preset_that_did_not_answer_falls_back_and_says_why() {
+    let sources = Sources {
+        preset: PresetOffer::Failed(
+            "postgresql at /run/postgresql/.s.PGSQL.5432: password authentication failed; set password in [[preset]]".into(),
+        ),
+        proxy: Ok(()),
+        ..none_better(false)
+    };
+    let c = choose_signal(&two_threads(1.0), &sources, &rates(2, 100.0), 2);
+    assert_eq!(c.signal, Ok(SignalKind::Syscalls));
+    assert_eq!(c.source(), Some(SignalSource::Proxy));
+    assert_eq!(c.passed_over.len(), 3, "{:?}", c.passed_over);
+    assert!(c.passed_over[1].starts_with("preset: postgresql at"));
+    assert!(c.passed_over[1].contains("set password"));
+    assert_eq!(c.passed_over[2], "pmu: this machine has no PMU counters");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use perfpilot_sys::change::{Change, Undo};
 
 use super::super::enforce::Held;
 use super::super::trial::{Ending, Phase, TrialIo, judge};
-use super::super::watch::Observation;
+use super::super::watch::{Observation, Window};
 use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
 use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
@@ -158,7 +158,11 @@ fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in(
         manual: &mut e.policy.manual,
     };
     let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
-        t.advance(Some(&w), Some(&Ok(Some(v))), 2, &mut io).unwrap()
+        let obs = Window {
+            main: Ok(Some(v)),
+            shadow: None,
+        };
+        t.advance(Some(&w), Some(&obs), 2, &mut io).unwrap()
     };
     // One baseline window, then the step: on.
     assert_eq!(scan(&mut t, 100.0), None);
@@ -208,7 +212,14 @@ fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
             } else {
                 100.0 + noise
             };
-            let obs: HashMap<String, Observation> = [(w.signature.clone(), Ok(Some(v)))].into();
+            let obs: HashMap<String, Window> = [(
+                w.signature.clone(),
+                Window {
+                    main: Ok(Some(v)),
+                    shadow: Some(v * 10.0),
+                },
+            )]
+            .into();
             e.advance_trials(std::slice::from_ref(&w), &obs).unwrap();
             ended = e.actions.trials.is_empty();
         }
@@ -234,8 +245,87 @@ fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
                 assert!(why.starts_with("it made things worse"), "{why}");
             }
         }
-        assert!(rec.verdict.is_some());
+        // The proxy watched beside the signal and saw the same gain.
+        let verdict: super::super::Verdict =
+            serde_json::from_str(rec.verdict.as_deref().unwrap()).unwrap();
+        let proxy = verdict.shadow[0].gain.unwrap();
+        assert!((proxy.ratio - gain).abs() < 0.02, "{proxy:?}");
     }
+}
+
+#[test]
+fn huge_pages_judged_against_end_rather_than_revert_and_say_their_pages_stay() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let id = e
+        .store
+        .journal_begin(&w.signature, "app", "large_pages", "{}", "[]", "test")
+        .unwrap();
+    let mut t = trial(id, Some(SignalKind::Io), false, vec![]);
+    t.strategy = StrategyKind::LargePages;
+    t.doc.irreversible = true;
+    (t.phase, t.on) = (Phase::Measuring, true);
+    t.off_obs = vec![100.0, 101.0, 99.0];
+    t.on_obs = vec![100.0, 99.0, 101.0];
+    e.finish(t, Ending::Complete).unwrap();
+    let rec = e.store.action(id).unwrap().unwrap();
+    assert_eq!(rec.state, ActionState::Ended, "{}", rec.note);
+    assert!(
+        rec.note.starts_with("ended, not reverted (its huge pages stay"),
+        "{}",
+        rec.note
+    );
+    assert!(
+        e.store
+            .backoff_get(&w.signature, "large_pages")
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[test]
+fn a_trial_whose_server_restarted_is_abandoned_undone_and_not_backed_off() {
+    let (_tmp, mut e) = engine("");
+    let mut w = two_threads(0.3);
+    let id = e
+        .store
+        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
+        .unwrap();
+    let step = Change::Sysfs {
+        rel: VDA_READ_AHEAD.into(),
+        value: "512".into(),
+    };
+    let mut t = trial(id, Some(SignalKind::Io), false, vec![step]);
+    t.doc.members = vec![(100, 1)];
+    t.off_obs = vec![100.0; 6];
+    e.actions.trials.push(t);
+    let obs: HashMap<String, Window> = [(
+        w.signature.clone(),
+        Window {
+            main: Ok(Some(100.0)),
+            shadow: None,
+        },
+    )]
+    .into();
+    // The baseline is complete: the step is applied.
+    e.advance_trials(std::slice::from_ref(&w), &obs).unwrap();
+    assert_eq!(knob(&e.fs), "512");
+    // The same workload comes back with a new process: the windows would span two servers.
+    w.members[0].pid = 4242;
+    w.members[0].starttime = 99;
+    e.advance_trials(std::slice::from_ref(&w), &obs).unwrap();
+    assert!(e.actions.trials.is_empty());
+    assert_eq!(knob(&e.fs), "8192", "the change is undone");
+    let rec = e.store.action(id).unwrap().unwrap();
+    assert_eq!(rec.state, ActionState::Reverted);
+    assert!(rec.note.contains("restarted during the trial"), "{}", rec.note);
+    assert!(rec.verdict.unwrap().contains("\"abandoned\""));
+    assert!(
+        e.store
+            .backoff_get(&w.signature, "read_ahead")
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
