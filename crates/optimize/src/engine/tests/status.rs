@@ -88,6 +88,7 @@ fn the_signal_is_a_probe_then_counters_then_io_then_cpu_at_steady_load() {
         ctxt_per_s: 0.0,
         read_bytes_per_s: Some(1e6),
         write_bytes_per_s: None,
+        syscalls_per_s: None,
         cpus_allowed: None,
     });
     assert_eq!(
