@@ -67,6 +67,9 @@ pub struct ProcRate {
     pub read_bytes_per_s: Option<f64>,
     /// Bytes written per second through system calls (`wchar`); `None` likewise.
     pub write_bytes_per_s: Option<f64>,
+    /// Read and write system calls per second (`syscr + syscw`): work the kernel sees, so a
+    /// proxy for requests served that needs no help from the application; `None` likewise.
+    pub syscalls_per_s: Option<f64>,
     /// The CPUs it may run on, in list format (`0-3,8`).
     pub cpus_allowed: Option<String>,
 }
@@ -282,6 +285,7 @@ impl Rates {
                 ),
                 read_bytes_per_s: io(|x| x.rchar),
                 write_bytes_per_s: io(|x| x.wchar),
+                syscalls_per_s: io(|x| x.syscr + x.syscw),
                 cpus_allowed: p.cpus_allowed.as_ref().map(|c| c.to_string()),
             });
             // Thread rates need threads in both samples; a thread absent from `a` started during
@@ -528,6 +532,41 @@ mod tests {
         assert!((r.processes[0].cpu - 80.0).abs() < 1e-9);
         let t: Vec<(i32, f64)> = r.threads.iter().map(|t| (t.tid, t.cpu)).collect();
         assert_eq!(t, vec![(10, 40.0), (11, 20.0), (12, 20.0)]);
+    }
+
+    #[test]
+    fn system_calls_per_second_count_reads_and_writes_and_need_io_in_both_samples() {
+        let io = |rchar: u64, syscr: u64, syscw: u64| perfpilot_sys::process::ProcIo {
+            rchar,
+            syscr,
+            syscw,
+            ..Default::default()
+        };
+        let with_io = |pid: i32, io| ProcSample {
+            io,
+            ..proc(pid, 1, 0, vec![])
+        };
+        let a = sample(
+            0,
+            &[],
+            vec![with_io(10, Some(io(0, 100, 50))), with_io(20, None)],
+            vec![],
+        );
+        // 2 s: 300 reads and 100 writes, 4000 bytes read; pid 20's io stayed unreadable.
+        let b = sample(
+            2,
+            &[],
+            vec![
+                with_io(10, Some(io(4000, 400, 150))),
+                with_io(20, Some(io(1, 1, 1))),
+            ],
+            vec![],
+        );
+        let r = Rates::between(&a, &b).unwrap();
+        let by_pid = |pid: i32| r.processes.iter().find(|p| p.pid == pid).unwrap();
+        assert_eq!(by_pid(10).syscalls_per_s, Some(200.0));
+        assert_eq!(by_pid(10).read_bytes_per_s, Some(2000.0));
+        assert_eq!(by_pid(20).syscalls_per_s, None);
     }
 
     #[test]

@@ -330,6 +330,7 @@ mod tests {
                 ctxt_per_s: 0.0,
                 read_bytes_per_s: None,
                 write_bytes_per_s: None,
+                syscalls_per_s: None,
                 cpus_allowed: None,
             },
             last_cpu_node: Some(0),

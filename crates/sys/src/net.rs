@@ -1,4 +1,14 @@
-//! Network interfaces: `/proc/net/dev` counters.
+//! Networking: interface counters (`/proc/net/dev`, here), and the sockets processes listen
+//! on (`/proc/net/{tcp,tcp6,unix}` with `/proc/<pid>/fd`), which tell what a process serves.
+
+mod listen;
+mod sockets;
+
+pub use listen::{
+    Listener, ListeningSocket, SocketOwner, TcpPortHolder, holder_of_tcp_port, listeners_of,
+    listening_sockets, socket_inodes, socket_owner, tcp_sockets, unix_sockets,
+};
+pub use sockets::{TcpSocket, TcpState, UnixSocket, UnixType, parse_tcp, parse_unix};
 
 use serde::{Deserialize, Serialize};
 

@@ -1,10 +1,10 @@
 //! The ports a study's instances will take: `deployment.base_port` up to the largest instance
 //! count, each bound on 127.0.0.1 as the runner's own free-port check does; a busy one is
-//! named with its holder from `/proc/net/tcp{,6}` and `/proc/*/fd`.
+//! named with its holder (`perfpilot_sys::net` reads `/proc/net/tcp{,6}` and `/proc/*/fd`).
 
 use std::net::{Ipv4Addr, TcpListener};
 
-use perfpilot_sys::Fs;
+use perfpilot_sys::{Fs, net};
 
 use super::{FindingKind, Findings, PortHolder, Severity};
 use crate::spec::{Config, Study};
@@ -38,73 +38,15 @@ pub(super) fn check(study: &Study, configs: &[Config], out: &mut Findings) {
     }
 }
 
-/// A TCP socket bound to a port, from a `/proc/net/tcp` line.
-#[derive(Debug, PartialEq)]
-struct Socket {
-    inode: u64,
-    uid: u32,
-    listening: bool,
-}
-
 /// Who holds `port`: a listening socket's owner before any other bound to it.
 fn holder(fs: &Fs, port: u16) -> Option<PortHolder> {
-    let socket = ["proc/net/tcp", "proc/net/tcp6"]
-        .iter()
-        .filter_map(|rel| fs.read(rel).ok())
-        .flat_map(|text| sockets(&text, port))
-        .max_by_key(|s| s.listening)?;
+    let held = net::holder_of_tcp_port(fs, port)?;
     Some(PortHolder {
-        uid: socket.uid,
-        process: process_of(fs, socket.inode),
+        uid: held.uid,
+        process: held
+            .owner
+            .and_then(|o| Some((u32::try_from(o.pid).ok()?, o.comm))),
     })
-}
-
-/// The sockets of `/proc/net/tcp` text whose local port is `port` (fields: `sl
-/// local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode`, ports in hex;
-/// state `0A` is LISTEN).
-fn sockets(text: &str, port: u16) -> Vec<Socket> {
-    text.lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (_, local_port) = f.get(1)?.rsplit_once(':')?;
-            if u16::from_str_radix(local_port, 16).ok()? != port {
-                return None;
-            }
-            let inode: u64 = f.get(9)?.parse().ok()?;
-            Some(Socket {
-                inode,
-                uid: f.get(7)?.parse().ok()?,
-                listening: f.get(3) == Some(&"0A"),
-            })
-        })
-        .filter(|s| s.inode != 0)
-        .collect()
-}
-
-/// The process with a descriptor on socket `inode`, and its name; `None` when no process
-/// this user may look into has one.
-fn process_of(fs: &Fs, inode: u64) -> Option<(u32, String)> {
-    let want = format!("socket:[{inode}]");
-    let pids = fs.list("proc").ok()?;
-    pids.iter()
-        .filter_map(|p| p.parse::<u32>().ok())
-        .find(|pid| {
-            let Ok(fds) = fs.list(&format!("proc/{pid}/fd")) else {
-                return false;
-            };
-            fds.iter().any(|fd| {
-                std::fs::read_link(fs.path(&format!("proc/{pid}/fd/{fd}")))
-                    .is_ok_and(|link| link.as_os_str() == want.as_str())
-            })
-        })
-        .map(|pid| {
-            let name = fs
-                .read(&format!("proc/{pid}/comm"))
-                .map(|c| c.trim().to_string())
-                .unwrap_or_else(|_| "name unknown".into());
-            (pid, name)
-        })
 }
 
 #[cfg(test)]
