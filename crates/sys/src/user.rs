@@ -97,7 +97,10 @@ pub fn as_user<T: Send + 'static>(
             ),
         ));
     }
-    let (root_gid, thread) = (egid(), std::thread::Builder::new().name("perfpilot-as-user".into()));
+    let (root_gid, thread) = (
+        egid(),
+        std::thread::Builder::new().name("perfpilot-as-user".into()),
+    );
     let handle = thread.spawn(move || -> io::Result<T> {
         set_thread_ids(libc::SYS_setresgid, gid, "setresgid")?;
         if let Err(e) = set_thread_ids(libc::SYS_setresuid, uid, "setresuid") {
@@ -130,7 +133,10 @@ fn set_thread_ids(call: libc::c_long, id: u32, name: &str) -> io::Result<()> {
         Ok(())
     } else {
         let e = io::Error::last_os_error();
-        Err(io::Error::new(e.kind(), format!("{name}(-1, {id}, -1): {e}")))
+        Err(io::Error::new(
+            e.kind(),
+            format!("{name}(-1, {id}, -1): {e}"),
+        ))
     }
 }
 
@@ -157,7 +163,7 @@ mod tests {
     fn work_as_this_process_own_user_runs_directly() {
         let me = euid();
         let gid = egid();
-        let got = as_user(me, gid, move || euid()).unwrap();
+        let got = as_user(me, gid, euid).unwrap();
         assert_eq!(got, me);
     }
 

@@ -230,7 +230,16 @@ pub fn start_memcached() -> ServerProcess {
     let dir = TempDir::new("memcached");
     let port = free_port();
     let mut c = Command::new(memcached);
-    c.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0", "-m", "64"]);
+    c.args([
+        "-l",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-U",
+        "0",
+        "-m",
+        "64",
+    ]);
     if is_root() {
         c.args(["-u", "nobody"]);
     }
