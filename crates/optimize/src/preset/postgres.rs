@@ -149,7 +149,11 @@ fn fault(e: &postgres::Error) -> Fault {
     if text.starts_with("timeout") {
         Fault::Timeout
     } else if text.starts_with("error connecting") {
-        Fault::Unreachable(full)
+        // The cause alone ("Connection refused (os error 111)"): the message says the rest.
+        Fault::Unreachable(
+            full.split_once(": ")
+                .map_or(full.clone(), |(_, c)| c.to_string()),
+        )
     } else if let Some(io) = io_cause(e) {
         Fault::io(io)
     } else {
