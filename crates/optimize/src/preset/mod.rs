@@ -209,7 +209,9 @@ impl Identity {
 pub struct PresetSettings {
     /// The user (PostgreSQL role, MySQL user, Redis ACL user).
     pub user: Option<String>,
-    /// The password.
+    /// The password; never serialized, so a candidate shown in `status --json` or logged as
+    /// JSON does not carry it.
+    #[serde(skip_serializing, default)]
     pub password: Option<String>,
     /// PostgreSQL's database (default `postgres`).
     pub dbname: Option<String>,

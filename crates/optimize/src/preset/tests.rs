@@ -241,3 +241,12 @@ fn error_messages_name_the_preset_the_endpoint_and_the_field_to_set() {
     assert_eq!(snippet(b"abcdef", 3), "abc…");
     assert_eq!(snippet(b"abc", 3), "abc");
 }
+
+#[test]
+fn a_candidate_shown_as_json_does_not_carry_its_password() {
+    let o = preset("kind = \"redis\"\npassword = \"s3cret\"\n");
+    let c = detect(&id("redis-server", 0), &[tcp("127.0.0.1:6379")], &[o]);
+    assert_eq!(c[0].settings.password.as_deref(), Some("s3cret"));
+    let json = serde_json::to_string(&c[0]).unwrap();
+    assert!(!json.contains("s3cret"), "{json}");
+}
