@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-/// The largest body [`get`] reads; a bigger one is a [`FetchFailure::Body`] (a metrics page
-/// is kilobytes, so this only guards against a runaway endpoint).
+/// The largest body [`get`] reads; a bigger one is a [`FetchFailure::TooLarge`] (a metrics
+/// page is kilobytes, so this only guards against a runaway endpoint).
 pub const BODY_LIMIT: u64 = 16 << 20;
 
 /// A successful (2xx) response.
@@ -42,14 +42,24 @@ pub enum FetchFailure {
     /// The server answered with a status outside 2xx.
     #[error("status {0}")]
     Status(u16),
-    /// The response could not be read or decoded (bad HTTP, too large, not UTF-8).
+    /// The response could not be read or decoded (bad HTTP, not UTF-8).
     #[error("unreadable response: {0}")]
     Body(String),
+    /// The body is larger than the cap (in bytes) the caller allowed.
+    #[error("the body is larger than {0} bytes")]
+    TooLarge(u64),
 }
 
 /// GETs `url` (`http://` only), giving up after `timeout` in all (connecting, waiting and
-/// reading the body). Redirects are followed. Anything but a 2xx status is an error.
+/// reading the body). Redirects are followed. Anything but a 2xx status is an error, and so
+/// is a body larger than [`BODY_LIMIT`].
 pub fn get(url: &str, timeout: Duration) -> Result<Response, FetchError> {
+    get_capped(url, timeout, BODY_LIMIT)
+}
+
+/// [`get`] with a body cap of `limit` bytes: a longer body is [`FetchFailure::TooLarge`],
+/// read no further than the cap.
+pub fn get_capped(url: &str, timeout: Duration, limit: u64) -> Result<Response, FetchError> {
     let fail = |failure| FetchError {
         url: url.to_string(),
         failure,
@@ -62,7 +72,7 @@ pub fn get(url: &str, timeout: Duration) -> Result<Response, FetchError> {
     let mut resp = agent
         .get(url)
         .call()
-        .map_err(|e| fail(classify(e, timeout, FetchFailure::Connect)))?;
+        .map_err(|e| fail(classify(e, timeout, limit, FetchFailure::Connect)))?;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
         return Err(fail(FetchFailure::Status(status)));
@@ -70,17 +80,25 @@ pub fn get(url: &str, timeout: Duration) -> Result<Response, FetchError> {
     let body = resp
         .body_mut()
         .with_config()
-        .limit(BODY_LIMIT)
+        // ureq refuses a read once the cap is used up, even at the end of the body; one more
+        // byte of room lets a body of exactly `limit` bytes through.
+        .limit(limit.saturating_add(1))
         .read_to_string()
-        .map_err(|e| fail(classify(e, timeout, FetchFailure::Body)))?;
+        .map_err(|e| fail(classify(e, timeout, limit, FetchFailure::Body)))?;
     Ok(Response { status, body })
 }
 
 /// Sorts a ureq error; `io` says what an I/O error means at this point (before the response:
 /// a connection problem; while reading the body: an unreadable response).
-fn classify(e: ureq::Error, timeout: Duration, io: fn(String) -> FetchFailure) -> FetchFailure {
+fn classify(
+    e: ureq::Error,
+    timeout: Duration,
+    limit: u64,
+    io: fn(String) -> FetchFailure,
+) -> FetchFailure {
     match e {
         ureq::Error::Timeout(_) => FetchFailure::Timeout(timeout),
+        ureq::Error::BodyExceedsLimit(_) => FetchFailure::TooLarge(limit),
         ureq::Error::BadUri(why) => FetchFailure::Url(why),
         ureq::Error::Http(why) => FetchFailure::Url(why.to_string()),
         ureq::Error::HostNotFound => FetchFailure::Url("the host does not resolve".into()),
@@ -150,6 +168,20 @@ mod tests {
         h.join().unwrap();
         assert_eq!(e.failure, FetchFailure::Status(503));
         assert_eq!(e.to_string(), format!("GET {url}: status 503"));
+    }
+
+    #[test]
+    fn a_body_over_the_cap_is_too_large_and_one_at_the_cap_is_read() {
+        let body = "x".repeat(100);
+        let (url, h) = serve_once(answer("200 OK", &body), Duration::ZERO);
+        let e = get_capped(&url, Duration::from_secs(5), 99).unwrap_err();
+        h.join().unwrap();
+        assert_eq!(e.failure, FetchFailure::TooLarge(99));
+        assert!(e.to_string().contains("larger than 99 bytes"), "{e}");
+        let (url, h) = serve_once(answer("200 OK", &body), Duration::ZERO);
+        let r = get_capped(&url, Duration::from_secs(5), 100).unwrap();
+        h.join().unwrap();
+        assert_eq!(r.body, body);
     }
 
     #[test]

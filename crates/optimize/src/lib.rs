@@ -16,6 +16,7 @@ pub mod cpu;
 pub mod daemon;
 pub mod engine;
 pub mod journal;
+pub mod preset;
 pub mod signal;
 pub mod stats;
 pub mod strategy;

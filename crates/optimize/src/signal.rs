@@ -233,40 +233,12 @@ pub fn parse_prometheus(
     metric: &str,
     labels: &std::collections::BTreeMap<String, String>,
 ) -> Option<f64> {
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (head, rest) = match line.find('{') {
-            Some(i) if line[..i].trim() == metric => {
-                let end = line[i..].find('}')? + i;
-                (&line[i + 1..end], &line[end + 1..])
-            }
-            Some(_) => continue,
-            None => {
-                let (name, rest) = line.split_once(char::is_whitespace)?;
-                if name != metric {
-                    continue;
-                }
-                ("", rest)
-            }
-        };
-        let have: Vec<(&str, &str)> = head
-            .split(',')
-            .filter_map(|kv| {
-                let (k, v) = kv.split_once('=')?;
-                Some((k.trim(), v.trim().trim_matches('"')))
-            })
-            .collect();
-        if labels
-            .iter()
-            .all(|(k, v)| have.iter().any(|(hk, hv)| hk == k && hv == v))
-        {
-            return rest.split_whitespace().next()?.parse().ok();
-        }
-    }
-    None
+    // One parser of the text format for probes and presets (escapes, spacing, timestamps).
+    crate::preset::prometheus::parse(text)
+        .samples
+        .into_iter()
+        .find(|s| s.name == metric && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
+        .map(|s| s.value)
 }
 
 /// GETs an HTTP URL and reads a metric from it.

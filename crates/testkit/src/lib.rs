@@ -1,0 +1,353 @@
+//! Throw-away third-party servers for perfpilot's integration tests (a dev-dependency only).
+//!
+//! Each `start_*` function starts a real server (installed by `scripts/install-deps`) on a free
+//! loopback port with its files in a temporary directory, waits until it listens, and returns a
+//! [`ServerProcess`] guard that stops the server and removes the directory on drop, also when
+//! the test panics. A missing binary fails the test with an install hint.
+
+// Test helpers: a failure to set up is a test failure, so panicking is the right answer here.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to start listening.
+const START_LIMIT: Duration = Duration::from_secs(30);
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Waits until `port` on 127.0.0.1 accepts connections; panics if `child` exits first or
+/// after 30 s.
+pub fn wait_for_port(port: u16, child: &mut Child, what: &str) {
+    let deadline = Instant::now() + START_LIMIT;
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited before listening: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not listen on 127.0.0.1:{port} within {START_LIMIT:?}");
+}
+
+/// Waits until the Unix socket `path` exists; panics if `child` exits first or after 30 s.
+pub fn wait_for_path(path: &Path, child: &mut Child, what: &str) {
+    let deadline = Instant::now() + START_LIMIT;
+    while Instant::now() < deadline {
+        if path.exists() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited before creating {}: {status}", path.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "{what} did not create {} within {START_LIMIT:?}",
+        path.display()
+    );
+}
+
+/// The path of `tool` on `PATH` (or in `/usr/sbin`, PostgreSQL 15's bin directory); panics
+/// with an install hint when it is missing.
+pub fn require(tool: &str) -> PathBuf {
+    find(tool).unwrap_or_else(|| {
+        panic!(
+            "{tool} is not installed: run scripts/install-deps (it installs nginx-light, wrk, \
+             redis-server, redis-tools, postgresql, memcached)"
+        )
+    })
+}
+
+/// The path of `tool` like [`require`], or `None` when it is not installed.
+pub fn find(tool: &str) -> Option<PathBuf> {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .chain(["/usr/sbin", "/usr/lib/postgresql/15/bin"])
+        .map(|dir| Path::new(dir).join(tool))
+        .find(|p| p.is_file())
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new empty directory under the system's temporary directory, named after `tag`.
+    pub fn new(tag: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "perfpilot-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A spawned server process, stopped (SIGTERM, then SIGKILL after 5 s) and reaped on drop,
+/// also when a test panics; its temporary directory goes with it.
+pub struct ServerProcess {
+    /// The server process (the server itself, not a wrapper, so signals reach it).
+    pub child: Child,
+    /// The loopback TCP port it listens on.
+    pub port: u16,
+    /// Its Unix socket, for servers started with one.
+    pub socket: Option<PathBuf>,
+    /// Its temporary directory (configuration, data, sockets).
+    pub dir: TempDir,
+}
+
+impl ServerProcess {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // SIGTERM first so servers such as PostgreSQL shut down cleanly, then SIGKILL.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// nginx on a free loopback port with a temporary config: `/` → 200 "ok", `/missing` → 404,
+/// and `/nginx_status` → the `stub_status` page.
+pub fn start_nginx() -> ServerProcess {
+    let nginx = require("nginx");
+    let dir = TempDir::new("nginx");
+    let port = free_port();
+    let d = dir.0.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n  uwsgi_temp_path {d}; scgi_temp_path {d};\n  keepalive_requests 1000000;\n\
+           server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} location /missing {{ return 404; }}\n\
+             location = /nginx_status {{ stub_status; }} }}\n}}\n"
+    );
+    let conf_path = dir.0.join("nginx.conf");
+    std::fs::write(&conf_path, conf).expect("write nginx.conf");
+    let mut child = Command::new(nginx)
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-p")
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nginx");
+    wait_for_port(port, &mut child, "nginx");
+    ServerProcess {
+        child,
+        port,
+        socket: None,
+        dir,
+    }
+}
+
+/// redis-server on a free loopback port and a Unix socket (`redis.sock` in its directory),
+/// no persistence.
+pub fn start_redis() -> ServerProcess {
+    redis_with(&[])
+}
+
+/// Like [`start_redis`], but every client must first `AUTH` with `password` (`requirepass`).
+pub fn start_redis_with_password(password: &str) -> ServerProcess {
+    redis_with(&["--requirepass", password])
+}
+
+fn redis_with(extra: &[&str]) -> ServerProcess {
+    let redis = require("redis-server");
+    let dir = TempDir::new("redis");
+    let port = free_port();
+    let socket = dir.0.join("redis.sock");
+    let mut child = Command::new(redis)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--unixsocketperm",
+            "700",
+        ])
+        .arg("--unixsocket")
+        .arg(&socket)
+        .arg("--dir")
+        .arg(&dir.0)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    wait_for_port(port, &mut child, "redis-server");
+    wait_for_path(&socket, &mut child, "redis-server");
+    ServerProcess {
+        child,
+        port,
+        socket: Some(socket),
+        dir,
+    }
+}
+
+/// memcached on a free loopback port (64 MiB, as user `nobody` when started as root, since
+/// memcached refuses to keep root).
+pub fn start_memcached() -> ServerProcess {
+    let memcached = require("memcached");
+    let dir = TempDir::new("memcached");
+    let port = free_port();
+    let mut c = Command::new(memcached);
+    c.args([
+        "-l",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-U",
+        "0",
+        "-m",
+        "64",
+    ]);
+    if is_root() {
+        c.args(["-u", "nobody"]);
+    }
+    let mut child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start memcached");
+    wait_for_port(port, &mut child, "memcached");
+    ServerProcess {
+        child,
+        port,
+        socket: None,
+        dir,
+    }
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// The uid (`flag` = `-u`) or gid (`-g`) of the OS user `user`.
+pub fn id_of(flag: &str, user: &str) -> u32 {
+    let out = Command::new("id")
+        .args([flag, user])
+        .output()
+        .expect("run id");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("the OS user {user} does not exist"))
+}
+
+/// Runs a PostgreSQL binary, as the `postgres` user when we are root (initdb refuses root).
+/// The process is the server itself (no runuser in between), so the guard signals it directly.
+fn pg_command(bin: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(bin);
+    if is_root() {
+        c.gid(id_of("-g", "postgres")).uid(id_of("-u", "postgres"));
+    }
+    c
+}
+
+/// A throw-away PostgreSQL 15 cluster (initdb into a temp dir) on a free loopback port, with
+/// its Unix socket (`.s.PGSQL.<port>`) in that dir. TCP connections are trusted as any user;
+/// Unix-socket connections use peer authentication (the OS user must match the role).
+pub fn start_postgres() -> ServerProcess {
+    let initdb = require("initdb");
+    let postgres = initdb.with_file_name("postgres");
+    let dir = TempDir::new("pg");
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["postgres:postgres"])
+            .arg(&dir.0)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "cannot chown the temp dir to the postgres user");
+    }
+    let data = dir.0.join("data");
+    let out = pg_command(&initdb)
+        .arg("-D")
+        .arg(&data)
+        .args([
+            "--auth-host=trust",
+            "--auth-local=peer",
+            "-U",
+            "postgres",
+            "--no-sync",
+        ])
+        .output()
+        .expect("run initdb");
+    assert!(
+        out.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = free_port();
+    let mut child = pg_command(&postgres)
+        .arg("-D")
+        .arg(&data)
+        .arg("-k")
+        .arg(&dir.0)
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-c",
+            "fsync=off",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start postgres");
+    wait_for_port(port, &mut child, "postgres");
+    let socket = dir.0.join(format!(".s.PGSQL.{port}"));
+    wait_for_path(&socket, &mut child, "postgres");
+    ServerProcess {
+        child,
+        port,
+        socket: Some(socket),
+        dir,
+    }
+}
