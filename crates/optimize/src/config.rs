@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::preset::PresetConfig;
 use crate::tunables::{Tunables, validate};
 
 /// A configuration that could not be read: names the file, the line and the field.
@@ -215,6 +216,8 @@ pub struct DaemonConfig {
     pub workloads: Vec<Rule>,
     /// Only matched workloads are considered when true (`only_matched = true` at the top level).
     pub only_matched: bool,
+    /// The `[[preset]]` tables: built-in application signals added or overridden.
+    pub preset: Vec<PresetConfig>,
 }
 
 #[derive(Deserialize)]
@@ -226,6 +229,8 @@ struct Raw {
     workload: Vec<toml::Spanned<Rule>>,
     #[serde(default)]
     only_matched: bool,
+    #[serde(default)]
+    preset: Vec<toml::Spanned<PresetConfig>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -297,10 +302,18 @@ impl DaemonConfig {
             }
             workloads.push(rule);
         }
+        let mut preset = Vec::new();
+        for (i, p) in raw.preset.into_iter().enumerate() {
+            let line = line_of(text, p.span().start);
+            let p = p.into_inner();
+            p.validate(i + 1).map_err(|e| invalid(line, e.to_string()))?;
+            preset.push(p);
+        }
         Ok(DaemonConfig {
             tunables,
             workloads,
             only_matched: raw.only_matched,
+            preset,
         })
     }
 

@@ -201,7 +201,7 @@ fn preset_signal(c: &Candidate, r: &preset::Reading) -> SignalKind {
     SignalKind::Preset {
         preset: c.kind.as_str().to_string(),
         endpoint: c.endpoint.to_string(),
-        counter: r.counter.clone(),
+        counter: r.source.clone(),
     }
 }
 
