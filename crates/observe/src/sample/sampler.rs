@@ -389,7 +389,9 @@ impl Sampler {
                 *m.per_node.entry(node).or_default() += bytes;
                 match r.kind {
                     MappingKind::Anon => *m.anon_per_node.entry(node).or_default() += bytes,
-                    MappingKind::SysvShm { .. } | MappingKind::PosixShm { .. } => {
+                    MappingKind::SysvShm { .. }
+                    | MappingKind::PosixShm { .. }
+                    | MappingKind::SharedAnon { .. } => {
                         *m.shm_per_node.entry(node).or_default() += bytes
                     }
                     MappingKind::File { .. } => {}

@@ -1,9 +1,20 @@
 //! Large pages: promote the large anonymous and shared-memory ranges of workloads above a CPU
 //! and memory threshold to transparent huge pages with `process_madvise(MADV_COLLAPSE)`, paced.
 //! Collapsed memory cannot be cheaply split back, so "revert" is to stop and remember.
+//!
+//! Shared memory (System V, POSIX, and shared anonymous memory such as PostgreSQL's buffer
+//! pool) lives in a tmpfs object whose page cache holds huge pages at aligned offsets, so a
+//! huge page can be collapsed only where the mapping's address and offset agree modulo the
+//! huge-page size. The kernel maps shared memory so only when shmem huge pages were allowed
+//! (`shmem_enabled` not `never`) at the time; memory mapped before is not proposed, and the
+//! skip reason ([`Misaligned`]) says what would make it possible.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 
 use perfpilot_sys::change::Change;
-use perfpilot_sys::process::MappingKind;
+use perfpilot_sys::process::{MapRange, MappingKind};
+use perfpilot_units as units;
 
 use super::{Context, Proposal, Strategy, StrategyKind, View, skip};
 
@@ -16,8 +27,182 @@ pub const SHMEM_ENABLED: &str = "sys/kernel/mm/transparent_hugepage/shmem_enable
 /// The shmem THP setting that refuses collapse outright.
 const SHMEM_DENY: &str = "deny";
 
+/// The shmem THP setting under which the kernel does not align shared memory it maps.
+pub const SHMEM_NEVER: &str = "never";
+
 /// The large-pages strategy.
 pub struct LargePages;
+
+/// A workload's shared memory that is mapped where no huge page of it can be collapsed, and
+/// what would make it possible: its [`Display`](fmt::Display) is the skip reason `status` and
+/// the log show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Misaligned {
+    /// Bytes of shared memory so mapped (each object once).
+    pub bytes: u64,
+    /// The largest such object: `/dev/zero`, `/memfd:NAME`, `/dev/shm/NAME` or a System V
+    /// segment.
+    pub object: String,
+    /// A process mapping it.
+    pub pid: i32,
+    /// That process's command name.
+    pub comm: String,
+    /// How many bytes past a huge-page boundary (relative to its offset) it is mapped.
+    pub off_by: u64,
+    /// `shmem_enabled` now.
+    pub shmem_enabled: Option<String>,
+}
+
+impl Misaligned {
+    /// How the server can give the memory its own huge pages (hugetlbfs), by what it is.
+    pub fn own_huge_pages(&self) -> &'static str {
+        match self.comm.as_str() {
+            "postgres" | "postmaster" => {
+                "PostgreSQL: huge_pages = on, with vm.nr_hugepages reserved"
+            }
+            _ => "map it with MAP_HUGETLB or from a hugetlbfs file",
+        }
+    }
+}
+
+impl fmt::Display for Misaligned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "its {} MiB of shared memory ({}, mapped by {} {}) starts {} bytes off a huge-page boundary, so none of it can be collapsed: it was mapped while shmem_enabled was `never` (the kernel aligns shared memory only where huge pages are allowed); ",
+            units::count(self.bytes >> 20),
+            self.object,
+            self.comm,
+            self.pid,
+            units::count(self.off_by)
+        )?;
+        match self.shmem_enabled.as_deref() {
+            Some(SHMEM_NEVER) | None => write!(
+                f,
+                "set shmem_enabled to `advise` (the tunable shmem_advise_at_start does so when the daemon starts) and restart the server"
+            )?,
+            Some(now) => write!(f, "restart the server now that shmem_enabled is `{now}`")?,
+        }
+        write!(
+            f,
+            ", or give it its own huge pages ({}); expected gain for databases 4–15 %",
+            self.own_huge_pages()
+        )
+    }
+}
+
+/// A shared-memory object as mapped: the same object at the same offset and length is
+/// collapsed once, through the first member mapping it where it can be.
+type ObjectKey = (String, u64, u64, u64);
+
+fn object_key(r: &MapRange) -> ObjectKey {
+    (format!("{:?}", r.kind), r.inode, r.offset, r.len())
+}
+
+/// The name of the object a shared range maps, for people.
+fn object_name(kind: &MappingKind) -> String {
+    match kind {
+        MappingKind::SysvShm { key } => format!("System V segment {key:#x}"),
+        MappingKind::PosixShm { path } => path.clone(),
+        MappingKind::SharedAnon { object } => object.clone(),
+        MappingKind::Anon => "anonymous memory".into(),
+        MappingKind::File { path } => path.clone(),
+    }
+}
+
+/// What a workload's ranges hold for promotion.
+#[derive(Debug, Default)]
+struct Plan {
+    /// The collapse steps, each at most one pacing step long.
+    changes: Vec<Change>,
+    /// Private bytes in them.
+    anon_bytes: u64,
+    /// Shared bytes in them.
+    shm_bytes: u64,
+    /// Shared memory that cannot be collapsed where it is mapped.
+    misaligned: Option<Misaligned>,
+}
+
+/// Cuts the collapsible huge pages of the workload's ranges into steps of `step` bytes.
+fn plan(
+    v: &View,
+    maps: &HashMap<i32, Vec<MapRange>>,
+    step: u64,
+    shmem_enabled: Option<&str>,
+) -> Plan {
+    let shmem_ok = shmem_enabled != Some(SHMEM_DENY);
+    let mut p = Plan::default();
+    let mut collapsed = BTreeSet::new();
+    // Misaligned objects, with the process seen mapping them and how far off.
+    let mut off: BTreeMap<ObjectKey, (i32, MappingKind, u64)> = BTreeMap::new();
+    for m in &v.w.members {
+        let Some(ranges) = maps.get(&m.pid) else {
+            continue;
+        };
+        let mut chunk: Vec<(u64, u64)> = Vec::new();
+        let mut chunk_len = 0;
+        for r in ranges {
+            let private = r.is_private_anon();
+            if !private && !(shmem_ok && r.is_shared_memory()) {
+                continue;
+            }
+            let key = (!private).then(|| object_key(r));
+            if key.as_ref().is_some_and(|k| collapsed.contains(k)) {
+                continue;
+            }
+            let Some((start, end)) = r.collapsible(HUGE) else {
+                if let Some(k) = key
+                    && r.len() >= HUGE
+                {
+                    off.entry(k)
+                        .or_insert((m.pid, r.kind.clone(), r.huge_misalignment(HUGE)));
+                }
+                continue;
+            };
+            if let Some(k) = key {
+                collapsed.insert(k);
+            }
+            let mut a = start;
+            while a < end {
+                let len = (end - a).min(step - chunk_len);
+                chunk.push((a, len));
+                chunk_len += len;
+                if private {
+                    p.anon_bytes += len
+                } else {
+                    p.shm_bytes += len
+                }
+                a += len;
+                if chunk_len >= step {
+                    p.changes.push(Change::Collapse {
+                        pid: m.pid,
+                        ranges: std::mem::take(&mut chunk),
+                    });
+                    chunk_len = 0;
+                }
+            }
+        }
+        if !chunk.is_empty() {
+            p.changes.push(Change::Collapse {
+                pid: m.pid,
+                ranges: chunk,
+            });
+        }
+    }
+    // An object another member maps aligned is collapsed through that one.
+    off.retain(|k, _| !collapsed.contains(k));
+    if let Some((_, (pid, kind, off_by))) = off.iter().max_by_key(|(k, _)| k.3) {
+        p.misaligned = Some(Misaligned {
+            bytes: off.keys().map(|k| k.3).sum(),
+            object: object_name(kind),
+            pid: *pid,
+            comm: v.w.comm.clone(),
+            off_by: *off_by,
+            shmem_enabled: shmem_enabled.map(str::to_string),
+        });
+    }
+    p
+}
 
 impl Strategy for LargePages {
     fn kind(&self) -> StrategyKind {
@@ -46,7 +231,8 @@ impl Strategy for LargePages {
                 min_mem >> 20
             ));
         }
-        let shmem_ok = ctx.thp.shmem_enabled.as_deref() != Some(SHMEM_DENY);
+        let shmem_enabled = ctx.thp.shmem_enabled.as_deref();
+        let shmem_ok = shmem_enabled != Some(SHMEM_DENY);
         let shm_total: u64 = mem.shm_per_node.values().sum();
         let huge = mem.anon_huge + mem.shmem_pmd_mapped;
         let candidates = mem.anonymous + if shmem_ok { shm_total } else { 0 };
@@ -66,67 +252,34 @@ impl Strategy for LargePages {
         // Whole huge pages per step.
         let step =
             (((ctx.tun.collapse_mb_per_s * 1e6 * ctx.interval_s) as u64) / HUGE).max(1) * HUGE;
-        let mut changes = Vec::new();
-        let (mut anon_bytes, mut shm_bytes) = (0u64, 0u64);
-        // A shared segment is collapsed once, through the first member seen attaching it.
-        let mut seen_shm = std::collections::BTreeSet::new();
-        for m in &v.w.members {
-            let Some(ranges) = maps.get(&m.pid) else {
-                continue;
-            };
-            let mut chunk: Vec<(u64, u64)> = Vec::new();
-            let mut chunk_len = 0;
-            for r in ranges {
-                let eligible = r.is_private_anon()
-                    || (shmem_ok
-                        && matches!(
-                            r.kind,
-                            MappingKind::SysvShm { .. } | MappingKind::PosixShm { .. }
-                        )
-                        && r.perms.contains('s'));
-                if !eligible {
-                    continue;
-                }
-                if !r.is_private_anon() && !seen_shm.insert((r.inode, format!("{:?}", r.kind))) {
-                    continue;
-                }
-                // Whole huge pages inside the range.
-                let start = r.start.div_ceil(HUGE) * HUGE;
-                let end = r.end / HUGE * HUGE;
-                let mut a = start;
-                while a < end {
-                    let len = (end - a).min(step - chunk_len);
-                    chunk.push((a, len));
-                    chunk_len += len;
-                    if r.is_private_anon() {
-                        anon_bytes += len
-                    } else {
-                        shm_bytes += len
-                    }
-                    a += len;
-                    if chunk_len >= step {
-                        changes.push(Change::Collapse {
-                            pid: m.pid,
-                            ranges: std::mem::take(&mut chunk),
-                        });
-                        chunk_len = 0;
-                    }
-                }
-            }
-            if !chunk.is_empty() {
-                changes.push(Change::Collapse {
-                    pid: m.pid,
-                    ranges: chunk,
-                });
-            }
-        }
+        let Plan {
+            mut changes,
+            anon_bytes,
+            shm_bytes,
+            misaligned,
+        } = plan(v, maps, step, shmem_enabled);
+        let also = |s: String| match &misaligned {
+            Some(m) => format!("{s}; {m}"),
+            None => s,
+        };
         if changes.is_empty() {
-            return skip("no range of at least one huge page");
+            return match misaligned {
+                Some(m) => skip(m.to_string()),
+                None => skip("no range of at least one huge page"),
+            };
+        }
+        // A trial on less cannot show a gain worth its pages.
+        if anon_bytes + shm_bytes < min_mem {
+            return skip(also(format!(
+                "only {} MiB of it lies in huge pages that can be collapsed, under min_memory_mib {}",
+                (anon_bytes + shm_bytes) >> 20,
+                min_mem >> 20
+            )));
         }
         // Shared memory is collapsed only where shmem THP is allowed on some kernels: raise
         // `never` to `advise`, which changes nothing for a process that has not asked for huge
         // pages; journaled like every change and restored when the action ends.
-        if shm_bytes > 0 && ctx.thp.shmem_enabled.as_deref() == Some("never") {
+        if shm_bytes > 0 && shmem_enabled == Some(SHMEM_NEVER) {
             changes.insert(
                 0,
                 Change::Sysfs {
@@ -136,14 +289,14 @@ impl Strategy for LargePages {
             );
         }
         Proposal::Act {
-            reason: format!(
+            reason: also(format!(
                 "promote {} MiB of private and {} MiB of shared memory to huge pages in {} steps (coverage {:.0} %, target {:.0} %)",
                 anon_bytes >> 20,
                 shm_bytes >> 20,
                 changes.len(),
                 coverage * 100.0,
                 target * 100.0
-            ),
+            )),
             changes,
             interleave: false,
             irreversible: true,
@@ -156,7 +309,7 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::tunables::Tunables;
-    use perfpilot_observe::workload::WorkloadMemory;
+    use perfpilot_observe::workload::{Workload, WorkloadMemory};
     use perfpilot_sys::process::MapRange;
     use std::collections::HashMap;
 
@@ -165,6 +318,7 @@ mod tests {
             start,
             end: start + len,
             perms: perms.into(),
+            offset: 0,
             kind,
             inode,
             path: None,
@@ -321,5 +475,208 @@ mod tests {
         assert!(
             matches!(LargePages.propose(&v, &ctx), Proposal::Skip(s) if s.contains("MADV_COLLAPSE"))
         );
+    }
+
+    /// PostgreSQL as a forked server: the postmaster (100) and a backend (200) map the same
+    /// `/dev/zero` buffer pool of 2,119 MiB at `pool_start`, with 8 MiB of private memory
+    /// each.
+    fn postgres(pool_start: u64) -> (Workload, HashMap<i32, Vec<MapRange>>, WorkloadMemory) {
+        let mut w = workload(&[(0, 1.0), (1, 1.0)]);
+        w.comm = "postgres".into();
+        w.members.push(perfpilot_observe::workload::Member {
+            pid: 200,
+            ..w.members[0].clone()
+        });
+        let pool = MappingKind::SharedAnon {
+            object: "/dev/zero".into(),
+        };
+        let maps = [100, 200]
+            .into_iter()
+            .map(|pid| {
+                let heap = 0x7f00_0000_0000 + ((pid as u64) << 24);
+                (
+                    pid,
+                    vec![
+                        range(heap, 8 << 20, "rw-p", MappingKind::Anon, 0),
+                        range(pool_start, 2119 << 20, "rw-s", pool.clone(), 2054),
+                    ],
+                )
+            })
+            .collect();
+        let mem = WorkloadMemory {
+            per_node: [(0, 2200 << 20)].into(),
+            anonymous: 16 << 20,
+            shm_per_node: [(0, 2119 << 20)].into(),
+            ..Default::default()
+        };
+        (w, maps, mem)
+    }
+
+    /// 110,592 bytes past a 2 MiB boundary, as PostgreSQL mapped it under `never`.
+    const MISALIGNED: u64 = 0x7f5a_1e41_b000;
+    /// On a 2 MiB boundary, as PostgreSQL mapped it under `advise`.
+    const ALIGNED: u64 = 0x7f5a_1e40_0000;
+
+    fn propose(
+        w: &Workload,
+        maps: &HashMap<i32, Vec<MapRange>>,
+        mem: &WorkloadMemory,
+        shmem: &str,
+    ) -> Proposal {
+        let topo = machine(1, 1, 2, 1);
+        let busy = busy(&topo, |_| 0.5);
+        let (tun, thp) = (Tunables::default(), thp("madvise", shmem));
+        let ctx = ctx(&topo, &tun, &busy, &thp);
+        let v = View {
+            w,
+            memory: Some(mem),
+            maps: Some(maps),
+            bound_to: None,
+        };
+        LargePages.propose(&v, &ctx)
+    }
+
+    #[test]
+    fn a_misaligned_shared_buffer_pool_is_left_alone_and_the_reason_says_how_to_fix_it() {
+        let (w, maps, mem) = postgres(MISALIGNED);
+        let Proposal::Skip(why) = propose(&w, &maps, &mem, "never") else {
+            panic!("nothing can be collapsed: no change, no knob raised")
+        };
+        assert_eq!(
+            why,
+            "only 16 MiB of it lies in huge pages that can be collapsed, under min_memory_mib 64; \
+             its 2,119 MiB of shared memory (/dev/zero, mapped by postgres 100) starts 110,592 \
+             bytes off a huge-page boundary, so none of it can be collapsed: it was mapped while \
+             shmem_enabled was `never` (the kernel aligns shared memory only where huge pages are \
+             allowed); set shmem_enabled to `advise` (the tunable shmem_advise_at_start does so \
+             when the daemon starts) and restart the server, or give it its own huge pages \
+             (PostgreSQL: huge_pages = on, with vm.nr_hugepages reserved); expected gain for \
+             databases 4–15 %"
+        );
+        // Raised since the server started: a restart is enough.
+        let Proposal::Skip(why) = propose(&w, &maps, &mem, "advise") else {
+            panic!()
+        };
+        assert!(
+            why.contains("restart the server now that shmem_enabled is `advise`, or give it its own huge pages (PostgreSQL: huge_pages = on"),
+            "{why}"
+        );
+        // With no private memory to promote, the reason is the shared memory's alone.
+        let private_gone: HashMap<i32, Vec<MapRange>> =
+            maps.iter().map(|(p, r)| (*p, r[1..].to_vec())).collect();
+        let Proposal::Skip(why) = propose(&w, &private_gone, &mem, "advise") else {
+            panic!()
+        };
+        assert!(why.starts_with("its 2,119 MiB of shared memory"), "{why}");
+        // Another server is told the generic way to its own huge pages.
+        let mut other = w.clone();
+        other.comm = "java".into();
+        let Proposal::Skip(why) = propose(&other, &private_gone, &mem, "advise") else {
+            panic!()
+        };
+        assert!(
+            why.contains("(map it with MAP_HUGETLB or from a hugetlbfs file)"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn an_aligned_shared_buffer_pool_is_promoted_once_in_whole_huge_pages() {
+        let (w, maps, mem) = postgres(ALIGNED);
+        let Proposal::Act {
+            changes, reason, ..
+        } = propose(&w, &maps, &mem, "advise")
+        else {
+            panic!()
+        };
+        assert!(
+            reason.starts_with("promote 16 MiB of private and 2118 MiB of shared memory"),
+            "{reason}"
+        );
+        assert!(!reason.contains("off a huge-page boundary"), "{reason}");
+        let mut shared = Vec::new();
+        for c in &changes {
+            let Change::Collapse { pid, ranges } = c else {
+                panic!("shmem_enabled is already `advise`: no knob raised, {c:?}")
+            };
+            for &(s, l) in ranges {
+                assert_eq!((s % HUGE, l % HUGE), (0, 0));
+                if s >= ALIGNED {
+                    assert_eq!(*pid, 100, "the pool is promoted through one process");
+                    shared.push((s, l));
+                }
+            }
+        }
+        let total: u64 = shared.iter().map(|r| r.1).sum();
+        assert_eq!(total, 2118 << 20);
+        assert_eq!(shared[0].0, ALIGNED);
+        // Under `never` the knob goes first, journaled like the rest.
+        let Proposal::Act { changes, .. } = propose(&w, &maps, &mem, "never") else {
+            panic!()
+        };
+        assert_eq!(
+            changes[0],
+            Change::Sysfs {
+                rel: SHMEM_ENABLED.into(),
+                value: "advise".into()
+            }
+        );
+    }
+
+    #[test]
+    fn private_memory_is_still_promoted_beside_a_misaligned_pool_and_without_raising_the_knob() {
+        let (w, mut maps, mut mem) = postgres(MISALIGNED);
+        mem.anonymous = 256 << 20;
+        maps.get_mut(&100).unwrap()[0] =
+            range(0x7f00_0000_0000, 128 << 20, "rw-p", MappingKind::Anon, 0);
+        let Proposal::Act {
+            changes, reason, ..
+        } = propose(&w, &maps, &mem, "never")
+        else {
+            panic!()
+        };
+        assert!(
+            reason.starts_with("promote 136 MiB of private and 0 MiB of shared memory"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("starts 110,592 bytes off a huge-page boundary"),
+            "{reason}"
+        );
+        for c in &changes {
+            let Change::Collapse { ranges, .. } = c else {
+                panic!("no knob raised for shared memory that is not promoted: {c:?}")
+            };
+            assert!(ranges.iter().all(|r| r.0 < MISALIGNED));
+        }
+    }
+
+    #[test]
+    fn a_shared_object_misaligned_in_one_process_is_promoted_through_another_that_maps_it_aligned()
+    {
+        let (w, mut maps, mem) = postgres(MISALIGNED);
+        maps.get_mut(&200).unwrap()[1].start = ALIGNED;
+        maps.get_mut(&200).unwrap()[1].end = ALIGNED + (2119 << 20);
+        let Proposal::Act {
+            changes, reason, ..
+        } = propose(&w, &maps, &mem, "advise")
+        else {
+            panic!()
+        };
+        assert!(!reason.contains("off a huge-page boundary"), "{reason}");
+        let through_200: u64 = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Collapse { pid: 200, ranges } => Some(
+                    ranges
+                        .iter()
+                        .filter(|r| r.0 >= ALIGNED)
+                        .map(|r| r.1)
+                        .sum::<u64>(),
+                ),
+                _ => None,
+            })
+            .sum();
+        assert_eq!(through_200, 2118 << 20);
     }
 }
