@@ -133,8 +133,9 @@ fn plan(
     let shmem_ok = shmem_enabled != Some(SHMEM_DENY);
     let mut p = Plan::default();
     let mut collapsed = BTreeSet::new();
-    // Misaligned objects, with the process seen mapping them and how far off.
-    let mut off: BTreeMap<ObjectKey, (i32, MappingKind, u64)> = BTreeMap::new();
+    // Misaligned objects, with the oldest process seen mapping them (the server's main one,
+    // for a forked server) and how far off.
+    let mut off: BTreeMap<ObjectKey, (u64, i32, MappingKind, u64)> = BTreeMap::new();
     for m in &v.w.members {
         let Some(ranges) = maps.get(&m.pid) else {
             continue;
@@ -154,8 +155,16 @@ fn plan(
                 if let Some(k) = key
                     && r.len() >= HUGE
                 {
-                    off.entry(k)
-                        .or_insert((m.pid, r.kind.clone(), r.huge_misalignment(HUGE)));
+                    let seen = (
+                        m.starttime,
+                        m.pid,
+                        r.kind.clone(),
+                        r.huge_misalignment(HUGE),
+                    );
+                    let e = off.entry(k).or_insert_with(|| seen.clone());
+                    if (seen.0, seen.1) < (e.0, e.1) {
+                        *e = seen;
+                    }
                 }
                 continue;
             };
@@ -191,7 +200,7 @@ fn plan(
     }
     // An object another member maps aligned is collapsed through that one.
     off.retain(|k, _| !collapsed.contains(k));
-    if let Some((_, (pid, kind, off_by))) = off.iter().max_by_key(|(k, _)| k.3) {
+    if let Some((_, (_, pid, kind, off_by))) = off.iter().max_by_key(|(k, _)| k.3) {
         p.misaligned = Some(Misaligned {
             bytes: off.keys().map(|k| k.3).sum(),
             object: object_name(kind),
@@ -290,10 +299,10 @@ impl Strategy for LargePages {
         }
         Proposal::Act {
             reason: also(format!(
-                "promote {} MiB of private and {} MiB of shared memory to huge pages in {} steps (coverage {:.0} %, target {:.0} %)",
+                "promote {} MiB of private and {} MiB of shared memory to huge pages in {} (coverage {:.0} %, target {:.0} %)",
                 anon_bytes >> 20,
                 shm_bytes >> 20,
-                changes.len(),
+                units::counted(changes.len() as u64, "step", "steps"),
                 coverage * 100.0,
                 target * 100.0
             )),
@@ -568,6 +577,13 @@ mod tests {
             panic!()
         };
         assert!(why.starts_with("its 2,119 MiB of shared memory"), "{why}");
+        // The process named is the oldest that maps it (a forked server's main process).
+        let mut restarted_first = w.clone();
+        restarted_first.members[1].starttime = 0;
+        let Proposal::Skip(why) = propose(&restarted_first, &private_gone, &mem, "advise") else {
+            panic!()
+        };
+        assert!(why.contains("(/dev/zero, mapped by postgres 200)"), "{why}");
         // Another server is told the generic way to its own huge pages.
         let mut other = w.clone();
         other.comm = "java".into();
