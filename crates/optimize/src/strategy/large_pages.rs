@@ -144,7 +144,8 @@ fn plan(
         let mut chunk_len = 0;
         for r in ranges {
             let private = r.is_private_anon();
-            if !private && !(shmem_ok && r.is_shared_memory()) {
+            let shared = shmem_ok && r.is_shared_memory();
+            if !(private || shared) {
                 continue;
             }
             let key = (!private).then(|| object_key(r));
