@@ -179,6 +179,14 @@ impl Engine {
             let lines = journal::undo_all(&self.fs, &doc.members, &undo);
             let note = format!("{how}: {}", lines.join("; "));
             info!(action = rec.id, "shmem_enabled {note}");
+            // Status no longer says it is raised.
+            let said = format!("(action {})", rec.id);
+            self.status
+                .notes
+                .retain(|n| !(n.starts_with("shmem_enabled: raised") && n.contains(&said)));
+            self.status
+                .notes
+                .push(format!("shmem_enabled: {note} (action {})", rec.id));
             self.store
                 .journal_set_state(rec.id, ActionState::Reverted, &note)?;
         }

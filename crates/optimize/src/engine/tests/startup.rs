@@ -99,6 +99,18 @@ fn at_start_shmem_enabled_never_is_raised_through_the_journal_and_restored_at_st
         "{}",
         rec.note
     );
+    // The last status says so too.
+    let notes: Vec<&String> = e
+        .status
+        .notes
+        .iter()
+        .filter(|n| n.starts_with("shmem_enabled"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with("shmem_enabled: restored at exit"),
+        "{notes:?}"
+    );
 }
 
 #[test]
