@@ -316,9 +316,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn processes_sharing_a_segment_form_one_workload() {
-        let s = Sample {
+    /// Three PostgreSQL processes (10, 11, 12) and a Java process (20), booted at 1000 s,
+    /// sampled at 2000 s.
+    fn servers() -> Sample {
+        Sample {
             time_ms: 2_000_000,
             mono_ns: 0,
             ticks_per_sec: 100,
@@ -339,8 +340,11 @@ mod tests {
             disks: vec![],
             nets: vec![],
             skips: Skips::default(),
-        };
-        let rates = Rates {
+        }
+    }
+
+    fn idle_rates() -> Rates {
+        Rates {
             time_ms: 0,
             interval_s: 1.0,
             total: dummy_cpu(),
@@ -349,7 +353,12 @@ mod tests {
             threads: vec![],
             disks: vec![],
             nets: vec![],
-        };
+        }
+    }
+
+    #[test]
+    fn processes_sharing_a_segment_form_one_workload() {
+        let (s, rates) = (servers(), idle_rates());
         let seg = ShmAttach::Sysv {
             key: 0x52e2c1,
             shmid: 7,
@@ -381,6 +390,29 @@ mod tests {
             java.signature,
             signature(&proc(99, 1, "java -jar other.jar", &[99]), false)
         );
+    }
+
+    #[test]
+    fn a_forked_server_is_one_workload_by_the_dev_zero_memory_its_processes_inherit() {
+        let (s, rates) = (servers(), idle_rates());
+        // The postmaster's buffer pool, inherited by its children; java maps a /dev/zero
+        // object of its own (another inode), which ties it to no one.
+        let pool = ShmAttach::SharedAnon { inode: 2054 };
+        let shm: HashMap<i32, Vec<ShmAttach>> = [
+            (10, vec![pool.clone()]),
+            (11, vec![pool.clone()]),
+            (12, vec![pool.clone()]),
+            (20, vec![ShmAttach::SharedAnon { inode: 9 }]),
+        ]
+        .into();
+        let w = group(&s, &rates, &shm);
+        assert_eq!(w.len(), 2);
+        let pg = w.iter().find(|w| w.comm == "postgres").unwrap();
+        assert_eq!(pg.pids(), vec![10, 11, 12]);
+        assert_eq!(pg.shared, vec![pool]);
+        assert_eq!(pg.name, "postgres (+2 processes)");
+        let java = w.iter().find(|w| w.comm == "java").unwrap();
+        assert!(java.shared.is_empty() && !java.signature.ends_with("-shm"));
     }
 
     fn dummy_cpu() -> crate::rates::CpuRate {

@@ -1,5 +1,5 @@
 //! The daemon loop: a lock on the state directory (one daemon per directory), recovery from the
-//! journal, one scan per interval with its monitoring CPU within a budget, `status.json` after
+//! journal and the start-up knob (`Engine::begin`), one scan per interval with its monitoring CPU within a budget, `status.json` after
 //! every scan, and a clean stop.
 
 use std::fs::TryLockError;
@@ -191,12 +191,13 @@ pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
     config.apply_tunables(&mut tun);
     let fs = Fs::live();
     let mut engine = Engine::new(&fs, store, config, tun)?;
-    engine.recover()?;
     let start = Instant::now();
     info!(state_dir = %opts.state_dir.display(), "perfpilot daemon started (pid {})", std::process::id());
     for n in &engine.status.notes {
         info!("{n}");
     }
+    // Recovery, and `shmem_enabled` raised before anything is sampled (it logs its own lines).
+    engine.begin()?;
     let mut governor = Governor::new(engine.tun.interval_s);
     let mut effective = engine.tun.interval_s;
     while !stop.load(Ordering::SeqCst) && opts.run_for.is_none_or(|d| start.elapsed() < d) {

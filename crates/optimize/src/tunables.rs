@@ -245,6 +245,8 @@ tunables! {
         "move a compacted workload's private pages to its node";
     large_pages: bool = on, "",
         "promote large anonymous and shared-memory ranges to huge pages (MADV_COLLAPSE)";
+    shmem_advise_at_start: bool = on, "",
+        "when the daemon starts with large_pages on and shmem_enabled `never`, raise it to `advise` (journaled, restored at stop) so that servers started later map shared memory where huge pages can be collapsed";
     read_ahead: bool = on, "",
         "adapt block devices' read_ahead_kb to the sequential share of their reads";
     affinity_level: Level = llc, "",

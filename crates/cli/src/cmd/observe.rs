@@ -251,6 +251,9 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
                         format!("sysv:{key:#x}/{shmid}")
                     }
                     perfpilot_sys::process::ShmAttach::Posix { path } => path.clone(),
+                    perfpilot_sys::process::ShmAttach::SharedAnon { inode } => {
+                        format!("/dev/zero:{inode}")
+                    }
                 })
                 .collect();
             let _ = writeln!(

@@ -389,7 +389,9 @@ impl Sampler {
                 *m.per_node.entry(node).or_default() += bytes;
                 match r.kind {
                     MappingKind::Anon => *m.anon_per_node.entry(node).or_default() += bytes,
-                    MappingKind::SysvShm { .. } | MappingKind::PosixShm { .. } => {
+                    MappingKind::SysvShm { .. }
+                    | MappingKind::PosixShm { .. }
+                    | MappingKind::SharedAnon { .. } => {
                         *m.shm_per_node.entry(node).or_default() += bytes
                     }
                     MappingKind::File { .. } => {}
@@ -397,5 +399,50 @@ impl Sampler {
             }
         }
         Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfpilot_sys::process::ShmAttach;
+
+    /// PostgreSQL's postmaster as `/proc` shows it: 2 MiB of private memory and 8 MiB of its
+    /// `/dev/zero` buffer pool resident, 4 MiB of that in a huge page.
+    const NUMA_MAPS: &str = "\
+55f1c1e3f000 default heap anon=512 dirty=512 N0=512 kernelpagesize_kB=4
+7f5a1e400000 default file=/dev/zero\\040(deleted) dirty=2048 mapmax=3 N0=2048 kernelpagesize_kB=4
+7f5aa2b1b000 default file=/usr/lib/x86_64-linux-gnu/libc.so.6 mapped=100 N0=100 kernelpagesize_kB=4
+";
+    const MAPS: &str = "\
+55f1c1e3f000-55f1c203f000 rw-p 00000000 00:00 0 [heap]
+7f5a1e400000-7f5aa2b00000 rw-s 00000000 00:01 2054 /dev/zero (deleted)
+7f5aa2b1b000-7f5aa2b80000 r-xp 00000000 fd:01 77 /usr/lib/x86_64-linux-gnu/libc.so.6
+";
+    const ROLLUP: &str = "\
+55f1c1e3f000-7ffc00000000 ---p 00000000 00:00 0 [rollup]
+Rss: 10640 kB
+Anonymous: 2048 kB
+AnonHugePages: 0 kB
+ShmemPmdMapped: 4096 kB
+";
+
+    #[test]
+    fn shared_anonymous_memory_is_counted_as_the_processs_shared_memory() {
+        let root = std::env::temp_dir().join(format!("perfpilot-sampler-{}", std::process::id()));
+        let dir = root.join("proc/10");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("numa_maps"), NUMA_MAPS).unwrap();
+        std::fs::write(dir.join("maps"), MAPS).unwrap();
+        std::fs::write(dir.join("smaps_rollup"), ROLLUP).unwrap();
+        let mut sampler = Sampler::new(&Fs::at(&root), SamplerConfig::default());
+        let m = sampler.memory_of(10, 1);
+        std::fs::remove_dir_all(&root).unwrap();
+        let m = m.unwrap();
+        assert_eq!(m.shm_per_node[&0], 8 << 20);
+        assert_eq!(m.anon_per_node[&0], 2 << 20);
+        assert_eq!(m.per_node[&0], (10 << 20) + 100 * 4096);
+        assert_eq!(m.rollup.shmem_pmd_mapped, 4 << 20);
+        assert_eq!(m.shm, vec![ShmAttach::SharedAnon { inode: 2054 }]);
     }
 }

@@ -13,6 +13,7 @@
 //! - `apply`: journaling each change's undo record, then making it;
 //! - `enforce`: kept actions (new threads, masks changed behind perfpilot's back, recovery);
 //! - `status`: what `status.json` shows;
+//! - `startup`: `shmem_enabled` raised at start, before the first scan;
 //! - `stop`: what becomes of each action when the daemon stops.
 
 use std::time::Instant;
@@ -35,6 +36,7 @@ mod policy;
 mod propose;
 mod servers;
 mod signals;
+mod startup;
 mod status;
 mod stop;
 mod trial;

@@ -1,5 +1,6 @@
 //! Stopping: running trials are undone; kept actions are undone when `revert_on_stop`, except
-//! huge pages, which cannot be and stay kept. What became of each action is said in the same
+//! huge pages, which cannot be and stay kept; `shmem_enabled` raised at start is restored
+//! (see `startup`). What became of each action is said in the same
 //! words in the log, the journal's note (the action table of `perfpilot status`) and the
 //! workload table of the last `status.json`.
 
@@ -100,6 +101,13 @@ impl Engine {
     /// Stops: each running trial and kept action ends as [`AtExit`] says, logged, noted in
     /// the journal, and shown in status's workload table in the same words.
     pub fn shutdown(&mut self) -> Result<(), EngineError> {
+        // The knob raised at start stays only beside huge pages left in place by choice.
+        let kept_pages_stay = !self.tun.revert_on_stop
+            && self
+                .actions
+                .held
+                .iter()
+                .any(|h| h.strategy == StrategyKind::LargePages);
         let mut said: Vec<(String, String)> = Vec::new();
         for t in std::mem::take(&mut self.actions.trials) {
             let fate = AtExit::of_trial(t.doc.irreversible);
@@ -147,6 +155,7 @@ impl Engine {
                 w.state = words.join("; ");
             }
         }
+        self.end_start_knobs(kept_pages_stay)?;
         self.status.trials.clear();
         self.status.cpu = self.own_cpu();
         Ok(())

@@ -141,6 +141,7 @@ mod tests {
             start,
             end: start + len,
             perms: "rw-p".into(),
+            offset: 0,
             kind: MappingKind::Anon,
             inode: 0,
             path: None,

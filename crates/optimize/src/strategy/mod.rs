@@ -20,7 +20,7 @@ mod memory_affinity;
 pub mod read_ahead;
 
 pub use cache_affinity::{CacheAffinity, domains};
-pub use large_pages::LargePages;
+pub use large_pages::{LargePages, Misaligned, SHMEM_ENABLED, SHMEM_NEVER};
 pub use memory_affinity::MemoryAffinity;
 pub use read_ahead::{DeviceView, ReadAhead};
 

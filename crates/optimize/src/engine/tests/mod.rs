@@ -22,6 +22,7 @@ use crate::tunables::Tunables;
 
 mod apply;
 mod policy;
+mod startup;
 mod status;
 mod stop;
 mod trials;
