@@ -2,15 +2,14 @@
 //! load --tag …`, matched by a config with `only_matched`, so nothing else on the machine is
 //! touched). Tests run one at a time: each daemon scans the whole machine.
 
-#![allow(unsafe_code)] // tests call libc directly to set up and inspect the processes they spawn
-
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_perfpilot");
+mod support;
+use support::{Dir, EXE, daemon, finish, status_if_written, status_json, terminate, wait_until};
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 struct Load(Child);
@@ -48,31 +47,6 @@ impl Drop for Load {
     }
 }
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("perfpilot-daemon-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn config(&self, text: &str) -> PathBuf {
-        let p = self.0.join("perfpilot.toml");
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-    fn state(&self) -> PathBuf {
-        self.0.join("state")
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Tunables for fast trials on a small machine (core-level domains exist on 2 CPUs).
 const FAST: &str = "[tunables]\ninterval_s = 0.5\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 4\nread_ahead = false\nlarge_pages = false\nmemory_affinity = false\nbackoff_s = 3600\n";
 
@@ -96,73 +70,6 @@ fn all_cpus() -> String {
         .unwrap()
         .trim()
         .to_string()
-}
-
-fn daemon(config: &Path, state: &Path, run_for: &str) -> Child {
-    Command::new(EXE)
-        .args([
-            "daemon",
-            "--config",
-            config.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--for",
-            run_for,
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn finish(d: Child) -> String {
-    let out = d.wait_with_output().unwrap();
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "daemon failed: {log}");
-    log
-}
-
-fn status_json(state: &Path) -> serde_json::Value {
-    let out = Command::new(EXE)
-        .args(["status", "--json", "--state-dir", state.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// `perfpilot status --json` while a daemon runs, or `None` when it cannot answer yet (no
-/// store before the daemon's first write).
-fn status_if_written(state: &Path) -> Option<serde_json::Value> {
-    let out = Command::new(EXE)
-        .args(["status", "--json", "--state-dir", state.to_str()?])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
-}
-
-/// Stops a daemon the way systemd does (SIGTERM): it reverts on stop and exits 0.
-fn terminate(d: &Child) {
-    let pid = libc::pid_t::try_from(d.id()).unwrap();
-    // SAFETY: kill(2) on the pid of a child this test spawned and has not yet waited for.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-}
-
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
 }
 
 /// Takes the lock that runs these tests one at a time; `None` (the test is skipped, and says

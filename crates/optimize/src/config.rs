@@ -306,7 +306,8 @@ impl DaemonConfig {
         for (i, p) in raw.preset.into_iter().enumerate() {
             let line = line_of(text, p.span().start);
             let p = p.into_inner();
-            p.validate(i + 1).map_err(|e| invalid(line, e.to_string()))?;
+            p.validate(i + 1)
+                .map_err(|e| invalid(line, e.to_string()))?;
             preset.push(p);
         }
         Ok(DaemonConfig {

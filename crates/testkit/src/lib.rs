@@ -293,6 +293,11 @@ fn pg_command(bin: &Path) -> Command {
 /// its Unix socket (`.s.PGSQL.<port>`) in that dir. TCP connections are trusted as any user;
 /// Unix-socket connections use peer authentication (the OS user must match the role).
 pub fn start_postgres() -> ServerProcess {
+    start_postgres_with(&[])
+}
+
+/// As [`start_postgres`], with server settings (`("shared_buffers", "1GB")`) given as `-c`.
+pub fn start_postgres_with(settings: &[(&str, &str)]) -> ServerProcess {
     let initdb = require("initdb");
     let postgres = initdb.with_file_name("postgres");
     let dir = TempDir::new("pg");
@@ -337,6 +342,11 @@ pub fn start_postgres() -> ServerProcess {
             "-c",
             "fsync=off",
         ])
+        .args(
+            settings
+                .iter()
+                .flat_map(|(k, v)| ["-c".to_string(), format!("{k}={v}")]),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -344,6 +354,23 @@ pub fn start_postgres() -> ServerProcess {
     wait_for_port(port, &mut child, "postgres");
     let socket = dir.0.join(format!(".s.PGSQL.{port}"));
     wait_for_path(&socket, &mut child, "postgres");
+    // The sockets open before recovery ends ("the database system is starting up").
+    let ready = std::fs::canonicalize(&initdb)
+        .unwrap_or_else(|_| initdb.clone())
+        .with_file_name("pg_isready");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !Command::new(&ready)
+        .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "postgres did not accept connections within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     ServerProcess {
         child,
         port,

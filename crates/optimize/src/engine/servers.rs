@@ -85,9 +85,40 @@ impl Servers {
         }
     }
 
+    /// The processes whose sockets and identity stand for `w`: its own, and the parents of
+    /// its members that run the same program — a pre-forked server's workers (PostgreSQL's
+    /// backends) close the listening sockets their parent holds, and the parent, idle and
+    /// small, may not be in the workload at all. The oldest comes first.
+    fn stand_ins(&mut self, w: &Workload) -> Vec<i32> {
+        let mut pids: Vec<(u64, i32)> = w.members.iter().map(|m| (m.starttime, m.pid)).collect();
+        for m in &w.members {
+            let Ok(st) = self.reader.status(m.pid) else {
+                continue;
+            };
+            if st.ppid <= 1 || pids.iter().any(|(_, p)| *p == st.ppid) {
+                continue;
+            }
+            if let (Ok(parent), Ok(start)) =
+                (self.reader.status(st.ppid), self.reader.stat(st.ppid))
+                && parent.name == st.name
+            {
+                pids.push((start.starttime, st.ppid));
+            }
+        }
+        pids.sort();
+        pids.into_iter().map(|(_, p)| p).collect()
+    }
+
     /// Finds the presets that match `w` and keeps the first that answers.
-    fn look_at(&mut self, w: &Workload, members: Vec<(i32, u64)>, timeout: Duration, now: i64) -> Slot {
-        let listeners = net::listeners_of(&self.fs, &w.pids());
+    fn look_at(
+        &mut self,
+        w: &Workload,
+        members: Vec<(i32, u64)>,
+        timeout: Duration,
+        now: i64,
+    ) -> Slot {
+        let pids = self.stand_ins(w);
+        let listeners = net::listeners_of(&self.fs, &pids);
         let endpoints: Vec<Endpoint> = listeners
             .iter()
             .map(|l| match l {
@@ -95,7 +126,7 @@ impl Servers {
                 Listener::Unix(p) => Endpoint::Unix(p.clone()),
             })
             .collect();
-        let id = self.identity(w);
+        let id = self.identity(w, pids.first().copied());
         let candidates = preset::detect(&id, &endpoints, &self.overrides);
         let serves = candidates
             .first()
@@ -143,18 +174,24 @@ impl Servers {
         }
     }
 
-    /// What the workload's oldest process is: its name, executable, command line and ids.
-    fn identity(&mut self, w: &Workload) -> Identity {
-        let oldest = w.members.iter().min_by_key(|m| m.starttime);
-        let pid = oldest.map(|m| m.pid).unwrap_or_default();
-        let exe = self.reader.exe(pid).ok().flatten();
-        let gid = self.reader.status(pid).map(|s| s.gid).unwrap_or_default();
+    /// What the workload's oldest process (`pid`, a stand-in) is: its name, executable,
+    /// command line and ids; the workload's own where that process cannot be read.
+    fn identity(&mut self, w: &Workload, pid: Option<i32>) -> Identity {
+        let pid = pid.unwrap_or_default();
+        let status = self.reader.status(pid).ok();
         Identity {
-            comm: w.comm.clone(),
-            exe,
-            cmdline: w.cmdline.clone(),
-            uid: w.uid,
-            gid,
+            comm: status
+                .as_ref()
+                .map_or_else(|| w.comm.clone(), |s| s.name.clone()),
+            exe: self.reader.exe(pid).ok().flatten(),
+            cmdline: self
+                .reader
+                .cmdline(pid)
+                .ok()
+                .filter(|c| !c.is_empty())
+                .map_or_else(|| w.cmdline.clone(), |c| c.join(" ")),
+            uid: status.as_ref().map_or(w.uid, |s| s.uid),
+            gid: status.as_ref().map_or(0, |s| s.gid),
         }
     }
 

@@ -149,7 +149,10 @@ pub(super) fn proxy_offer(w: &Workload, rates: &Rates, serves: Option<&str>) -> 
         return Err(format!("it is {kind}, where {why}"));
     }
     if w.cpu_cores < CPU_SIGNAL_MIN_CORES {
-        return Err(format!("it uses {:.2} cores, too little to judge", w.cpu_cores));
+        return Err(format!(
+            "it uses {:.2} cores, too little to judge",
+            w.cpu_cores
+        ));
     }
     let pids = w.pids();
     let calls: f64 = rates

@@ -2,8 +2,8 @@
 
 use perfpilot_observe::rates::ProcRate;
 
-use super::super::status::{TrialStatus, workload_status};
 use super::super::signals::{PresetOffer, Sources, choose_signal};
+use super::super::status::{TrialStatus, workload_status};
 use super::{engine, rates, trial, two_threads};
 use crate::config::ProbeSpec;
 use crate::signal::{SignalKind, SignalSource};

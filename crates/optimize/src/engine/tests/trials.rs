@@ -271,7 +271,8 @@ fn huge_pages_judged_against_end_rather_than_revert_and_say_their_pages_stay() {
     let rec = e.store.action(id).unwrap().unwrap();
     assert_eq!(rec.state, ActionState::Ended, "{}", rec.note);
     assert!(
-        rec.note.starts_with("ended, not reverted (its huge pages stay"),
+        rec.note
+            .starts_with("ended, not reverted (its huge pages stay"),
         "{}",
         rec.note
     );
@@ -318,7 +319,11 @@ fn a_trial_whose_server_restarted_is_abandoned_undone_and_not_backed_off() {
     assert_eq!(knob(&e.fs), "8192", "the change is undone");
     let rec = e.store.action(id).unwrap().unwrap();
     assert_eq!(rec.state, ActionState::Reverted);
-    assert!(rec.note.contains("restarted during the trial"), "{}", rec.note);
+    assert!(
+        rec.note.contains("restarted during the trial"),
+        "{}",
+        rec.note
+    );
     assert!(rec.verdict.unwrap().contains("\"abandoned\""));
     assert!(
         e.store

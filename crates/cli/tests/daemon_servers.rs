@@ -1,0 +1,240 @@
+//! The daemon on real servers with no signal configured: it finds their built-in preset
+//! (Redis, PostgreSQL) and, on PostgreSQL started after it, promotes the shared buffer pool to
+//! huge pages and keeps the action on PostgreSQL's own transaction rate. The configs match
+//! only the servers these tests start (`only_matched`), so nothing else on the machine is
+//! touched; `shmem_enabled` is restored by the daemon at stop and by a guard here.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use perfpilot_testkit as kit;
+
+mod support;
+use support::{Dir, daemon, finish, status_if_written, terminate, wait_until};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const SHMEM_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+
+/// A load generator that is killed when the test ends.
+struct Load(Child);
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Puts `shmem_enabled` back as it was, also when the test panics.
+struct ShmemGuard(String);
+
+impl ShmemGuard {
+    fn take() -> ShmemGuard {
+        ShmemGuard(selected(&std::fs::read_to_string(SHMEM_ENABLED).unwrap()))
+    }
+}
+
+impl Drop for ShmemGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::write(SHMEM_ENABLED, &self.0);
+    }
+}
+
+/// The bracketed choice of a THP setting (`always within_size advise [never] deny force`).
+fn selected(text: &str) -> String {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The workloads of the daemon's last status.
+fn workloads(s: &serde_json::Value) -> Vec<serde_json::Value> {
+    s["daemon"]["workloads"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn redis_with_no_signal_configured_is_judged_by_its_preset() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = kit::start_redis();
+    let bench = kit::require("redis-benchmark");
+    let _load = Load(
+        Command::new(bench)
+            .args([
+                "-p",
+                &redis.port.to_string(),
+                "-t",
+                "get",
+                "-c",
+                "4",
+                "-n",
+                "100000000",
+                "-q",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let dir = Dir::new("redis-preset");
+    let cfg = dir.config(
+        "only_matched = true\n[[workload]]\nmatch = { comm = \"redis-server\" }\n[tunables]\ninterval_s = 1\nmin_age_s = 1\nmin_cpu_cores = 0.05\nlarge_pages = false\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
+    );
+    let d = daemon(&cfg, &dir.state(), "120s");
+    let mut last = serde_json::Value::Null;
+    let found = wait_until(Duration::from_secs(60), || {
+        let Some(s) = status_if_written(&dir.state()) else {
+            return false;
+        };
+        last = s;
+        workloads(&last).iter().any(|w| {
+            w["signal_source"] == "preset"
+                && w["signal"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("redis:"))
+        })
+    });
+    terminate(&d);
+    let log = finish(d);
+    assert!(found, "no redis preset in status: {last:#}\n{log}");
+    let w = workloads(&last)
+        .into_iter()
+        .find(|w| w["signal_source"] == "preset")
+        .unwrap();
+    let signal = w["signal"].as_str().unwrap();
+    assert!(signal.contains("total_commands_processed"), "{signal}");
+    assert!(
+        signal.contains(&redis.port.to_string()) || signal.contains(".sock"),
+        "{signal}"
+    );
+    // The better source it passed over is named: no probe was configured.
+    assert_eq!(
+        w["signal_passed_over"][0], "probe: none configured",
+        "{w:#}"
+    );
+}
+
+#[test]
+fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_kept_on_its_own_transaction_rate()
+ {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !kit::is_root() {
+        println!("skipped: raising shmem_enabled and peer authentication need root");
+        return;
+    }
+    let _shmem = ShmemGuard::take();
+    let dir = Dir::new("pg-pool");
+    let cfg = dir.config(
+        "only_matched = true\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 2\nmin_age_s = 5\nmin_cpu_cores = 0.2\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
+    );
+    let d = daemon(&cfg, &dir.state(), "400s");
+    // The daemon raises shmem_enabled from `never` at start, before PostgreSQL maps its pool.
+    let raised = wait_until(Duration::from_secs(30), || {
+        selected(&std::fs::read_to_string(SHMEM_ENABLED).unwrap()) != "never"
+    });
+    let pg = kit::start_postgres_with(&[("shared_buffers", "1GB"), ("huge_pages", "off")]);
+    let port = pg.port.to_string();
+    let pg_args = ["-h", "127.0.0.1", "-p", port.as_str(), "-U", "postgres"];
+    let out = Command::new(kit::require("pgbench"))
+        .args(pg_args)
+        .args(["-i", "-q", "-s", "30", "postgres"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(kit::require("psql"))
+        .args(pg_args)
+        .args([
+            "-c",
+            "create extension pg_prewarm; select pg_prewarm('pgbench_accounts'), pg_prewarm('pgbench_accounts_pkey');",
+            "postgres",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _load = Load(
+        Command::new(kit::require("pgbench"))
+            .args(pg_args)
+            .args(["-S", "-c", "2", "-j", "2", "-T", "380", "postgres"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut last = serde_json::Value::Null;
+    let decided = wait_until(Duration::from_secs(300), || {
+        let Some(s) = status_if_written(&dir.state()) else {
+            return false;
+        };
+        last = s;
+        last["actions"].as_array().into_iter().flatten().any(|a| {
+            a["strategy"] == "large_pages"
+                && a["workload"] != "shmem_enabled"
+                && matches!(a["state"].as_str(), Some("kept" | "ended" | "reverted"))
+        })
+    });
+    let status_now = last.clone();
+    terminate(&d);
+    let log = finish(d);
+    assert!(
+        raised,
+        "the daemon did not raise shmem_enabled at start:\n{log}"
+    );
+    assert!(
+        decided,
+        "no large-pages verdict in time: {status_now:#}\n{log}"
+    );
+    let pg_workload = workloads(&status_now)
+        .into_iter()
+        .find(|w| w["name"].as_str().is_some_and(|n| n.contains("postgres")))
+        .unwrap_or_else(|| panic!("no postgres workload: {status_now:#}"));
+    assert_eq!(pg_workload["signal_source"], "preset", "{pg_workload:#}");
+    assert!(
+        pg_workload["signal"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("postgresql:")),
+        "{pg_workload:#}"
+    );
+    let action = status_now["actions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["strategy"] == "large_pages" && a["workload"] != "shmem_enabled")
+        .unwrap();
+    assert_eq!(action["state"], "kept", "{action:#}\n{log}");
+    assert!(
+        action["verdict"]["signal"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("postgresql:")),
+        "{action:#}"
+    );
+    assert!(
+        action["reason"]
+            .as_str()
+            .unwrap()
+            .contains("MiB of shared memory")
+            && !action["reason"]
+                .as_str()
+                .unwrap()
+                .contains(" 0 MiB of shared"),
+        "the pool itself was promoted: {action:#}"
+    );
+    // At stop the daemon put shmem_enabled back (huge pages it promoted stay).
+    assert_eq!(
+        selected(&std::fs::read_to_string(SHMEM_ENABLED).unwrap()),
+        _shmem.0,
+        "{log}"
+    );
+}
