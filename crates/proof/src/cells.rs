@@ -32,7 +32,11 @@ pub fn tools(cell: CellName) -> Vec<Tool> {
 
 /// The process of a pid file, if it is running.
 fn running_pid(pid_file: &str) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()?;
+    let pid: u32 = std::fs::read_to_string(pid_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
     Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }
 
@@ -44,7 +48,9 @@ struct Numad {
 impl Numad {
     fn start(dir: &Path) -> Result<Numad> {
         if let Some(pid) = running_pid(NUMAD_PID) {
-            bail!("numad is already running (pid {pid}, not started by the harness): stop it first");
+            bail!(
+                "numad is already running (pid {pid}, not started by the harness): stop it first"
+            );
         }
         let exe = procs::require_tool("numad", "numad")?;
         let mut c = Command::new(&exe);
@@ -89,18 +95,31 @@ fn start_tuned(dir: &Path) -> Result<Proc> {
     let log = dir.join("tuned.log");
     let _ = std::fs::remove_file(&log);
     let mut c = Command::new(procs::require_tool("tuned", "tuned")?);
-    c.args(["--no-dbus", "--no-socket", "--profile", "throughput-performance", "--log"]).arg(&log);
+    c.args([
+        "--no-dbus",
+        "--no-socket",
+        "--profile",
+        "throughput-performance",
+        "--log",
+    ])
+    .arg(&log);
     let mut p = Proc::spawn("tuned", c, &dir.join("tuned.out"))?;
     let end = Instant::now() + Duration::from_secs(60);
     while Instant::now() < end {
         procs::check_stop()?;
         p.check_alive()?;
-        if std::fs::read_to_string(&log).unwrap_or_default().contains("static tuning from profile") {
+        if std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("static tuning from profile")
+        {
             return Ok(p);
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    bail!("tuned did not apply throughput-performance within 60 s; see {}", log.display())
+    bail!(
+        "tuned did not apply throughput-performance within 60 s; see {}",
+        log.display()
+    )
 }
 
 /// A cell set up around one server run.
@@ -115,7 +134,13 @@ pub struct CellSetup {
 }
 
 /// Sets up `cell` for `server` (settings under `fs`, helpers' files in `dir`).
-pub fn apply(cell: CellName, fs: &Fs, ctx: &Ctx, server: &dyn Server, dir: &Path) -> Result<CellSetup> {
+pub fn apply(
+    cell: CellName,
+    fs: &Fs,
+    ctx: &Ctx,
+    server: &dyn Server,
+    dir: &Path,
+) -> Result<CellSetup> {
     let guard = SettingsGuard::take(fs);
     let mut setup = CellSetup {
         start: StartOptions::default(),
@@ -128,15 +153,20 @@ pub fn apply(cell: CellName, fs: &Fs, ctx: &Ctx, server: &dyn Server, dir: &Path
         CellName::Untuned => {}
         CellName::ThpAlways => setup.guard.set(THP_ENABLED, "always")?,
         CellName::Expert => {
-            let pages = server
-                .own_huge_pages(ctx)
-                .context("the expert cell applies only to servers with their own huge-page setting")??;
+            let pages = server.own_huge_pages(ctx).context(
+                "the expert cell applies only to servers with their own huge-page setting",
+            )??;
             // Compaction first, so the reservation finds free 2 MiB blocks.
             let _ = write_knob(fs, "proc/sys/vm/compact_memory", "1");
             setup.guard.set(NR_HUGEPAGES, &pages.to_string())?;
-            let got: u64 = read_knob(fs, NR_HUGEPAGES).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+            let got: u64 = read_knob(fs, NR_HUGEPAGES)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
             if got < pages {
-                bail!("only {got} of the {pages} huge pages the server needs could be reserved (memory is fragmented: free page cache with `sync; echo 3 > /proc/sys/vm/drop_caches` and retry)");
+                bail!(
+                    "only {got} of the {pages} huge pages the server needs could be reserved (memory is fragmented: free page cache with `sync; echo 3 > /proc/sys/vm/drop_caches` and retry)"
+                );
             }
             setup.start.own_huge_pages = true;
         }

@@ -63,11 +63,16 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
 impl Daemon {
     /// Starts the daemon with the empty configuration in `state_dir` (created).
     pub fn start(perfpilot: &Path, state_dir: &Path) -> Result<Daemon> {
-        std::fs::create_dir_all(state_dir).with_context(|| format!("creating {}", state_dir.display()))?;
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating {}", state_dir.display()))?;
         let config = state_dir.join("perfpilot.toml");
         std::fs::write(&config, EMPTY_CONFIG)?;
         let mut c = Command::new(perfpilot);
-        c.arg("daemon").arg("--config").arg(&config).arg("--state-dir").arg(state_dir);
+        c.arg("daemon")
+            .arg("--config")
+            .arg(&config)
+            .arg("--state-dir")
+            .arg(state_dir);
         let mut proc = Proc::spawn("perfpilot daemon", c, &state_dir.join("daemon.log"))?;
         // Its first scan writes status.json; a daemon that dies at once says why in its log.
         let end = Instant::now() + Duration::from_secs(30);
@@ -118,7 +123,9 @@ impl Daemon {
             let _ = p.join();
         }
         let life = self.started.elapsed().as_secs_f64();
-        let cpu_pct = cpu_seconds(self.proc.pid()).filter(|_| life > 0.0).map(|s| s / life * 100.0);
+        let cpu_pct = cpu_seconds(self.proc.pid())
+            .filter(|_| life > 0.0)
+            .map(|s| s / life * 100.0);
         self.proc.stop();
         let status = status(&self.perfpilot, &self.state_dir).unwrap_or(Value::Null);
         let mut report = parse_status(&status);
@@ -199,7 +206,9 @@ pub fn parse_status(status: &Value) -> DaemonReport {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|w| Some(format!("{}: {}", w["name"].as_str()?, w["state"].as_str()?))),
+                    .filter_map(|w| {
+                        Some(format!("{}: {}", w["name"].as_str()?, w["state"].as_str()?))
+                    }),
             )
             .collect(),
         actions,

@@ -61,7 +61,8 @@ pub fn write(path: &Path, generated: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    let new = replace_between(&text, generated).with_context(|| format!("in {}", path.display()))?;
+    let new =
+        replace_between(&text, generated).with_context(|| format!("in {}", path.display()))?;
     std::fs::write(path, new).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

@@ -23,14 +23,21 @@ pub const fn tool(exe: &'static str, package: &'static str) -> Tool {
 
 /// The tools of `tools` that are not installed.
 pub fn missing(tools: &[Tool]) -> Vec<Tool> {
-    tools.iter().copied().filter(|t| find_tool(t.exe).is_none()).collect()
+    tools
+        .iter()
+        .copied()
+        .filter(|t| find_tool(t.exe).is_none())
+        .collect()
 }
 
 /// `None` when every tool is there; otherwise what is missing, in words.
 pub fn check(tools: &[Tool]) -> Option<String> {
     let m = missing(tools);
     (!m.is_empty()).then(|| {
-        let names: Vec<String> = m.iter().map(|t| format!("{} (package {})", t.exe, t.package)).collect();
+        let names: Vec<String> = m
+            .iter()
+            .map(|t| format!("{} (package {})", t.exe, t.package))
+            .collect();
         format!("{} missing; run with --install", names.join(", "))
     })
 }

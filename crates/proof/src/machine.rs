@@ -26,7 +26,10 @@ impl Machine {
     /// Reads the machine under `fs`.
     pub fn read(fs: &Fs) -> Machine {
         let cpuinfo = fs.read("proc/cpuinfo").unwrap_or_default();
-        let cpus = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
+        let cpus = cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count();
         let cpu_model = cpuinfo
             .lines()
             .find_map(|l| l.strip_prefix("model name"))
@@ -67,7 +70,11 @@ impl Machine {
         format!(
             "{} ({}), {}, {} of memory, Linux {}, THP {}",
             perfpilot_units::counted(self.cpus as u64, "CPU", "CPUs"),
-            if self.cpu_model.is_empty() { "model unknown" } else { &self.cpu_model },
+            if self.cpu_model.is_empty() {
+                "model unknown"
+            } else {
+                &self.cpu_model
+            },
             perfpilot_units::counted(self.numa_nodes as u64, "NUMA node", "NUMA nodes"),
             perfpilot_units::bytes(self.memory_bytes),
             self.kernel,

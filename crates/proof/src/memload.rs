@@ -23,7 +23,8 @@ struct Tally {
 }
 
 fn connect(addr: &str) -> Result<(BufReader<TcpStream>, TcpStream)> {
-    let s = TcpStream::connect(addr).with_context(|| format!("connecting to memcached at {addr}: is it up?"))?;
+    let s = TcpStream::connect(addr)
+        .with_context(|| format!("connecting to memcached at {addr}: is it up?"))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     Ok((BufReader::new(s.try_clone()?), s))
@@ -36,7 +37,11 @@ fn read_get(r: &mut BufReader<TcpStream>, line: &mut String) -> Result<bool> {
     if line.starts_with("END") {
         return Ok(true);
     }
-    let Some(n) = line.strip_prefix("VALUE ").and_then(|l| l.split_whitespace().nth(2)).and_then(|n| n.parse::<usize>().ok()) else {
+    let Some(n) = line
+        .strip_prefix("VALUE ")
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|n| n.parse::<usize>().ok())
+    else {
         bail!("memcached answered a get with {:?}", line.trim_end());
     };
     let mut data = vec![0u8; n + 2];
@@ -69,7 +74,10 @@ fn populate_range(addr: &str, from: u64, to: u64, value: &[u8]) -> Result<()> {
             line.clear();
             r.read_line(&mut line)?;
             if !line.starts_with("STORED") {
-                bail!("memcached refused a set while populating: {:?} (is -m large enough for the dataset?)", line.trim_end());
+                bail!(
+                    "memcached refused a set while populating: {:?} (is -m large enough for the dataset?)",
+                    line.trim_end()
+                );
             }
         }
         k = end;
@@ -117,7 +125,8 @@ pub fn main(a: &MemcachedLoadArgs) -> Result<()> {
             })
             .collect();
         for h in handles {
-            h.join().map_err(|_| anyhow::anyhow!("a populating thread panicked"))??;
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a populating thread panicked"))??;
         }
         return Ok(());
     }
@@ -133,7 +142,9 @@ pub fn main(a: &MemcachedLoadArgs) -> Result<()> {
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).context("histogram")?;
     let (mut ok, mut errors) = (0u64, 0u64);
     for h in handles {
-        let t = h.join().map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
+        let t = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
         ok += t.ok;
         errors += t.errors;
         hist.add(&t.hist).context("merging histograms")?;
@@ -157,7 +168,7 @@ pub fn main(a: &MemcachedLoadArgs) -> Result<()> {
     m.errors = errors;
     m.throughput_rps = if secs > 0.0 { ok as f64 / secs } else { 0.0 };
     let ms = |q: f64| Some(hist.value_at_quantile(q) as f64 / 1000.0);
-    m.latency = (hist.len() > 0).then(|| Latency {
+    m.latency = (!hist.is_empty()).then(|| Latency {
         count: Some(hist.len()),
         mean_ms: Some(hist.mean() / 1000.0),
         min_ms: Some(hist.min() as f64 / 1000.0),
@@ -172,7 +183,8 @@ pub fn main(a: &MemcachedLoadArgs) -> Result<()> {
     if a.json.as_os_str() == "-" {
         println!("{text}");
     } else {
-        std::fs::write(&a.json, text + "\n").with_context(|| format!("writing {}", a.json.display()))?;
+        std::fs::write(&a.json, text + "\n")
+            .with_context(|| format!("writing {}", a.json.display()))?;
     }
     Ok(())
 }

@@ -6,6 +6,18 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+/// A duration: `90s`, `2m`, `1m30s`, or a bare number of seconds.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.trim().parse::<f64>()
+        && secs >= 0.0
+        && secs.is_finite()
+    {
+        return Ok(Duration::from_secs_f64(secs));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{e} (give e.g. 30s, 2m or a number of seconds)"))
+}
+
 /// Proves (or disproves) perfpilot on real servers: each server under its own benchmark tool, in
 /// every configuration ("cell"), in alternating rounds, with the throughput ratio to the untuned
 /// machine and its 95 % interval. Must run as root: cells change global kernel settings (every one
@@ -33,7 +45,9 @@ pub enum Command {
 }
 
 /// A server of the proof.
-#[derive(ValueEnum, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    ValueEnum, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ServerName {
     /// PostgreSQL 15, `pgbench -S` (read-only).
@@ -75,7 +89,9 @@ impl ServerName {
 }
 
 /// A configuration a server runs in.
-#[derive(ValueEnum, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    ValueEnum, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum CellName {
     /// The machine as found.
@@ -125,22 +141,30 @@ impl CellName {
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Servers to prove, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "postgres,postgres-rw,redis,memcached,nginx,jvm")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "postgres,postgres-rw,redis,memcached,nginx,jvm"
+    )]
     pub servers: Vec<ServerName>,
     /// Cells (configurations), comma-separated; `untuned` is the baseline of every ratio.
-    #[arg(long, value_delimiter = ',', default_value = "untuned,thp-always,expert,numad,tuned,perfpilot")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "untuned,thp-always,expert,numad,tuned,perfpilot"
+    )]
     pub cells: Vec<CellName>,
     /// Rounds: in each, every cell of every server runs once, in an order rotated per round.
     #[arg(long, default_value_t = 3)]
     pub rounds: u32,
     /// Load before the measured window (the daemon has this time to act).
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = duration)]
     pub warmup: Duration,
     /// The measured load.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = duration)]
     pub measure: Duration,
     /// Quiet time between a server's start (and prewarm) and its load.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = duration)]
     pub settle: Duration,
     /// Seed of the round orders (a resumed run takes the seed of its file).
     #[arg(long, default_value_t = 1)]
@@ -228,7 +252,7 @@ pub struct MemcachedLoadArgs {
     #[arg(long, default_value_t = 0.1)]
     pub set_ratio: f64,
     /// How long to run; `0s` with --populate stores every key once instead.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = duration)]
     pub duration: Duration,
     /// Store every key once (the dataset) and exit.
     #[arg(long)]

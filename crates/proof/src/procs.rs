@@ -58,7 +58,9 @@ pub fn find_tool(tool: &str) -> Option<PathBuf> {
 /// The path of `tool`, or an error naming the Debian package that has it.
 pub fn require_tool(tool: &str, package: &str) -> Result<PathBuf> {
     find_tool(tool).with_context(|| {
-        format!("{tool} is not installed: install the Debian package {package} (or run with --install)")
+        format!(
+            "{tool} is not installed: install the Debian package {package} (or run with --install)"
+        )
     })
 }
 
@@ -237,9 +239,17 @@ pub struct Output {
 /// Runs `cmd` to completion (output captured in `dir`), killing it when a stop is requested or
 /// after `limit`; fails with its stderr when it exits non-zero.
 pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<Output> {
-    let tag = format!("{}-{}", what.replace(|c: char| !c.is_ascii_alphanumeric(), "_"), std::process::id());
-    let (out_p, err_p) = (dir.join(format!("{tag}.out")), dir.join(format!("{tag}.err")));
-    let out_f = std::fs::File::create(&out_p).with_context(|| format!("creating {}", out_p.display()))?;
+    let tag = format!(
+        "{}-{}",
+        what.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        std::process::id()
+    );
+    let (out_p, err_p) = (
+        dir.join(format!("{tag}.out")),
+        dir.join(format!("{tag}.err")),
+    );
+    let out_f =
+        std::fs::File::create(&out_p).with_context(|| format!("creating {}", out_p.display()))?;
     let err_f = std::fs::File::create(&err_p)?;
     let mut child = cmd
         .stdin(Stdio::null())
@@ -258,7 +268,10 @@ pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<
             let _ = child.kill();
             let _ = child.wait();
             check_stop()?;
-            bail!("{what} ran past its limit of {}: stopped", perfpilot_units::duration(limit));
+            bail!(
+                "{what} ran past its limit of {}: stopped",
+                perfpilot_units::duration(limit)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -269,7 +282,14 @@ pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<
     if !status.success() {
         bail!(
             "{what} failed ({status}): {}",
-            last_lines(if stderr.trim().is_empty() { &stdout } else { &stderr }, 10)
+            last_lines(
+                if stderr.trim().is_empty() {
+                    &stdout
+                } else {
+                    &stderr
+                },
+                10
+            )
         );
     }
     Ok(Output { stdout, stderr })
@@ -286,7 +306,8 @@ mod tests {
 
     #[test]
     fn a_user_is_found_in_passwd_text() {
-        let text = "root:x:0:0:root:/root:/bin/bash\npostgres:x:101:104::/var/lib/postgresql:/bin/bash\n";
+        let text =
+            "root:x:0:0:root:/root:/bin/bash\npostgres:x:101:104::/var/lib/postgresql:/bin/bash\n";
         assert_eq!(parse_passwd(text, "postgres"), Some((101, 104)));
         assert_eq!(parse_passwd(text, "redis"), None);
     }

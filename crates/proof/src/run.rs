@@ -30,7 +30,9 @@ fn perfpilot_binary(given: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }
-    let sibling = std::env::current_exe().ok().and_then(|e| Some(e.parent()?.join("perfpilot")));
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.join("perfpilot")));
     sibling
         .filter(|p| p.is_file())
         .or_else(|| procs::find_tool("perfpilot"))
@@ -38,7 +40,10 @@ fn perfpilot_binary(given: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// The results already in a file: its seed and the (round, server, cell) measured.
-fn resumed(path: &Path) -> Result<(u64, HashSet<(u32, String, String)>)> {
+/// A cell run by its round, server and cell names.
+type Done = HashSet<(u32, String, String)>;
+
+fn resumed(path: &Path) -> Result<(u64, Done)> {
     let lines = record::read(path)?;
     let seed = lines
         .iter()
@@ -47,11 +52,18 @@ fn resumed(path: &Path) -> Result<(u64, HashSet<(u32, String, String)>)> {
             Line::Run(h) => Some(h.seed),
             Line::Cell(_) => None,
         })
-        .with_context(|| format!("{} has no run header: is it a results file?", path.display()))?;
+        .with_context(|| {
+            format!(
+                "{} has no run header: is it a results file?",
+                path.display()
+            )
+        })?;
     let done = lines
         .iter()
         .filter_map(|l| match l {
-            Line::Cell(c) if c.outcome == Outcome::Ok => Some((c.round, c.server.clone(), c.cell.clone())),
+            Line::Cell(c) if c.outcome == Outcome::Ok => {
+                Some((c.round, c.server.clone(), c.cell.clone()))
+            }
             _ => None,
         })
         .collect();
@@ -61,7 +73,9 @@ fn resumed(path: &Path) -> Result<(u64, HashSet<(u32, String, String)>)> {
 /// Runs the proof.
 pub fn run(a: RunArgs) -> Result<()> {
     if !perfpilot_sys::user::is_root() {
-        bail!("perfpilot-proof run must run as root: its cells change global kernel settings (THP, huge pages) and start servers as their own users");
+        bail!(
+            "perfpilot-proof run must run as root: its cells change global kernel settings (THP, huge pages) and start servers as their own users"
+        );
     }
     let fs = Fs::live();
     let (out, seed, done) = match &a.resume {
@@ -80,7 +94,10 @@ pub fn run(a: RunArgs) -> Result<()> {
             (d.clone(), None)
         }
         None => {
-            let t = tempfile::Builder::new().prefix("perfpilot-proof-").tempdir().context("creating a temporary work directory")?;
+            let t = tempfile::Builder::new()
+                .prefix("perfpilot-proof-")
+                .tempdir()
+                .context("creating a temporary work directory")?;
             (t.path().to_path_buf(), Some(t))
         }
     };
@@ -94,13 +111,18 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let args: Vec<String> = std::env::args().collect();
     let header = RunHeader {
-        command: shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" ")),
+        command: shlex::try_join(args.iter().map(String::as_str))
+            .unwrap_or_else(|_| args.join(" ")),
         seed,
         started: now(),
         machine: Machine::read(&fs),
     };
     record::append(&out, &Line::Run(header.clone()))?;
-    eprintln!("proof: results go to {} as each cell ends; work directory {}", out.display(), work.display());
+    eprintln!(
+        "proof: results go to {} as each cell ends; work directory {}",
+        out.display(),
+        work.display()
+    );
     eprintln!("proof: machine: {}", header.machine.describe());
 
     let mut servers: HashMap<ServerName, Box<dyn Server>> =
@@ -114,17 +136,32 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut prepared: HashMap<ServerName, std::result::Result<(), String>> = HashMap::new();
     let total = plan.len();
     for (i, step) in plan.iter().enumerate() {
-        if done.contains(&(step.round, step.server.name().to_string(), step.cell.name().to_string())) {
+        if done.contains(&(
+            step.round,
+            step.server.name().to_string(),
+            step.cell.name().to_string(),
+        )) {
             continue;
         }
         if procs::stopping() {
             break;
         }
-        eprintln!("proof: [{}/{total}] round {} {} {}", i + 1, step.round, step.server.name(), step.cell.name());
-        let Some(server) = servers.get_mut(&step.server) else { continue };
+        eprintln!(
+            "proof: [{}/{total}] round {} {} {}",
+            i + 1,
+            step.round,
+            step.server.name(),
+            step.cell.name()
+        );
+        let Some(server) = servers.get_mut(&step.server) else {
+            continue;
+        };
         let rec = run_cell(&a, &fs, &ctx, *step, server.as_mut(), &mut prepared);
         if procs::stopping() {
-            eprintln!("proof: interrupted: this cell is not recorded (resume with --resume {})", out.display());
+            eprintln!(
+                "proof: interrupted: this cell is not recorded (resume with --resume {})",
+                out.display()
+            );
             break;
         }
         eprintln!("proof:   {}", describe(&rec));
@@ -141,10 +178,18 @@ fn describe(r: &CellRecord) -> String {
             "{} {}, p99 {}{}",
             perfpilot_units::number(t),
             r.unit,
-            r.p99_ms.map(perfpilot_units::duration_ms).unwrap_or_else(|| "—".to_string()),
+            r.p99_ms
+                .map(perfpilot_units::duration_ms)
+                .unwrap_or_else(|| "—".to_string()),
             r.perfpilot
                 .as_ref()
-                .map(|d| format!(", daemon: {} actions, first kept {}", d.actions.len(), d.first_kept_s.map(perfpilot_units::duration_secs).unwrap_or_else(|| "none".to_string())))
+                .map(|d| format!(
+                    ", daemon: {} actions, first kept {}",
+                    d.actions.len(),
+                    d.first_kept_s
+                        .map(perfpilot_units::duration_secs)
+                        .unwrap_or_else(|| "none".to_string())
+                ))
                 .unwrap_or_default()
         ),
         _ => format!("{:?}: {}", r.outcome, r.error.clone().unwrap_or_default()),
@@ -203,14 +248,21 @@ fn run_cell(
         rec.error = Some(missing);
         return rec;
     }
-    let prep = prepared
-        .entry(step.server)
-        .or_insert_with(|| server.prepare(ctx).map_err(|e| format!("preparing {}: {e:#}", step.server.name())));
+    let prep = prepared.entry(step.server).or_insert_with(|| {
+        server
+            .prepare(ctx)
+            .map_err(|e| format!("preparing {}: {e:#}", step.server.name()))
+    });
     if let Err(e) = prep {
         rec.error = Some(e.clone());
         return rec;
     }
-    let dir = ctx.work.join("cells").join(format!("{}-{}-{}", step.round, step.server.name(), step.cell.name()));
+    let dir = ctx.work.join("cells").join(format!(
+        "{}-{}-{}",
+        step.round,
+        step.server.name(),
+        step.cell.name()
+    ));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         rec.error = Some(format!("creating {}: {e}", dir.display()));
         return rec;
@@ -261,4 +313,3 @@ fn measure(a: &RunArgs, ctx: &Ctx, server: &mut dyn Server, setup: &mut CellSetu
     stopped?;
     Ok(load)
 }
-

@@ -151,7 +151,11 @@ impl SettingsGuard {
 
     /// Sets knob `rel` to `value` (restored with the rest).
     pub fn set(&self, rel: &str, value: &str) -> anyhow::Result<()> {
-        let fs = self.snapshot.as_ref().map(|s| s.fs.clone()).unwrap_or_default();
+        let fs = self
+            .snapshot
+            .as_ref()
+            .map(|s| s.fs.clone())
+            .unwrap_or_default();
         write_knob(&fs, rel, value).map_err(|e| {
             anyhow::anyhow!("cannot set /{rel} to {value}: {e} (the harness must run as root)")
         })

@@ -84,7 +84,12 @@ fn cell_rank(name: &str) -> usize {
 pub fn summarize(records: &[CellRecord]) -> Vec<CellSummary> {
     let mut groups: BTreeMap<(usize, String, usize, String), Vec<&CellRecord>> = BTreeMap::new();
     for r in records {
-        let key = (server_rank(&r.server), r.server.clone(), cell_rank(&r.cell), r.cell.clone());
+        let key = (
+            server_rank(&r.server),
+            r.server.clone(),
+            cell_rank(&r.cell),
+            r.cell.clone(),
+        );
         groups.entry(key).or_default().push(r);
     }
     let throughputs = |rs: &[&CellRecord]| -> Vec<f64> {
@@ -115,17 +120,26 @@ pub fn summarize(records: &[CellRecord]) -> Vec<CellSummary> {
         let failed: Vec<&&CellRecord> = rs.iter().filter(|r| r.outcome != Outcome::Ok).collect();
         let not_measured = failed.first().map(|f| {
             let why = match f.outcome {
-                Outcome::NotInstalled => format!("not installed: {}", f.error.clone().unwrap_or_default()),
+                Outcome::NotInstalled => {
+                    format!("not installed: {}", f.error.clone().unwrap_or_default())
+                }
                 _ => f.error.clone().unwrap_or_else(|| "failed".to_string()),
             };
             (failed.len(), why)
         });
         let daemons: Vec<_> = rs.iter().filter_map(|r| r.perfpilot.as_ref()).collect();
-        let cpus: Vec<f64> = daemons.iter().filter_map(|d| d.cpu_pct.or(d.own_cpu_pct)).collect();
+        let cpus: Vec<f64> = daemons
+            .iter()
+            .filter_map(|d| d.cpu_pct.or(d.own_cpu_pct))
+            .collect();
         out.push(CellSummary {
             server: server.clone(),
             cell: cell.clone(),
-            unit: rs.iter().map(|r| r.unit.clone()).find(|u| !u.is_empty()).unwrap_or_default(),
+            unit: rs
+                .iter()
+                .map(|r| r.unit.clone())
+                .find(|u| !u.is_empty())
+                .unwrap_or_default(),
             ratio,
             p99_ms: (!p99s.is_empty()).then(|| mean(&p99s)),
             not_measured,
@@ -168,10 +182,15 @@ pub fn targets(rows: &[CellSummary]) -> Vec<TargetCheck> {
         let best_peer = rows
             .iter()
             .filter(|r| r.server == s && r.cell != CellName::Perfpilot.name())
-            .filter_map(|r| match (&r.ratio, r.cell == CellName::Untuned.name() && !r.throughputs.is_empty()) {
-                (Some(x), _) => Some((r.cell.clone(), x.ratio)),
-                (None, true) => Some((r.cell.clone(), 1.0)),
-                _ => None,
+            .filter_map(|r| {
+                match (
+                    &r.ratio,
+                    r.cell == CellName::Untuned.name() && !r.throughputs.is_empty(),
+                ) {
+                    (Some(x), _) => Some((r.cell.clone(), x.ratio)),
+                    (None, true) => Some((r.cell.clone(), 1.0)),
+                    _ => None,
+                }
             })
             .max_by(|a, b| a.1.total_cmp(&b.1));
         let near_best = match (&best_peer, &pp.ratio) {
@@ -271,7 +290,10 @@ pub fn markdown(records: &[CellRecord]) -> String {
         let kept = if r.daemon_runs == 0 {
             String::new()
         } else if r.first_kept_s.is_empty() {
-            format!("none kept in {}", units::counted(r.daemon_runs as u64, "run", "runs"))
+            format!(
+                "none kept in {}",
+                units::counted(r.daemon_runs as u64, "run", "runs")
+            )
         } else {
             format!(
                 "{} ({} of {})",
@@ -280,11 +302,16 @@ pub fn markdown(records: &[CellRecord]) -> String {
                 r.daemon_runs
             )
         };
-        let cpu = r.cpu_pct.map(|c| units::percent(c)).unwrap_or_default();
+        let cpu = r.cpu_pct.map(units::percent).unwrap_or_default();
         let notes = r
             .not_measured
             .as_ref()
-            .map(|(n, why)| format!("{n} not measured: {}", why.replace('|', "/").replace('\n', " ")))
+            .map(|(n, why)| {
+                format!(
+                    "{n} not measured: {}",
+                    why.replace('|', "/").replace('\n', " ")
+                )
+            })
             .unwrap_or_default();
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
@@ -293,7 +320,9 @@ pub fn markdown(records: &[CellRecord]) -> String {
             r.throughputs.len(),
             throughput_text(r),
             ratio,
-            r.p99_ms.map(units::duration_ms).unwrap_or_else(|| "—".to_string()),
+            r.p99_ms
+                .map(units::duration_ms)
+                .unwrap_or_else(|| "—".to_string()),
             kept,
             cpu,
             notes
@@ -301,7 +330,9 @@ pub fn markdown(records: &[CellRecord]) -> String {
     }
     let checks = targets(&rows);
     if !checks.is_empty() {
-        s.push_str("\nTargets (perfpilot ≥ 0.95 × the best peer; never below untuned beyond noise):\n\n");
+        s.push_str(
+            "\nTargets (perfpilot ≥ 0.95 × the best peer; never below untuned beyond noise):\n\n",
+        );
         s.push_str("| server | best peer | perfpilot | ≥ 0.95 × best | not below untuned |\n|---|---|---|---|---|\n");
         let yn = |b: Option<bool>| match b {
             Some(true) => "yes",
@@ -316,7 +347,9 @@ pub fn markdown(records: &[CellRecord]) -> String {
                     .as_ref()
                     .map(|(n, r)| format!("{n} ×{r:.2}"))
                     .unwrap_or_else(|| "—".to_string()),
-                c.perfpilot.map(|r| r.describe()).unwrap_or_else(|| "—".to_string()),
+                c.perfpilot
+                    .map(|r| r.describe())
+                    .unwrap_or_else(|| "—".to_string()),
                 yn(c.near_best),
                 yn(c.no_loss)
             ));
@@ -352,11 +385,17 @@ fn actions_section(records: &[CellRecord]) -> String {
     if runs.is_empty() {
         return String::new();
     }
-    let mut s = String::from("\nThe daemon's actions (empty configuration):\n\n| server | round | action | workload | state | judged by | gain |\n|---|---|---|---|---|---|---|\n");
+    let mut s = String::from(
+        "\nThe daemon's actions (empty configuration):\n\n| server | round | action | workload | state | judged by | gain |\n|---|---|---|---|---|---|---|\n",
+    );
     for r in runs {
         let Some(d) = &r.perfpilot else { continue };
         if d.actions.is_empty() {
-            let why = d.notes.first().cloned().unwrap_or_else(|| "no status notes".to_string());
+            let why = d
+                .notes
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "no status notes".to_string());
             s.push_str(&format!(
                 "| {} | {} | none | | | | {} |\n",
                 r.server,
@@ -373,7 +412,10 @@ fn actions_section(records: &[CellRecord]) -> String {
                 a.strategy,
                 a.workload.replace('|', "/"),
                 a.state,
-                a.decision.as_ref().map(|d| format!(" ({d})")).unwrap_or_default(),
+                a.decision
+                    .as_ref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default(),
                 a.signal.clone().unwrap_or_default().replace('|', "/"),
                 a.gain.as_ref().map(gain_text).unwrap_or_default()
             ));

@@ -30,7 +30,11 @@ pub struct Jvm;
 
 impl Server for Jvm {
     fn tools(&self) -> Vec<Tool> {
-        vec![tool("javac", "openjdk-17-jdk-headless"), tool("java", "openjdk-17-jdk-headless"), tool("wrk", "wrk")]
+        vec![
+            tool("javac", "openjdk-17-jdk-headless"),
+            tool("java", "openjdk-17-jdk-headless"),
+            tool("wrk", "wrk"),
+        ]
     }
 
     fn prepare(&mut self, ctx: &Ctx) -> Result<()> {
@@ -44,7 +48,10 @@ impl Server for Jvm {
         let keys = ctx.sizes.jvm_table_mib * 1024 * 1024 / 8;
         std::fs::write(
             dir.join("keys.lua"),
-            format!("math.randomseed(1)\nrequest = function()\n  return wrk.format(nil, \"/get?k=\" .. math.random(0, {}))\nend\n", keys.saturating_sub(1).min(2_000_000_000)),
+            format!(
+                "math.randomseed(1)\nrequest = function()\n  return wrk.format(nil, \"/get?k=\" .. math.random(0, {}))\nend\n",
+                keys.saturating_sub(1).min(2_000_000_000)
+            ),
         )?;
         // The JVM runs as nobody: it must read its classes (the work directory is 0755).
         let mut p = Command::new("chmod");
@@ -59,8 +66,19 @@ impl Server for Jvm {
         let heap = format!("-Xmx{}m", ctx.sizes.jvm_table_mib + 1024);
         let mut c = Command::new(procs::require_tool("java", "openjdk-17-jdk-headless")?);
         procs::as_user(&mut c, Some("nobody"))?;
-        c.arg(&heap).arg(heap.replace("-Xmx", "-Xms")).arg("-cp").arg(dir.join("classes")).arg("Jvmcache");
-        c.args(["--port", &port.to_string(), "--table-mib", &ctx.sizes.jvm_table_mib.to_string(), "--threads", "4"]);
+        c.arg(&heap)
+            .arg(heap.replace("-Xmx", "-Xms"))
+            .arg("-cp")
+            .arg(dir.join("classes"))
+            .arg("Jvmcache");
+        c.args([
+            "--port",
+            &port.to_string(),
+            "--table-mib",
+            &ctx.sizes.jvm_table_mib.to_string(),
+            "--threads",
+            "4",
+        ]);
         let mut proc = Proc::spawn("jvmcache", c, &dir.join("server.log"))?;
         // The port opens once the table is full.
         proc.wait_port(port, Duration::from_secs(300))?;
@@ -71,7 +89,18 @@ impl Server for Jvm {
         let url = format!("http://127.0.0.1:{}/", run.port);
         let script = ctx.work.join("jvm/keys.lua").display().to_string();
         let t = format!("{}s", secs(d));
-        let a = args(["-t", "2", "-c", "16", "-d", &t, "--latency", "-s", &script, &url]);
+        let a = args([
+            "-t",
+            "2",
+            "-c",
+            "16",
+            "-d",
+            &t,
+            "--latency",
+            "-s",
+            &script,
+            &url,
+        ]);
         Ok(Load::of(&drive(ctx, "wrk", &a, limit_for(d))?, "req/s"))
     }
 }

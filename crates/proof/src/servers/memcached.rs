@@ -17,10 +17,14 @@ pub struct Memcached;
 impl Memcached {
     fn load_command(&self, ctx: &Ctx, run: &Running) -> Command {
         let mut c = Command::new(&ctx.self_exe);
-        c.args(["memcached-load", "--addr", &format!("127.0.0.1:{}", run.port)])
-            .args(["--keys", &ctx.sizes.memcached_keys.to_string()])
-            .args(["--value", &ctx.sizes.memcached_value.to_string()])
-            .args(["--connections", "8"]);
+        c.args([
+            "memcached-load",
+            "--addr",
+            &format!("127.0.0.1:{}", run.port),
+        ])
+        .args(["--keys", &ctx.sizes.memcached_keys.to_string()])
+        .args(["--value", &ctx.sizes.memcached_value.to_string()])
+        .args(["--connections", "8"]);
         c
     }
 }
@@ -42,8 +46,19 @@ impl Server for Memcached {
         let mb = (ctx.sizes.memcached_keys * item * 13 / 10 / (1024 * 1024)).max(64);
         let mut c = Command::new(procs::require_tool("memcached", "memcached")?);
         procs::as_user(&mut c, Some("memcache"))?;
-        c.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0", "-t", "2", "-c", "1024"])
-            .args(["-m", &mb.to_string()]);
+        c.args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-t",
+            "2",
+            "-c",
+            "1024",
+        ])
+        .args(["-m", &mb.to_string()]);
         let mut proc = Proc::spawn("memcached", c, &dir.join("server.log"))?;
         proc.wait_port(port, Duration::from_secs(30))?;
         let run = Running { proc, port };
@@ -57,7 +72,9 @@ impl Server for Memcached {
         let dir = ctx.dir("memcached")?;
         let json = dir.join("load.json");
         let mut c = self.load_command(ctx, run);
-        c.args(["--duration", &format!("{}s", secs(d))]).arg("--json").arg(&json);
+        c.args(["--duration", &format!("{}s", secs(d))])
+            .arg("--json")
+            .arg(&json);
         procs::run("memcached load", c, &dir, limit_for(d))?;
         Ok(Load::of(&read_measurement(&json)?, "ops/s"))
     }

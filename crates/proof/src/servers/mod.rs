@@ -113,7 +113,7 @@ pub fn server(name: ServerName) -> Box<dyn Server> {
         ServerName::Redis => Box::new(redis::Redis),
         ServerName::Memcached => Box::new(memcached::Memcached),
         ServerName::Nginx => Box::new(nginx::Nginx),
-        ServerName::Jvm => Box::new(jvm::Jvm::default()),
+        ServerName::Jvm => Box::new(jvm::Jvm),
     }
 }
 
@@ -123,18 +123,25 @@ pub fn drive(ctx: &Ctx, adapter: &str, args: &[String], limit: Duration) -> Resu
     let json = dir.join(format!("{adapter}.json"));
     let _ = std::fs::remove_file(&json);
     let mut cmd = Command::new(&ctx.perfpilot);
-    cmd.args(["drive", adapter, "--json"]).arg(&json).args(["-q", "--"]).args(args);
+    cmd.args(["drive", adapter, "--json"])
+        .arg(&json)
+        .args(["-q", "--"])
+        .args(args);
     procs::run(&format!("perfpilot drive {adapter}"), cmd, &dir, limit)?;
     read_measurement(&json)
 }
 
 /// Reads a Measurement JSON file (an array of them gives the first).
 pub fn read_measurement(path: &Path) -> Result<Measurement> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     if text.trim_start().starts_with('[') {
         let ms: Vec<Measurement> =
             serde_json::from_str(&text).with_context(|| format!("decoding {}", path.display()))?;
-        return ms.into_iter().next().with_context(|| format!("{} holds no measurement", path.display()));
+        return ms
+            .into_iter()
+            .next()
+            .with_context(|| format!("{} holds no measurement", path.display()));
     }
     Measurement::from_json(&text).with_context(|| format!("decoding {}", path.display()))
 }

@@ -20,7 +20,10 @@ impl Server for Nginx {
 
     fn prepare(&mut self, ctx: &Ctx) -> Result<()> {
         let dir = ctx.dir("nginx/html")?;
-        std::fs::write(dir.join("index.html"), "<html><body>perfpilot proof: a small static file</body></html>\n")?;
+        std::fs::write(
+            dir.join("index.html"),
+            "<html><body>perfpilot proof: a small static file</body></html>\n",
+        )?;
         procs::chown(&ctx.work.join("nginx"), "www-data")?;
         Ok(())
     }

@@ -37,7 +37,22 @@ fn as_postgres(program: &Path) -> Result<Command> {
 impl Postgres {
     fn psql(&self, ctx: &Ctx, port: u16, sql: &str) -> Result<String> {
         let mut c = Command::new(bin("psql")?);
-        c.args(["-X", "-q", "-t", "-A", "-h", "127.0.0.1", "-p", &port.to_string(), "-U", USER, "-d", "postgres", "-c", sql]);
+        c.args([
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            USER,
+            "-d",
+            "postgres",
+            "-c",
+            sql,
+        ]);
         Ok(procs::run("psql", c, &ctx.dir("pg")?, Duration::from_secs(1800))?.stdout)
     }
 
@@ -53,7 +68,10 @@ impl Postgres {
             ("listen_addresses", "127.0.0.1".to_string()),
             ("unix_socket_directories", sock.display().to_string()),
             ("shared_buffers", ctx.sizes.pg_shared_buffers.clone()),
-            ("huge_pages", if opts.own_huge_pages { "on" } else { "off" }.to_string()),
+            (
+                "huge_pages",
+                if opts.own_huge_pages { "on" } else { "off" }.to_string(),
+            ),
             ("max_connections", "50".to_string()),
         ] {
             c.arg("-c").arg(format!("{k}={v}"));
@@ -97,13 +115,30 @@ impl Server for Postgres {
         let _ = std::fs::remove_dir_all(&data);
         std::fs::create_dir_all(&data)?;
         procs::chown(&dir, USER)?;
-        eprintln!("proof: postgres: initdb and pgbench -i -s {} (once)", ctx.sizes.pg_scale);
+        eprintln!(
+            "proof: postgres: initdb and pgbench -i -s {} (once)",
+            ctx.sizes.pg_scale
+        );
         let mut c = as_postgres(&bin("initdb")?)?;
-        c.arg("-D").arg(&data).args(["--auth=trust", "-U", USER, "-E", "UTF8", "--no-sync"]);
+        c.arg("-D")
+            .arg(&data)
+            .args(["--auth=trust", "-U", USER, "-E", "UTF8", "--no-sync"]);
         procs::run("initdb", c, &dir, Duration::from_secs(300))?;
         let run = self.launch(ctx, StartOptions::default())?;
         let mut c = Command::new(bin("pgbench")?);
-        c.args(["-i", "-q", "-s", &ctx.sizes.pg_scale.to_string(), "-h", "127.0.0.1", "-p", &run.port.to_string(), "-U", USER, "postgres"]);
+        c.args([
+            "-i",
+            "-q",
+            "-s",
+            &ctx.sizes.pg_scale.to_string(),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &run.port.to_string(),
+            "-U",
+            USER,
+            "postgres",
+        ]);
         procs::run("pgbench -i", c, &dir, Duration::from_secs(3600))?;
         self.psql(ctx, run.port, "CREATE EXTENSION IF NOT EXISTS pg_prewarm")?;
         self.stop(ctx, run)?;
@@ -135,7 +170,22 @@ impl Server for Postgres {
         let port = run.port.to_string();
         let clients = ctx.sizes.pg_clients.to_string();
         let t = secs(d).to_string();
-        let mut a = args(["-h", "127.0.0.1", "-p", &port, "-U", USER, "-c", &clients, "-j", "2", "-T", &t, "-P", "1"]);
+        let mut a = args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            USER,
+            "-c",
+            &clients,
+            "-j",
+            "2",
+            "-T",
+            &t,
+            "-P",
+            "1",
+        ]);
         if !self.read_write {
             a.push("-S".to_string());
         }
@@ -153,24 +203,39 @@ impl Server for Postgres {
 
     fn stop(&self, ctx: &Ctx, mut run: Running) -> Result<()> {
         let mut c = as_postgres(&bin("pg_ctl")?)?;
-        c.arg("-D").arg(ctx.work.join("pg/data")).args(["-m", "fast", "-w", "stop"]);
+        c.arg("-D")
+            .arg(ctx.work.join("pg/data"))
+            .args(["-m", "fast", "-w", "stop"]);
         let stopped = procs::run("pg_ctl stop", c, &ctx.dir("pg")?, Duration::from_secs(120));
         run.proc.wait_exit(Duration::from_secs(30));
         stopped.map(|_| ())
     }
 
     fn own_huge_pages(&self, ctx: &Ctx) -> Option<Result<u64>> {
-        Some((|| {
-            let mut c = as_postgres(&bin("postgres").ok()?).ok()?;
-            c.arg("-D")
-                .arg(ctx.work.join("pg/data"))
-                .arg("-c")
-                .arg(format!("shared_buffers={}", ctx.sizes.pg_shared_buffers))
-                .args(["-c", "max_connections=50", "-C", "shared_memory_size_in_huge_pages"]);
-            let out = procs::run("postgres -C", c, &ctx.work.join("pg"), Duration::from_secs(60)).ok()?;
-            out.stdout.trim().parse::<u64>().ok()
-        })()
-        .context("postgres -C shared_memory_size_in_huge_pages gave no number"))
+        Some(
+            (|| {
+                let mut c = as_postgres(&bin("postgres").ok()?).ok()?;
+                c.arg("-D")
+                    .arg(ctx.work.join("pg/data"))
+                    .arg("-c")
+                    .arg(format!("shared_buffers={}", ctx.sizes.pg_shared_buffers))
+                    .args([
+                        "-c",
+                        "max_connections=50",
+                        "-C",
+                        "shared_memory_size_in_huge_pages",
+                    ]);
+                let out = procs::run(
+                    "postgres -C",
+                    c,
+                    &ctx.work.join("pg"),
+                    Duration::from_secs(60),
+                )
+                .ok()?;
+                out.stdout.trim().parse::<u64>().ok()
+            })()
+            .context("postgres -C shared_memory_size_in_huge_pages gave no number"),
+        )
     }
 }
 
@@ -181,10 +246,14 @@ pub fn p99_of_logs(dir: &Path) -> Result<Option<f64>> {
     for e in std::fs::read_dir(dir)?.flatten() {
         let text = std::fs::read_to_string(e.path()).unwrap_or_default();
         for line in text.lines() {
-            if let Some(us) = line.split_whitespace().nth(2).and_then(|v| v.parse::<u64>().ok()) {
+            if let Some(us) = line
+                .split_whitespace()
+                .nth(2)
+                .and_then(|v| v.parse::<u64>().ok())
+            {
                 let _ = h.record(us.max(1));
             }
         }
     }
-    Ok((h.len() > 0).then(|| h.value_at_quantile(0.99) as f64 / 1000.0))
+    Ok((!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0))
 }

@@ -33,7 +33,8 @@ fn ask(port: u16, command: &str, timeout: Duration) -> Result<String> {
 /// Writes keys `from..to` (`key:%012d`, values of `size` bytes) over one connection, 1,000
 /// commands a batch.
 fn populate_range(port: u16, from: u64, to: u64, size: usize) -> Result<()> {
-    let s = TcpStream::connect(("127.0.0.1", port)).context("connecting to redis to populate it")?;
+    let s =
+        TcpStream::connect(("127.0.0.1", port)).context("connecting to redis to populate it")?;
     s.set_read_timeout(Some(Duration::from_secs(120)))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, s.try_clone()?);
     let mut r = BufReader::new(s);
@@ -45,7 +46,12 @@ fn populate_range(port: u16, from: u64, to: u64, size: usize) -> Result<()> {
         let end = (k + 1000).min(to);
         for i in k..end {
             let key = format!("key:{i:012}");
-            write!(w, "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n", key.len(), value.len())?;
+            write!(
+                w,
+                "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+                key.len(),
+                value.len()
+            )?;
         }
         w.flush()?;
         for _ in k..end {
@@ -67,8 +73,20 @@ impl Redis {
         let port = procs::free_port()?;
         let mut c = Command::new(procs::require_tool("redis-server", "redis-server")?);
         procs::as_user(&mut c, Some(USER))?;
-        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dbfilename", "dump.rdb", "--dir"])
-            .arg(&dir);
+        c.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dbfilename",
+            "dump.rdb",
+            "--dir",
+        ])
+        .arg(&dir);
         let mut proc = Proc::spawn("redis-server", c, &dir.join("server.log"))?;
         proc.wait_port(port, Duration::from_secs(60))?;
         // It answers -LOADING while it reads the RDB file.
@@ -78,7 +96,9 @@ impl Redis {
             proc.check_alive()?;
             match ask(port, "PING", Duration::from_secs(5)) {
                 Ok(l) if l == "+PONG" => break,
-                _ if Instant::now() > end => bail!("redis-server on port {port} was still loading its data after 15 min"),
+                _ if Instant::now() > end => {
+                    bail!("redis-server on port {port} was still loading its data after 15 min")
+                }
                 _ => std::thread::sleep(Duration::from_millis(200)),
             }
         }
@@ -87,16 +107,34 @@ impl Redis {
 
     fn benchmark(&self, ctx: &Ctx, run: &Running, n: u64, limit: Duration) -> Result<Load> {
         let a = args([
-            "-h", "127.0.0.1", "-p", &run.port.to_string(), "-t", "get", "-c", "8", "-P", "16",
-            "-r", &ctx.sizes.redis_keys.to_string(), "-n", &n.to_string(),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &run.port.to_string(),
+            "-t",
+            "get",
+            "-c",
+            "8",
+            "-P",
+            "16",
+            "-r",
+            &ctx.sizes.redis_keys.to_string(),
+            "-n",
+            &n.to_string(),
         ]);
-        Ok(Load::of(&drive(ctx, "redis-benchmark", &a, limit)?, "req/s"))
+        Ok(Load::of(
+            &drive(ctx, "redis-benchmark", &a, limit)?,
+            "req/s",
+        ))
     }
 }
 
 impl Server for Redis {
     fn tools(&self) -> Vec<Tool> {
-        vec![tool("redis-server", "redis-server"), tool("redis-benchmark", "redis-tools")]
+        vec![
+            tool("redis-server", "redis-server"),
+            tool("redis-benchmark", "redis-tools"),
+        ]
     }
 
     fn prepare(&mut self, ctx: &Ctx) -> Result<()> {
@@ -113,10 +151,15 @@ impl Server for Redis {
         let half = keys / 2;
         let other = std::thread::spawn(move || populate_range(port, half, keys, size));
         populate_range(port, 0, half, size)?;
-        other.join().map_err(|_| anyhow::anyhow!("the populating thread panicked"))??;
+        other
+            .join()
+            .map_err(|_| anyhow::anyhow!("the populating thread panicked"))??;
         let saved = ask(port, "SAVE", Duration::from_secs(1800))?;
         if saved != "+OK" {
-            bail!("redis SAVE answered {saved:?}; see {}", dir.join("server.log").display());
+            bail!(
+                "redis SAVE answered {saved:?}; see {}",
+                dir.join("server.log").display()
+            );
         }
         self.stop(ctx, run)?;
         std::fs::write(&marker, "")?;
@@ -144,7 +187,11 @@ impl Server for Redis {
             Ok(t) => t.trim().parse().unwrap_or(0.0),
             Err(_) => 0.0,
         };
-        let rate = if rate > 0.0 { rate } else { self.benchmark(ctx, run, 200_000, limit_for(d))?.throughput };
+        let rate = if rate > 0.0 {
+            rate
+        } else {
+            self.benchmark(ctx, run, 200_000, limit_for(d))?.throughput
+        };
         let n = ((rate * d.as_secs_f64()) as u64).max(10_000);
         self.benchmark(ctx, run, n, limit_for(d * 3))
     }
