@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::procs::Proc;
-use crate::record::{ActionSummary, DaemonReport, GainCi, ShadowGain};
+use crate::record::{ActionSummary, DaemonReport, GainCi, ShadowGain, WorkloadState};
 
 /// The whole configuration of the perfpilot cell.
 pub const EMPTY_CONFIG: &str = "# The proof's perfpilot cell: no workloads, no probes; only a faster pace.\n[tunables]\nmin_age_s = 5\ninterval_s = 2\n";
@@ -201,15 +201,16 @@ pub fn parse_status(status: &Value) -> DaemonReport {
             .into_iter()
             .flatten()
             .filter_map(|n| n.as_str().map(str::to_string))
-            .chain(
-                d["workloads"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|w| {
-                        Some(format!("{}: {}", w["name"].as_str()?, w["state"].as_str()?))
-                    }),
-            )
+            .collect(),
+        workloads: d["workloads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| WorkloadState {
+                name: w["name"].as_str().unwrap_or_default().to_string(),
+                signal: w["signal"].as_str().map(str::to_string),
+                state: w["state"].as_str().unwrap_or_default().to_string(),
+            })
             .collect(),
         actions,
         ..DaemonReport::default()

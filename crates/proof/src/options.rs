@@ -75,6 +75,17 @@ impl ServerName {
         ServerName::Jvm,
     ];
 
+    /// The server's process name, as the daemon names its workload.
+    pub fn process(self) -> &'static str {
+        match self {
+            ServerName::Postgres | ServerName::PostgresRw => "postgres",
+            ServerName::Redis => "redis-server",
+            ServerName::Memcached => "memcached",
+            ServerName::Nginx => "nginx",
+            ServerName::Jvm => "java",
+        }
+    }
+
     /// The name on the command line and in the results.
     pub fn name(self) -> &'static str {
         match self {

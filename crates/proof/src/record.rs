@@ -17,7 +17,7 @@ pub enum Line {
     /// A run started (or was resumed).
     Run(RunHeader),
     /// A cell ended.
-    Cell(CellRecord),
+    Cell(Box<CellRecord>),
 }
 
 /// What a run was: its command line, seed and machine.
@@ -98,12 +98,28 @@ pub struct DaemonReport {
     /// Its actions.
     #[serde(default)]
     pub actions: Vec<ActionSummary>,
-    /// The status notes of its last scan (why it did nothing, when it did nothing).
+    /// The status notes of its last scan (machine-wide: no PMU, no prefetch control).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The workloads of its last scan: each one's signal and state (why nothing happened).
+    #[serde(default)]
+    pub workloads: Vec<WorkloadState>,
     /// The state directory (with the log and the store).
     #[serde(default)]
     pub state_dir: String,
+}
+
+/// A workload as the daemon's last scan saw it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct WorkloadState {
+    /// Its name (the process name).
+    pub name: String,
+    /// The signal it is judged by, when it has one.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// What the daemon is doing with it, or why nothing.
+    #[serde(default)]
+    pub state: String,
 }
 
 /// One daemon action, as `perfpilot status --json` gave it.

@@ -165,7 +165,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             break;
         }
         eprintln!("proof:   {}", describe(&rec));
-        record::append(&out, &Line::Cell(rec))?;
+        record::append(&out, &Line::Cell(Box::new(rec)))?;
     }
     let text = summarize_file(&out, a.write_doc.as_deref())?;
     println!("{text}");
@@ -206,7 +206,7 @@ pub fn summarize_file(path: &Path, doc: Option<&Path>) -> Result<String> {
     let cells: Vec<CellRecord> = lines
         .into_iter()
         .filter_map(|l| match l {
-            Line::Cell(c) => Some(c),
+            Line::Cell(c) => Some(*c),
             Line::Run(_) => None,
         })
         .collect();

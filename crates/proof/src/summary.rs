@@ -379,47 +379,65 @@ pub fn markdown(records: &[CellRecord]) -> String {
     s
 }
 
-/// The daemon's actions per perfpilot run (or, when it took none, its last status notes).
+/// The daemon's view of the server in each perfpilot run: its workload's signal and state, and
+/// every action on the machine with its verdict.
 fn actions_section(records: &[CellRecord]) -> String {
     let runs: Vec<&CellRecord> = records.iter().filter(|r| r.perfpilot.is_some()).collect();
     if runs.is_empty() {
         return String::new();
     }
     let mut s = String::from(
-        "\nThe daemon's actions (empty configuration):\n\n| server | round | action | workload | state | judged by | gain |\n|---|---|---|---|---|---|---|\n",
+        "\nThe daemon (empty configuration) at the end of each perfpilot run:\n\n| server | round | the server's signal | its state | actions (state, verdict, judged by) |\n|---|---|---|---|---|\n",
     );
+    let clean = |t: &str| t.replace('|', "/").replace('\n', " ");
     for r in runs {
         let Some(d) = &r.perfpilot else { continue };
-        if d.actions.is_empty() {
-            let why = d
-                .notes
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "no status notes".to_string());
-            s.push_str(&format!(
-                "| {} | {} | none | | | | {} |\n",
-                r.server,
-                r.round,
-                why.replace('|', "/")
-            ));
-        }
-        for a in &d.actions {
-            s.push_str(&format!(
-                "| {} | {} | #{} {} | {} | {}{} | {} | {} |\n",
-                r.server,
-                r.round,
-                a.id,
-                a.strategy,
-                a.workload.replace('|', "/"),
-                a.state,
-                a.decision
-                    .as_ref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default(),
-                a.signal.clone().unwrap_or_default().replace('|', "/"),
-                a.gain.as_ref().map(gain_text).unwrap_or_default()
-            ));
-        }
+        let process = ServerName::ALL
+            .iter()
+            .find(|s| s.name() == r.server)
+            .map(|s| s.process())
+            .unwrap_or_default();
+        let w = d.workloads.iter().find(|w| w.name == process);
+        let actions: Vec<String> = d
+            .actions
+            .iter()
+            .map(|a| {
+                format!(
+                    "#{} {} on {}: {}{}{}",
+                    a.id,
+                    a.strategy,
+                    a.workload,
+                    a.state,
+                    a.gain
+                        .as_ref()
+                        .map(|g| format!(
+                            ", {} {}",
+                            a.decision.clone().unwrap_or_default(),
+                            gain_text(g)
+                        ))
+                        .unwrap_or_default(),
+                    a.signal
+                        .as_ref()
+                        .map(|x| format!(" by {x}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            r.server,
+            r.round,
+            clean(w.and_then(|w| w.signal.as_deref()).unwrap_or("none")),
+            clean(
+                w.map(|w| w.state.as_str())
+                    .unwrap_or("not seen in the last scan")
+            ),
+            clean(&if actions.is_empty() {
+                "none".to_string()
+            } else {
+                actions.join("; ")
+            })
+        ));
     }
     s
 }

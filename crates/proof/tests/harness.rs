@@ -79,7 +79,7 @@ fn records() -> Vec<record::CellRecord> {
     record::parse(RESULTS, "fixture")
         .into_iter()
         .filter_map(|l| match l {
-            Line::Cell(c) => Some(c),
+            Line::Cell(c) => Some(*c),
             Line::Run(_) => None,
         })
         .collect()
@@ -149,6 +149,10 @@ fn the_agreement_table_compares_the_judging_signal_with_the_proxy() {
     assert!(md.contains("| redis | thp-always | 2 |"), "{md}");
     assert!(md.contains("not installed"), "{md}");
     assert!(md.contains("| **no** |"), "{md}");
+    assert!(
+        md.contains("#1 large_pages on redis-server: kept, keep ×1.15 [1.05, 1.25] by redis total_commands_processed"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -256,13 +260,10 @@ fn the_status_reader_takes_what_is_there_and_ignores_what_is_not() {
     });
     let r = parse_status(&status);
     assert_eq!(r.own_cpu_pct, Some(0.8));
-    assert_eq!(
-        r.notes,
-        vec![
-            "no PMU counters".to_string(),
-            "postgres: needs a signal".to_string()
-        ]
-    );
+    assert_eq!(r.notes, vec!["no PMU counters".to_string()]);
+    assert_eq!(r.workloads[0].name, "postgres");
+    assert_eq!(r.workloads[0].state, "needs a signal");
+    assert_eq!(r.workloads[0].signal, None);
     assert_eq!(r.actions.len(), 2);
     assert_eq!(r.actions[0].shadow.len(), 1);
     assert_eq!(r.actions[0].gain.unwrap().ci_low, 1.02);
