@@ -210,6 +210,9 @@ impl Proc {
             std::thread::sleep(Duration::from_millis(50));
         }
         eprintln!("proof: {} ignored SIGTERM for 20 s: killing it", self.name);
+        for d in descendants(c.id()) {
+            let _ = perfpilot_sys::signal::terminate(d);
+        }
         let _ = c.kill();
         let _ = c.wait();
     }
@@ -226,6 +229,44 @@ pub fn tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Every descendant of `pid` (children, their children, …), from /proc's parent links.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // After the command's closing parenthesis: state, then the parent's pid.
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok())
+        {
+            parent_of.push((p, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(p, pp) in &parent_of {
+            if pp == parent && !out.contains(&p) {
+                out.push(p);
+                frontier.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// SIGTERM to `pid`'s descendants (a load tool under `perfpilot drive`), then to `pid`.
+fn terminate_tree(pid: u32) {
+    for d in descendants(pid) {
+        let _ = perfpilot_sys::signal::terminate(d);
+    }
+    let _ = perfpilot_sys::signal::terminate(pid);
 }
 
 /// What a finished command printed.
@@ -263,7 +304,7 @@ pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<
             break s;
         }
         if stopping() || Instant::now() > end {
-            let _ = perfpilot_sys::signal::terminate(child.id());
+            terminate_tree(child.id());
             std::thread::sleep(Duration::from_millis(500));
             let _ = child.kill();
             let _ = child.wait();

@@ -278,16 +278,21 @@ fn an_outcome_reads_as_snake_case() {
 }
 
 /// One round of nginx in two cells, 5 s each, through the real binary. Needs root, nginx-light,
-/// wrk and `cargo build --release -p perfpilot -p perfpilot-proof`.
+/// wrk and a perfpilot binary: `PERFPILOT=target/release/perfpilot`, or one built next to this
+/// test's (`cargo build -p perfpilot`).
 #[test]
 #[ignore]
 fn a_real_round_on_nginx_measures_both_cells() {
     let exe = Path::new(env!("CARGO_BIN_EXE_perfpilot-proof"));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
-    let status = std::process::Command::new(exe)
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("run");
+    if let Ok(p) = std::env::var("PERFPILOT") {
+        cmd.arg("--perfpilot").arg(p);
+    }
+    let status = cmd
         .args([
-            "run",
             "--servers",
             "nginx",
             "--cells",
