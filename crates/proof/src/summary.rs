@@ -164,7 +164,7 @@ pub struct TargetCheck {
     pub perfpilot: Option<Ratio>,
     /// perfpilot ≥ 0.95 × the best peer (`None` when either is missing).
     pub near_best: Option<bool>,
-    /// perfpilot's interval holds 1 or lies above it.
+    /// perfpilot's interval holds 1 or lies above it (`None` without an interval).
     pub no_loss: Option<bool>,
 }
 
@@ -202,7 +202,8 @@ pub fn targets(rows: &[CellSummary]) -> Vec<TargetCheck> {
             best_peer,
             perfpilot: pp.ratio,
             near_best,
-            no_loss: pp.ratio.map(|r| !r.below_one()),
+            // One run a side gives no interval: unknown, not a pass.
+            no_loss: pp.ratio.and_then(|r| r.ci.map(|_| !r.below_one())),
         });
     }
     out

@@ -134,6 +134,11 @@ fn the_summary_gives_ratios_to_untuned_with_welch_intervals() {
     assert_eq!(redis.best_peer.as_ref().unwrap().0, "thp-always");
     assert_eq!(redis.near_best, Some(true));
     assert_eq!(redis.no_loss, Some(true));
+    let nginx = t.iter().find(|c| c.server == "nginx").unwrap();
+    assert_eq!(
+        nginx.no_loss, None,
+        "one run a side proves nothing either way"
+    );
 }
 
 #[test]
