@@ -1,0 +1,218 @@
+//! The perfpilot cell: `perfpilot daemon` with an empty configuration (only `min_age_s = 5`
+//! and `interval_s = 2`), its own state directory, started before the server. While the cell
+//! runs its status is polled for the first kept action; after it the daemon is stopped (SIGTERM)
+//! and `perfpilot status --json` is read for its actions, verdicts, proxy gains (`shadow`) and
+//! own CPU. Every field is read tolerantly: the status grows while the harness does not.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use crate::procs::Proc;
+use crate::record::{ActionSummary, DaemonReport, GainCi, ShadowGain, WorkloadState};
+
+/// The whole configuration of the perfpilot cell.
+pub const EMPTY_CONFIG: &str = "# The proof's perfpilot cell: no workloads, no probes; only a faster pace.\n[tunables]\nmin_age_s = 5\ninterval_s = 2\n";
+
+/// How often the status is polled for the first kept action.
+const POLL: Duration = Duration::from_secs(3);
+
+/// A running daemon of the perfpilot cell.
+pub struct Daemon {
+    proc: Proc,
+    perfpilot: PathBuf,
+    state_dir: PathBuf,
+    started: Instant,
+    server_started: Option<(Instant, SystemTime)>,
+    first_kept: Arc<Mutex<Option<Instant>>>,
+    polling: Arc<AtomicBool>,
+    poller: Option<std::thread::JoinHandle<()>>,
+}
+
+/// `perfpilot status --state-dir DIR --json`, parsed (`None` if it fails).
+fn status(perfpilot: &Path, state_dir: &Path) -> Option<Value> {
+    let out = Command::new(perfpilot)
+        .args(["status", "--json", "--actions", "100", "--state-dir"])
+        .arg(state_dir)
+        .output()
+        .ok()?;
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn has_kept(status: &Value) -> bool {
+    status["actions"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x["state"].as_str() == Some("kept")))
+}
+
+/// CPU seconds (user + system) of process `pid` from /proc/PID/stat.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = text.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields after the command: state is field 3, utime 14, stime 15.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / perfpilot_sys::clock_ticks_per_sec() as f64)
+}
+
+impl Daemon {
+    /// Starts the daemon with the empty configuration in `state_dir` (created).
+    pub fn start(perfpilot: &Path, state_dir: &Path) -> Result<Daemon> {
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating {}", state_dir.display()))?;
+        let config = state_dir.join("perfpilot.toml");
+        std::fs::write(&config, EMPTY_CONFIG)?;
+        let mut c = Command::new(perfpilot);
+        c.arg("daemon")
+            .arg("--config")
+            .arg(&config)
+            .arg("--state-dir")
+            .arg(state_dir);
+        let mut proc = Proc::spawn("perfpilot daemon", c, &state_dir.join("daemon.log"))?;
+        // Its first scan writes status.json; a daemon that dies at once says why in its log.
+        let end = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < end && !state_dir.join("status.json").is_file() {
+            proc.check_alive()?;
+            crate::procs::check_stop()?;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(Daemon {
+            proc,
+            perfpilot: perfpilot.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
+            started: Instant::now(),
+            server_started: None,
+            first_kept: Arc::new(Mutex::new(None)),
+            polling: Arc::new(AtomicBool::new(true)),
+            poller: None,
+        })
+    }
+
+    /// Notes the server's start (times count from it) and starts polling for a kept action.
+    pub fn server_started(&mut self) {
+        self.server_started = Some((Instant::now(), SystemTime::now()));
+        let (perfpilot, dir) = (self.perfpilot.clone(), self.state_dir.clone());
+        let (first, polling) = (self.first_kept.clone(), self.polling.clone());
+        self.poller = Some(std::thread::spawn(move || {
+            while polling.load(Ordering::SeqCst) {
+                if let Some(s) = status(&perfpilot, &dir)
+                    && has_kept(&s)
+                {
+                    if let Ok(mut f) = first.lock() {
+                        f.get_or_insert_with(Instant::now);
+                    }
+                    return;
+                }
+                let end = Instant::now() + POLL;
+                while Instant::now() < end && polling.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }));
+    }
+
+    /// Stops the daemon and reports what it did.
+    pub fn finish(mut self) -> DaemonReport {
+        self.polling.store(false, Ordering::SeqCst);
+        if let Some(p) = self.poller.take() {
+            let _ = p.join();
+        }
+        let life = self.started.elapsed().as_secs_f64();
+        let cpu_pct = cpu_seconds(self.proc.pid())
+            .filter(|_| life > 0.0)
+            .map(|s| s / life * 100.0);
+        self.proc.stop();
+        let status = status(&self.perfpilot, &self.state_dir).unwrap_or(Value::Null);
+        let mut report = parse_status(&status);
+        report.cpu_pct = cpu_pct;
+        report.state_dir = self.state_dir.display().to_string();
+        let polled = self.first_kept.lock().ok().and_then(|f| *f);
+        report.first_kept_s = match (self.server_started, polled) {
+            (Some((t0, _)), Some(t)) => Some(t.saturating_duration_since(t0).as_secs_f64()),
+            // Kept after the last poll: its journal time (whole seconds) is the best there is.
+            (Some((_, wall0)), None) => first_kept_from_journal(&status, wall0),
+            _ => None,
+        };
+        report
+    }
+}
+
+/// Seconds from `wall0` to the earliest `updated` time of a kept action.
+fn first_kept_from_journal(status: &Value, wall0: SystemTime) -> Option<f64> {
+    status["actions"]
+        .as_array()?
+        .iter()
+        .filter(|a| a["state"].as_str() == Some("kept"))
+        .filter_map(|a| humantime::parse_rfc3339_weak(a["updated"].as_str()?).ok())
+        .filter_map(|t| t.duration_since(wall0).ok())
+        .map(|d| d.as_secs_f64())
+        .min_by(f64::total_cmp)
+}
+
+fn gain(v: &Value) -> Option<GainCi> {
+    Some(GainCi {
+        ratio: v["ratio"].as_f64()?,
+        ci_low: v["ci_low"].as_f64()?,
+        ci_high: v["ci_high"].as_f64()?,
+    })
+}
+
+/// The actions, notes and own CPU of a `perfpilot status --json` document; absent fields stay
+/// empty.
+pub fn parse_status(status: &Value) -> DaemonReport {
+    let actions = status["actions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let v = &a["verdict"];
+            ActionSummary {
+                id: a["id"].as_i64().unwrap_or(0),
+                strategy: a["strategy"].as_str().unwrap_or_default().to_string(),
+                workload: a["workload"].as_str().unwrap_or_default().to_string(),
+                state: a["state"].as_str().unwrap_or_default().to_string(),
+                decision: v["decision"].as_str().map(str::to_string),
+                signal: v["signal"].as_str().map(str::to_string),
+                gain: gain(&v["gain"]),
+                shadow: v["shadow"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| {
+                        Some(ShadowGain {
+                            signal: s["signal"].as_str().unwrap_or("proxy").to_string(),
+                            gain: gain(&s["gain"])?,
+                        })
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let d = &status["daemon"];
+    DaemonReport {
+        own_cpu_pct: d["own_cpu_pct"].as_f64(),
+        notes: d["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect(),
+        workloads: d["workloads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| WorkloadState {
+                name: w["name"].as_str().unwrap_or_default().to_string(),
+                signal: w["signal"].as_str().map(str::to_string),
+                state: w["state"].as_str().unwrap_or_default().to_string(),
+            })
+            .collect(),
+        actions,
+        ..DaemonReport::default()
+    }
+}

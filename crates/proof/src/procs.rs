@@ -1,0 +1,355 @@
+//! Processes the harness starts: finding tools, starting them as a given user with their output
+//! in log files, waiting for ports, running commands that Ctrl-C can cut short, and a guard
+//! that stops each one (SIGTERM, then SIGKILL) when dropped.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// Set by the Ctrl-C/SIGTERM handler: every wait checks it and gives up.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Asks every wait to give up (the Ctrl-C handler calls it).
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Whether a stop was requested.
+pub fn stopping() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Fails when a stop was requested, so `?` unwinds the run (and its guards restore).
+pub fn check_stop() -> Result<()> {
+    if stopping() {
+        bail!("interrupted: stopping (every setting is restored, every process stopped)");
+    }
+    Ok(())
+}
+
+/// Sleeps `d`, waking early (with an error) when a stop is requested.
+pub fn sleep(d: Duration) -> Result<()> {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        check_stop()?;
+        std::thread::sleep((end - Instant::now()).min(Duration::from_millis(100)));
+    }
+    check_stop()
+}
+
+/// Where tools are looked for beyond PATH (PostgreSQL's server binaries are not on it).
+const EXTRA_DIRS: &[&str] = &["/usr/sbin", "/sbin", "/usr/lib/postgresql/15/bin"];
+
+/// The path of executable `tool`, from PATH or the usual server directories.
+pub fn find_tool(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .chain(EXTRA_DIRS.iter().copied())
+        .map(|d| Path::new(d).join(tool))
+        .find(|p| p.is_file())
+}
+
+/// The path of `tool`, or an error naming the Debian package that has it.
+pub fn require_tool(tool: &str, package: &str) -> Result<PathBuf> {
+    find_tool(tool).with_context(|| {
+        format!(
+            "{tool} is not installed: install the Debian package {package} (or run with --install)"
+        )
+    })
+}
+
+/// The uid and gid of `user` from /etc/passwd.
+pub fn user_ids(user: &str) -> Result<(u32, u32)> {
+    let text = std::fs::read_to_string("/etc/passwd").context("reading /etc/passwd")?;
+    parse_passwd(&text, user)
+        .with_context(|| format!("no user {user:?} in /etc/passwd (its Debian package creates it)"))
+}
+
+fn parse_passwd(text: &str, user: &str) -> Option<(u32, u32)> {
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 4 && f[0] == user).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
+}
+
+/// Makes `cmd` run as `user` (when given).
+pub fn as_user(cmd: &mut Command, user: Option<&str>) -> Result<()> {
+    if let Some(u) = user {
+        let (uid, gid) = user_ids(u)?;
+        cmd.uid(uid).gid(gid);
+    }
+    Ok(())
+}
+
+/// Hands `path` (recursively) to `user`, so a server started as that user can write there.
+pub fn chown(path: &Path, user: &str) -> Result<()> {
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{user}:"))
+        .arg(path)
+        .status()
+        .context("running chown")?;
+    if !status.success() {
+        bail!("chown -R {user}: {} failed ({status})", path.display());
+    }
+    Ok(())
+}
+
+/// A free loopback TCP port (bound, then released).
+pub fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").context("binding a loopback port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A process the harness started, stopped when dropped.
+pub struct Proc {
+    /// What it is, for messages.
+    pub name: String,
+    child: Option<Child>,
+    /// Its standard output and error (one file).
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `cmd` with its output appended to `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Result<Proc> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening the log {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("cannot start {name} ({cmd:?})"))?;
+        Ok(Proc {
+            name: name.to_string(),
+            child: Some(child),
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// Its process id (0 once stopped).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// Fails (with the end of its log) if it has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(c) = self.child.as_mut()
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            bail!(
+                "{} exited ({status}); the end of its log {}:\n{}",
+                self.name,
+                self.log.display(),
+                tail(&self.log, 15)
+            );
+        }
+        Ok(())
+    }
+
+    /// Waits until 127.0.0.1:`port` accepts connections (at most `limit`).
+    pub fn wait_port(&mut self, port: u16, limit: Duration) -> Result<()> {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            check_stop()?;
+            self.check_alive()?;
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!(
+            "{} did not listen on 127.0.0.1:{port} within {}; see {}",
+            self.name,
+            perfpilot_units::duration(limit),
+            self.log.display()
+        )
+    }
+
+    /// Waits for it to exit by itself (at most `limit`), then stops it.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(s)) = c.try_wait()
+            {
+                self.child = None;
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop();
+        None
+    }
+
+    /// SIGTERM, up to 20 s for a clean exit, then SIGKILL; reaped either way.
+    pub fn stop(&mut self) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        let _ = perfpilot_sys::signal::terminate(c.id());
+        let end = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("proof: {} ignored SIGTERM for 20 s: killing it", self.name);
+        for d in descendants(c.id()) {
+            let _ = perfpilot_sys::signal::terminate(d);
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The last `n` lines of a file (empty if unreadable).
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Every descendant of `pid` (children, their children, …), from /proc's parent links.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // After the command's closing parenthesis: state, then the parent's pid.
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok())
+        {
+            parent_of.push((p, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(p, pp) in &parent_of {
+            if pp == parent && !out.contains(&p) {
+                out.push(p);
+                frontier.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// SIGTERM to `pid`'s descendants (a load tool under `perfpilot drive`), then to `pid`.
+fn terminate_tree(pid: u32) {
+    for d in descendants(pid) {
+        let _ = perfpilot_sys::signal::terminate(d);
+    }
+    let _ = perfpilot_sys::signal::terminate(pid);
+}
+
+/// What a finished command printed.
+pub struct Output {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs `cmd` to completion (output captured in `dir`), killing it when a stop is requested or
+/// after `limit`; fails with its stderr when it exits non-zero.
+pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<Output> {
+    let tag = format!(
+        "{}-{}",
+        what.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        std::process::id()
+    );
+    let (out_p, err_p) = (
+        dir.join(format!("{tag}.out")),
+        dir.join(format!("{tag}.err")),
+    );
+    let out_f =
+        std::fs::File::create(&out_p).with_context(|| format!("creating {}", out_p.display()))?;
+    let err_f = std::fs::File::create(&err_p)?;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(out_f)
+        .stderr(err_f)
+        .spawn()
+        .with_context(|| format!("cannot start {what} ({cmd:?}): is it installed?"))?;
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if stopping() || Instant::now() > end {
+            terminate_tree(child.id());
+            std::thread::sleep(Duration::from_millis(500));
+            let _ = child.kill();
+            let _ = child.wait();
+            check_stop()?;
+            bail!(
+                "{what} ran past its limit of {}: stopped",
+                perfpilot_units::duration(limit)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = std::fs::read_to_string(&out_p).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_p).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_p);
+    let _ = std::fs::remove_file(&err_p);
+    if !status.success() {
+        bail!(
+            "{what} failed ({status}): {}",
+            last_lines(
+                if stderr.trim().is_empty() {
+                    &stdout
+                } else {
+                    &stderr
+                },
+                10
+            )
+        );
+    }
+    Ok(Output { stdout, stderr })
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_is_found_in_passwd_text() {
+        let text =
+            "root:x:0:0:root:/root:/bin/bash\npostgres:x:101:104::/var/lib/postgresql:/bin/bash\n";
+        assert_eq!(parse_passwd(text, "postgres"), Some((101, 104)));
+        assert_eq!(parse_passwd(text, "redis"), None);
+    }
+}

@@ -1,0 +1,106 @@
+//! workloads/jvmcache: a JVM service with a large heap (a table of several GB of longs on the
+//! Java heap, lookups that walk it), built once with javac, started fresh per cell as `nobody`,
+//! loaded with wrk over random keys (a Lua script).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::{Ctx, Load, Running, Server, StartOptions, args, drive, limit_for, secs};
+use crate::install::{Tool, tool};
+use crate::procs::{self, Proc};
+
+/// The source, found from the repository root (the harness runs from it) or next to the crate.
+fn source() -> Result<PathBuf> {
+    let candidates = [
+        PathBuf::from("workloads/jvmcache/Jvmcache.java"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../workloads/jvmcache/Jvmcache.java"),
+    ];
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .context("workloads/jvmcache/Jvmcache.java not found: run the harness from the repository root (scripts/proof does)")
+}
+
+/// The JVM service under wrk.
+#[derive(Default)]
+pub struct Jvm;
+
+impl Server for Jvm {
+    fn tools(&self) -> Vec<Tool> {
+        vec![
+            tool("javac", "openjdk-17-jdk-headless"),
+            tool("java", "openjdk-17-jdk-headless"),
+            tool("wrk", "wrk"),
+        ]
+    }
+
+    fn prepare(&mut self, ctx: &Ctx) -> Result<()> {
+        let dir = ctx.dir("jvm")?;
+        let classes = dir.join("classes");
+        std::fs::create_dir_all(&classes)?;
+        let mut c = Command::new(procs::require_tool("javac", "openjdk-17-jdk-headless")?);
+        c.arg("-d").arg(&classes).arg(source()?);
+        procs::run("javac", c, &dir, Duration::from_secs(300))?;
+        // Random keys: wrk sends the same URL unless a script varies it.
+        let keys = ctx.sizes.jvm_table_mib * 1024 * 1024 / 8;
+        std::fs::write(
+            dir.join("keys.lua"),
+            format!(
+                "math.randomseed(1)\nrequest = function()\n  return wrk.format(nil, \"/get?k=\" .. math.random(0, {}))\nend\n",
+                keys.saturating_sub(1).min(2_000_000_000)
+            ),
+        )?;
+        // The JVM runs as nobody: it must read its classes (the work directory is 0755).
+        let mut p = Command::new("chmod");
+        p.args(["-R", "a+rX"]).arg(&dir);
+        procs::run("chmod", p, &dir, Duration::from_secs(60))?;
+        Ok(())
+    }
+
+    fn start(&mut self, ctx: &Ctx, _opts: StartOptions) -> Result<Running> {
+        let dir = ctx.dir("jvm")?;
+        let port = procs::free_port()?;
+        let heap = format!("-Xmx{}m", ctx.sizes.jvm_table_mib + 1024);
+        let mut c = Command::new(procs::require_tool("java", "openjdk-17-jdk-headless")?);
+        procs::as_user(&mut c, Some("nobody"))?;
+        c.arg(&heap)
+            .arg(heap.replace("-Xmx", "-Xms"))
+            .arg("-cp")
+            .arg(dir.join("classes"))
+            .arg("Jvmcache");
+        c.args([
+            "--port",
+            &port.to_string(),
+            "--table-mib",
+            &ctx.sizes.jvm_table_mib.to_string(),
+            "--threads",
+            "4",
+        ]);
+        let mut proc = Proc::spawn("jvmcache", c, &dir.join("server.log"))?;
+        // The port opens once the table is full.
+        proc.wait_port(port, Duration::from_secs(300))?;
+        Ok(Running { proc, port })
+    }
+
+    fn load(&self, ctx: &Ctx, run: &mut Running, d: Duration, _measured: bool) -> Result<Load> {
+        let url = format!("http://127.0.0.1:{}/", run.port);
+        let script = ctx.work.join("jvm/keys.lua").display().to_string();
+        let t = format!("{}s", secs(d));
+        let a = args([
+            "-t",
+            "2",
+            "-c",
+            "16",
+            "-d",
+            &t,
+            "--latency",
+            "-s",
+            &script,
+            &url,
+        ]);
+        Ok(Load::of(&drive(ctx, "wrk", &a, limit_for(d))?, "req/s"))
+    }
+}

@@ -1,0 +1,259 @@
+//! PostgreSQL 15 with pgbench: a cluster initialized once (`pgbench -i -s SCALE`), started fresh
+//! per cell as the `postgres` user with `shared_buffers` of a few GB, prewarmed with
+//! `pg_prewarm`, loaded with `pgbench -S` (read-only) or the `tpcb-like` script (read-write).
+//! pgbench prints no percentiles: the measured run logs every transaction (`-l`) and p99 comes
+//! from those logs.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use hdrhistogram::Histogram;
+
+use super::{Ctx, Load, Running, Server, StartOptions, args, drive, limit_for, secs};
+use crate::install::{Tool, tool};
+use crate::procs::{self, Proc};
+
+const PACKAGE: &str = "postgresql";
+const USER: &str = "postgres";
+
+/// PostgreSQL under pgbench.
+pub struct Postgres {
+    /// The tpcb-like script instead of `-S`.
+    pub read_write: bool,
+}
+
+fn bin(name: &str) -> Result<std::path::PathBuf> {
+    procs::require_tool(name, PACKAGE)
+}
+
+fn as_postgres(program: &Path) -> Result<Command> {
+    let mut c = Command::new(program);
+    procs::as_user(&mut c, Some(USER))?;
+    Ok(c)
+}
+
+impl Postgres {
+    fn psql(&self, ctx: &Ctx, port: u16, sql: &str) -> Result<String> {
+        let mut c = Command::new(bin("psql")?);
+        c.args([
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            USER,
+            "-d",
+            "postgres",
+            "-c",
+            sql,
+        ]);
+        Ok(procs::run("psql", c, &ctx.dir("pg")?, Duration::from_secs(1800))?.stdout)
+    }
+
+    fn launch(&self, ctx: &Ctx, opts: StartOptions) -> Result<Running> {
+        let data = ctx.work.join("pg/data");
+        let sock = ctx.dir("pg/sock")?;
+        procs::chown(&sock, USER)?;
+        let port = procs::free_port()?;
+        let mut c = as_postgres(&bin("postgres")?)?;
+        c.arg("-D").arg(&data);
+        for (k, v) in [
+            ("port", port.to_string()),
+            ("listen_addresses", "127.0.0.1".to_string()),
+            ("unix_socket_directories", sock.display().to_string()),
+            ("shared_buffers", ctx.sizes.pg_shared_buffers.clone()),
+            (
+                "huge_pages",
+                if opts.own_huge_pages { "on" } else { "off" }.to_string(),
+            ),
+            ("max_connections", "50".to_string()),
+        ] {
+            c.arg("-c").arg(format!("{k}={v}"));
+        }
+        let mut proc = Proc::spawn("postgres", c, &ctx.work.join("pg/server.log"))?;
+        proc.wait_port(port, Duration::from_secs(120))?;
+        let mut run = Running { proc, port };
+        // The port opens before recovery ends: wait until a query answers.
+        let mut last = None;
+        for _ in 0..600 {
+            procs::check_stop()?;
+            run.proc.check_alive()?;
+            match self.psql(ctx, port, "SELECT 1") {
+                Ok(_) => return Ok(run),
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        bail!(
+            "postgres on port {port} accepted connections but answered no query: {}",
+            last.map(|e| e.to_string()).unwrap_or_default()
+        )
+    }
+}
+
+impl Server for Postgres {
+    fn tools(&self) -> Vec<Tool> {
+        ["initdb", "postgres", "pg_ctl", "pgbench", "psql"]
+            .into_iter()
+            .map(|t| tool(t, PACKAGE))
+            .collect()
+    }
+
+    fn prepare(&mut self, ctx: &Ctx) -> Result<()> {
+        let dir = ctx.dir("pg")?;
+        let marker = dir.join(format!("prepared-scale-{}", ctx.sizes.pg_scale));
+        if marker.is_file() {
+            return Ok(());
+        }
+        let data = dir.join("data");
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data)?;
+        procs::chown(&dir, USER)?;
+        eprintln!(
+            "proof: postgres: initdb and pgbench -i -s {} (once)",
+            ctx.sizes.pg_scale
+        );
+        let mut c = as_postgres(&bin("initdb")?)?;
+        c.arg("-D")
+            .arg(&data)
+            .args(["--auth=trust", "-U", USER, "-E", "UTF8", "--no-sync"]);
+        procs::run("initdb", c, &dir, Duration::from_secs(300))?;
+        let run = self.launch(ctx, StartOptions::default())?;
+        let mut c = Command::new(bin("pgbench")?);
+        c.args([
+            "-i",
+            "-q",
+            "-s",
+            &ctx.sizes.pg_scale.to_string(),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &run.port.to_string(),
+            "-U",
+            USER,
+            "postgres",
+        ]);
+        procs::run("pgbench -i", c, &dir, Duration::from_secs(3600))?;
+        self.psql(ctx, run.port, "CREATE EXTENSION IF NOT EXISTS pg_prewarm")?;
+        self.stop(ctx, run)?;
+        std::fs::write(&marker, "")?;
+        Ok(())
+    }
+
+    fn start(&mut self, ctx: &Ctx, opts: StartOptions) -> Result<Running> {
+        self.launch(ctx, opts)
+    }
+
+    fn prewarm(&self, ctx: &Ctx, run: &mut Running) -> Result<()> {
+        self.psql(
+            ctx,
+            run.port,
+            "SELECT sum(pg_prewarm(c.oid::regclass)) FROM pg_class c \
+             WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i')",
+        )
+        .context("prewarming the pgbench tables with pg_prewarm")?;
+        Ok(())
+    }
+
+    fn load(&self, ctx: &Ctx, run: &mut Running, d: Duration, measured: bool) -> Result<Load> {
+        let logs = ctx.dir("pg/txlog")?;
+        for e in std::fs::read_dir(&logs)?.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+        let prefix = logs.join("tx");
+        let port = run.port.to_string();
+        let clients = ctx.sizes.pg_clients.to_string();
+        let t = secs(d).to_string();
+        let mut a = args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            USER,
+            "-c",
+            &clients,
+            "-j",
+            "2",
+            "-T",
+            &t,
+            "-P",
+            "1",
+        ]);
+        if !self.read_write {
+            a.push("-S".to_string());
+        }
+        if measured {
+            a.extend(args(["-l", "--log-prefix", &prefix.display().to_string()]));
+        }
+        a.push("postgres".to_string());
+        let m = drive(ctx, "pgbench", &a, limit_for(d))?;
+        let mut load = Load::of(&m, "tps");
+        if measured {
+            load.p99_ms = p99_of_logs(&logs)?;
+        }
+        Ok(load)
+    }
+
+    fn stop(&self, ctx: &Ctx, mut run: Running) -> Result<()> {
+        let mut c = as_postgres(&bin("pg_ctl")?)?;
+        c.arg("-D")
+            .arg(ctx.work.join("pg/data"))
+            .args(["-m", "fast", "-w", "stop"]);
+        let stopped = procs::run("pg_ctl stop", c, &ctx.dir("pg")?, Duration::from_secs(120));
+        run.proc.wait_exit(Duration::from_secs(30));
+        stopped.map(|_| ())
+    }
+
+    fn own_huge_pages(&self, ctx: &Ctx) -> Option<Result<u64>> {
+        Some(
+            (|| {
+                let mut c = as_postgres(&bin("postgres").ok()?).ok()?;
+                c.arg("-D")
+                    .arg(ctx.work.join("pg/data"))
+                    .arg("-c")
+                    .arg(format!("shared_buffers={}", ctx.sizes.pg_shared_buffers))
+                    .args([
+                        "-c",
+                        "max_connections=50",
+                        "-C",
+                        "shared_memory_size_in_huge_pages",
+                    ]);
+                let out = procs::run(
+                    "postgres -C",
+                    c,
+                    &ctx.work.join("pg"),
+                    Duration::from_secs(60),
+                )
+                .ok()?;
+                out.stdout.trim().parse::<u64>().ok()
+            })()
+            .context("postgres -C shared_memory_size_in_huge_pages gave no number"),
+        )
+    }
+}
+
+/// p99 (ms) of the transaction latencies in pgbench's `-l` logs (column 3, µs).
+pub fn p99_of_logs(dir: &Path) -> Result<Option<f64>> {
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+        .context("creating a latency histogram")?;
+    for e in std::fs::read_dir(dir)?.flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for line in text.lines() {
+            if let Some(us) = line
+                .split_whitespace()
+                .nth(2)
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                let _ = h.record(us.max(1));
+            }
+        }
+    }
+    Ok((!h.is_empty()).then(|| h.value_at_quantile(0.99) as f64 / 1000.0))
+}

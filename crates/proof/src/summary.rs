@@ -1,0 +1,444 @@
+//! The proof's table: per server and cell, the throughput ratio to untuned with its 95 %
+//! interval (perfpilot-stats' Welch interval on the log of the ratio of means), p99, and the
+//! daemon's time to its first kept action and own CPU; then the targets per server and the
+//! agreement between the signal that judged each action and the kernel-visible proxy.
+
+use std::collections::BTreeMap;
+
+use perfpilot_stats::{mean, ratio_of_means_ci};
+use perfpilot_units as units;
+
+use crate::options::{CellName, ServerName};
+use crate::record::{CellRecord, GainCi, Outcome};
+
+/// The interval level of every ratio.
+pub const LEVEL: f64 = 0.95;
+
+/// A ratio to untuned with its interval (`None` ends with fewer than two runs a side).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ratio {
+    /// mean(cell) / mean(untuned).
+    pub ratio: f64,
+    /// The interval, when both sides have two runs or more.
+    pub ci: Option<(f64, f64)>,
+}
+
+impl Ratio {
+    /// `×1.04 [0.98, 1.10]`, or `×1.04` without an interval.
+    pub fn describe(&self) -> String {
+        match self.ci {
+            Some((lo, hi)) => format!("×{:.2} [{lo:.2}, {hi:.2}]", self.ratio),
+            None => format!("×{:.2}", self.ratio),
+        }
+    }
+
+    /// Whether the interval lies wholly below 1 (a loss beyond noise).
+    pub fn below_one(&self) -> bool {
+        match self.ci {
+            Some((_, hi)) => hi < 1.0,
+            None => false,
+        }
+    }
+}
+
+/// One row of the table: a server in one cell over every round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellSummary {
+    /// Server name.
+    pub server: String,
+    /// Cell name.
+    pub cell: String,
+    /// Throughputs of the measured runs.
+    pub throughputs: Vec<f64>,
+    /// Unit of the throughput.
+    pub unit: String,
+    /// Ratio to untuned (`None` for untuned itself or without an untuned run).
+    pub ratio: Option<Ratio>,
+    /// Mean p99 over the runs that had one, ms.
+    pub p99_ms: Option<f64>,
+    /// Runs that did not measure, with the first reason.
+    pub not_measured: Option<(usize, String)>,
+    /// Seconds to the first kept action, per run that kept one.
+    pub first_kept_s: Vec<f64>,
+    /// Runs of the daemon (perfpilot cell).
+    pub daemon_runs: usize,
+    /// The daemon's mean CPU, % of one CPU.
+    pub cpu_pct: Option<f64>,
+}
+
+fn server_rank(name: &str) -> usize {
+    ServerName::ALL
+        .iter()
+        .position(|s| s.name() == name)
+        .unwrap_or(usize::MAX)
+}
+
+fn cell_rank(name: &str) -> usize {
+    CellName::ALL
+        .iter()
+        .position(|c| c.name() == name)
+        .unwrap_or(usize::MAX)
+}
+
+/// The rows, servers and cells in the harness's order.
+pub fn summarize(records: &[CellRecord]) -> Vec<CellSummary> {
+    let mut groups: BTreeMap<(usize, String, usize, String), Vec<&CellRecord>> = BTreeMap::new();
+    for r in records {
+        let key = (
+            server_rank(&r.server),
+            r.server.clone(),
+            cell_rank(&r.cell),
+            r.cell.clone(),
+        );
+        groups.entry(key).or_default().push(r);
+    }
+    let throughputs = |rs: &[&CellRecord]| -> Vec<f64> {
+        rs.iter()
+            .filter(|r| r.outcome == Outcome::Ok)
+            .filter_map(|r| r.throughput)
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .collect()
+    };
+    let mut out = Vec::new();
+    for ((_, server, _, cell), rs) in &groups {
+        let xs = throughputs(rs);
+        let baseline: Vec<f64> = groups
+            .iter()
+            .find(|((_, s, _, c), _)| s == server && c == CellName::Untuned.name())
+            .map(|(_, b)| throughputs(b))
+            .unwrap_or_default();
+        let ratio = (cell != CellName::Untuned.name() && !xs.is_empty() && !baseline.is_empty())
+            .then(|| Ratio {
+                ratio: mean(&xs) / mean(&baseline),
+                ci: ratio_of_means_ci(&xs, &baseline, LEVEL).map(|c| (c.low.exp(), c.high.exp())),
+            });
+        let p99s: Vec<f64> = rs
+            .iter()
+            .filter(|r| r.outcome == Outcome::Ok)
+            .filter_map(|r| r.p99_ms)
+            .collect();
+        let failed: Vec<&&CellRecord> = rs.iter().filter(|r| r.outcome != Outcome::Ok).collect();
+        let not_measured = failed.first().map(|f| {
+            let why = match f.outcome {
+                Outcome::NotInstalled => {
+                    format!("not installed: {}", f.error.clone().unwrap_or_default())
+                }
+                _ => f.error.clone().unwrap_or_else(|| "failed".to_string()),
+            };
+            (failed.len(), why)
+        });
+        let daemons: Vec<_> = rs.iter().filter_map(|r| r.perfpilot.as_ref()).collect();
+        let cpus: Vec<f64> = daemons
+            .iter()
+            .filter_map(|d| d.cpu_pct.or(d.own_cpu_pct))
+            .collect();
+        out.push(CellSummary {
+            server: server.clone(),
+            cell: cell.clone(),
+            unit: rs
+                .iter()
+                .map(|r| r.unit.clone())
+                .find(|u| !u.is_empty())
+                .unwrap_or_default(),
+            ratio,
+            p99_ms: (!p99s.is_empty()).then(|| mean(&p99s)),
+            not_measured,
+            first_kept_s: daemons.iter().filter_map(|d| d.first_kept_s).collect(),
+            daemon_runs: daemons.len(),
+            cpu_pct: (!cpus.is_empty()).then(|| mean(&cpus)),
+            throughputs: xs,
+        });
+    }
+    out
+}
+
+/// The targets of issue 14 for one server: perfpilot ≥ 0.95 × the best peer, and never below
+/// untuned beyond noise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetCheck {
+    /// Server name.
+    pub server: String,
+    /// The best peer cell and its ratio.
+    pub best_peer: Option<(String, f64)>,
+    /// perfpilot's ratio.
+    pub perfpilot: Option<Ratio>,
+    /// perfpilot ≥ 0.95 × the best peer (`None` when either is missing).
+    pub near_best: Option<bool>,
+    /// perfpilot's interval holds 1 or lies above it (`None` without an interval).
+    pub no_loss: Option<bool>,
+}
+
+/// The target checks, one per server that ran the perfpilot cell.
+pub fn targets(rows: &[CellSummary]) -> Vec<TargetCheck> {
+    let mut servers: Vec<&str> = rows.iter().map(|r| r.server.as_str()).collect();
+    servers.dedup();
+    let mut out = Vec::new();
+    for s in servers {
+        let of = |c: &str| rows.iter().find(|r| r.server == s && r.cell == c);
+        let Some(pp) = of(CellName::Perfpilot.name()) else {
+            continue;
+        };
+        // Untuned is a peer too (ratio 1): doing nothing is a configuration perfpilot must match.
+        let best_peer = rows
+            .iter()
+            .filter(|r| r.server == s && r.cell != CellName::Perfpilot.name())
+            .filter_map(|r| {
+                match (
+                    &r.ratio,
+                    r.cell == CellName::Untuned.name() && !r.throughputs.is_empty(),
+                ) {
+                    (Some(x), _) => Some((r.cell.clone(), x.ratio)),
+                    (None, true) => Some((r.cell.clone(), 1.0)),
+                    _ => None,
+                }
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let near_best = match (&best_peer, &pp.ratio) {
+            (Some((_, best)), Some(p)) => Some(p.ratio >= 0.95 * best),
+            _ => None,
+        };
+        out.push(TargetCheck {
+            server: s.to_string(),
+            best_peer,
+            perfpilot: pp.ratio,
+            near_best,
+            // One run a side gives no interval: unknown, not a pass.
+            no_loss: pp.ratio.and_then(|r| r.ci.map(|_| !r.below_one())),
+        });
+    }
+    out
+}
+
+/// One row of the agreement table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Agreement {
+    /// Server.
+    pub server: String,
+    /// Round.
+    pub round: u32,
+    /// `#id strategy`.
+    pub action: String,
+    /// The judging signal.
+    pub signal: String,
+    /// Its gain.
+    pub gain: GainCi,
+    /// The proxy's name.
+    pub proxy: String,
+    /// The proxy's gain.
+    pub proxy_gain: GainCi,
+    /// Both call it the same: a gain, a loss, or no distinguishable effect.
+    pub agree: bool,
+}
+
+/// `gain`, `loss` or `neutral` by where the interval lies.
+pub fn effect(g: &GainCi) -> &'static str {
+    if g.ci_low > 1.0 {
+        "gain"
+    } else if g.ci_high < 1.0 {
+        "loss"
+    } else {
+        "neutral"
+    }
+}
+
+/// Every (action, proxy) pair the daemon's verdicts carried.
+pub fn agreement(records: &[CellRecord]) -> Vec<Agreement> {
+    let mut out = Vec::new();
+    for r in records {
+        let Some(d) = &r.perfpilot else { continue };
+        for a in &d.actions {
+            let Some(gain) = a.gain else { continue };
+            for s in &a.shadow {
+                out.push(Agreement {
+                    server: r.server.clone(),
+                    round: r.round,
+                    action: format!("#{} {}", a.id, a.strategy),
+                    signal: a.signal.clone().unwrap_or_default(),
+                    gain,
+                    proxy: s.signal.clone(),
+                    proxy_gain: s.gain,
+                    agree: effect(&gain) == effect(&s.gain),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn gain_text(g: &GainCi) -> String {
+    format!("×{:.2} [{:.2}, {:.2}]", g.ratio, g.ci_low, g.ci_high)
+}
+
+fn throughput_text(r: &CellSummary) -> String {
+    if r.throughputs.is_empty() {
+        return "—".to_string();
+    }
+    format!("{} {}", units::number(mean(&r.throughputs)), r.unit)
+}
+
+/// The Markdown tables: cells, targets, agreement.
+pub fn markdown(records: &[CellRecord]) -> String {
+    let rows = summarize(records);
+    let mut s = String::new();
+    s.push_str("| server | cell | runs | throughput | ratio to untuned (95 % CI) | p99 | first kept action | perfpilot CPU | notes |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for r in &rows {
+        let ratio = match (&r.ratio, r.cell == CellName::Untuned.name()) {
+            (_, true) if !r.throughputs.is_empty() => "1 (baseline)".to_string(),
+            (Some(x), _) => x.describe(),
+            _ => "—".to_string(),
+        };
+        let kept = if r.daemon_runs == 0 {
+            String::new()
+        } else if r.first_kept_s.is_empty() {
+            format!(
+                "none kept in {}",
+                units::counted(r.daemon_runs as u64, "run", "runs")
+            )
+        } else {
+            format!(
+                "{} ({} of {})",
+                units::duration_secs(mean(&r.first_kept_s)),
+                r.first_kept_s.len(),
+                r.daemon_runs
+            )
+        };
+        let cpu = r.cpu_pct.map(units::percent).unwrap_or_default();
+        let notes = r
+            .not_measured
+            .as_ref()
+            .map(|(n, why)| {
+                format!(
+                    "{n} not measured: {}",
+                    why.replace('|', "/").replace('\n', " ")
+                )
+            })
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.server,
+            r.cell,
+            r.throughputs.len(),
+            throughput_text(r),
+            ratio,
+            r.p99_ms
+                .map(units::duration_ms)
+                .unwrap_or_else(|| "—".to_string()),
+            kept,
+            cpu,
+            notes
+        ));
+    }
+    let checks = targets(&rows);
+    if !checks.is_empty() {
+        s.push_str(
+            "\nTargets (perfpilot ≥ 0.95 × the best peer; never below untuned beyond noise):\n\n",
+        );
+        s.push_str("| server | best peer | perfpilot | ≥ 0.95 × best | not below untuned |\n|---|---|---|---|---|\n");
+        let yn = |b: Option<bool>| match b {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "—",
+        };
+        for c in &checks {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                c.server,
+                c.best_peer
+                    .as_ref()
+                    .map(|(n, r)| format!("{n} ×{r:.2}"))
+                    .unwrap_or_else(|| "—".to_string()),
+                c.perfpilot
+                    .map(|r| r.describe())
+                    .unwrap_or_else(|| "—".to_string()),
+                yn(c.near_best),
+                yn(c.no_loss)
+            ));
+        }
+    }
+    s.push_str(&actions_section(records));
+    let agree = agreement(records);
+    s.push_str("\nProxy agreement (the daemon's judging signal against the kernel-visible proxy on the same windows):\n\n");
+    if agree.is_empty() {
+        s.push_str("no verdict carried a proxy gain (`shadow`) in this run.\n");
+    } else {
+        s.push_str("| server | round | action | judged by | gain | proxy | proxy gain | agree |\n|---|---|---|---|---|---|---|---|\n");
+        for a in &agree {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                a.server,
+                a.round,
+                a.action,
+                a.signal.replace('|', "/"),
+                gain_text(&a.gain),
+                a.proxy.replace('|', "/"),
+                gain_text(&a.proxy_gain),
+                if a.agree { "yes" } else { "**no**" }
+            ));
+        }
+    }
+    s
+}
+
+/// The daemon's view of the server in each perfpilot run: its workload's signal and state, and
+/// every action on the machine with its verdict.
+fn actions_section(records: &[CellRecord]) -> String {
+    let runs: Vec<&CellRecord> = records.iter().filter(|r| r.perfpilot.is_some()).collect();
+    if runs.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\nThe daemon (empty configuration) at the end of each perfpilot run:\n\n| server | round | the server's signal | its state | actions (state, verdict, judged by) |\n|---|---|---|---|---|\n",
+    );
+    let clean = |t: &str| t.replace('|', "/").replace('\n', " ");
+    for r in runs {
+        let Some(d) = &r.perfpilot else { continue };
+        let process = ServerName::ALL
+            .iter()
+            .find(|s| s.name() == r.server)
+            .map(|s| s.process())
+            .unwrap_or_default();
+        let w = d.workloads.iter().find(|w| w.name == process);
+        let actions: Vec<String> = d
+            .actions
+            .iter()
+            .map(|a| {
+                format!(
+                    "#{} {} on {}: {}{}{}",
+                    a.id,
+                    a.strategy,
+                    a.workload,
+                    a.state,
+                    a.gain
+                        .as_ref()
+                        .map(|g| format!(
+                            ", {} {}",
+                            a.decision.clone().unwrap_or_default(),
+                            gain_text(g)
+                        ))
+                        .unwrap_or_default(),
+                    a.signal
+                        .as_ref()
+                        .map(|x| format!(" by {x}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            r.server,
+            r.round,
+            clean(w.and_then(|w| w.signal.as_deref()).unwrap_or("none")),
+            clean(
+                w.map(|w| w.state.as_str())
+                    .unwrap_or("not seen in the last scan")
+            ),
+            clean(&if actions.is_empty() {
+                "none".to_string()
+            } else {
+                actions.join("; ")
+            })
+        ));
+    }
+    s
+}
