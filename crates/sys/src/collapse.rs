@@ -201,6 +201,53 @@ fn pieces(ranges: &[(u64, u64)]) -> Vec<(usize, u64, u64)> {
     out
 }
 
+/// The huge-page size advised one at a time after a failure.
+const HUGE_PAGE: u64 = 2 << 20;
+
+/// Advises `[start, start + len)` one huge page (or the partial page at either end) at a time,
+/// adding what took to `out.bytes_ok` and each failure to `out.failed`. `Ok(true)` when all
+/// took; `Err(())` when the process exited part way (the rest counted in `vanished_bytes`).
+fn advise_each_huge_page(
+    pidfd: &OwnedFd,
+    start: u64,
+    len: u64,
+    out: &mut CollapseOutcome,
+) -> std::result::Result<bool, ()> {
+    let end = start + len;
+    let mut a = start;
+    let mut all = true;
+    while a < end {
+        let b = ((a / HUGE_PAGE) + 1).saturating_mul(HUGE_PAGE).min(end);
+        let one = [libc::iovec {
+            iov_base: a as usize as *mut libc::c_void,
+            iov_len: (b - a) as usize,
+        }];
+        match process_madvise(pidfd, &one) {
+            Ok(_) => out.bytes_ok += b - a,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                out.vanished_bytes += end - a;
+                return Err(());
+            }
+            Err(e) => {
+                all = false;
+                let errno = e.raw_os_error().unwrap_or(0);
+                // Neighbouring huge pages failing alike read as one range.
+                match out.failed.last_mut() {
+                    Some(f) if f.errno == errno && f.start + f.len == a => f.len += b - a,
+                    _ => out.failed.push(RangeFailure {
+                        start: a,
+                        len: b - a,
+                        errno,
+                        reason: CollapseFailure::from_errno(errno),
+                    }),
+                }
+            }
+        }
+        a = b;
+    }
+    Ok(all)
+}
+
 /// Collapses the `(start, len)` ranges of process `pid` into huge pages with
 /// `process_madvise(MADV_COLLAPSE)`, batching up to [`IOV_MAX`] ranges (≤ 1 GiB) per call.
 /// Starts are rounded down and ends up to the page.
@@ -263,26 +310,15 @@ pub fn collapse(pid: i32, ranges: &[(u64, u64)]) -> Result<CollapseOutcome> {
             k += 1;
         }
         if k < j {
-            // Piece k failed: advise it alone for its errno (it may also succeed now).
+            // Piece k failed. The kernel collapses what it can in a range and reports the last
+            // failure, so a hole anywhere hides the huge pages made around it: advise the piece
+            // again one huge page at a time, for what took and each failure's errno.
             let (_, a, l) = pieces[k];
-            let one = [iov[k - i]];
-            match process_madvise(&pidfd, &one) {
-                Ok(_) => {
-                    out.bytes_ok += l;
-                    piece_ok[k] = true;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                    out.vanished_bytes += pieces[k..].iter().map(|p| p.2).sum::<u64>();
+            match advise_each_huge_page(&pidfd, a, l, &mut out) {
+                Ok(all) => piece_ok[k] = all,
+                Err(()) => {
+                    out.vanished_bytes += pieces[k + 1..].iter().map(|p| p.2).sum::<u64>();
                     break;
-                }
-                Err(e) => {
-                    let errno = e.raw_os_error().unwrap_or(0);
-                    out.failed.push(RangeFailure {
-                        start: a,
-                        len: l,
-                        errno,
-                        reason: CollapseFailure::from_errno(errno),
-                    });
                 }
             }
             k += 1;
