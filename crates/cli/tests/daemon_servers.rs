@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use perfpilot_sys::stat::selected_choice;
 use perfpilot_testkit as kit;
 
 mod support;
@@ -44,10 +45,7 @@ impl Drop for ShmemGuard {
 
 /// The bracketed choice of a THP setting (`always within_size advise [never] deny force`).
 fn selected(text: &str) -> String {
-    text.split_whitespace()
-        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-        .unwrap_or_default()
-        .to_string()
+    selected_choice(text).unwrap_or_default().to_string()
 }
 
 /// The workloads of the daemon's last status.

@@ -2,15 +2,10 @@
 //! started while `shmem_enabled` is `never` maps its pool off a huge-page boundary, and the
 //! large-pages strategy says what would make it possible instead of acting; one started while
 //! it is `advise` maps it aligned, and a huge page of it collapses.
-//!
-//! The cluster helpers are a minimal copy of `crates/drive/tests/common/mod.rs` (to be replaced
-//! by the shared test kit).
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use perfpilot_observe::workload::{self, Workload, WorkloadMemory};
 use perfpilot_observe::{Rates, Sampler, SamplerConfig, Topology};
@@ -21,9 +16,9 @@ use perfpilot_sys::change::Change;
 use perfpilot_sys::collapse::{CollapseFailure, collapse, kernel_supports_collapse};
 use perfpilot_sys::knob::{read_knob, write_knob};
 use perfpilot_sys::process::{MapRange, MappingKind, ProcReader};
+use perfpilot_testkit as kit;
 
 const HUGE: u64 = 2 << 20;
-const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 
 /// Puts `shmem_enabled` back as it was when dropped (also when the test panics).
 struct ShmemGuard {
@@ -54,56 +49,28 @@ impl Drop for ShmemGuard {
     }
 }
 
-/// A temporary directory owned by `postgres`, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("perfpilot-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        let ok = Command::new("chown")
-            .arg("postgres:postgres")
-            .arg(&p)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "cannot chown {} to the postgres user", p.display());
-        TempDir(p)
-    }
+/// A throw-away cluster with a 256 MiB pool (`huge_pages = off`, the default where no huge
+/// pages are reserved), its pool mapped under whatever `shmem_enabled` says now.
+fn start_cluster() -> Cluster {
+    Cluster(kit::start_postgres_with(&[
+        ("shared_buffers", "256MB"),
+        ("huge_pages", "off"),
+    ]))
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A throw-away PostgreSQL cluster, stopped (SIGTERM, then SIGKILL) on drop. Fields drop in
-/// order: the server before its directory.
-struct Cluster {
-    child: Child,
-    port: u16,
-    dir: TempDir,
-}
+/// The testkit's server, with what these tests ask of it.
+struct Cluster(kit::ServerProcess);
 
 impl Cluster {
     fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.0.pid() as i32
     }
 
-    /// Runs SQL through psql over the cluster's socket, as `postgres`.
+    /// Runs SQL through psql over loopback TCP (trusted by the testkit's cluster).
     fn sql(&self, sql: &str) -> String {
-        let out = pg_command(&Path::new(PG_BIN).join("psql"))
-            .arg("-h")
-            .arg(&self.dir.0)
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-            ])
+        let out = Command::new(kit::require("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.0.port.to_string()])
+            .args(["-U", "postgres", "-d", "postgres"])
             .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-c", sql])
             .output()
             .expect("run psql");
@@ -114,94 +81,6 @@ impl Cluster {
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn id_of(flag: &str) -> u32 {
-    let out = Command::new("id")
-        .args([flag, "postgres"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("a postgres user (it comes with the postgresql package)")
-}
-
-/// A PostgreSQL binary run as `postgres` (initdb refuses root), with no runuser in between.
-fn pg_command(bin: &Path) -> Command {
-    use std::os::unix::process::CommandExt;
-    let mut c = Command::new(bin);
-    c.gid(id_of("-g")).uid(id_of("-u"));
-    c
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
-
-/// initdb, then postgres with `shared_buffers = 256MB` (and `huge_pages = off`, the default
-/// where no huge pages are reserved), listening on a free loopback port.
-fn start_cluster(tag: &str) -> Cluster {
-    let dir = TempDir::new(tag);
-    let data = dir.0.join("data");
-    let out = pg_command(&Path::new(PG_BIN).join("initdb"))
-        .arg("-D")
-        .arg(&data)
-        .args(["-A", "trust", "-U", "postgres", "--no-sync"])
-        .output()
-        .expect("run initdb");
-    assert!(
-        out.status.success(),
-        "initdb: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let port = free_port();
-    let mut child = pg_command(&Path::new(PG_BIN).join("postgres"))
-        .arg("-D")
-        .arg(&data)
-        .arg("-k")
-        .arg(&dir.0)
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args([
-            "-c",
-            "fsync=off",
-            "-c",
-            "shared_buffers=256MB",
-            "-c",
-            "huge_pages=off",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start postgres");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("postgres exited before listening: {status}");
-        }
-        assert!(Instant::now() < deadline, "postgres did not listen in 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Cluster { child, port, dir }
 }
 
 /// The postmaster's `/dev/zero` buffer pool (the largest shared anonymous range).
@@ -310,10 +189,8 @@ fn cannot_run(fs: &Fs) -> Option<String> {
     if !perfpilot_sys::user::is_root() {
         return Some("needs root (it writes shmem_enabled and starts postgres as its user)".into());
     }
-    if !Path::new(PG_BIN).join("postgres").is_file() {
-        return Some(format!(
-            "PostgreSQL 15 is not installed in {PG_BIN} (scripts/install-deps)"
-        ));
+    if kit::find("initdb").is_none() {
+        return Some("PostgreSQL is not installed (scripts/install-deps)".into());
     }
     if !kernel_supports_collapse() {
         return Some("this kernel has no MADV_COLLAPSE".into());
@@ -335,7 +212,7 @@ fn a_buffer_pool_mapped_under_never_is_explained_and_one_mapped_under_advise_col
 
     // Started while shmem_enabled is `never`: the pool is mapped wherever mmap put it.
     guard.set("never");
-    let before = start_cluster("pg-never");
+    let before = start_cluster();
     let p = pool(&fs, before.pid());
     assert!(p.len() >= 256 << 20, "{p:?}");
     let off = p.huge_misalignment(HUGE);
@@ -382,7 +259,7 @@ fn a_buffer_pool_mapped_under_never_is_explained_and_one_mapped_under_advise_col
     drop(before);
 
     // Started while it is `advise`: aligned, and a huge page of it collapses.
-    let after = start_cluster("pg-advise");
+    let after = start_cluster();
     let p = pool(&fs, after.pid());
     assert_eq!(p.huge_misalignment(HUGE), 0, "{p:?}");
     let (first, end) = p.collapsible(HUGE).expect("whole huge pages in the pool");

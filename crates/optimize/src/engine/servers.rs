@@ -11,7 +11,7 @@ use perfpilot_sys::net::{self, Listener};
 use perfpilot_sys::process::ProcReader;
 use tracing::{debug, info};
 
-use super::signals::PresetOffer;
+use super::signals::{PresetOffer, per_cpu_second};
 use super::watch::Observation;
 use crate::config::ValueKind;
 use crate::preset::{self, Candidate, Endpoint, Identity, PresetConfig, PresetReader};
@@ -220,11 +220,10 @@ impl Servers {
             return Err("its preset no longer answers".into());
         };
         match reader.read(timeout) {
-            Ok(r) => Ok(slot
-                .windowed
-                .feed(ValueKind::Counter, t_s, r.value)
-                .filter(|_| w.cpu_cores > 0.01)
-                .map(|rate| rate / w.cpu_cores)),
+            Ok(r) => Ok(per_cpu_second(
+                slot.windowed.feed(ValueKind::Counter, t_s, r.value),
+                w,
+            )),
             Err(e) => {
                 slot.windowed.reset();
                 Err(e.to_string())

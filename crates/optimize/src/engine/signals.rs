@@ -125,17 +125,23 @@ pub(super) fn choose_signal(
 /// System calls per CPU-second of a workload over the last interval; `None` while it used
 /// almost no CPU or its `io` files are unreadable.
 pub(super) fn syscalls_per_cpu_s(w: &Workload, rates: &Rates) -> Option<f64> {
-    if w.cpu_cores < 0.01 {
-        return None;
-    }
+    per_cpu_second(syscalls_per_s(w, rates), w)
+}
+
+/// A rate turned into work per CPU-second of the workload; `None` while it used almost no CPU.
+pub(super) fn per_cpu_second(rate: Option<f64>, w: &Workload) -> Option<f64> {
+    rate.filter(|_| w.cpu_cores > 0.01).map(|r| r / w.cpu_cores)
+}
+
+/// System calls per second of a workload's processes; `None` where no `io` file was readable.
+fn syscalls_per_s(w: &Workload, rates: &Rates) -> Option<f64> {
     let pids = w.pids();
-    let calls: Vec<f64> = rates
+    rates
         .processes
         .iter()
         .filter(|p| pids.contains(&p.pid))
         .filter_map(|p| p.syscalls_per_s)
-        .collect();
-    (!calls.is_empty()).then(|| calls.iter().sum::<f64>() / w.cpu_cores)
+        .reduce(|a, b| a + b)
 }
 
 /// Whether the proxy may judge `w`: it serves requests on a listening socket (`serves`, the kind
@@ -154,13 +160,7 @@ pub(super) fn proxy_offer(w: &Workload, rates: &Rates, serves: Option<&str>) -> 
             w.cpu_cores
         ));
     }
-    let pids = w.pids();
-    let calls: f64 = rates
-        .processes
-        .iter()
-        .filter(|p| pids.contains(&p.pid))
-        .filter_map(|p| p.syscalls_per_s)
-        .sum();
+    let calls = syscalls_per_s(w, rates).unwrap_or(0.0);
     if calls < PROXY_MIN_SYSCALLS_PER_S {
         return Err(format!(
             "it makes {calls:.0} system calls per second, under {PROXY_MIN_SYSCALLS_PER_S:.0}"

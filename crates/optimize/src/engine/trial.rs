@@ -340,6 +340,23 @@ impl Trial {
     }
 }
 
+/// The gain of windows with the change over windows without: off/on pairs (as many as both
+/// sides have) when interleaved, else independent samples.
+fn gain_of(
+    off: &[f64],
+    on: &[f64],
+    interleaved: bool,
+    higher_is_better: bool,
+    confidence: f64,
+) -> Option<Gain> {
+    if interleaved {
+        let n = off.len().min(on.len());
+        stats::gain_paired(&off[..n], &on[..n], higher_is_better, confidence)
+    } else {
+        stats::gain_independent(off, on, higher_is_better, confidence)
+    }
+}
+
 /// The verdict on a trial that ended: from its windows when complete (a gain with its interval,
 /// decided against `min_effect`), else neutral for the reason it ended early.
 pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64) -> Verdict {
@@ -347,13 +364,7 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
     let (gain, decision, why) = match ending {
         Ending::Early(why) | Ending::Abandoned(why) => (None, Decision::Neutral, why.clone()),
         Ending::Complete => {
-            let gain = if t.doc.interleave {
-                let n = t.off_obs.len().min(t.on_obs.len());
-                stats::gain_paired(&t.off_obs[..n], &t.on_obs[..n], hib, confidence)
-            } else {
-                stats::gain_independent(&t.off_obs, &t.on_obs, hib, confidence)
-            };
-            match gain {
+            match gain_of(&t.off_obs, &t.on_obs, t.doc.interleave, hib, confidence) {
                 Some(g) => {
                     let d = stats::decide(&g, min_effect);
                     let why = match d {
@@ -383,17 +394,13 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
     let shadow = if t.shadow_off.is_empty() && t.shadow_on.is_empty() {
         Vec::new()
     } else {
-        let (off, on) = if t.doc.interleave {
-            let n = t.shadow_off.len().min(t.shadow_on.len());
-            (&t.shadow_off[..n], &t.shadow_on[..n])
-        } else {
-            (&t.shadow_off[..], &t.shadow_on[..])
-        };
-        let gain = if t.doc.interleave {
-            stats::gain_paired(off, on, true, confidence)
-        } else {
-            stats::gain_independent(off, on, true, confidence)
-        };
+        let gain = gain_of(
+            &t.shadow_off,
+            &t.shadow_on,
+            t.doc.interleave,
+            true,
+            confidence,
+        );
         vec![ShadowGain {
             signal: SignalKind::Syscalls.describe(),
             gain,

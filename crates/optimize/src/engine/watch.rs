@@ -13,7 +13,7 @@ use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 
 use super::Engine;
 use super::servers::Servers;
-use super::signals::syscalls_per_cpu_s;
+use super::signals::{per_cpu_second, syscalls_per_cpu_s};
 use crate::preset::PresetConfig;
 use crate::signal::{self, SignalKind, Windowed};
 use crate::tunables::Tunables;
@@ -163,7 +163,7 @@ impl Watch {
                     );
                     // Work per CPU-second: no observation while it used no CPU.
                     Ok(if probe.per_cpu() {
-                        o.filter(|_| w.cpu_cores > 0.01).map(|x| x / w.cpu_cores)
+                        per_cpu_second(o, w)
                     } else {
                         o
                     })
