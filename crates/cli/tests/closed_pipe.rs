@@ -7,16 +7,17 @@ use std::process::{Command, Stdio};
 #[test]
 fn a_command_whose_reader_closed_the_pipe_ends_by_sigpipe_without_a_panic() {
     let state = std::env::temp_dir().join(format!("perfpilot-closed-pipe-{}", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
+    // The read end is closed before the command starts, so its first write meets a closed pipe;
+    // closing it after spawn raced the command, which could fill the pipe buffer and exit 0.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
         .args(["tunables", "--list", "--state-dir"])
         .arg(&state)
-        .stdout(Stdio::piped())
+        .stdout(writer)
         .stderr(Stdio::piped())
-        .spawn()
-        .expect("perfpilot starts");
-    // Close the read end before the command prints its first line.
-    drop(child.stdout.take());
-    let out = child.wait_with_output().expect("perfpilot ends");
+        .output()
+        .expect("perfpilot runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.signal(), Some(13), "{:?} {stderr}", out.status);
