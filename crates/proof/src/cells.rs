@@ -180,10 +180,11 @@ pub fn apply(
 }
 
 impl CellSetup {
-    /// Call when the server has started (the daemon's times count from it).
-    pub fn server_started(&mut self) {
+    /// Call when the server whose processes are named `process` has started (the daemon's
+    /// times count from it).
+    pub fn server_started(&mut self, process: &str) {
         if let Some(d) = self.daemon.as_mut() {
-            d.server_started();
+            d.server_started(process);
         }
     }
 

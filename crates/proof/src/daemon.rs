@@ -1,8 +1,10 @@
 //! The perfpilot cell: `perfpilot daemon` with an empty configuration (only `min_age_s = 5`
 //! and `interval_s = 2`), its own state directory, started before the server. While the cell
-//! runs its status is polled for the first kept action; after it the daemon is stopped (SIGTERM)
-//! and `perfpilot status --json` is read for its actions, verdicts, proxy gains (`shadow`) and
-//! own CPU. Every field is read tolerantly: the status grows while the harness does not.
+//! runs its status is polled for the first action kept on a verdict and for the workloads it
+//! sees (the last poll while the server runs is what the table shows: after the load ends, a
+//! pre-forked server's busy workers are gone); after it the daemon is stopped (SIGTERM) and
+//! `perfpilot status --json` is read for its actions, verdicts, proxy gains (`shadow`) and own
+//! CPU. Every field is read tolerantly: the status grows while the harness does not.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,6 +32,7 @@ pub struct Daemon {
     started: Instant,
     server_started: Option<(Instant, SystemTime)>,
     first_kept: Arc<Mutex<Option<Instant>>>,
+    seen: Arc<Mutex<Vec<WorkloadState>>>,
     polling: Arc<AtomicBool>,
     poller: Option<std::thread::JoinHandle<()>>,
 }
@@ -44,10 +47,27 @@ fn status(perfpilot: &Path, state_dir: &Path) -> Option<Value> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
+/// Whether an action was kept on a verdict: the start-up setting (`shmem_enabled` raised to
+/// `advise`, journaled as an action in force) is not judged and does not count.
+fn kept_on_verdict(action: &Value) -> bool {
+    action["state"].as_str() == Some("kept")
+        && action["verdict"]["decision"].as_str() == Some("keep")
+}
+
 fn has_kept(status: &Value) -> bool {
     status["actions"]
         .as_array()
-        .is_some_and(|a| a.iter().any(|x| x["state"].as_str() == Some("kept")))
+        .is_some_and(|a| a.iter().any(kept_on_verdict))
+}
+
+/// The workloads of `process` (named after it, e.g. `postgres` or `postgres (+3 processes)`).
+fn workloads_of(report: &DaemonReport, process: &str) -> Vec<WorkloadState> {
+    report
+        .workloads
+        .iter()
+        .filter(|w| w.name == process || w.name.starts_with(&format!("{process} ")))
+        .cloned()
+        .collect()
 }
 
 /// CPU seconds (user + system) of process `pid` from /proc/PID/stat.
@@ -88,25 +108,37 @@ impl Daemon {
             started: Instant::now(),
             server_started: None,
             first_kept: Arc::new(Mutex::new(None)),
+            seen: Arc::new(Mutex::new(Vec::new())),
             polling: Arc::new(AtomicBool::new(true)),
             poller: None,
         })
     }
 
-    /// Notes the server's start (times count from it) and starts polling for a kept action.
-    pub fn server_started(&mut self) {
+    /// Notes the start of the server whose processes are named `process` (times count from
+    /// it) and starts polling for a kept action and for the daemon's view of the server.
+    pub fn server_started(&mut self, process: &str) {
         self.server_started = Some((Instant::now(), SystemTime::now()));
         let (perfpilot, dir) = (self.perfpilot.clone(), self.state_dir.clone());
-        let (first, polling) = (self.first_kept.clone(), self.polling.clone());
+        let (first, seen, polling) = (
+            self.first_kept.clone(),
+            self.seen.clone(),
+            self.polling.clone(),
+        );
+        let process = process.to_string();
         self.poller = Some(std::thread::spawn(move || {
             while polling.load(Ordering::SeqCst) {
-                if let Some(s) = status(&perfpilot, &dir)
-                    && has_kept(&s)
-                {
-                    if let Ok(mut f) = first.lock() {
+                if let Some(s) = status(&perfpilot, &dir) {
+                    if has_kept(&s)
+                        && let Ok(mut f) = first.lock()
+                    {
                         f.get_or_insert_with(Instant::now);
                     }
-                    return;
+                    let now_seen = workloads_of(&parse_status(&s), &process);
+                    if !now_seen.is_empty()
+                        && let Ok(mut v) = seen.lock()
+                    {
+                        *v = now_seen;
+                    }
                 }
                 let end = Instant::now() + POLL;
                 while Instant::now() < end && polling.load(Ordering::SeqCst) {
@@ -130,6 +162,11 @@ impl Daemon {
         let status = status(&self.perfpilot, &self.state_dir).unwrap_or(Value::Null);
         let mut report = parse_status(&status);
         report.cpu_pct = cpu_pct;
+        if let Ok(seen) = self.seen.lock()
+            && !seen.is_empty()
+        {
+            report.workloads = seen.clone();
+        }
         report.state_dir = self.state_dir.display().to_string();
         let polled = self.first_kept.lock().ok().and_then(|f| *f);
         report.first_kept_s = match (self.server_started, polled) {
@@ -147,7 +184,7 @@ fn first_kept_from_journal(status: &Value, wall0: SystemTime) -> Option<f64> {
     status["actions"]
         .as_array()?
         .iter()
-        .filter(|a| a["state"].as_str() == Some("kept"))
+        .filter(|a| kept_on_verdict(a))
         .filter_map(|a| humantime::parse_rfc3339_weak(a["updated"].as_str()?).ok())
         .filter_map(|t| t.duration_since(wall0).ok())
         .map(|d| d.as_secs_f64())
@@ -214,5 +251,36 @@ pub fn parse_status(status: &Value) -> DaemonReport {
             .collect(),
         actions,
         ..DaemonReport::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_up_setting_is_not_a_kept_action_but_a_verdict_to_keep_is() {
+        let startup = serde_json::json!({"actions": [
+            {"id": 1, "strategy": "large_pages", "workload": "shmem_enabled", "state": "kept"}
+        ]});
+        assert!(!has_kept(&startup));
+        let judged = serde_json::json!({"actions": [
+            {"id": 1, "strategy": "large_pages", "workload": "shmem_enabled", "state": "kept"},
+            {"id": 2, "strategy": "large_pages", "workload": "redis-server", "state": "kept",
+             "verdict": {"decision": "keep"}}
+        ]});
+        assert!(has_kept(&judged));
+    }
+
+    #[test]
+    fn a_grouped_workload_is_found_by_its_process_name_and_others_are_not() {
+        let status = serde_json::json!({"daemon": {"workloads": [
+            {"name": "postgres (+3 processes)", "state": "trying large_pages"},
+            {"name": "postgresql-exporter", "state": "idle"},
+            {"name": "pgbench", "state": "idle"}
+        ]}});
+        let seen = workloads_of(&parse_status(&status), "postgres");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].state, "trying large_pages");
     }
 }

@@ -276,7 +276,7 @@ fn run_cell(
     };
     rec.thp = ThpState::read(fs);
     rec.started = now();
-    let result = measure(a, ctx, server, &mut setup);
+    let result = measure(a, ctx, server, step.server.process(), &mut setup);
     let (report, restored) = setup.finish();
     rec.perfpilot = report;
     rec.restored = restored;
@@ -294,9 +294,15 @@ fn run_cell(
 }
 
 /// Fresh start, prewarm, settle, warm-up load, measured load, stop.
-fn measure(a: &RunArgs, ctx: &Ctx, server: &mut dyn Server, setup: &mut CellSetup) -> Result<Load> {
+fn measure(
+    a: &RunArgs,
+    ctx: &Ctx,
+    server: &mut dyn Server,
+    process: &str,
+    setup: &mut CellSetup,
+) -> Result<Load> {
     let mut run = server.start(ctx, setup.start)?;
-    setup.server_started();
+    setup.server_started(process);
     let loaded = (|| {
         server.prewarm(ctx, &mut run)?;
         procs::sleep(a.settle)?;

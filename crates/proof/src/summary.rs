@@ -398,7 +398,10 @@ fn actions_section(records: &[CellRecord]) -> String {
             .find(|s| s.name() == r.server)
             .map(|s| s.process())
             .unwrap_or_default();
-        let w = d.workloads.iter().find(|w| w.name == process);
+        let w = d
+            .workloads
+            .iter()
+            .find(|w| w.name == process || w.name.starts_with(&format!("{process} ")));
         let actions: Vec<String> = d
             .actions
             .iter()
