@@ -60,32 +60,68 @@ pub fn get(url: &str, timeout: Duration) -> Result<Response, FetchError> {
 /// [`get`] with a body cap of `limit` bytes: a longer body is [`FetchFailure::TooLarge`],
 /// read no further than the cap.
 pub fn get_capped(url: &str, timeout: Duration, limit: u64) -> Result<Response, FetchError> {
-    let fail = |failure| FetchError {
-        url: url.to_string(),
-        failure,
-    };
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut resp = agent
-        .get(url)
-        .call()
-        .map_err(|e| fail(classify(e, timeout, limit, FetchFailure::Connect)))?;
-    let status = resp.status().as_u16();
-    if !(200..300).contains(&status) {
-        return Err(fail(FetchFailure::Status(status)));
+    Client::new().get_capped(url, timeout, limit)
+}
+
+/// A client that keeps its connections open between requests (HTTP/1.1 keep-alive), for a
+/// caller that GETs the same server again and again: a preset read every scan would otherwise
+/// open (and leave in TIME_WAIT) one connection per read.
+#[derive(Debug, Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client::new()
     }
-    let body = resp
-        .body_mut()
-        .with_config()
-        // ureq refuses a read once the cap is used up, even at the end of the body; one more
-        // byte of room lets a body of exactly `limit` bytes through.
-        .limit(limit.saturating_add(1))
-        .read_to_string()
-        .map_err(|e| fail(classify(e, timeout, limit, FetchFailure::Body)))?;
-    Ok(Response { status, body })
+}
+
+impl Client {
+    /// A client with an empty connection pool.
+    pub fn new() -> Client {
+        Client {
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into(),
+        }
+    }
+
+    /// [`get_capped`] through this client's connections: an idle one to the same server is
+    /// used again, and the connection stays open after a complete response.
+    pub fn get_capped(
+        &self,
+        url: &str,
+        timeout: Duration,
+        limit: u64,
+    ) -> Result<Response, FetchError> {
+        let fail = |failure| FetchError {
+            url: url.to_string(),
+            failure,
+        };
+        let mut resp = self
+            .agent
+            .get(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .call()
+            .map_err(|e| fail(classify(e, timeout, limit, FetchFailure::Connect)))?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(fail(FetchFailure::Status(status)));
+        }
+        let body = resp
+            .body_mut()
+            .with_config()
+            // ureq refuses a read once the cap is used up, even at the end of the body; one
+            // more byte of room lets a body of exactly `limit` bytes through.
+            .limit(limit.saturating_add(1))
+            .read_to_string()
+            .map_err(|e| fail(classify(e, timeout, limit, FetchFailure::Body)))?;
+        Ok(Response { status, body })
+    }
 }
 
 /// Sorts a ureq error; `io` says what an I/O error means at this point (before the response:
@@ -145,6 +181,42 @@ mod tests {
             "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ))
+    }
+
+    #[test]
+    fn a_client_sends_its_second_request_on_the_connection_of_the_first() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/metrics", l.local_addr().unwrap());
+        // One accepted connection answers two requests; a second connection is never accepted.
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let mut answered = 0;
+            let mut pending = Vec::new();
+            while answered < 2 {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                pending.extend_from_slice(&buf[..n]);
+                while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                    pending.drain(..end + 4);
+                    answered += 1;
+                    let body = format!("requests_total {answered}\n");
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                    s.write_all(head.as_bytes()).unwrap();
+                    s.write_all(body.as_bytes()).unwrap();
+                }
+            }
+            answered
+        });
+        let client = Client::new();
+        let t = Duration::from_secs(5);
+        let first = client.get_capped(&url, t, 1024).unwrap();
+        let second = client.get_capped(&url, t, 1024).unwrap();
+        assert_eq!(first.body, "requests_total 1\n");
+        assert_eq!(second.body, "requests_total 2\n");
+        assert_eq!(server.join().unwrap(), 2);
     }
 
     #[test]

@@ -397,3 +397,34 @@ fn a_server_that_never_answers_times_out_and_the_next_read_says_the_first_still_
         assert!(e.to_string().contains("still waiting"), "{e}");
     }
 }
+
+#[test]
+fn nginx_stub_status_is_read_over_one_kept_connection() {
+    let nginx = kit::start_nginx();
+    let id = identity_of(nginx.pid());
+    let found = detect(&id, &[tcp(nginx.port)], &[]);
+    let mut reader = PresetReader::new(found[0].clone());
+    // `accepts` counts connections: one look of our own before, five reads, one look after.
+    let accepts = || {
+        let page = perfpilot_drive::fetch::get(
+            &format!("http://127.0.0.1:{}/nginx_status", nginx.port),
+            TIMEOUT,
+        )
+        .unwrap();
+        // "server accepts handled requests" then their figures on the next line.
+        let figures = page.body.lines().nth(2).unwrap();
+        figures
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = accepts();
+    for _ in 0..5 {
+        reader.read(TIMEOUT).unwrap();
+    }
+    let after = accepts();
+    // The reader's one connection and our second look; a connection per read would make 6.
+    assert_eq!(after - before, 2);
+}

@@ -64,12 +64,13 @@ pub fn parse_stub_status(text: &str) -> Option<StubStatus> {
     })
 }
 
-/// One nginx server's `stub_status`; HTTP connections are not kept (each read is one GET).
+/// One nginx server's `stub_status`, read over a kept HTTP connection.
 pub(crate) struct Nginx {
     endpoint: Endpoint,
     /// The path that answered last, or the configured one.
     path: Option<String>,
     configured: bool,
+    client: fetch::Client,
 }
 
 impl Nginx {
@@ -78,12 +79,13 @@ impl Nginx {
             endpoint,
             configured: settings.path.is_some(),
             path: settings.path,
+            client: fetch::Client::new(),
         }
     }
 
     fn get(&self, path: &str, limit: Duration) -> Result<Result<StubStatus, Fault>, Fault> {
         let url = format!("http://{}{path}", self.endpoint);
-        match fetch::get_capped(&url, limit, PAGE_LIMIT) {
+        match self.client.get_capped(&url, limit, PAGE_LIMIT) {
             Ok(r) => Ok(parse_stub_status(&r.body).ok_or_else(|| {
                 Fault::Garbage(format!("{path}: {}", snippet(r.body.as_bytes(), 80)))
             })),
@@ -132,6 +134,7 @@ impl Session for Nginx {
         if !self.configured {
             self.path = None;
         }
+        self.client = fetch::Client::new();
     }
 }
 

@@ -333,10 +333,11 @@ pub(crate) fn read_page(text: &str, metric: Option<&str>) -> Result<Choice, Faul
     Ok(choice)
 }
 
-/// Scrapes one server's `/metrics` (each read is one GET) and keeps the metric it chose.
+/// Scrapes one server's `/metrics` over a kept HTTP connection and keeps the metric it chose.
 pub(crate) struct Scraper {
     url: String,
     metric: Option<String>,
+    client: fetch::Client,
 }
 
 impl Scraper {
@@ -345,13 +346,14 @@ impl Scraper {
         Scraper {
             url: format!("http://{endpoint}{path}"),
             metric: settings.metric,
+            client: fetch::Client::new(),
         }
     }
 }
 
 impl Session for Scraper {
     fn read(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
-        let body = match fetch::get_capped(&self.url, io_limit, PAGE_LIMIT) {
+        let body = match self.client.get_capped(&self.url, io_limit, PAGE_LIMIT) {
             Ok(r) => r.body,
             Err(e) => {
                 return Err(match e.failure {
@@ -371,7 +373,9 @@ impl Session for Scraper {
         })
     }
 
-    fn reset(&mut self) {}
+    fn reset(&mut self) {
+        self.client = fetch::Client::new();
+    }
 }
 
 #[cfg(test)]
