@@ -30,6 +30,10 @@ impl Engine {
     /// never decided), kept actions are re-adopted while their processes live.
     pub fn recover(&mut self) -> Result<(), EngineError> {
         for rec in self.store.actions(true, 100_000)? {
+            // The knob raised at start is taken over or restored by `begin` (startup.rs).
+            if rec.signature == super::startup::SIGNATURE {
+                continue;
+            }
             let (doc, undo) = match journal::parse(&rec) {
                 Ok(x) => x,
                 Err(e) => {

@@ -7,7 +7,9 @@
 //! asked for huge pages, so raising it early lets servers started later map their shared
 //! memory where it can be promoted. The change is an action of its own in the journal (its
 //! undo record written before the knob), shown by `perfpilot status`, restored when the daemon
-//! stops, by `perfpilot revert`, and by the next daemon after a crash.
+//! stops and by `perfpilot revert`. A daemon that finds the action of an earlier one still open
+//! (it crashed, or stayed beside kept huge pages) takes it over when it would raise the knob
+//! itself, rather than restoring and raising again: one journal row per raise, not per start.
 
 use perfpilot_store::journal::ActionState;
 use perfpilot_sys::change::Change;
@@ -76,9 +78,52 @@ impl Engine {
     /// first scan.
     pub fn begin(&mut self) -> Result<(), EngineError> {
         self.reload_tunables()?;
-        self.restore_start_knobs("restored when the daemon restarted")?;
+        let wanted = self.tun.large_pages && self.tun.shmem_advise_at_start;
+        let adopted = self.take_over_start_knobs(wanted)?;
         self.recover()?;
+        if adopted {
+            return Ok(());
+        }
         self.raise_at_start()
+    }
+
+    /// The start-up actions an earlier daemon left open: taken over (kept, with the same
+    /// journal row) when this daemon would raise the knob itself and it still holds the value
+    /// written, else restored (or left as manual when changed since). Whether one was taken.
+    fn take_over_start_knobs(&mut self, wanted: bool) -> Result<bool, EngineError> {
+        if !wanted {
+            self.restore_start_knobs("restored when the daemon restarted")?;
+            return Ok(false);
+        }
+        let mut taken = None;
+        for rec in self.store.actions(true, usize::MAX >> 1)? {
+            if rec.signature != SIGNATURE || taken.is_some() {
+                continue;
+            }
+            let Ok((doc, _)) = journal::parse(&rec) else {
+                continue;
+            };
+            let holds = doc.changes.iter().any(|c| match c {
+                Change::Sysfs { rel, value } => read_knob(&self.fs, rel).is_ok_and(|v| v == *value),
+                _ => false,
+            });
+            if holds {
+                taken = Some(rec.id);
+            }
+        }
+        let Some(id) = taken else {
+            self.restore_start_knobs("restored when the daemon restarted")?;
+            return Ok(false);
+        };
+        let note = "raised by an earlier daemon that did not restore it; taken over by this one and restored when it stops";
+        self.store.journal_set_state(id, ActionState::Kept, note)?;
+        info!(action = id, "shmem_enabled {note}");
+        self.status.notes.push(format!(
+            "shmem_enabled: `advise` since an earlier daemon raised it (action {id}); kept, so that servers started from now on map shared memory where it can be promoted"
+        ));
+        // Any other open start-up action (only a journal damaged by hand has two) is closed.
+        self.restore_start_knobs_except(id, "restored when the daemon restarted")?;
+        Ok(true)
     }
 
     /// Raises `shmem_enabled` to `advise` through the journal, if it should be.
@@ -148,8 +193,13 @@ impl Engine {
     /// Restores the knobs raised at start that are still open in the journal, saying `how` in
     /// their note. One changed behind perfpilot's back since is left as it is.
     pub(super) fn restore_start_knobs(&mut self, how: &str) -> Result<(), EngineError> {
+        self.restore_start_knobs_except(-1, how)
+    }
+
+    /// [`Self::restore_start_knobs`] leaving the action `keep` open.
+    fn restore_start_knobs_except(&mut self, keep: i64, how: &str) -> Result<(), EngineError> {
         for rec in self.store.actions(true, usize::MAX >> 1)? {
-            if rec.signature != SIGNATURE {
+            if rec.signature != SIGNATURE || rec.id == keep {
                 continue;
             }
             let (doc, undo) = match journal::parse(&rec) {

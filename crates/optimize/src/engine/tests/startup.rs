@@ -114,7 +114,8 @@ fn at_start_shmem_enabled_never_is_raised_through_the_journal_and_restored_at_st
 }
 
 #[test]
-fn a_crashed_daemons_knob_is_restored_by_the_next_daemon_and_by_revert() {
+fn a_crashed_daemons_knob_is_taken_over_by_the_next_daemon_in_one_journal_row_and_restored_by_revert()
+ {
     let (tmp, mut e) = engine("");
     e.begin().unwrap();
     // The daemon dies without stopping: the knob stays raised, its action open.
@@ -122,8 +123,56 @@ fn a_crashed_daemons_knob_is_restored_by_the_next_daemon_and_by_revert() {
     let mut e = engine_in(tmp.path(), "");
     assert_eq!(shmem(&e), "advise");
     e.begin().unwrap();
+    // Neither restored nor raised again: the same action, taken over, its undo still `never`.
     let recs = knob_actions(&e);
-    assert_eq!(recs.len(), 2);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].state, ActionState::Kept);
+    assert!(
+        recs[0].note.contains("taken over by this one"),
+        "{}",
+        recs[0].note
+    );
+    assert_eq!(
+        journal::parse(&recs[0]).unwrap().1,
+        vec![Undo::Sysfs {
+            rel: SHMEM_ENABLED.into(),
+            previous: "never".into()
+        }]
+    );
+    assert!(
+        e.status
+            .notes
+            .iter()
+            .any(|n| n.starts_with("shmem_enabled: `advise` since an earlier daemon raised it")),
+        "{:?}",
+        e.status.notes
+    );
+    assert_eq!(shmem(&e), "advise");
+    // A third start after a second crash: still one row.
+    drop(e);
+    let mut e = engine_in(tmp.path(), "");
+    e.begin().unwrap();
+    assert_eq!(knob_actions(&e).len(), 1);
+    drop(e);
+    // `perfpilot revert` after that crash.
+    let mut store = Store::open(tmp.path().join("state/perfpilot.db")).unwrap();
+    let fs = Fs::at(tmp.path().join("root"));
+    let done =
+        journal::revert_open(&mut store, &fs, None, "reverted by `perfpilot revert`").unwrap();
+    assert_eq!(done.len(), 1);
+    assert_eq!(read_knob(&fs, SHMEM_ENABLED).unwrap(), "never");
+}
+
+#[test]
+fn a_crashed_daemons_knob_is_restored_by_a_next_daemon_that_would_not_raise_it() {
+    let (tmp, mut e) = engine("");
+    e.begin().unwrap();
+    drop(e);
+    let mut e = engine_in(tmp.path(), "[tunables]\nshmem_advise_at_start = false\n");
+    e.begin().unwrap();
+    assert_eq!(shmem(&e), "never");
+    let recs = knob_actions(&e);
+    assert_eq!(recs.len(), 1);
     assert_eq!(recs[0].state, ActionState::Reverted);
     assert!(
         recs[0]
@@ -132,24 +181,20 @@ fn a_crashed_daemons_knob_is_restored_by_the_next_daemon_and_by_revert() {
         "{}",
         recs[0].note
     );
-    // Restored, then raised again by the new daemon, whose undo record says `never`.
-    assert_eq!(recs[1].state, ActionState::Kept);
-    assert_eq!(
-        journal::parse(&recs[1]).unwrap().1,
-        vec![Undo::Sysfs {
-            rel: SHMEM_ENABLED.into(),
-            previous: "never".into()
-        }]
-    );
-    assert_eq!(shmem(&e), "advise");
+}
+
+#[test]
+fn a_crashed_daemons_knob_changed_since_is_left_as_manual_and_not_raised_again() {
+    let (tmp, mut e) = engine("");
+    e.begin().unwrap();
     drop(e);
-    // `perfpilot revert` after that second crash.
-    let mut store = Store::open(tmp.path().join("state/perfpilot.db")).unwrap();
-    let fs = Fs::at(tmp.path().join("root"));
-    let done =
-        journal::revert_open(&mut store, &fs, None, "reverted by `perfpilot revert`").unwrap();
-    assert_eq!(done.len(), 1);
-    assert_eq!(read_knob(&fs, SHMEM_ENABLED).unwrap(), "never");
+    write_knob(&Fs::at(tmp.path().join("root")), SHMEM_ENABLED, "always").unwrap();
+    let mut e = engine_in(tmp.path(), "");
+    e.begin().unwrap();
+    assert_eq!(shmem(&e), "always");
+    let recs = knob_actions(&e);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].state, ActionState::Manual);
 }
 
 #[test]
