@@ -78,6 +78,18 @@ fn gain_from_log(ci: perfpilot_stats::MeanCi, higher_is_better: bool, confidence
     }
 }
 
+/// Windows to drop from the start of a run of sequential windows that opens with a transient
+/// (a server still loading its data set, a phase of other work ending): MSER over single
+/// windows, the series' first half when it never settles, 0 when it is steady or too short to
+/// tell (fewer than 4 windows).
+pub fn transient(windows: &[f64]) -> usize {
+    match perfpilot_stats::mser(windows, 1) {
+        Some(m) if !m.steady => windows.len() / 2,
+        Some(m) => m.truncate,
+        None => 0,
+    }
+}
+
 /// Keep when the interval's low end clears `1 + min_effect`, revert when its high end is below
 /// 1, neutral otherwise.
 pub fn decide(g: &Gain, min_effect: f64) -> Decision {
@@ -93,6 +105,15 @@ pub fn decide(g: &Gain, min_effect: f64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transient_at_the_start_of_a_run_of_windows_is_found_and_a_steady_run_is_left_whole() {
+        assert_eq!(transient(&[0.0, 4.0, 100.0, 98.0, 101.0, 99.0]), 2);
+        assert_eq!(transient(&[100.0, 98.0, 101.0, 99.0, 100.0, 102.0]), 0);
+        // Still climbing: the first half goes.
+        assert_eq!(transient(&[10.0, 20.0, 30.0, 40.0, 50.0, 60.0]), 3);
+        assert_eq!(transient(&[1.0, 50.0, 50.0]), 0);
+    }
 
     #[test]
     fn a_clear_gain_is_kept_with_a_sane_interval() {

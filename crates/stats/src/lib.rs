@@ -29,4 +29,4 @@ pub use interval::{
 };
 pub use rng::Rng;
 pub use selection::{conditional_power, expected_loss};
-pub use warmup::{Mser, mser5};
+pub use warmup::{Mser, mser, mser5};

@@ -114,7 +114,13 @@ pub(super) struct Trial {
     pub(super) effective: bool,
     /// What the last ineffective step said.
     pub(super) last_problem: Option<String>,
+    /// Sequential windows dropped as a transient (before or after the change).
+    pub(super) dropped: usize,
 }
+
+/// How many times `windows` a sequential trial drops as transients before it gives up on a
+/// signal that does not settle.
+const SETTLE_LIMIT: usize = 4;
 
 /// What a strategy proposed, to start a trial of.
 pub(super) struct Proposed<'a> {
@@ -239,6 +245,45 @@ impl Trial {
         self.step(w, windows, io)
     }
 
+    /// Drops a transient from the start of the sequential windows of one side (`on`: after the
+    /// change), with the shadow proxy's windows of that side; ends the trial when more than
+    /// [`SETTLE_LIMIT`] × `windows` were dropped in all.
+    fn settle(
+        &mut self,
+        on: bool,
+        windows: usize,
+        io: &mut TrialIo,
+    ) -> Result<Option<Ending>, EngineError> {
+        let (obs, shadow) = if on {
+            (&mut self.on_obs, &mut self.shadow_on)
+        } else {
+            (&mut self.off_obs, &mut self.shadow_off)
+        };
+        let d = stats::transient(obs);
+        if d == 0 {
+            return Ok(None);
+        }
+        let gone: Vec<f64> = obs.drain(..d).collect();
+        shadow.drain(..d.min(shadow.len()));
+        self.dropped += d;
+        let side = if on { "after the change" } else { "before it" };
+        info!(action = self.id, workload = %self.name, "{d} windows {side} dropped as a transient: {gone:?}");
+        if self.dropped > SETTLE_LIMIT * windows {
+            return Ok(Some(Ending::Early(format!(
+                "its signal did not settle: {} windows dropped as transients",
+                self.dropped
+            ))));
+        }
+        let note = format!(
+            "measuring {}: {} windows of a transient dropped so far",
+            if on { "the effect" } else { "the baseline" },
+            self.dropped
+        );
+        io.store
+            .journal_set_state(self.id, ActionState::Trial, &note)?;
+        Ok(None)
+    }
+
     /// The next step: from the baseline to applying, one paced change, the measuring windows,
     /// switching an interleaved trial off or on.
     fn step(
@@ -247,9 +292,18 @@ impl Trial {
         windows: usize,
         io: &mut TrialIo,
     ) -> Result<Option<Ending>, EngineError> {
-        // Interleaved trials need one baseline window before alternating; sequential ones all.
+        // Interleaved trials need one baseline window before alternating; sequential ones all,
+        // steady: a run that opens with a transient loses it and waits for more windows.
         let baseline = if self.doc.interleave { 1 } else { windows };
         if self.phase == Phase::Baseline && self.off_obs.len() >= baseline {
+            if !self.doc.interleave {
+                if let Some(end) = self.settle(false, windows, io)? {
+                    return Ok(Some(end));
+                }
+                if self.off_obs.len() < windows {
+                    return Ok(None);
+                }
+            }
             self.phase = Phase::Applying;
         }
         match self.phase {
@@ -282,7 +336,13 @@ impl Trial {
                 }
                 Ok(None)
             }
-            Phase::Measuring => Ok((self.on_obs.len() >= windows).then_some(Ending::Complete)),
+            Phase::Measuring if self.on_obs.len() >= windows => {
+                if let Some(end) = self.settle(true, windows, io)? {
+                    return Ok(Some(end));
+                }
+                Ok((self.on_obs.len() >= windows).then_some(Ending::Complete))
+            }
+            Phase::Measuring => Ok(None),
         }
     }
 
@@ -477,6 +537,7 @@ impl Engine {
             reason: p.reason,
             effective: false,
             last_problem: None,
+            dropped: 0,
         });
         Ok(id)
     }

@@ -134,6 +134,7 @@ fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Chang
         reason: "a test".into(),
         effective: false,
         last_problem: None,
+        dropped: 0,
     }
 }
 

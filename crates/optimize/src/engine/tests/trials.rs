@@ -183,6 +183,94 @@ fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in(
 }
 
 #[test]
+fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_windows() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let id = e
+        .store
+        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
+        .unwrap();
+    let step = Change::Sysfs {
+        rel: VDA_READ_AHEAD.into(),
+        value: "512".into(),
+    };
+    let mut t = trial(id, Some(SignalKind::Io), false, vec![step]);
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
+        let obs = Window {
+            main: Ok(Some(v)),
+            shadow: Some(v),
+        };
+        t.advance(Some(&w), Some(&obs), 6, &mut io).unwrap()
+    };
+    // A server still loading its data for two windows, then steady: the two are dropped and
+    // the baseline waits for two more before the change is applied.
+    for v in [2.0, 5.0, 100.0, 101.0, 99.0, 100.0] {
+        assert_eq!(scan(&mut t, v), None);
+    }
+    assert_eq!(t.phase, Phase::Baseline);
+    assert_eq!(t.off_obs, vec![100.0, 101.0, 99.0, 100.0]);
+    assert_eq!(t.shadow_off.len(), 4);
+    assert_eq!(scan(&mut t, 101.0), None);
+    assert_eq!(scan(&mut t, 99.0), None);
+    assert_eq!(t.phase, Phase::Measuring);
+    assert_eq!(knob(&e.fs), "512");
+    // After the change, one window of a phase of other work, then the steady effect.
+    for v in [30.0, 110.0, 111.0, 109.0, 110.0, 111.0] {
+        assert_eq!(scan(&mut t, v), None);
+    }
+    assert_eq!(t.on_obs.len(), 5);
+    assert_eq!(scan(&mut t, 109.0), Some(Ending::Complete));
+    assert_eq!(t.dropped, 3);
+    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    assert_eq!(v.decision, Decision::Keep, "{v:?}");
+    let g = v.gain.unwrap();
+    assert!((g.ratio - 1.1).abs() < 0.005, "{g:?}");
+    assert!(
+        e.store
+            .action(id)
+            .unwrap()
+            .unwrap()
+            .note
+            .contains("3 windows of a transient dropped"),
+        "the journal says why the trial takes longer"
+    );
+}
+
+#[test]
+fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let mut t = trial(7, Some(SignalKind::Io), false, vec![]);
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    // A signal climbing steadily: each check drops half the windows, until the limit.
+    let mut end = None;
+    for i in 0..200 {
+        let obs = Window {
+            main: Ok(Some(10.0 * (i as f64 + 1.0))),
+            shadow: None,
+        };
+        end = t.advance(Some(&w), Some(&obs), 6, &mut io).unwrap();
+        if end.is_some() {
+            break;
+        }
+    }
+    let Some(Ending::Early(why)) = end else {
+        panic!("{end:?}")
+    };
+    assert!(why.starts_with("its signal did not settle"), "{why}");
+    assert_eq!(t.phase, Phase::Baseline, "nothing was applied");
+}
+
+#[test]
 fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
