@@ -166,7 +166,11 @@ fn a_user_with_a_password_is_read_and_a_wrong_password_names_the_password_field(
     let wrong: PresetConfig =
         toml::from_str("kind = \"mysql\"\nuser = \"monitor\"\npassword = \"nope\"\n").unwrap();
     for endpoint in [tcp(db.port), socket] {
-        let found = detect(&id, &[endpoint.clone()], std::slice::from_ref(&wrong));
+        let found = detect(
+            &id,
+            std::slice::from_ref(&endpoint),
+            std::slice::from_ref(&wrong),
+        );
         let e = PresetReader::new(found[0].clone())
             .read(TIMEOUT)
             .unwrap_err();
