@@ -118,6 +118,23 @@ fn mariadb_is_found_on_its_socket_and_read_as_root_through_unix_socket_authentic
         reader.read(TIMEOUT).unwrap();
     }
     assert_eq!(status(&db, "Connections"), connections + 1);
+    // A kept connection the server has closed since (here killed) costs no failed read: the
+    // reader connects anew at once.
+    let idle = sql(
+        &db,
+        "SELECT id FROM information_schema.processlist WHERE command = 'Sleep'",
+    );
+    let idle: Vec<&str> = idle.split_whitespace().collect();
+    assert_eq!(
+        idle.len(),
+        1,
+        "the reader's connection alone is idle: {idle:?}"
+    );
+    sql(&db, &format!("KILL CONNECTION {}", idle[0]));
+    let connections = status(&db, "Connections");
+    let later = reader.read(TIMEOUT).unwrap().value;
+    assert!(later > after, "{after} → {later}");
+    assert_eq!(status(&db, "Connections"), connections + 2);
     // Over TCP, root without a password is refused (root@localhost is for the socket only;
     // this server knows no user at 127.0.0.1), and the error says which fields to set.
     let e = PresetReader::new(found[1].clone())
