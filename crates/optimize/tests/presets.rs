@@ -330,20 +330,6 @@ fn a_refused_connection_names_the_endpoint() {
 }
 
 #[test]
-fn mysql_is_detected_but_answered_as_not_supported_in_this_build() {
-    let mut mysqld = fake_app();
-    mysqld.comm = "mysqld".into();
-    let port = kit::free_port();
-    let found = detect(&mysqld, &[tcp(port)], &[]);
-    assert_eq!(found[0].kind, PresetKind::Mysql);
-    let e = PresetReader::new(found[0].clone())
-        .read(TIMEOUT)
-        .unwrap_err();
-    assert!(matches!(e, PresetError::Unsupported { .. }), "{e:?}");
-    assert!(e.to_string().contains("not supported in this build"), "{e}");
-}
-
-#[test]
 fn a_garbage_metrics_page_and_an_enormous_one_are_refused() {
     let port = serve(|| "<html><body>hello</body></html>\n".into());
     let e = PresetReader::new(candidate(PresetKind::Prometheus, port))

@@ -378,3 +378,75 @@ pub fn start_postgres_with(settings: &[(&str, &str)]) -> ServerProcess {
         dir,
     }
 }
+
+/// A throw-away MariaDB server (`mariadb-install-db` into a temp dir) on a free loopback port
+/// and its Unix socket `mysqld.sock` in that dir, no binary log, a small buffer pool. Its
+/// `root@localhost` logs in through `unix_socket` authentication (as on Debian): a client
+/// running as the OS user root, over the socket, with no password. When the tests do not run
+/// as root, the server runs as their user, and that user is the one admitted by `unix_socket`.
+pub fn start_mariadb() -> ServerProcess {
+    let install = require("mariadb-install-db");
+    let mariadbd = require("mariadbd");
+    let dir = TempDir::new("mariadb");
+    let data = dir.0.join("data");
+    let socket = dir.0.join("mysqld.sock");
+    // mariadbd will not run as root: as root, both run as `mysql` (they switch themselves).
+    let (user_flag, socket_user) = if is_root() {
+        let ok = Command::new("chown")
+            .args(["mysql:mysql"])
+            .arg(&dir.0)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "cannot chown the temp dir to the mysql user");
+        (Some("--user=mysql"), "root".to_string())
+    } else {
+        let me = Command::new("id").arg("-un").output().expect("run id -un");
+        (None, String::from_utf8_lossy(&me.stdout).trim().to_string())
+    };
+    // The redo log's default is 96 MiB; a test needs far less.
+    let small = ["--innodb-log-file-size=4M", "--innodb-buffer-pool-size=16M"];
+    let out = Command::new(&install)
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", data.display()))
+        .args(user_flag)
+        .args([
+            "--auth-root-authentication-method=socket",
+            &format!("--auth-root-socket-user={socket_user}"),
+            "--skip-test-db",
+            "--skip-name-resolve",
+        ])
+        .args(small)
+        .output()
+        .expect("run mariadb-install-db");
+    assert!(
+        out.status.success(),
+        "mariadb-install-db failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = free_port();
+    let d = &dir.0;
+    let mut child = Command::new(mariadbd)
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--socket={}", socket.display()))
+        .arg(format!("--pid-file={}", d.join("mariadbd.pid").display()))
+        .arg(format!("--log-error={}", d.join("error.log").display()))
+        .arg(format!("--port={port}"))
+        .args(user_flag)
+        .args(["--bind-address=127.0.0.1", "--skip-name-resolve"])
+        .args(small)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mariadbd");
+    wait_for_path(&socket, &mut child, "mariadbd");
+    wait_for_port(port, &mut child, "mariadbd");
+    ServerProcess {
+        child,
+        port,
+        socket: Some(socket),
+        dir,
+    }
+}

@@ -13,7 +13,7 @@
 //! | `redis` | `redis-server`, `valkey-server`; port 6379 | `INFO stats` `total_commands_processed` |
 //! | `memcached` | `memcached`; port 11211 | `stats` `cmd_get + cmd_set` |
 //! | `nginx` | `nginx` | `requests` of `stub_status` |
-//! | `mysql` | `mysqld`, `mariadbd`; `mysqld.sock`; port 3306 | `SHOW GLOBAL STATUS` `Questions` (not in this build) |
+//! | `mysql` | `mysqld`, `mariadbd`; `mysqld.sock`, `mysql.sock`; port 3306 | `SHOW GLOBAL STATUS LIKE 'Questions'` (as `root` over the socket by default) |
 //! | `prometheus` | any TCP listener | a request or operation counter of `/metrics`, by [`prometheus::COUNTER_RULES`] |
 
 mod config;

@@ -254,7 +254,7 @@ fn session_for(c: &Candidate) -> Box<dyn Session> {
         PresetKind::Redis => Box::new(super::redis::Redis::new(e, s)),
         PresetKind::Memcached => Box::new(super::memcached::Memcached::new(e)),
         PresetKind::Nginx => Box::new(super::nginx::Nginx::new(e, s)),
-        PresetKind::Mysql => Box::new(super::mysql::Mysql),
+        PresetKind::Mysql => Box::new(super::mysql::Mysql::new(e, s)),
         PresetKind::Prometheus => Box::new(super::prometheus::Scraper::new(e, s)),
     }
 }
