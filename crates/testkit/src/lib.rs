@@ -65,7 +65,7 @@ pub fn require(tool: &str) -> PathBuf {
     find(tool).unwrap_or_else(|| {
         panic!(
             "{tool} is not installed: run scripts/install-deps (it installs nginx-light, wrk, \
-             redis-server, redis-tools, postgresql, memcached)"
+             redis-server, redis-tools, postgresql, memcached, mariadb-server)"
         )
     })
 }
