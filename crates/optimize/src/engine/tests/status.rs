@@ -2,7 +2,7 @@
 
 use perfpilot_observe::rates::ProcRate;
 
-use super::super::signals::{PresetOffer, Sources, choose_signal};
+use super::super::signals::{PresetOffer, Sources, choose_signal, proxy_offer};
 use super::super::status::{TrialStatus, workload_status};
 use super::{engine, rates, trial, two_threads};
 use crate::config::ProbeSpec;
@@ -119,7 +119,28 @@ fn the_signal_is_a_probe_then_a_preset_then_counters_then_the_proxy_then_io_then
         Ok(SignalKind::Cpu)
     );
     let mut busy_io = rates(2, 10.0);
-    busy_io.processes.push(ProcRate {
+    busy_io.processes.push(app_rate(2000.0));
+    assert_eq!(
+        choose_signal(&calm, &none_better(false), &busy_io, 2).signal,
+        Ok(SignalKind::Io)
+    );
+    // The machine is saturated: CPU consumed says more about the others.
+    assert!(
+        choose_signal(&calm, &none_better(false), &rates(2, 95.0), 2)
+            .signal
+            .is_err()
+    );
+    // The workload does almost nothing.
+    assert!(
+        choose_signal(&two_threads(0.01), &none_better(false), &idle, 2)
+            .signal
+            .is_err()
+    );
+}
+
+/// The rates of the workload `app` (pid 100): 60 % of a CPU, 1 MB/s read, `syscalls` per second.
+fn app_rate(syscalls: f64) -> ProcRate {
+    ProcRate {
         time_ms: 0,
         pid: 100,
         comm: "app".into(),
@@ -136,24 +157,27 @@ fn the_signal_is_a_probe_then_a_preset_then_counters_then_the_proxy_then_io_then
         ctxt_per_s: 0.0,
         read_bytes_per_s: Some(1e6),
         write_bytes_per_s: None,
-        syscalls_per_s: Some(2000.0),
+        syscalls_per_s: Some(syscalls),
         cpus_allowed: None,
-    });
-    assert_eq!(
-        choose_signal(&calm, &none_better(false), &busy_io, 2).signal,
-        Ok(SignalKind::Io)
-    );
-    // The machine is saturated: CPU consumed says more about the others.
+    }
+}
+
+#[test]
+fn the_proxy_is_offered_for_a_busy_server_but_never_for_postgresql_whose_work_it_cannot_see() {
+    let w = two_threads(1.0);
+    let mut r = rates(2, 100.0);
+    r.processes.push(app_rate(50_000.0));
+    assert_eq!(proxy_offer(&w, &r, Some("redis")), Ok(()));
+    let why = proxy_offer(&w, &r, Some("postgresql")).unwrap_err();
     assert!(
-        choose_signal(&calm, &none_better(false), &rates(2, 95.0), 2)
-            .signal
-            .is_err()
+        why.starts_with("it is postgresql, where the proxy does not follow the work"),
+        "{why}"
     );
-    // The workload does almost nothing.
+    assert!(why.contains("recv/send"), "{why}");
     assert!(
-        choose_signal(&two_threads(0.01), &none_better(false), &idle, 2)
-            .signal
-            .is_err()
+        proxy_offer(&w, &r, None)
+            .unwrap_err()
+            .contains("listens on no socket")
     );
 }
 
