@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use perfpilot_sys::{CpuSet, Fs};
 
+mod cgroup;
 mod check;
 pub mod finding;
 mod history;
@@ -100,6 +101,12 @@ pub fn advise(fs: &Fs, opts: &Options) -> Report {
     check::vm::run(&ctx, &mut found);
     check::cpus::run(&ctx, &mut found);
     check::limits::run(&ctx, &mut found);
+    check::numa::run(&ctx, &mut found);
+    check::net::run(&ctx, &mut found);
+    check::pressure::run(&ctx, &mut found);
+    check::jvm::run(&ctx, &mut found);
+    check::postgres::run(&ctx, &mut found);
+    check::malloc::run(&ctx, &mut found);
 
     let mut findings = found.findings;
     let before = findings.len();

@@ -9,7 +9,13 @@ use crate::procs::Procs;
 
 pub(crate) mod cpus;
 pub(crate) mod governor;
+pub(crate) mod jvm;
 pub(crate) mod limits;
+pub(crate) mod malloc;
+pub(crate) mod net;
+pub(crate) mod numa;
+pub(crate) mod postgres;
+pub(crate) mod pressure;
 pub(crate) mod thp;
 pub(crate) mod vm;
 

@@ -30,6 +30,14 @@ pub struct Proc {
     pub maps_lines: usize,
     pub nofile: u64,
     pub fds: usize,
+    /// `NAME=value` entries of its environment.
+    pub environ: Vec<&'static str>,
+    /// Whether its maps show glibc.
+    pub libc: bool,
+    /// `/proc/PID/cgroup`.
+    pub cgroup: &'static str,
+    /// `/proc/PID/numa_maps`.
+    pub numa_maps: &'static str,
 }
 
 impl Proc {
@@ -49,6 +57,10 @@ impl Proc {
             maps_lines: 40,
             nofile: 1024,
             fds: 4,
+            environ: vec!["PATH=/usr/bin"],
+            libc: true,
+            cgroup: "0::/\n",
+            numa_maps: "",
         }
     }
 }
@@ -142,13 +154,21 @@ impl Tree {
                 p.shmem_pmd_kb
             ),
         );
-        let maps: String = (0..p.maps_lines)
+        let mut maps: String = (0..p.maps_lines)
             .map(|i| {
                 let a = 0x1000_0000u64 + i as u64 * 0x2000;
                 format!("{a:x}-{:x} rw-p 00000000 00:00 0 \n", a + 0x1000)
             })
             .collect();
+        if p.libc {
+            maps.push_str("7f0000000000-7f0000028000 r--p 00000000 fd:01 123 /usr/lib/x86_64-linux-gnu/libc.so.6\n");
+        }
         self.file(&format!("{d}/maps"), &maps);
+        let mut env = p.environ.join("\0");
+        env.push('\0');
+        self.file(&format!("{d}/environ"), &env);
+        self.file(&format!("{d}/cgroup"), p.cgroup);
+        self.file(&format!("{d}/numa_maps"), p.numa_maps);
         self.file(
             &format!("{d}/limits"),
             &format!(
