@@ -110,7 +110,7 @@ pub fn advise(fs: &Fs, opts: &Options) -> Report {
 
     let mut findings = found.findings;
     let before = findings.len();
-    findings.retain(|f| !opts.ignore.iter().any(|i| *i == f.id));
+    findings.retain(|f| !opts.ignore.contains(&f.id));
     let ignored = before - findings.len();
     if let Some(path) = &opts.store {
         match perfpilot_store::Store::open_existing(path).and_then(|s| history::read(&s)) {

@@ -129,7 +129,7 @@ fn many_threads_helper() {
         return;
     }
     let _threads: Vec<_> = (0..HELPER_THREADS)
-        .map(|_| std::thread::spawn(|| std::thread::park()))
+        .map(|_| std::thread::spawn(std::thread::park))
         .collect();
     let mut buf = String::new();
     let _ = std::io::stdin().read_line(&mut buf);

@@ -204,7 +204,7 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
             });
         }
         if buffers <= DEFAULT_BUFFERS && mem_total >= ROOMY {
-            let quarter = mem_total / 4 >> 20;
+            let quarter = (mem_total / 4) >> 20;
             found.add(super::Finding {
                 evidence: vec![ev_buffers, Evidence::new("MemTotal", bytes(mem_total), "/proc/meminfo")],
                 why: WHY_PG.into(),
