@@ -16,12 +16,14 @@ use perfpilot_sys::{CpuSet, Fs};
 
 mod cgroup;
 mod check;
+pub mod dryrun;
 pub mod finding;
 mod history;
 pub mod mounts;
 mod procs;
 mod study;
 
+pub use dryrun::{DaemonView, WorkloadPlan};
 pub use finding::{Evidence, Finding, Measured, Severity, Skipped, Verify};
 pub use mounts::{FsFigures, MountFigures};
 
@@ -36,6 +38,8 @@ pub struct Options {
     pub pid: Option<i32>,
     /// The daemon's store, for verdict history; `None`: no history.
     pub store: Option<PathBuf>,
+    /// The daemon's state directory, for what it does with each workload; `None`: not shown.
+    pub state_dir: Option<PathBuf>,
     /// Finding ids to leave out (`thp.low-anon-coverage`).
     pub ignore: Vec<String>,
     /// Where the figures of mounted file systems come from.
@@ -53,8 +57,12 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Checks, or parts of checks, that could not run, and why.
     pub skipped: Vec<Skipped>,
-    /// Findings left out by `ignore`, counted by id.
+    /// Findings left out by `ignore`.
     pub ignored: usize,
+    /// What the daemon does with each workload (from its own status), when a state directory
+    /// was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonView>,
 }
 
 impl Report {
@@ -136,6 +144,7 @@ pub fn advise(fs: &Fs, opts: &Options) -> Report {
         findings,
         skipped: found.skipped,
         ignored,
+        daemon: opts.state_dir.as_deref().map(dryrun::read),
     }
 }
 

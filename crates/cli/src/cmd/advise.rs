@@ -24,7 +24,10 @@ pub struct AdviseArgs {
     /// Look only at this process (system-wide checks still run).
     #[arg(long, value_name = "PID")]
     pid: Option<i32>,
-    /// The daemon's store, for what it measured here [default: the daemon's state directory's].
+    /// The daemon's state directory: what it does with each workload (its status).
+    #[arg(long, value_name = "DIR", env = "PERFPILOT_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// The daemon's store, for what it measured here [default: STATE_DIR/perfpilot.db].
     #[arg(long, value_name = "PATH")]
     store: Option<PathBuf>,
     /// For CI and fleets: exit 0, 1 (warnings) or 2 (critical).
@@ -40,12 +43,16 @@ pub struct AdviseArgs {
 
 pub fn run(a: AdviseArgs) -> anyhow::Result<()> {
     let fs = a.root.map(Fs::at).unwrap_or_default();
-    let store = a.store.unwrap_or_else(|| {
-        perfpilot_optimize::daemon::store_path(&perfpilot_optimize::daemon::default_state_dir())
-    });
+    let state_dir = a
+        .state_dir
+        .unwrap_or_else(perfpilot_optimize::daemon::default_state_dir);
+    let store = a
+        .store
+        .unwrap_or_else(|| perfpilot_optimize::daemon::store_path(&state_dir));
     let opts = Options {
         pid: a.pid,
         store: Some(store),
+        state_dir: Some(state_dir),
         ignore: a.ignore,
         ..Options::default()
     };
@@ -93,6 +100,13 @@ pub fn render(r: &Report) -> String {
     for f in &r.findings {
         s.push('\n');
         finding(&mut s, f);
+    }
+    if let Some(d) = &r.daemon {
+        let _ = writeln!(s, "\nwhat the daemon does: {}", d.note);
+        for w in &d.workloads {
+            let pids: Vec<String> = w.pids.iter().map(i32::to_string).collect();
+            let _ = writeln!(s, "  {} (pids {}): {}", w.name, pids.join(","), w.next);
+        }
     }
     if !r.skipped.is_empty() {
         let _ = writeln!(s, "\nskipped:");
