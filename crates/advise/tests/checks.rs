@@ -396,3 +396,54 @@ fn critical_findings_rank_first() {
     assert_eq!(r.findings[0].id, "fs.inodes-low");
     assert!(r.findings.len() >= 2);
 }
+
+#[test]
+fn a_fixture_tree_with_live_mount_figures_skips_the_inode_check_rather_than_stat_this_machine() {
+    let r = Tree::healthy().advise(&Options::default());
+    assert!(
+        skipped(&r, "inodes").contains("statvfs is a live call"),
+        "{:?}",
+        r.skipped
+    );
+}
+
+#[test]
+fn a_process_that_exits_between_the_listing_and_the_read_is_passed_over_quietly() {
+    let t = Tree::healthy();
+    // Listed in /proc, but its files are gone: it exited.
+    std::fs::create_dir_all(t.root().join("proc/4242")).unwrap();
+    let r = t.advise(&healthy_opts());
+    assert_eq!(r.processes, 1);
+    assert!(skipped(&r, "processes").is_empty(), "{:?}", r.skipped);
+}
+
+#[test]
+fn one_pid_limits_the_process_checks_to_it() {
+    let t = Tree::healthy();
+    t.process(&big_heap(0));
+    let r = t.advise(&Options {
+        pid: Some(100),
+        ..healthy_opts()
+    });
+    assert_eq!(r.processes, 1);
+    assert!(with_id(&r, "thp.low-anon-coverage").is_empty());
+    let r = t.advise(&Options {
+        pid: Some(200),
+        ..healthy_opts()
+    });
+    assert_eq!(with_id(&r, "thp.low-anon-coverage").len(), 1);
+}
+
+#[test]
+fn a_pid_that_does_not_exist_is_said_in_skipped() {
+    let r = Tree::healthy().advise(&Options {
+        pid: Some(99999),
+        ..healthy_opts()
+    });
+    assert_eq!(r.processes, 0);
+    assert!(
+        skipped(&r, "processes").contains("/proc/99999/status"),
+        "{:?}",
+        r.skipped
+    );
+}

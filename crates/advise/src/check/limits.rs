@@ -35,6 +35,16 @@ fn inodes(ctx: &Ctx, found: &mut Found) {
         Ok(t) => t,
         Err(e) => return found.skip_err(CHECK, &e),
     };
+    if !ctx.fs.is_live() && *ctx.mounts == crate::mounts::MountFigures::Live {
+        // statvfs would describe this machine's mounts, not the tree's.
+        return found.skip(
+            CHECK,
+            format!(
+                "no figures for the mounts of {} (statvfs is a live call; give them in Options::mounts)",
+                ctx.fs.root().display()
+            ),
+        );
+    }
     let mut missing = Vec::new();
     for m in parse_mounts(&text) {
         let fig = match ctx.mounts.of(&m.point) {
