@@ -180,24 +180,25 @@ impl Skipped {
     /// A check skipped because a read failed: says the file and the reason, and what to do
     /// for a permission error.
     pub fn from_error(check: &str, e: &perfpilot_sys::Error) -> Self {
-        use perfpilot_sys::Error as E;
-        let reason = match e {
-            E::Io { path, source } => {
-                let hint = if e.is_permission() {
-                    ": run as root or as the process's owner to include it"
-                } else {
-                    ""
-                };
-                format!("could not read {} ({source}){hint}", path.display())
-            }
-            E::Parse { path, line, msg } => {
-                format!("could not read {}:{line} ({msg})", path.display())
-            }
-            E::Vanished { path } => {
-                format!("could not read {} (the process exited)", path.display())
-            }
-            other => format!("could not read: {other}"),
-        };
-        Skipped::new(check, reason)
+        let (what, hint) = describe(e);
+        Skipped::new(check, format!("{what}{hint}"))
     }
+}
+
+/// A failed read in words: `could not read FILE (why)`, and what to do about it (`: run as
+/// root …` for a permission error, else nothing).
+pub(crate) fn describe(e: &perfpilot_sys::Error) -> (String, &'static str) {
+    use perfpilot_sys::Error as E;
+    let hint = if e.is_permission() {
+        ": run as root or as the process's owner to include it"
+    } else {
+        ""
+    };
+    let what = match e {
+        E::Io { path, source } => format!("could not read {} ({source})", path.display()),
+        E::Parse { path, line, msg } => format!("could not read {}:{line} ({msg})", path.display()),
+        E::Vanished { path } => format!("could not read {} (the process exited)", path.display()),
+        other => format!("could not read: {other}"),
+    };
+    (what, hint)
 }

@@ -138,7 +138,7 @@ fn open_files(ctx: &Ctx, found: &mut Found) {
         let soft = match ctx.fs.read(&limits_rel) {
             Ok(t) => soft_nofile(&t),
             Err(e) => {
-                refused.note(CHECK, &super::vanished_as_such(e));
+                refused.note(&super::vanished_as_such(e));
                 continue;
             }
         };
@@ -149,7 +149,7 @@ fn open_files(ctx: &Ctx, found: &mut Found) {
         let fds = match ctx.fs.list(&fd_rel) {
             Ok(v) => v.len() as u64,
             Err(e) => {
-                refused.note(CHECK, &super::vanished_as_such(e));
+                refused.note(&super::vanished_as_such(e));
                 continue;
             }
         };

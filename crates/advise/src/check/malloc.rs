@@ -27,7 +27,7 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
         let set = match reader.environ_var(p.pid, "MALLOC_ARENA_MAX") {
             Ok(v) => v,
             Err(e) => {
-                refused.note(CHECK, &e);
+                refused.note(&e);
                 continue;
             }
         };
@@ -38,7 +38,7 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
         let maps = match ctx.fs.read(&format!("proc/{}/maps", p.pid)) {
             Ok(m) => m,
             Err(e) => {
-                refused.note(CHECK, &super::vanished_as_such(e));
+                refused.note(&super::vanished_as_such(e));
                 continue;
             }
         };

@@ -62,30 +62,35 @@ impl Found {
 #[derive(Debug, Default)]
 pub(crate) struct Refused {
     count: usize,
-    first: Option<Skipped>,
+    first: Option<(String, &'static str)>,
 }
 
 impl Refused {
     /// Notes a failed read; a process that exited meanwhile is not noted.
-    pub fn note(&mut self, check: &str, e: &perfpilot_sys::Error) {
+    pub fn note(&mut self, e: &perfpilot_sys::Error) {
         if e.is_vanished() {
             return;
         }
         self.count += 1;
         if self.first.is_none() {
-            self.first = Some(Skipped::from_error(check, e));
+            self.first = Some(crate::finding::describe(e));
         }
     }
 
     /// Adds the summary to `found` (nothing when every read succeeded).
     pub fn report(self, check: &str, what: &str, found: &mut Found) {
-        if let Some(first) = self.first {
-            let more = if self.count > 1 {
-                format!(" and of {} more processes", self.count - 1)
-            } else {
-                String::new()
+        if let Some((first, hint)) = self.first {
+            let (more, hint) = match self.count {
+                1 => (String::new(), hint.to_string()),
+                n => (
+                    format!(", and {} more like it", n - 1),
+                    hint.replace(
+                        "the process's owner to include it",
+                        "their owner to include them",
+                    ),
+                ),
             };
-            found.skip(check, format!("{what}: {}{more}", first.reason));
+            found.skip(check, format!("{what}: {first}{more}{hint}"));
         }
     }
 }

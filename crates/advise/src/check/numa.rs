@@ -82,7 +82,7 @@ fn spanning(ctx: &Ctx, found: &mut Found) {
         let ranges = match reader.numa_maps(p.pid) {
             Ok(r) => r,
             Err(e) => {
-                refused.note(CHECK, &e);
+                refused.note(&e);
                 continue;
             }
         };

@@ -69,7 +69,7 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
         let rollup = match reader.smaps_rollup(p.pid) {
             Ok(r) => r,
             Err(e) => {
-                refused.note(CHECK, &e);
+                refused.note(&e);
                 continue;
             }
         };

@@ -28,7 +28,10 @@ fn number(ctx: &Ctx, rel: &str) -> Result<Option<u64>, String> {
             .map(Some)
             .map_err(|_| format!("could not read /{rel} ({v:?} is not a number)")),
         Ok(None) => Ok(None),
-        Err(e) => Err(crate::finding::Skipped::from_error("", &e).reason),
+        Err(e) => {
+            let (what, hint) = crate::finding::describe(&e);
+            Err(format!("{what}{hint}"))
+        }
     }
 }
 
@@ -103,7 +106,7 @@ fn max_map_count(ctx: &Ctx, found: &mut Found) {
         let n = match ctx.fs.read(&rel) {
             Ok(text) => text.bytes().filter(|&b| b == b'\n').count() as u64,
             Err(e) => {
-                refused.note(CHECK, &super::vanished_as_such(e));
+                refused.note(&super::vanished_as_such(e));
                 continue;
             }
         };
