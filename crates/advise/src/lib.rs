@@ -107,10 +107,12 @@ pub fn advise(fs: &Fs, opts: &Options) -> Report {
     check::thp::run(&ctx, &mut found);
     check::governor::run(&ctx, &mut found);
     check::vm::run(&ctx, &mut found);
+    check::dirty::run(&ctx, &mut found);
     check::cpus::run(&ctx, &mut found);
     check::limits::run(&ctx, &mut found);
     check::numa::run(&ctx, &mut found);
     check::net::run(&ctx, &mut found);
+    check::ports::run(&ctx, &mut found);
     check::pressure::run(&ctx, &mut found);
     check::jvm::run(&ctx, &mut found);
     check::postgres::run(&ctx, &mut found);

@@ -398,3 +398,77 @@ fn malloc_arena_max_set_or_no_glibc_means_no_arena_finding() {
     t.process(&threaded(vec!["PATH=/bin"], false));
     assert!(with_id(&t.advise(&opts()), "malloc.arena-max-unset").is_empty());
 }
+
+// --- ephemeral ports and dirty memory ---
+
+fn tcp_lines(n: u32, state: &str) -> String {
+    let mut s = String::from("  sl  local_address rem_address   st tx_queue rx_queue\n");
+    for i in 0..n {
+        s.push_str(&format!(
+            "{i:4}: 0100007F:{:04X} 0100007F:1F90 {state} 00000000:00000000\n",
+            40000 + i
+        ));
+    }
+    s
+}
+
+#[test]
+fn most_ephemeral_ports_held_in_time_wait_is_critical_and_a_few_are_not() {
+    let t = Tree::healthy();
+    t.file("proc/sys/net/ipv4/ip_local_port_range", "40000\t40099\n");
+    t.file("proc/net/tcp", &tcp_lines(10, "06"));
+    assert!(with_id(&t.advise(&opts()), "net.ephemeral-ports").is_empty());
+    t.file("proc/net/tcp", &tcp_lines(90, "06"));
+    let r = t.advise(&opts());
+    let f = with_id(&r, "net.ephemeral-ports");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Critical);
+    assert!(
+        f[0].title.contains("90 of them in TIME_WAIT"),
+        "{}",
+        f[0].title
+    );
+}
+
+fn dirty(t: &Tree, dirty_kb: u64, background_ratio: u32) {
+    t.file(
+        "proc/meminfo",
+        &format!("MemTotal: 67108864 kB\nMemAvailable: 62914560 kB\nDirty: {dirty_kb} kB\nWriteback: 0 kB\nSwapTotal: 0 kB\n"),
+    );
+    t.file("proc/sys/vm/dirty_bytes", "0\n");
+    t.file("proc/sys/vm/dirty_background_bytes", "0\n");
+    t.file("proc/sys/vm/dirty_ratio", "20\n");
+    t.file(
+        "proc/sys/vm/dirty_background_ratio",
+        &format!("{background_ratio}\n"),
+    );
+}
+
+#[test]
+fn dirty_memory_near_the_hard_threshold_is_a_warning() {
+    let t = Tree::healthy();
+    // 20 % of 60 GiB available is 12 GiB; 8 GiB dirty is past half of it.
+    dirty(&t, 8 * GIB_KB, 10);
+    let r = t.advise(&opts());
+    assert_eq!(
+        with_id(&r, "vm.dirty-near-limit").len(),
+        1,
+        "{:#?}",
+        r.findings
+    );
+    assert!(with_id(&r, "vm.dirty-background-large").is_empty());
+}
+
+#[test]
+fn a_large_background_threshold_is_an_info_finding_and_a_small_one_is_not() {
+    let t = Tree::healthy();
+    dirty(&t, 1024, 10);
+    assert_eq!(
+        with_id(&t.advise(&opts()), "vm.dirty-background-large").len(),
+        1
+    );
+    dirty(&t, 1024, 1);
+    let r = t.advise(&opts());
+    assert!(with_id(&r, "vm.dirty-background-large").is_empty());
+    assert!(with_id(&r, "vm.dirty-near-limit").is_empty());
+}

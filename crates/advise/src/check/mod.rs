@@ -8,12 +8,14 @@ use crate::mounts::MountFigures;
 use crate::procs::Procs;
 
 pub(crate) mod cpus;
+pub(crate) mod dirty;
 pub(crate) mod governor;
 pub(crate) mod jvm;
 pub(crate) mod limits;
 pub(crate) mod malloc;
 pub(crate) mod net;
 pub(crate) mod numa;
+pub(crate) mod ports;
 pub(crate) mod postgres;
 pub(crate) mod pressure;
 pub(crate) mod thp;
