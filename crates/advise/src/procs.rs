@@ -2,6 +2,8 @@
 //! (kernel threads left out). The expensive readings (`smaps_rollup`, `maps`, `fd`) are made
 //! by the checks that need them, for the few processes that qualify.
 
+use std::collections::HashMap;
+
 use perfpilot_sys::Fs;
 use perfpilot_sys::process::{ProcReader, ProcStatus};
 
@@ -42,6 +44,19 @@ pub(crate) struct Procs {
     pub list: Vec<Proc>,
     /// Processes whose `status` could not be read (not the ones that exited meanwhile).
     pub unreadable: Vec<Skipped>,
+    /// Index into `list` by pid.
+    by_pid: HashMap<i32, usize>,
+}
+
+impl Procs {
+    /// Whether `p`'s parent is a process of the same name: then `p` is part of the parent's
+    /// instance (a PostgreSQL backend, an nginx worker), not an instance of its own, and what
+    /// is said of the instance is said once, of the parent.
+    pub fn is_part_of_parent(&self, p: &Proc) -> bool {
+        self.by_pid
+            .get(&p.status.ppid)
+            .is_some_and(|&i| self.list[i].status.name == p.status.name)
+    }
 }
 
 /// Reads the process table of `fs`: every process, or only `only`.
@@ -67,6 +82,7 @@ pub(crate) fn read(fs: &Fs, only: Option<i32>) -> Result<Procs, perfpilot_sys::E
         }
         // An unreadable cmdline (rare) leaves the name to stand for it.
         let cmdline = reader.cmdline(pid).unwrap_or_default();
+        out.by_pid.insert(pid, out.list.len());
         out.list.push(Proc {
             pid,
             status,

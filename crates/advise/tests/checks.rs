@@ -107,8 +107,17 @@ fn large_shared_memory_with_shmem_never_is_a_finding_and_with_advise_is_not() {
         cmdline: vec!["postgres", "-D", "/var/lib/postgresql/data"],
         ..Proc::small(300, "postgres")
     });
+    // A backend attached to the same segment is part of the instance: one finding.
+    t.process(&Proc {
+        rss_shmem_kb: 2 * GIB_KB,
+        ppid: 300,
+        cmdline: vec!["postgres: app app [local] idle"],
+        ..Proc::small(301, "postgres")
+    });
     let r = t.advise(&healthy_opts());
-    assert_eq!(with_id(&r, "thp.shmem-disabled-large-shm").len(), 1);
+    let f = with_id(&r, "thp.shmem-disabled-large-shm");
+    assert_eq!(f.len(), 1, "{:#?}", r.findings);
+    assert_eq!(f[0].subject, "pid 300 (postgres)");
 
     t.file(
         "sys/kernel/mm/transparent_hugepage/shmem_enabled",
@@ -297,6 +306,36 @@ fn instances_bound_to_overlapping_cpus_are_a_finding_and_disjoint_ones_are_not()
         ..Proc::small(701, "scoring")
     });
     assert!(with_id(&t.advise(&healthy_opts()), "cpu.overlapping-bindings").is_empty());
+}
+
+#[test]
+fn processes_of_one_instance_sharing_its_binding_do_not_overlap() {
+    let t = Tree::healthy();
+    t.process(&Proc {
+        cpus: "0-3",
+        ..Proc::small(700, "postgres")
+    });
+    t.process(&Proc {
+        cpus: "0-3",
+        ppid: 700,
+        ..Proc::small(701, "postgres")
+    });
+    let r = t.advise(&healthy_opts());
+    assert!(
+        with_id(&r, "cpu.overlapping-bindings").is_empty(),
+        "{:#?}",
+        r.findings
+    );
+
+    // A second instance (its own parent) on the same CPUs does overlap.
+    t.process(&Proc {
+        cpus: "2-3",
+        ..Proc::small(800, "postgres")
+    });
+    let r = t.advise(&healthy_opts());
+    let f = with_id(&r, "cpu.overlapping-bindings");
+    assert_eq!(f.len(), 1, "{:#?}", r.findings);
+    assert_eq!(f[0].subject, "pids 700 and 800 (postgres)");
 }
 
 // --- 5. inodes and open files ---

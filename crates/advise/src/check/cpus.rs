@@ -111,9 +111,12 @@ fn oversubscribed(ctx: &Ctx, online: &CpuSet, found: &mut Found) {
 }
 
 fn overlapping(ctx: &Ctx, online: &CpuSet, found: &mut Found) {
-    // Bound processes by program name: instances of one program.
+    // Bound processes by program name, one per instance: instances of one program.
     let mut by_name: BTreeMap<&str, Vec<(&Proc, CpuSet)>> = BTreeMap::new();
     for p in &ctx.procs.list {
+        if ctx.procs.is_part_of_parent(p) {
+            continue;
+        }
         if let Some(set) = bound(p, online) {
             by_name.entry(&p.status.name).or_default().push((p, set));
         }

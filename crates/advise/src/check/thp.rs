@@ -124,7 +124,9 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
             });
         }
         let shm_cov = rollup.shmem_pmd_mapped as f64 / st.rss_shmem.max(1) as f64;
+        // Shared memory is the instance's: said once, of the parent (the postmaster).
         if st.rss_shmem >= LARGE
+            && !ctx.procs.is_part_of_parent(p)
             && shm_cov < LOW_COVERAGE
             && rollup.shared_hugetlb == 0
             && matches!(shmem.as_str(), "never" | "deny")

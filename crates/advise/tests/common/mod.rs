@@ -17,6 +17,7 @@ pub struct Tree {
 #[derive(Clone)]
 pub struct Proc {
     pub pid: i32,
+    pub ppid: i32,
     pub name: &'static str,
     pub cmdline: Vec<&'static str>,
     pub threads: u32,
@@ -45,6 +46,7 @@ impl Proc {
     pub fn small(pid: i32, name: &'static str) -> Proc {
         Proc {
             pid,
+            ppid: 1,
             name,
             cmdline: vec![name],
             threads: 1,
@@ -129,7 +131,7 @@ impl Tree {
         self.file(
             &format!("{d}/status"),
             &format!(
-                "Name:\t{}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nVmSize:\t{} kB\nVmRSS:\t{} kB\nRssAnon:\t{} kB\nRssFile:\t1000 kB\nRssShmem:\t{} kB\nThreads:\t{}\nCpus_allowed_list:\t{}\nMems_allowed_list:\t0\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t1\n",
+                "Name:\t{}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nVmSize:\t{} kB\nVmRSS:\t{} kB\nRssAnon:\t{} kB\nRssFile:\t1000 kB\nRssShmem:\t{} kB\nThreads:\t{}\nCpus_allowed_list:\t{}\nMems_allowed_list:\t0\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t1\n",
                 p.name,
                 p.rss_anon_kb + p.rss_shmem_kb + 100_000,
                 p.rss_anon_kb + p.rss_shmem_kb + 1000,
@@ -138,6 +140,7 @@ impl Tree {
                 p.threads,
                 p.cpus,
                 pid = p.pid,
+                ppid = p.ppid,
             ),
         );
         let mut cmd = p.cmdline.join("\0");
