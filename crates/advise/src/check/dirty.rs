@@ -21,14 +21,16 @@ fn threshold(
     ratio_knob: &str,
     available: u64,
 ) -> Option<(u64, String)> {
+    // `vm.dirty_ratio` for `proc/sys/vm/dirty_ratio`.
+    let sysctl = |rel: &str| rel.trim_start_matches("proc/sys/").replace('/', ".");
     let b: u64 = super::knob(ctx.fs, bytes_knob).ok()??.parse().ok()?;
     if b > 0 {
-        return Some((b, format!("{bytes_knob} = {b}")));
+        return Some((b, format!("{} = {b}", sysctl(bytes_knob))));
     }
     let r: u64 = super::knob(ctx.fs, ratio_knob).ok()??.parse().ok()?;
     Some((
         available / 100 * r,
-        format!("{ratio_knob} = {r} % of available memory"),
+        format!("{} = {r} % of available memory", sysctl(ratio_knob)),
     ))
 }
 
