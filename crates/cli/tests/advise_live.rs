@@ -96,10 +96,13 @@ impl Threads {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let t = Threads(child);
+        let mut t = Threads(child);
         // Ready when its status shows the threads (taskset execs the binary in place).
         let status = PathBuf::from(format!("/proc/{}/status", t.0.id()));
         loop {
+            if let Some(st) = t.0.try_wait().unwrap() {
+                panic!("the many-threaded helper exited before it was ready: {st}");
+            }
             let text = std::fs::read_to_string(&status).unwrap_or_default();
             let threads = text
                 .lines()
