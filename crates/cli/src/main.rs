@@ -41,6 +41,10 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
+    /// Best-practice checks: each finding with its evidence, the command that applies it and
+    /// how to verify it (read-only).
+    #[command(after_help = cmd::advise::EXIT_HELP)]
+    Advise(cmd::advise::AdviseArgs),
     /// Show the machine's topology: NUMA nodes, LLC domains, cores, SMT threads (like `lssrad -av`).
     Topology(cmd::topology::TopologyArgs),
     /// A live view of CPUs, processes, threads, memory placement, huge pages, disks, network, PSI.
@@ -117,6 +121,7 @@ fn nothing_there(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Advise(a) => cmd::advise::run(a),
         Command::Topology(a) => cmd::topology::run(a),
         Command::Observe(a) => cmd::observe::run(a),
         Command::Daemon(a) => cmd::daemon::run_daemon(a),
