@@ -1,11 +1,8 @@
-//! What the daemon does with each workload, and why not more: read from the daemon's own
-//! `status.json` (written by its engine after every scan, from the same policy and strategy
-//! code that acts), never worked out a second time here. When no daemon has run on the state
-//! directory the section says so and how to get it.
-//!
-//! A dry run that needs no running daemon (one scan of the engine that proposes without
-//! starting trials) is not here yet: it needs the engine's proposing split into deciding and
-//! starting (`docs/advise.md`, "What the daemon would do").
+//! What the daemon does, or would do, with each workload, and why not more; never worked out a
+//! second time here. A running daemon's own `status.json` says what it does; without one, a
+//! dry run of the engine (`perfpilot_optimize::admin::dry_run`: one scan of the same policy,
+//! signal and strategy code, with "would try" where the daemon would start a trial, nothing
+//! journaled or applied) says what an empty-config daemon would do now.
 
 use std::path::{Path, PathBuf};
 
@@ -44,10 +41,66 @@ pub struct DaemonView {
     pub workloads: Vec<WorkloadPlan>,
     /// In a sentence: where this comes from and how current it is.
     pub note: String,
+    /// Where it comes from.
+    pub source: ViewSource,
 }
 
-/// The daemon's view from `state_dir`.
-pub fn read(state_dir: &Path) -> DaemonView {
+/// Where a [`DaemonView`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViewSource {
+    /// The running daemon's last scan.
+    Daemon,
+    /// A dry run of the engine now (no daemon runs on the state directory).
+    DryRun,
+    /// The last scan of a daemon that no longer runs (the dry run failed).
+    LastScan,
+    /// Nothing could be read.
+    None,
+}
+
+/// The daemon's view from `state_dir`: the running daemon's, else a dry run over `fs` with two
+/// samples `settle` apart, else the last scan a daemon wrote.
+pub fn read(fs: &perfpilot_sys::Fs, state_dir: &Path, settle: std::time::Duration) -> DaemonView {
+    if perfpilot_optimize::daemon::Lock::held(state_dir).is_none() {
+        let config = perfpilot_optimize::DaemonConfig::default();
+        match admin::dry_run(fs, state_dir, config, settle) {
+            Ok(status) => {
+                return DaemonView {
+                    state_dir: state_dir.to_path_buf(),
+                    running: false,
+                    pid: None,
+                    as_of_ms: Some(status.time_ms),
+                    workloads: status
+                        .workloads
+                        .iter()
+                        .map(|w| WorkloadPlan {
+                            name: w.name.clone(),
+                            signature: w.signature.clone(),
+                            pids: w.pids.clone(),
+                            next: w.state.clone(),
+                            signal: w.signal.clone(),
+                        })
+                        .collect(),
+                    note: format!(
+                        "no daemon runs on {}: a dry run of its engine now (an empty configuration, the tunables and verdicts stored there), proposing without acting",
+                        state_dir.display()
+                    ),
+                    source: ViewSource::DryRun,
+                };
+            }
+            Err(e) => {
+                let mut view = last_scan(state_dir);
+                view.note = format!("the dry run failed ({e}); {}", view.note);
+                return view;
+            }
+        }
+    }
+    last_scan(state_dir)
+}
+
+/// The view from the `status.json` a daemon wrote in `state_dir`.
+fn last_scan(state_dir: &Path) -> DaemonView {
     let mut view = DaemonView {
         state_dir: state_dir.to_path_buf(),
         running: false,
@@ -55,6 +108,7 @@ pub fn read(state_dir: &Path) -> DaemonView {
         as_of_ms: None,
         workloads: Vec::new(),
         note: String::new(),
+        source: ViewSource::None,
     };
     let report = match admin::status(state_dir, 0) {
         Ok(r) => r,
@@ -72,6 +126,11 @@ pub fn read(state_dir: &Path) -> DaemonView {
         }
     };
     view.running = report.running.is_some();
+    view.source = if view.running {
+        ViewSource::Daemon
+    } else {
+        ViewSource::LastScan
+    };
     view.pid = report.running.flatten();
     let Some(status) = report.daemon else {
         view.note = format!(
@@ -127,7 +186,7 @@ mod tests {
     #[test]
     fn a_state_directory_no_daemon_used_says_how_to_start_one() {
         let dir = tempfile::tempdir().unwrap();
-        let v = read(dir.path());
+        let v = last_scan(dir.path());
         assert!(!v.running);
         assert!(v.workloads.is_empty());
         assert!(

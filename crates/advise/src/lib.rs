@@ -23,7 +23,7 @@ pub mod mounts;
 mod procs;
 mod study;
 
-pub use dryrun::{DaemonView, WorkloadPlan};
+pub use dryrun::{DaemonView, ViewSource, WorkloadPlan};
 pub use finding::{Evidence, Finding, Measured, Severity, Skipped, Verify};
 pub use mounts::{FsFigures, MountFigures};
 
@@ -44,6 +44,8 @@ pub struct Options {
     pub ignore: Vec<String>,
     /// Where the figures of mounted file systems come from.
     pub mounts: MountFigures,
+    /// The time between the dry run's two samples (rates need two).
+    pub settle: std::time::Duration,
 }
 
 /// What `advise` found.
@@ -146,7 +148,10 @@ pub fn advise(fs: &Fs, opts: &Options) -> Report {
         findings,
         skipped: found.skipped,
         ignored,
-        daemon: opts.state_dir.as_deref().map(dryrun::read),
+        daemon: opts
+            .state_dir
+            .as_deref()
+            .map(|d| dryrun::read(fs, d, opts.settle)),
     }
 }
 

@@ -51,6 +51,12 @@ pub enum AdminError {
     /// A tunable's name or value is not valid.
     #[error(transparent)]
     Tunable(#[from] TunableError),
+    /// The engine of a dry run failed.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    /// A dry run found no place for a throw-away journal.
+    #[error("a dry run needs a temporary directory for its throw-away journal: {0}")]
+    Temp(String),
 }
 
 /// What `perfpilot status` shows of a state directory.
@@ -163,6 +169,33 @@ pub fn set_tunable(store: &mut Store, name: &str, value: &str) -> Result<String,
 /// Every tunable with the value in force in `store` (see [`tunables::listing`]).
 pub fn list_tunables(store: &Store) -> Result<Vec<(&'static Def, String)>, AdminError> {
     Ok(tunables::listing(&store.tunables()?))
+}
+
+/// What an empty-config daemon (`config`, with the tunables persisted in `dir`) would do now
+/// with each workload, as `perfpilot advise` shows it: one dry scan of the engine, two samples
+/// `settle` apart, proposing without acting (`engine/dryrun.rs`). The journal of `dir` is read
+/// for kept actions and back-offs when it exists; otherwise a throw-away one is used, so the
+/// dry run never creates state where no daemon ran.
+pub fn dry_run(
+    fs: &Fs,
+    dir: &Path,
+    config: crate::DaemonConfig,
+    settle: std::time::Duration,
+) -> Result<crate::engine::Status, AdminError> {
+    let db = store_path(dir);
+    let (store, _scratch) = if db.exists() {
+        (Store::open_existing(&db)?, None)
+    } else {
+        let scratch = tempfile::tempdir().map_err(|e| AdminError::Temp(e.to_string()))?;
+        (
+            Store::open(scratch.path().join("perfpilot.db"))?,
+            Some(scratch),
+        )
+    };
+    let (mut tun, _) = tunables::Tunables::with_persisted(&store.tunables()?);
+    config.apply_tunables(&mut tun);
+    let engine = crate::engine::Engine::new(fs, store, config, tun)?;
+    Ok(engine.dry_run(settle)?)
 }
 
 #[cfg(test)]

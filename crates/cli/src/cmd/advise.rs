@@ -54,6 +54,9 @@ pub fn run(a: AdviseArgs) -> anyhow::Result<()> {
         store: Some(store),
         state_dir: Some(state_dir),
         ignore: a.ignore,
+        // The dry run's two samples: rates need an interval; a second is enough to tell busy
+        // from idle and keeps advise within seconds.
+        settle: std::time::Duration::from_secs(1),
         ..Options::default()
     };
     let report = perfpilot_advise::advise(&fs, &opts);

@@ -31,6 +31,7 @@ use crate::signal::SignalKind;
 use crate::tunables::Tunables;
 
 mod apply;
+mod dryrun;
 mod enforce;
 mod policy;
 mod propose;
@@ -112,6 +113,8 @@ pub struct Engine {
     /// What the last scan found (written to `status.json` by the daemon).
     pub status: Status,
     own: OwnCpu,
+    /// A dry run (`dryrun.rs`): proposes without acting.
+    dry: bool,
 }
 
 impl Engine {
@@ -153,6 +156,7 @@ impl Engine {
                 started: Instant::now(),
                 at_start: CpuTime::now(),
             },
+            dry: false,
         })
     }
 
@@ -191,9 +195,11 @@ impl Engine {
         let shm = self.watch.shared_memory(cur, &rates, &self.tun);
         let workloads = workload::group(cur, &rates, &shm);
         self.look_at_servers(&workloads);
-        let observations = self.observe_signals(&workloads, &rates, cur);
-        self.advance_trials(&workloads, &observations)?;
-        self.enforce_held(&workloads)?;
+        if !self.dry {
+            let observations = self.observe_signals(&workloads, &rates, cur);
+            self.advance_trials(&workloads, &observations)?;
+            self.enforce_held(&workloads)?;
+        }
         let states = self.propose(&workloads, &rates, prev, cur)?;
         self.update_status(&workloads, &rates, states);
         Ok(())

@@ -54,8 +54,9 @@ impl Engine {
         cur: &Sample,
     ) -> Result<HashMap<String, String>, EngineError> {
         let states = self.propose_workloads(workloads, rates)?;
-        // Devices: read-ahead, judged by the workload reading the most.
-        if self.tun.read_ahead {
+        // Devices: read-ahead, judged by the workload reading the most (not in a dry run,
+        // which is about workloads).
+        if self.tun.read_ahead && !self.dry {
             self.propose_devices(workloads, &busy_shares(rates), rates, prev, cur)?;
         }
         Ok(states)
@@ -164,6 +165,10 @@ impl Engine {
                 Proposal::Skip(why) => {
                     debug!(workload = %w.name, strategy = %kind, "no action: {why}");
                     state = format!("{kind}: {why}");
+                }
+                Proposal::Act { reason, .. } if self.dry => {
+                    state = format!("would try {kind}: {reason}");
+                    break;
                 }
                 Proposal::Act {
                     changes,

@@ -21,6 +21,7 @@ use crate::strategy::StrategyKind;
 use crate::tunables::Tunables;
 
 mod apply;
+mod dryrun;
 mod policy;
 mod startup;
 mod status;
