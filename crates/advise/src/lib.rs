@@ -119,6 +119,7 @@ pub fn advise(fs: &Fs, opts: &Options) -> Report {
     check::jvm::run(&ctx, &mut found);
     check::postgres::run(&ctx, &mut found);
     check::malloc::run(&ctx, &mut found);
+    check::block::run(&ctx, &mut found);
 
     let mut findings = found.findings;
     let before = findings.len();

@@ -7,6 +7,7 @@ use crate::finding::{Finding, Severity, Skipped, Verify};
 use crate::mounts::MountFigures;
 use crate::procs::Procs;
 
+pub(crate) mod block;
 pub(crate) mod cpus;
 pub(crate) mod dirty;
 pub(crate) mod governor;
