@@ -15,7 +15,7 @@ use super::signals::{PresetOffer, per_cpu_second};
 use super::watch::Observation;
 use crate::config::ValueKind;
 use crate::preset::{self, Candidate, Endpoint, Identity, PresetConfig, PresetReader};
-use crate::signal::{SignalKind, Windowed};
+use crate::signal::{SignalKind, SpanWindow, Windowed};
 
 /// After a preset failed, how long before it is tried again.
 const RETRY_FAILED_MS: i64 = 60_000;
@@ -35,7 +35,13 @@ struct Slot {
     /// When it may be looked at again (ms since the epoch); never while a preset answers.
     retry_ms: i64,
     windowed: Windowed,
+    /// For a counter that moves in lumps: windows of several scans.
+    span: Option<SpanWindow>,
 }
+
+/// A lumpy counter's window holds at least this many of its lumps (one lump more or less is
+/// then at most an eighth of it).
+const LUMPS_PER_WINDOW: f64 = 8.0;
 
 enum PresetState {
     Ready {
@@ -150,6 +156,10 @@ impl Servers {
                         },
                         retry_ms: now,
                         windowed,
+                        span: c
+                            .kind
+                            .lump_period_s()
+                            .map(|p| SpanWindow::new(LUMPS_PER_WINDOW * p)),
                     };
                 }
                 Err(e) => {
@@ -171,6 +181,7 @@ impl Servers {
             preset,
             retry_ms: now + retry,
             windowed,
+            span: None,
         }
     }
 
@@ -220,12 +231,18 @@ impl Servers {
             return Err("its preset no longer answers".into());
         };
         match reader.read(timeout) {
-            Ok(r) => Ok(per_cpu_second(
-                slot.windowed.feed(ValueKind::Counter, t_s, r.value),
-                w,
-            )),
+            Ok(r) => match slot.span.as_mut() {
+                Some(span) => Ok(span.feed(t_s, r.value, w.cpu_cores)),
+                None => Ok(per_cpu_second(
+                    slot.windowed.feed(ValueKind::Counter, t_s, r.value),
+                    w,
+                )),
+            },
             Err(e) => {
                 slot.windowed.reset();
+                if let Some(span) = slot.span.as_mut() {
+                    span.reset();
+                }
                 Err(e.to_string())
             }
         }

@@ -55,6 +55,16 @@ pub enum PresetKind {
 }
 
 impl PresetKind {
+    /// How often the counter moves, for a counter that moves in lumps rather than with each
+    /// unit of work: PostgreSQL's backends flush their statistics at most once a second
+    /// (measured: docs/optimizer.md). `None`: it moves with the work.
+    pub fn lump_period_s(self) -> Option<f64> {
+        match self {
+            PresetKind::Postgres => Some(1.0),
+            _ => None,
+        }
+    }
+
     /// Every kind, in the order [`detect`] tries them (Prometheus last: it fits anything).
     pub const ALL: [PresetKind; 6] = [
         PresetKind::Postgres,
