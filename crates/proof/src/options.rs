@@ -148,6 +148,32 @@ impl CellName {
     }
 }
 
+/// `SERVER=DURATION`, as `--warmup-for` takes it.
+fn server_duration(s: &str) -> Result<(ServerName, Duration), String> {
+    let (server, d) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: give SERVER=DURATION, e.g. postgres=150s"))?;
+    let server = ServerName::from_str(server.trim(), true).map_err(|_| {
+        let names: Vec<&str> = ServerName::ALL.iter().map(|s| s.name()).collect();
+        format!(
+            "`{server}` is not a server of the proof (one of {})",
+            names.join(", ")
+        )
+    })?;
+    Ok((server, duration(d)?))
+}
+
+impl RunArgs {
+    /// The warm-up load of `server`: its own from `--warmup-for`, else `--warmup`.
+    pub fn warmup_of(&self, server: ServerName) -> Duration {
+        self.warmup_for
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == server)
+            .map_or(self.warmup, |(_, d)| *d)
+    }
+}
+
 /// Options of `perfpilot-proof run`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -171,6 +197,10 @@ pub struct RunArgs {
     /// Load before the measured window (the daemon has this time to act).
     #[arg(long, default_value = "60s", value_parser = duration)]
     pub warmup: Duration,
+    /// A server's own warm-up, overriding --warmup for it: `postgres=150s` (repeatable). The
+    /// daemon judges PostgreSQL over 8 s windows, so it needs longer than servers read per scan.
+    #[arg(long = "warmup-for", value_name = "SERVER=DURATION", value_parser = server_duration)]
+    pub warmup_for: Vec<(ServerName, Duration)>,
     /// The measured load.
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub measure: Duration,
@@ -271,4 +301,38 @@ pub struct MemcachedLoadArgs {
     /// Where to write the Measurement JSON (`-` for stdout).
     #[arg(long, default_value = "-")]
     pub json: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["perfpilot-proof", "run"].iter().chain(args))?;
+        match cli.command {
+            Command::Run(a) => Ok(a),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_server_warm_up_overrides_the_common_one_only_for_that_server() {
+        let a = run_args(&["--warmup", "40s", "--warmup-for", "postgres=150s"]).unwrap();
+        assert_eq!(a.warmup_of(ServerName::Postgres), Duration::from_secs(150));
+        assert_eq!(a.warmup_of(ServerName::PostgresRw), Duration::from_secs(40));
+        assert_eq!(a.warmup_of(ServerName::Redis), Duration::from_secs(40));
+    }
+
+    #[test]
+    fn an_unknown_server_in_warmup_for_is_refused_with_the_names_it_takes() {
+        let e = run_args(&["--warmup-for", "oracle=10s"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`oracle` is not a server of the proof"), "{e}");
+        assert!(e.contains("postgres-rw"), "{e}");
+        let e = run_args(&["--warmup-for", "postgres"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("give SERVER=DURATION"), "{e}");
+    }
 }

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use perfpilot_sys::Fs;
@@ -276,7 +276,8 @@ fn run_cell(
     };
     rec.thp = ThpState::read(fs);
     rec.started = now();
-    let result = measure(a, ctx, server, step.server.process(), &mut setup);
+    let warmup = a.warmup_of(step.server);
+    let result = measure(a, warmup, ctx, server, step.server.process(), &mut setup);
     let (report, restored) = setup.finish();
     rec.perfpilot = report;
     rec.restored = restored;
@@ -296,6 +297,7 @@ fn run_cell(
 /// Fresh start, prewarm, settle, warm-up load, measured load, stop.
 fn measure(
     a: &RunArgs,
+    warmup: Duration,
     ctx: &Ctx,
     server: &mut dyn Server,
     process: &str,
@@ -306,8 +308,8 @@ fn measure(
     let loaded = (|| {
         server.prewarm(ctx, &mut run)?;
         procs::sleep(a.settle)?;
-        if !a.warmup.is_zero() {
-            server.load(ctx, &mut run, a.warmup, false)?;
+        if !warmup.is_zero() {
+            server.load(ctx, &mut run, warmup, false)?;
         }
         procs::check_stop()?;
         let load = server.load(ctx, &mut run, a.measure, true)?;
