@@ -153,6 +153,28 @@ fn softnet_drops_are_a_warning() {
 }
 
 #[test]
+fn softnet_squeezes_from_one_in_a_thousand_rounds_are_noted_and_rarer_ones_are_not() {
+    let t = Tree::healthy();
+    // 2 × 0x10000 packets processed; 0x40 squeezes = 64, under 0.1 % of 131,072.
+    t.file(
+        "proc/net/softnet_stat",
+        "00010000 00000000 00000040 00000000\n00010000 00000000 00000000 00000000\n",
+    );
+    assert!(with_id(&t.advise(&opts()), "net.softnet-squeezed").is_empty());
+    // 0x90 = 144 squeezes: over 0.1 % of the packets.
+    t.file(
+        "proc/net/softnet_stat",
+        "00010000 00000000 00000090 00000000\n00010000 00000000 00000000 00000000\n",
+    );
+    let r = t.advise(&opts());
+    let f = with_id(&r, "net.softnet-squeezed");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(f[0].title.contains("144 times"), "{}", f[0].title);
+    assert!(f[0].apply.contains("netdev_budget"), "{}", f[0].apply);
+}
+
+#[test]
 fn memory_pressure_with_full_stalls_is_critical_and_calm_pressure_is_not() {
     let t = Tree::healthy();
     let psi = |some: f64, full: f64| {
@@ -331,6 +353,36 @@ fn postgres_auto_conf_overrides_the_main_file() {
     let r = t.advise(&opts());
     assert!(with_id(&r, "postgres.huge-pages-off").is_empty());
     assert!(with_id(&r, "postgres.huge-pages-unreserved").is_empty());
+}
+
+#[test]
+fn postgres_settings_on_its_command_line_override_its_files() {
+    // As the proof harness starts it: the files say nothing, the command line says 2 GB and off.
+    let t = Tree::healthy();
+    t.file("var/lib/pg/data/postgresql.conf", "max_connections = 100\n");
+    t.process(&Proc {
+        cmdline: vec![
+            "/usr/lib/postgresql/15/bin/postgres",
+            "-D",
+            "/var/lib/pg/data",
+            "-c",
+            "shared_buffers=2GB",
+            "-c",
+            "huge_pages=off",
+        ],
+        ..Proc::small(1100, "postgres")
+    });
+    let r = t.advise(&opts());
+    assert!(
+        with_id(&r, "postgres.shared-buffers-small").is_empty(),
+        "the 128 MiB default of the file is not what runs: {:#?}",
+        r.findings
+    );
+    let f = with_id(&r, "postgres.huge-pages-off");
+    assert_eq!(f.len(), 1, "{:#?}", r.findings);
+    assert!(f[0].evidence.iter().any(|e| e.what == "shared_buffers"
+        && e.value.starts_with("2GB")
+        && e.source == "the postmaster's command line"));
 }
 
 #[test]

@@ -263,8 +263,8 @@ fn run_cell(
         step.server.name(),
         step.cell.name()
     ));
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        rec.error = Some(format!("creating {}: {e}", dir.display()));
+    if let Err(e) = fresh_dir(&dir) {
+        rec.error = Some(format!("{e:#}"));
         return rec;
     }
     let mut setup = match cells::apply(step.cell, fs, ctx, server, &dir) {
@@ -294,6 +294,16 @@ fn run_cell(
     rec
 }
 
+/// An empty directory for a cell: a kept `--work-dir` may hold this cell's directory from an
+/// interrupted run, and its daemon state would mix that run's actions into this cell's.
+fn fresh_dir(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("removing {} left by an earlier run", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
 /// Fresh start, prewarm, settle, warm-up load, measured load, stop.
 fn measure(
     a: &RunArgs,
@@ -320,4 +330,28 @@ fn measure(
     let load = loaded?;
     stopped?;
     Ok(load)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fresh_dir;
+
+    #[test]
+    fn a_cell_directory_left_by_an_interrupted_run_is_emptied_before_the_cell() {
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("cells/1-postgres-perfpilot");
+        std::fs::create_dir_all(dir.join("perfpilot-state")).unwrap();
+        std::fs::write(
+            dir.join("perfpilot-state/perfpilot.db"),
+            b"an earlier daemon",
+        )
+        .unwrap();
+        fresh_dir(&dir).unwrap();
+        assert!(dir.is_dir());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        // A directory that did not exist is made.
+        let new = work.path().join("cells/1-redis-untuned");
+        fresh_dir(&new).unwrap();
+        assert!(new.is_dir());
+    }
 }

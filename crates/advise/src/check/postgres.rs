@@ -1,6 +1,7 @@
 //! PostgreSQL's own settings, from the configuration files of each running cluster (found from
-//! the postmaster's `-D` and `-c config_file=`): `huge_pages` against the huge pages reserved,
-//! and `shared_buffers` against the machine's memory. Files are read, no connection is made.
+//! the postmaster's `-D` and `-c config_file=`) and the postmaster's command line, which
+//! overrides them (`-c name=value`, `--name=value`, `-B`): `huge_pages` against the huge pages
+//! reserved, and `shared_buffers` against the machine's memory. No connection is made.
 
 use std::collections::BTreeMap;
 
@@ -105,6 +106,44 @@ fn locations(p: &Proc) -> Option<(String, Option<String>)> {
     Some((data?, conf))
 }
 
+/// Settings given on a postmaster's command line, in order: `-c name=value`, `-cname=value`,
+/// `--name=value` (dashes in the name read as underscores) and `-B buffers`.
+pub(crate) fn cmdline_settings(args: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut push = |kv: &str| {
+        if let Some((k, v)) = kv.split_once('=') {
+            out.push((
+                k.trim().replace('-', "_").to_ascii_lowercase(),
+                v.trim().to_string(),
+            ));
+        }
+    };
+    let mut i = 1;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "-c" || a == "-B" {
+            if let Some(v) = args.get(i + 1) {
+                if a == "-B" {
+                    push(&format!("shared_buffers={v}"));
+                } else {
+                    push(v);
+                }
+            }
+            i += 1;
+        } else if let Some(kv) = a.strip_prefix("-c") {
+            push(kv);
+        } else if let Some(n) = a.strip_prefix("-B") {
+            push(&format!("shared_buffers={n}"));
+        } else if let Some(kv) = a.strip_prefix("--")
+            && kv.contains('=')
+        {
+            push(kv);
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Runs the check on every postmaster.
 pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
     let meminfo = perfpilot_sys::stat::read_meminfo(ctx.fs).unwrap_or_default();
@@ -145,6 +184,12 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
         }
         if !read_any {
             continue;
+        }
+        // The command line overrides both files.
+        for (k, v) in cmdline_settings(&p.cmdline) {
+            settings
+                .values
+                .insert(k, (v, "the postmaster's command line".to_string()));
         }
         let (buffers_text, buffers_src) = settings
             .get("shared_buffers")
@@ -228,7 +273,38 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_conf, pg_memory};
+    use super::{cmdline_settings, parse_conf, pg_memory};
+
+    #[test]
+    fn command_line_settings_are_read_in_every_spelling() {
+        let args: Vec<String> = [
+            "/usr/lib/postgresql/15/bin/postgres",
+            "-D",
+            "/data",
+            "-c",
+            "shared_buffers=2GB",
+            "-chuge_pages=off",
+            "--max-connections=50",
+            "-B",
+            "4096",
+            "-c",
+            "config_file=/etc/pg.conf",
+        ]
+        .map(String::from)
+        .to_vec();
+        let v = cmdline_settings(&args);
+        assert_eq!(
+            v,
+            [
+                ("shared_buffers", "2GB"),
+                ("huge_pages", "off"),
+                ("max_connections", "50"),
+                ("shared_buffers", "4096"),
+                ("config_file", "/etc/pg.conf"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+    }
 
     #[test]
     fn conf_lines_give_names_and_values_without_quotes_or_comments() {
