@@ -47,6 +47,4 @@ pub use predict::{
     validate,
 };
 pub use report::{PredictReport, Rendered, Sweep, ValidationReport};
-pub use tiered::{
-    ClassLoad, TierCheck, TierModel, TierPoint, TierPrediction, TierSpec, fit_tiers,
-};
+pub use tiered::{ClassLoad, TierCheck, TierModel, TierPoint, TierPrediction, TierSpec, fit_tiers};

@@ -300,11 +300,12 @@ fn gauss(mut m: Vec<Vec<f64>>) -> Option<Vec<f64>> {
             return None;
         }
         m.swap(col, piv);
-        for r in 0..k {
+        let pivot = m[col].clone();
+        for (r, row) in m.iter_mut().enumerate() {
             if r != col {
-                let f = m[r][col] / m[col][col];
-                for c in col..=k {
-                    m[r][c] -= f * m[col][c];
+                let f = row[col] / pivot[col];
+                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *v -= f * p;
                 }
             }
         }
@@ -732,9 +733,6 @@ mod tests {
         assert_eq!(k, StationKind::Queue);
         assert_eq!(f, 2.0);
         assert_eq!(kind_for(2.0).0, StationKind::MultiServer(2));
-        assert_eq!(
-            kind_for(1.5).0,
-            StationKind::LoadDependent(vec![1.0, 1.5])
-        );
+        assert_eq!(kind_for(1.5).0, StationKind::LoadDependent(vec![1.0, 1.5]));
     }
 }

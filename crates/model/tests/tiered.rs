@@ -8,10 +8,22 @@ use perfpilot_model::{ClassLoad, ModelError, TierModel, TierPoint, TierSpec, fit
 
 fn tiers() -> Vec<TierSpec> {
     vec![
-        TierSpec { name: "proxy".into(), cores: 1.0 },
-        TierSpec { name: "app".into(), cores: 0.4 },
-        TierSpec { name: "db".into(), cores: 0.5 },
-        TierSpec { name: "driver".into(), cores: 1.0 },
+        TierSpec {
+            name: "proxy".into(),
+            cores: 1.0,
+        },
+        TierSpec {
+            name: "app".into(),
+            cores: 0.4,
+        },
+        TierSpec {
+            name: "db".into(),
+            cores: 0.5,
+        },
+        TierSpec {
+            name: "driver".into(),
+            cores: 1.0,
+        },
     ]
 }
 
@@ -62,7 +74,11 @@ fn two_low_load_points_predict_held_out_loads_think_time_and_scale_out() {
     let t = truth();
     let fit_pts = vec![measured(&t, 1, 0.0, 1), measured(&t, 2, 0.0, 1)];
     let model = fit_tiers(&tiers(), &fit_pts).unwrap();
-    assert!((model.path_delay - 0.000_2).abs() < 1e-7, "{}", model.path_delay);
+    assert!(
+        (model.path_delay - 0.000_2).abs() < 1e-7,
+        "{}",
+        model.path_delay
+    );
     let mut all = fit_pts.clone();
     for n in [4, 8, 16] {
         all.push(measured(&t, n, 0.0, 1));
@@ -89,7 +105,10 @@ fn a_tier_busier_than_its_cores_is_refused_naming_point_and_tier() {
     let mut p = measured(&truth(), 4, 0.0, 1);
     p.busy.insert("app".into(), 0.9);
     let e = fit_tiers(&tiers(), &[p]).unwrap_err();
-    assert!(matches!(e, ModelError::UtilizationAboveCores { ref station, .. } if station == "app"), "{e}");
+    assert!(
+        matches!(e, ModelError::UtilizationAboveCores { ref station, .. } if station == "app"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -110,7 +129,10 @@ fn two_classes_get_their_own_demands_from_their_own_throughputs() {
     t.outside_latency = vec![0.000_01, 0.000_01];
     let point = |s: u32, l: u32| {
         let p = t
-            .predict(&[("score".into(), s, 0.0), ("lookup".into(), l, 0.0)], &BTreeMap::new())
+            .predict(
+                &[("score".into(), s, 0.0), ("lookup".into(), l, 0.0)],
+                &BTreeMap::new(),
+            )
             .unwrap();
         TierPoint {
             label: format!("{s}+{l}"),
@@ -131,7 +153,10 @@ fn two_classes_get_their_own_demands_from_their_own_throughputs() {
     };
     let model = fit_tiers(&tiers(), &[point(1, 1), point(2, 1)]).unwrap();
     let db = model.tiers.iter().find(|x| x.name == "db").unwrap();
-    assert!((db.demand[0] - 0.003).abs() < 1e-9 && (db.demand[1] - 0.001).abs() < 1e-9, "{db:?}");
+    assert!(
+        (db.demand[0] - 0.003).abs() < 1e-9 && (db.demand[1] - 0.001).abs() < 1e-9,
+        "{db:?}"
+    );
     let checks = model.validate(&[point(4, 4), point(8, 2)]).unwrap();
     for c in &checks {
         assert!(c.throughput_error_pct.abs() < 0.01, "{c:?}");

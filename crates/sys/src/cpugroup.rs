@@ -84,7 +84,10 @@ impl CpuGroup {
         let (period, quota) = match quota_cores {
             Some(q) if q.is_finite() && q > 0.0 => {
                 let period = (1000.0 / q).ceil().clamp(1000.0, 5000.0) as u64;
-                (period, ((q * period as f64).round() as u64).max(1000).to_string())
+                (
+                    period,
+                    ((q * period as f64).round() as u64).max(1000).to_string(),
+                )
             }
             Some(q) => {
                 return Err(Error::parse(
@@ -117,6 +120,52 @@ impl CpuGroup {
     pub fn add(&self, pid: u32) -> Result<()> {
         for d in &self.dirs {
             write(&d.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Makes `cmd`'s process join the group between fork and exec, so that every process it
+    /// forks (PostgreSQL's backends, nginx's workers) is in the group from its start.
+    pub fn join_on_spawn(&self, cmd: &mut std::process::Command) -> Result<()> {
+        use std::os::unix::process::CommandExt;
+        let paths: Vec<std::ffi::CString> = self
+            .dirs
+            .iter()
+            .map(|d| {
+                let p = d.join("cgroup.procs");
+                std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+                    .map_err(|_| Error::parse(&p, 0, "path holds a NUL byte"))
+            })
+            .collect::<Result<_>>()?;
+        // SAFETY: the closure runs in the child between fork and exec; it only calls
+        // async-signal-safe functions (getpid, open, write, close) on memory prepared before
+        // the fork, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut buf = [0u8; 20];
+                let mut n = libc::getpid() as u64;
+                let mut i = buf.len();
+                loop {
+                    i -= 1;
+                    buf[i] = b'0' + (n % 10) as u8;
+                    n /= 10;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                for p in &paths {
+                    let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let w = libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i);
+                    libc::close(fd);
+                    if w < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
         }
         Ok(())
     }
@@ -205,10 +254,17 @@ mod tests {
         let (dir, fs) = tree();
         let g = CpuGroup::create(&fs, "t-app", Some(0.4)).unwrap();
         let d = dir.path().join("sys/fs/cgroup/cpu/perfpilot-t-app");
-        assert_eq!(std::fs::read_to_string(d.join("cpu.cfs_period_us")).unwrap(), "2500");
-        assert_eq!(std::fs::read_to_string(d.join("cpu.cfs_quota_us")).unwrap(), "1000");
+        assert_eq!(
+            std::fs::read_to_string(d.join("cpu.cfs_period_us")).unwrap(),
+            "2500"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join("cpu.cfs_quota_us")).unwrap(),
+            "1000"
+        );
         std::fs::write(
-            dir.path().join("sys/fs/cgroup/cpuacct/perfpilot-t-app/cpuacct.usage"),
+            dir.path()
+                .join("sys/fs/cgroup/cpuacct/perfpilot-t-app/cpuacct.usage"),
             "1500000000\n",
         )
         .unwrap();

@@ -21,11 +21,14 @@ pub struct NetNs {
 }
 
 fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip").args(args).output().map_err(|e| Error::Syscall {
-        call: "ip",
-        target: args.join(" "),
-        source: e,
-    })?;
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| Error::Syscall {
+            call: "ip",
+            target: args.join(" "),
+            source: e,
+        })?;
     if out.status.success() {
         Ok(())
     } else {
@@ -55,12 +58,24 @@ impl NetNs {
             name,
         };
         // Interface names are at most 15 bytes.
-        let short: String = tag.chars().filter(char::is_ascii_alphanumeric).take(9).collect();
+        let short: String = tag
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(9)
+            .collect();
         let (outer, inner) = (format!("pp{short}a"), format!("pp{short}b"));
         let _ = ip(&["link", "del", &outer]);
-        ip(&["link", "add", &outer, "type", "veth", "peer", "name", &inner])?;
+        ip(&[
+            "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+        ])?;
         ip(&["link", "set", &inner, "netns", &ns.name])?;
-        ip(&["addr", "add", &format!("{}/30", ns.host_addr), "dev", &outer])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/30", ns.host_addr),
+            "dev",
+            &outer,
+        ])?;
         ip(&["link", "set", &outer, "up"])?;
         let exec = |args: &[&str]| {
             let mut all = vec!["netns", "exec", ns.name.as_str(), "ip"];
