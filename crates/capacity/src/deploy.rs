@@ -321,7 +321,18 @@ fn start(
     let log = std::fs::File::create(dir.path().join("log"))
         .map_err(|e| tier_err(&t.name, format!("cannot create its log: {e}")))?;
     let (mut cmd, stop_signal) = match t.kind {
-        TierKind::Postgres => (postgres(dep, t, dir.path(), port)?, Stop::Interrupt),
+        TierKind::Postgres => {
+            if perfpilot_sys::user::is_root() {
+                // The server switches to the postgres user before it joins the group.
+                let (uid, gid) = ids_of("postgres").ok_or_else(|| {
+                    tier_err(&t.name, "running as root needs the OS user postgres")
+                })?;
+                group
+                    .delegate(uid, gid)
+                    .map_err(|e| tier_err(&t.name, e.to_string()))?;
+            }
+            (postgres(dep, t, dir.path(), port)?, Stop::Interrupt)
+        }
         TierKind::Nginx => (nginx(dep, t, dir.path(), port)?, Stop::Terminate),
         TierKind::Command => {
             let line = render(

@@ -316,16 +316,18 @@ pub fn analyse(
     let checks = model.validate(&all_points)?;
     for s in &mut sweeps {
         let max = s.points.iter().map(|p| p.users).max().unwrap_or(1);
-        let class = model.classes.first().cloned().unwrap_or_default();
         let inst: BTreeMap<String, u32> = s.instances.clone();
-        let single = cap
-            .file
-            .sweep
-            .iter()
-            .find(|f| f.name == s.name)
-            .is_none_or(|f| f.mix.len() <= 1);
-        if single {
-            s.curve = model.curve(max.saturating_mul(2).max(2), s.think_time, &inst)?;
+        let Some(file) = cap.file.sweep.iter().find(|f| f.name == s.name) else {
+            continue;
+        };
+        let load: Vec<(String, u32, f64)> = cap
+            .class_users(file, max)
+            .into_iter()
+            .map(|(c, n)| (c, n, s.think_time))
+            .collect();
+        // A single-class sweep gets the model's curve; a mixed one its points' predictions.
+        if let [(class, _, _)] = load.as_slice() {
+            s.curve = model.curve(class, max.saturating_mul(2).max(2), s.think_time, &inst)?;
         }
         s.knee_users = s
             .points
@@ -337,7 +339,7 @@ pub fn analyse(
             })
             .map(|p| p.users);
         s.bottleneck = model
-            .predict(&[(class, max, s.think_time)], &inst)
+            .predict(&load, &inst)
             .map(|p| p.bottleneck)
             .unwrap_or_default();
     }

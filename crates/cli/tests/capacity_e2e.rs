@@ -135,7 +135,11 @@ measure = "4s"
     let groups = std::fs::read_dir("/sys/fs/cgroup/cpu")
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("perfpilot-cap-"))
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("perfpilot-cap-")
+                })
                 .count()
         })
         .unwrap_or(0);

@@ -609,18 +609,21 @@ impl TierModel {
         })
     }
 
-    /// Predicted throughput and response time (seconds) for 1..=`max_users` users of a
-    /// single-class load with think time `think`, for charts.
+    /// Predicted throughput and response time (seconds) for 1..=`max_users` users of class
+    /// `class` with think time `think`, for charts.
     pub fn curve(
         &self,
+        class: &str,
         max_users: u32,
         think: f64,
         instances: &BTreeMap<String, u32>,
     ) -> Result<Vec<(u32, f64, f64)>, ModelError> {
-        let class = self.classes.first().cloned().ok_or(ModelError::NoClasses)?;
+        if !self.classes.iter().any(|c| c == class) {
+            return Err(ModelError::UnknownClass(class.to_string()));
+        }
         (1..=max_users.max(1))
             .map(|n| {
-                let p = self.predict(&[(class.clone(), n, think)], instances)?;
+                let p = self.predict(&[(class.to_string(), n, think)], instances)?;
                 Ok((n, p.throughput(), p.response_time()))
             })
             .collect()

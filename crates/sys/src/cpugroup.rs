@@ -124,6 +124,17 @@ impl CpuGroup {
         Ok(())
     }
 
+    /// Lets processes of user `uid` (group `gid`) move themselves into the group: the
+    /// `cgroup.procs` files become theirs. [`CpuGroup::join_on_spawn`] runs after a command's
+    /// user switch, so a server started as another user (PostgreSQL) needs this first.
+    pub fn delegate(&self, uid: u32, gid: u32) -> Result<()> {
+        for d in &self.dirs {
+            let p = d.join("cgroup.procs");
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid)).map_err(|e| io(&p, e))?;
+        }
+        Ok(())
+    }
+
     /// Makes `cmd`'s process join the group between fork and exec, so that every process it
     /// forks (PostgreSQL's backends, nginx's workers) is in the group from its start.
     pub fn join_on_spawn(&self, cmd: &mut std::process::Command) -> Result<()> {
