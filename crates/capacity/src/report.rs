@@ -99,6 +99,23 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if !r.model.residuals.is_empty() {
+        let _ = writeln!(s, "Utilization-law residuals at the fitted points (busy cores):\n");
+        let _ = writeln!(s, "| point | tier | measured | fitted | residual |");
+        let _ = writeln!(s, "|---|---|---|---|---|");
+        for x in &r.model.residuals {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.4} | {:.4} | {:+.4} |",
+                x.label,
+                x.tier,
+                x.measured,
+                x.fitted,
+                x.measured - x.fitted
+            );
+        }
+        let _ = writeln!(s);
+    }
     if !r.scale_out.is_empty() {
         let _ = writeln!(
             s,
