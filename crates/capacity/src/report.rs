@@ -100,7 +100,10 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             .join(", ")
     );
     if !r.model.residuals.is_empty() {
-        let _ = writeln!(s, "Utilization-law residuals at the fitted points (busy cores):\n");
+        let _ = writeln!(
+            s,
+            "Utilization-law residuals at the fitted points (busy cores):\n"
+        );
         let _ = writeln!(s, "| point | tier | measured | fitted | residual |");
         let _ = writeln!(s, "|---|---|---|---|---|");
         for x in &r.model.residuals {
