@@ -72,6 +72,9 @@ enum Command {
     Drive(cmd::drive::DriveArgs),
     /// Configuration studies: validate, run (racing, confirmation), scale, report.
     Study(Box<cmd::study::StudyArgs>),
+    /// Capacity runs: sweep a multi-tier deployment, fit a queueing model from the lowest
+    /// loads, check its predictions at every other load and scale-out, and report.
+    Capacity(cmd::capacity::CapacityArgs),
 }
 
 fn main() {
@@ -134,5 +137,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Model(args) => cmd::model::run(args),
         Command::Drive(args) => cmd::drive::run(args),
         Command::Study(args) => cmd::study::run(*args),
+        Command::Capacity(args) => cmd::capacity::run(args),
     }
 }

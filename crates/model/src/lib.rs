@@ -15,6 +15,8 @@
 //! * [`predict()`]: predictions over clients and replicated nodes, the bottleneck, validation
 //!   tables (measured vs predicted with error %), and throughput-per-cost rankings.
 //! * [`mod@file`]: the documented TOML/JSON model file; [`mod@jmva`]: JMT's JMVA XML, read and write.
+//! * [`mod@tiered`]: tiered capacity models (CPU tiers with quotas or cores, replicas, the
+//!   client path as a delay) fitted from the lowest points of a measured load sweep.
 //! * [`mod@report`]: what a model file answers in one call each (solved, fitted, a
 //!   prediction [`Sweep`], a [`ValidationReport`]), for front ends that only print.
 //!
@@ -29,6 +31,7 @@ pub mod network;
 pub mod point;
 pub mod predict;
 pub mod report;
+pub mod tiered;
 
 pub use error::ModelError;
 pub use file::ModelFile;
@@ -44,3 +47,4 @@ pub use predict::{
     validate,
 };
 pub use report::{PredictReport, Rendered, Sweep, ValidationReport};
+pub use tiered::{ClassLoad, TierCheck, TierModel, TierPoint, TierPrediction, TierSpec, fit_tiers};

@@ -2,7 +2,7 @@
 //! tables of their own, the scaling view (throughput and CPU vs instances), the effect of each
 //! factor, the best configuration against the baseline with its evidence, and the apply script
 //! (the winner's when it is shown better than the baseline, else the baseline's unless forced).
-//! Rendered as JSON, Markdown or HTML (with an inline SVG chart).
+//! Rendered as JSON, Markdown or HTML (inline SVG charts drawn by `perfpilot-chart`).
 
 mod apply;
 mod html;
@@ -22,7 +22,7 @@ use crate::stats;
 use crate::summary::{Summary, against_baseline, phase_figures};
 
 pub use apply::{Apply, apply_script};
-pub use html::{Series, svg_chart, to_html};
+pub use html::{facts_table, machine_rows, markdown_body, to_html};
 pub use markdown::to_markdown;
 
 /// One row of the trial table.

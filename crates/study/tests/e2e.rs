@@ -171,7 +171,7 @@ config = {{ instances = 1, cache = 300 }}
     assert!(md.contains(&format!("**{winner}**")), "{md}");
     assert!(md.contains("## Apply script"));
     let html = report::to_html(&r);
-    assert!(html.contains("<svg") && html.contains("<polyline"));
+    assert!(html.contains("<svg") && html.contains("<path d=\"M"));
     let json: serde_json::Value = serde_json::from_str(&report::to_json(&r)).unwrap();
     assert_eq!(
         json["summary"]["winner"],

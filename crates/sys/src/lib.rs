@@ -26,7 +26,10 @@
 //!
 //! Two small wrappers serve the processes perfpilot starts itself: [`signal::terminate`]
 //! asks one to stop, and [`mapping::AnonMapping`] is the memory a synthetic load maps,
-//! advises and touches. The other crates reach the kernel through this one, not `libc`.
+//! advises and touches. For the deployments a capacity study starts, [`cpugroup::CpuGroup`]
+//! is a `perfpilot-` cgroup (CPU quota and accounting) and [`netns::NetNs`] a network
+//! namespace as a second host; both hold only processes perfpilot started and are removed by
+//! their guards. The other crates reach the kernel through this one, not `libc`.
 
 #![allow(unsafe_code)] // the one crate that makes raw system calls; each block says why it is sound
 
@@ -35,6 +38,7 @@ pub mod block;
 pub mod change;
 pub mod clock;
 pub mod collapse;
+pub mod cpugroup;
 mod cpuset;
 mod error;
 mod fs;
@@ -42,6 +46,7 @@ pub mod ipc;
 pub mod knob;
 pub mod mapping;
 pub mod net;
+pub mod netns;
 pub mod node;
 pub mod pages;
 pub mod perf;

@@ -8,6 +8,16 @@ use crate::{Error, Result};
 /// would read them as "my process group" or "every process I may signal". A process that
 /// has already exited (and been reaped) gives an error that [`Error::is_vanished`] accepts.
 pub fn terminate(pid: u32) -> Result<()> {
+    send(pid, libc::SIGTERM)
+}
+
+/// Sends SIGINT to process `pid`: PostgreSQL's fast shutdown (SIGTERM waits for its clients).
+/// The same rules for `pid` as [`terminate`].
+pub fn interrupt(pid: u32) -> Result<()> {
+    send(pid, libc::SIGINT)
+}
+
+fn send(pid: u32, signal: i32) -> Result<()> {
     let target = format!("pid {pid}");
     let raw = i32::try_from(pid)
         .ok()
@@ -21,7 +31,7 @@ pub fn terminate(pid: u32) -> Result<()> {
             ),
         })?;
     // SAFETY: kill has no memory preconditions; raw > 0 addresses exactly one process.
-    if unsafe { libc::kill(raw, libc::SIGTERM) } != 0 {
+    if unsafe { libc::kill(raw, signal) } != 0 {
         return Err(Error::Syscall {
             call: "kill",
             target,

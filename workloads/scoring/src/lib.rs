@@ -12,11 +12,14 @@
 //!   `{"model": NAME, "prediction": …, "probabilities": {…}}` (plus `"inputs"` when echoing);
 //!   404 for an unknown model, 400 for a bad record, 500 for a malformed model file (the error
 //!   names the file and element).
+//! - With `--db`, each score is followed by a range aggregate over a PostgreSQL table (the
+//!   middle tier of a three-tier deployment); `GET /lookup/KEY` runs that lookup alone.
 //! - `GET /models` lists the model names; `GET /health` answers `ok`; `GET /metrics` is the
 //!   Prometheus text format.
 
 mod cache;
 pub mod generate;
+pub mod lookup;
 mod metrics;
 pub mod pmml;
 mod service;
@@ -24,6 +27,7 @@ mod service;
 use std::path::PathBuf;
 
 pub use cache::{ModelCache, ModelError};
+pub use lookup::Lookup;
 pub use metrics::Metrics;
 pub use service::{Service, serve};
 

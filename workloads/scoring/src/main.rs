@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use perfpilot_scoring::{Service, ServiceConfig, serve};
+use perfpilot_scoring::{Lookup, Service, ServiceConfig, serve};
 
 /// Real-time scoring of PMML models over HTTP (POST /score/MODEL, GET /metrics).
 #[derive(Parser, Debug)]
@@ -25,6 +25,16 @@ struct Args {
     /// Echo the input fields in every response (the study's best practice is not to).
     #[arg(long)]
     echo_inputs: bool,
+    /// PostgreSQL to look up after each score (libpq key=value form, e.g.
+    /// "host=127.0.0.1 port=5432 user=postgres").
+    #[arg(long)]
+    db: Option<String>,
+    /// Consecutive rows each lookup sums (the database's work per request).
+    #[arg(long, default_value_t = 1000)]
+    db_rows: i32,
+    /// Connections to PostgreSQL (queries are pipelined on each).
+    #[arg(long, default_value_t = 4)]
+    db_connections: usize,
 }
 
 fn main() {
@@ -47,12 +57,18 @@ fn run(args: Args) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let service = Arc::new(Service::new(ServiceConfig {
+    let service = Service::new(ServiceConfig {
         model_dir: args.models.clone(),
         cache_size: args.cache_size,
         echo_inputs: args.echo_inputs,
-    }));
+    });
     rt.block_on(async move {
+        let service = Arc::new(match &args.db {
+            Some(db) => {
+                service.with_lookup(Lookup::connect(db, args.db_connections, args.db_rows).await?)
+            }
+            None => service,
+        });
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;

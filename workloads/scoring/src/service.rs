@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 
 use crate::ServiceConfig;
 use crate::cache::{ModelCache, ModelError};
+use crate::lookup::Lookup;
 use crate::metrics::Metrics;
 use crate::pmml::{Record, Value};
 
@@ -25,6 +26,8 @@ pub struct Service {
     pub cache: ModelCache,
     /// The counters behind `/metrics`.
     pub metrics: Metrics,
+    /// The per-request database lookup, when started with `--db`.
+    pub lookup: Option<Lookup>,
 }
 
 impl Service {
@@ -35,7 +38,24 @@ impl Service {
             config,
             cache,
             metrics: Metrics::default(),
+            lookup: None,
         }
+    }
+
+    /// The service with a per-request database lookup after each score, and `GET /lookup/KEY`.
+    pub fn with_lookup(mut self, lookup: Lookup) -> Self {
+        self.lookup = Some(lookup);
+        self
+    }
+
+    /// The lookup of `key`, as JSON for a response; `None` without `--db`.
+    async fn lookup(&self, key: i32) -> Option<Result<Json, String>> {
+        let l = self.lookup.as_ref()?;
+        Some(
+            l.query(key)
+                .await
+                .map(|(rows, sum)| json!({"rows": rows, "sum": sum})),
+        )
     }
 
     /// Scores `body` (JSON) with model `name`: (status, JSON response).
@@ -136,8 +156,46 @@ impl Service {
                         );
                     }
                 };
-                let (status, out) = self.score(&name, &body);
+                let (status, mut out) = self.score(&name, &body);
+                if status == StatusCode::OK
+                    && let Some(r) = self.lookup(fastrand::i32(0..i32::MAX)).await
+                {
+                    match r {
+                        Ok(v) => out["lookup"] = v,
+                        Err(e) => {
+                            self.metrics.error("lookup");
+                            return reply(
+                                StatusCode::BAD_GATEWAY,
+                                "application/json",
+                                json!({"error": e}).to_string().into_bytes(),
+                            );
+                        }
+                    }
+                }
                 reply(status, "application/json", out.to_string().into_bytes())
+            }
+            (Method::GET, p) if p.starts_with("/lookup/") => {
+                let key = p.trim_start_matches("/lookup/").parse::<i32>();
+                match (key, self.lookup(0).await.is_some()) {
+                    (_, false) => reply(
+                        StatusCode::NOT_FOUND,
+                        "application/json",
+                        json!({"error": "no database: start the service with --db"}).to_string().into_bytes(),
+                    ),
+                    (Err(_), true) => reply(
+                        StatusCode::BAD_REQUEST,
+                        "application/json",
+                        json!({"error": format!("{p}: the key must be an integer")}).to_string().into_bytes(),
+                    ),
+                    (Ok(k), true) => match self.lookup(k).await {
+                        Some(Ok(v)) => reply(StatusCode::OK, "application/json", v.to_string().into_bytes()),
+                        Some(Err(e)) => {
+                            self.metrics.error("lookup");
+                            reply(StatusCode::BAD_GATEWAY, "application/json", json!({"error": e}).to_string().into_bytes())
+                        }
+                        None => reply(StatusCode::NOT_FOUND, "application/json", b"{}".to_vec()),
+                    },
+                }
             }
             (Method::GET, "/metrics") => reply(
                 StatusCode::OK,

@@ -1,85 +1,47 @@
-//! The report as a standalone HTML page: inline SVG charts of the scaling view and the load
-//! sweep, and the Markdown body converted line by line.
+//! The report as a standalone HTML page: the title first, the machine as a table, the charts
+//! (drawn by `perfpilot-chart`: throughput and response time in separate panels over a
+//! logarithmic users axis, throughput and CPU in separate panels over instances), then the
+//! Markdown body converted line by line with its inline code and bold rendered, not shown.
 
 use std::fmt::Write as _;
 
+use perfpilot_chart::{LineChart, Panel, Series, Style, esc, inline, page};
+
 use super::{Report, to_markdown};
 
-/// One line of a chart: name, colour, `(x, y)` points.
-pub type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
-
-/// An SVG line chart of `series` (name, colour, points) over a shared x axis, each series
-/// scaled to its own maximum (labelled at the end of its line).
-pub fn svg_chart(title: &str, x_label: &str, series: &[Series<'_>]) -> String {
-    let (w, h, l, r, t, b) = (560.0, 300.0, 50.0, 150.0, 30.0, 40.0);
-    let xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.2.iter().map(|p| p.0))
-        .collect();
-    let (x0, x1) = (
-        xs.iter().copied().fold(f64::INFINITY, f64::min),
-        xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-    );
-    let span = if x1 > x0 { x1 - x0 } else { 1.0 };
-    let px = |x: f64| l + (x - x0) / span * (w - l - r);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"{l}\" y=\"18\" font-size=\"13\">{}</text>\n<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#444\"/>\n<line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"#444\"/>\n<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-        esc(title),
-        h - b,
-        w - r,
-        h - b,
-        h - b,
-        (l + w - r) / 2.0,
-        h - 8.0,
-        esc(x_label)
-    );
-    let mut ticks: Vec<f64> = xs.clone();
-    ticks.sort_by(f64::total_cmp);
-    ticks.dedup();
-    for x in ticks {
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            px(x),
-            h - b + 14.0,
-            x
-        );
-    }
-    for (name, colour, pts) in series {
-        let max = pts.iter().map(|p| p.1).fold(0.0, f64::max);
-        if pts.is_empty() || max <= 0.0 {
-            continue;
-        }
-        let py = |y: f64| h - b - y / max * (h - t - b);
-        let path: Vec<String> = pts
+/// The machine facts of a report as (what, value) rows, from the stored host JSON.
+pub fn machine_rows(host: &serde_json::Value) -> Vec<(String, String)> {
+    let label = |k: &str| match k {
+        "online" => "CPUs online".to_string(),
+        "nodes" => "NUMA nodes".to_string(),
+        "llcs" => "last-level caches".to_string(),
+        "cores" => "cores".to_string(),
+        "smt" => "threads per core".to_string(),
+        other => other.replace('_', " "),
+    };
+    match host {
+        serde_json::Value::Object(m) => m
             .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
-            path.join(" ")
-        );
-        for (x, y) in pts {
-            let _ = writeln!(
-                s,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"><title>{}: {y:.2} at {x}</title></circle>",
-                px(*x),
-                py(*y),
-                esc(name)
-            );
-        }
-        if let Some((x, y)) = pts.last() {
-            let _ = writeln!(
-                s,
-                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{} (max {max:.1})</text>",
-                px(*x) + 6.0,
-                py(*y) + 4.0,
-                esc(name)
-            );
-        }
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (label(k), v)
+            })
+            .collect(),
+        serde_json::Value::Null => Vec::new(),
+        other => vec![("machine".into(), other.to_string())],
     }
-    s.push_str("</svg>\n");
+}
+
+/// A two-column table of (what, value) rows.
+pub fn facts_table(rows: &[(String, String)]) -> String {
+    let mut s = String::from("<table>\n");
+    for (k, v) in rows {
+        let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
+    }
+    s.push_str("</table>\n");
     s
 }
 
@@ -89,10 +51,17 @@ pub fn to_html(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Study {} run {}</title>\n<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;font-size:12px}}pre{{background:#f4f4f4;padding:8px;overflow:auto}}</style></head><body>",
+        "<h1>Study {}, run {} ({})</h1>\n<p>Study file: <code>{}</code></p>",
         esc(&r.name),
-        r.run
+        r.run,
+        r.state,
+        esc(&r.file)
     );
+    let machine = machine_rows(&r.host);
+    if !machine.is_empty() {
+        s.push_str("<h2>Machine</h2>\n");
+        s.push_str(&facts_table(&machine));
+    }
     if !r.scaling_view.is_empty() {
         let thr: Vec<(f64, f64)> = r
             .scaling_view
@@ -104,14 +73,36 @@ pub fn to_html(r: &Report) -> String {
             .iter()
             .filter_map(|v| v.cpu_cores.map(|c| (v.instances as f64, c)))
             .collect();
-        s.push_str(&svg_chart(
-            "Throughput and CPU vs instances (best configuration per instance count)",
-            "instances",
-            &[
-                ("throughput req/s", "#1f77b4", thr),
-                ("CPU cores", "#d62728", cpu),
+        let chart = LineChart {
+            title: "Throughput and CPU vs instances".into(),
+            x_label: "instances".into(),
+            x_log: false,
+            panels: vec![
+                Panel {
+                    y_label: "throughput (req/s)".into(),
+                    series: vec![Series::new(
+                        "throughput, best configuration per instance count",
+                        "#1f77b4",
+                        Style::LineMarkers,
+                        thr,
+                    )],
+                },
+                Panel {
+                    y_label: "CPU (busy cores)".into(),
+                    series: vec![Series::new(
+                        "CPU of the instances",
+                        "#d62728",
+                        Style::LineMarkers,
+                        cpu,
+                    )],
+                },
             ],
-        ));
+        };
+        let _ = write!(
+            s,
+            "<h2>Throughput and CPU vs instances</h2>\n<figure>{}</figure>\n",
+            chart.svg()
+        );
     }
     if let Some(sc) = &r.scaling {
         let thr: Vec<(f64, f64)> = sc
@@ -124,19 +115,53 @@ pub fn to_html(r: &Report) -> String {
             .iter()
             .filter_map(|p| p.response_time_s.map(|v| (p.users as f64, v * 1000.0)))
             .collect();
-        s.push_str(&svg_chart(
-            "Throughput and response time vs users",
-            "users",
-            &[
-                ("throughput req/s", "#1f77b4", thr),
-                ("response ms", "#d62728", rt),
+        let chart = LineChart {
+            title: "Throughput and response time vs users".into(),
+            x_label: "users".into(),
+            x_log: true,
+            panels: vec![
+                Panel {
+                    y_label: "throughput (req/s)".into(),
+                    series: vec![Series::new(
+                        "measured throughput",
+                        "#1f77b4",
+                        Style::LineMarkers,
+                        thr,
+                    )],
+                },
+                Panel {
+                    y_label: "mean response time (ms)".into(),
+                    series: vec![Series::new(
+                        "measured response time",
+                        "#d62728",
+                        Style::LineMarkers,
+                        rt,
+                    )],
+                },
             ],
-        ));
+        };
+        let _ = write!(
+            s,
+            "<h2>Load sweep of {}: throughput and response time vs users</h2>\n<figure>{}</figure>\n",
+            esc(&sc.config),
+            chart.svg()
+        );
     }
-    // The Markdown body, converted line by line (headings, tables, lists, code).
+    s.push_str(&markdown_body(&md));
+    page(&format!("Study {} run {}", r.name, r.run), &s)
+}
+
+/// The Markdown body as HTML (headings, tables, lists, code blocks, inline code and bold),
+/// without its first heading and the machine line, which the page shows above.
+pub fn markdown_body(md: &str) -> String {
+    let mut s = String::new();
     let mut in_table = false;
+    let mut header = false;
     let mut in_code = false;
     for line in md.lines() {
+        if line.starts_with("# ") || line.starts_with("Study file: ") {
+            continue;
+        }
         if line.starts_with("```") {
             s.push_str(if in_code { "</pre>\n" } else { "<pre>" });
             in_code = !in_code;
@@ -153,11 +178,14 @@ pub fn to_html(r: &Report) -> String {
             if !in_table {
                 s.push_str("<table>\n");
                 in_table = true;
+                header = true;
             }
+            let tag = if header { "th" } else { "td" };
+            header = false;
             let cells: Vec<String> = line
                 .trim_matches('|')
                 .split(" | ")
-                .map(|c| format!("<td>{}</td>", esc(c.trim())))
+                .map(|c| format!("<{tag}>{}</{tag}>", inline(c.trim())))
                 .collect();
             let _ = writeln!(s, "<tr>{}</tr>", cells.join(""));
             continue;
@@ -165,30 +193,18 @@ pub fn to_html(r: &Report) -> String {
             s.push_str("</table>\n");
             in_table = false;
         }
-        let text = esc(line).replace("**", "");
         if let Some(h) = line.strip_prefix("### ") {
-            let _ = writeln!(s, "<h3>{}</h3>", esc(h));
+            let _ = writeln!(s, "<h3>{}</h3>", inline(h));
         } else if let Some(h) = line.strip_prefix("## ") {
-            let _ = writeln!(s, "<h2>{}</h2>", esc(h));
-        } else if let Some(h) = line.strip_prefix("# ") {
-            let _ = writeln!(s, "<h1>{}</h1>", esc(h));
+            let _ = writeln!(s, "<h2>{}</h2>", inline(h));
         } else if let Some(item) = line.strip_prefix("- ") {
-            let _ = writeln!(s, "<li>{}</li>", esc(item).replace("**", ""));
+            let _ = writeln!(s, "<li>{}</li>", inline(item));
         } else if !line.is_empty() {
-            let _ = writeln!(s, "<p>{text}</p>");
+            let _ = writeln!(s, "<p>{}</p>", inline(line));
         }
     }
     if in_table {
         s.push_str("</table>\n");
     }
-    s.push_str("</body></html>\n");
     s
-}
-
-/// `s` escaped for HTML text and attribute values.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

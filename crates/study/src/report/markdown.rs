@@ -24,7 +24,20 @@ fn left_word(kind: Left) -> &'static str {
 pub fn to_markdown(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Study {:?}, run {} ({})\n", r.name, r.run, r.state);
-    let _ = writeln!(s, "Study file: `{}`. Machine: {}.\n", r.file, r.host);
+    let machine: Vec<String> = super::machine_rows(&r.host)
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "Study file: `{}`. Machine: {}.\n",
+        r.file,
+        if machine.is_empty() {
+            "not recorded".to_string()
+        } else {
+            machine.join(", ")
+        }
+    );
     if let Some(sum) = &r.summary {
         let _ = writeln!(s, "## Best configuration\n");
         let _ = writeln!(s, "Objective: {}.\n", sum.goal);

@@ -1,0 +1,531 @@
+//! Starting a sweep's deployment: each tier's instances in CPU groups of their own (a quota
+//! when the tier has one, accounting always), instances from the second of a tier in a network
+//! namespace when the sweep asks for a second host, PostgreSQL and nginx as built-in kinds,
+//! readiness, and stopping it all (front tier first) when the guard drops.
+
+use std::collections::BTreeMap;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use perfpilot_sys::Fs;
+use perfpilot_sys::cpugroup::CpuGroup;
+use perfpilot_sys::netns::NetNs;
+
+use crate::error::{CapacityError, Result};
+use crate::spec::{Capacity, SweepFile, TierFile, TierKind};
+
+/// How long an instance may take to become ready.
+const READY_LIMIT: Duration = Duration::from_secs(60);
+
+/// One running instance.
+#[derive(Debug)]
+pub struct Instance {
+    /// Its address as seen from this host (127.0.0.1, or the namespace's address).
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// Whether it runs in the second host's namespace.
+    pub in_namespace: bool,
+    child: Child,
+    /// Its CPU group (quota and accounting).
+    pub group: CpuGroup,
+    dir: tempfile::TempDir,
+    stop_signal: Stop,
+}
+
+/// How an instance is asked to stop.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// SIGINT: PostgreSQL's fast shutdown.
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = match self.stop_signal {
+                Stop::Interrupt => perfpilot_sys::signal::interrupt(self.child.id()),
+                Stop::Terminate => perfpilot_sys::signal::terminate(self.child.id()),
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Instance {
+    /// Why the instance is no longer running, with the end of its log; `None` while it runs.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!("exited ({status}){}", log_tail(self.dir.path()))),
+            _ => None,
+        }
+    }
+}
+
+/// One running tier.
+#[derive(Debug)]
+pub struct Tier {
+    /// Its name.
+    pub name: String,
+    /// Cores one instance can use (its quota, else its `cores`, else the machine's).
+    pub cores: f64,
+    /// Its instances.
+    pub instances: Vec<Instance>,
+}
+
+/// A running deployment; dropping it stops the tiers front first, then removes the
+/// namespace.
+#[derive(Debug)]
+pub struct Deployed {
+    /// The tiers in start order.
+    pub tiers: Vec<Tier>,
+    /// The URL base of the front tier (`http://127.0.0.1:PORT`).
+    pub front: String,
+    netns: Option<NetNs>,
+}
+
+impl Drop for Deployed {
+    fn drop(&mut self) {
+        while let Some(t) = self.tiers.pop() {
+            drop(t);
+        }
+        drop(self.netns.take());
+    }
+}
+
+impl Deployed {
+    /// The first instance that exited, named.
+    pub fn exited(&mut self) -> Option<String> {
+        for t in &mut self.tiers {
+            for (i, inst) in t.instances.iter_mut().enumerate() {
+                if let Some(why) = inst.exited() {
+                    return Some(format!("tier {} instance {}: {why}", t.name, i + 1));
+                }
+            }
+        }
+        None
+    }
+
+    /// CPU seconds used so far per tier (all instances).
+    pub fn cpu_seconds(&self) -> BTreeMap<String, f64> {
+        self.tiers
+            .iter()
+            .map(|t| {
+                let s: f64 = t
+                    .instances
+                    .iter()
+                    .filter_map(|i| i.group.usage().ok())
+                    .map(|d| d.as_secs_f64())
+                    .sum();
+                (t.name.clone(), s)
+            })
+            .collect()
+    }
+
+    /// Periods in which a quota throttled each tier (all instances), where the kernel says.
+    pub fn throttled(&self) -> BTreeMap<String, u64> {
+        self.tiers
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.instances
+                        .iter()
+                        .filter_map(|i| i.group.throttled_periods())
+                        .sum(),
+                )
+            })
+            .collect()
+    }
+}
+
+fn tier_err(tier: &str, message: impl Into<String>) -> CapacityError {
+    CapacityError::Tier {
+        tier: tier.to_string(),
+        message: message.into(),
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn log_tail(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; its log ends: {}",
+        lines[lines.len().saturating_sub(3)..].join(" | ")
+    )
+}
+
+/// Cores of this machine.
+pub fn machine_cores() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+}
+
+/// A program on `PATH`, or in PostgreSQL's versioned directories.
+fn find(tool: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.push("/usr/sbin".into());
+    if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
+        let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("bin")).collect();
+        v.sort();
+        dirs.extend(v.into_iter().rev());
+    }
+    dirs.into_iter().map(|d| d.join(tool)).find(|p| p.is_file())
+}
+
+/// uid and gid of a system user, from `/etc/passwd`.
+fn ids_of(user: &str) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 3 && f[0] == user).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
+}
+
+/// Starts `sweep`'s deployment of `cap`. `tag` names the CPU groups and the namespace.
+pub fn deploy(cap: &Capacity, sweep: &SweepFile, tag: &str) -> Result<Deployed> {
+    let fs = Fs::live();
+    let stale = perfpilot_sys::cpugroup::remove_stale(&fs, "cap-");
+    if !stale.is_empty() {
+        eprintln!(
+            "perfpilot capacity: removed {} CPU group(s) a killed run left behind",
+            stale.len()
+        );
+    }
+    let netns = match &sweep.second_host {
+        Some(_) => Some(
+            NetNs::create(&format!("cap-{tag}"), (233, 17)).map_err(|e| {
+                tier_err("second host", format!("cannot create the namespace: {e}"))
+            })?,
+        ),
+        None => None,
+    };
+    let mut dep = Deployed {
+        tiers: Vec::new(),
+        front: String::new(),
+        netns,
+    };
+    for t in &cap.file.tier {
+        let n = sweep.instances.get(&t.name).copied().unwrap_or(1).max(1);
+        let cores = t.cpu_quota.or(t.cores).unwrap_or_else(machine_cores);
+        let mut tier = Tier {
+            name: t.name.clone(),
+            cores,
+            instances: Vec::new(),
+        };
+        for cmd in &t.setup {
+            run_setup(&t.name, cmd)?;
+        }
+        for i in 0..n {
+            let in_ns = i > 0 && sweep.second_host.as_deref() == Some(t.name.as_str());
+            let inst = start(&fs, &dep, t, i, in_ns, tag)?;
+            tier.instances.push(inst);
+        }
+        dep.tiers.push(tier);
+    }
+    let front = dep
+        .tiers
+        .last()
+        .and_then(|t| t.instances.first())
+        .map(|i| format!("http://{}:{}", i.host, i.port))
+        .unwrap_or_default();
+    dep.front = front;
+    Ok(dep)
+}
+
+fn run_setup(tier: &str, cmd: &str) -> Result<()> {
+    let out = Command::new("sh")
+        .args(["-c", cmd])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| tier_err(tier, format!("setup {cmd:?}: cannot run sh: {e}")))?;
+    if !out.status.success() {
+        return Err(tier_err(
+            tier,
+            format!(
+                "setup {cmd:?} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Template values for an instance: its own host and port, and each running tier's first
+/// instance as reachable from where this one runs.
+fn values(dep: &Deployed, host: &str, port: u16, in_ns: bool) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::new();
+    v.insert("host".to_string(), host.to_string());
+    v.insert("port".to_string(), port.to_string());
+    for t in &dep.tiers {
+        if let Some(first) = t.instances.first() {
+            let reach = match (&dep.netns, in_ns) {
+                (Some(ns), true) if !first.in_namespace => ns.host_addr.clone(),
+                _ => first.host.clone(),
+            };
+            v.insert(format!("{}.host", t.name), reach);
+            v.insert(format!("{}.port", t.name), first.port.to_string());
+        }
+    }
+    v
+}
+
+fn render(template: &str, values: &BTreeMap<String, String>) -> String {
+    let mut out = template.to_string();
+    for (k, v) in values {
+        out = out.replace(&format!("{{{k}}}"), v);
+    }
+    out
+}
+
+fn start(
+    fs: &Fs,
+    dep: &Deployed,
+    t: &TierFile,
+    index: u32,
+    in_ns: bool,
+    tag: &str,
+) -> Result<Instance> {
+    let group = CpuGroup::create(fs, &format!("cap-{tag}-{}-{index}", t.name), t.cpu_quota)
+        .map_err(|e| tier_err(&t.name, format!("cannot create its CPU group: {e}")))?;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("perfpilot-cap-{}-", t.name))
+        .tempdir()
+        .map_err(|e| tier_err(&t.name, format!("cannot create a temporary directory: {e}")))?;
+    let port = free_port().map_err(|e| tier_err(&t.name, format!("no free port: {e}")))?;
+    let host = match (&dep.netns, in_ns) {
+        (Some(ns), true) => ns.ns_addr.clone(),
+        _ => "127.0.0.1".to_string(),
+    };
+    let log = std::fs::File::create(dir.path().join("log"))
+        .map_err(|e| tier_err(&t.name, format!("cannot create its log: {e}")))?;
+    let (mut cmd, stop_signal) = match t.kind {
+        TierKind::Postgres => {
+            if perfpilot_sys::user::is_root() {
+                // The server switches to the postgres user before it joins the group.
+                let (uid, gid) = ids_of("postgres").ok_or_else(|| {
+                    tier_err(&t.name, "running as root needs the OS user postgres")
+                })?;
+                group
+                    .delegate(uid, gid)
+                    .map_err(|e| tier_err(&t.name, e.to_string()))?;
+            }
+            (postgres(dep, t, dir.path(), port)?, Stop::Interrupt)
+        }
+        TierKind::Nginx => (nginx(dep, t, dir.path(), port)?, Stop::Terminate),
+        TierKind::Command => {
+            let line = render(
+                t.command.as_deref().unwrap_or(""),
+                &values(dep, &host, port, in_ns),
+            );
+            let words = shlex::split(&line)
+                .filter(|w| !w.is_empty())
+                .ok_or_else(|| tier_err(&t.name, format!("command {line:?} does not parse")))?;
+            let mut argv = match (&dep.netns, in_ns) {
+                (Some(ns), true) => ns.exec_prefix(),
+                _ => Vec::new(),
+            };
+            argv.extend(words);
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            (c, Stop::Terminate)
+        }
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log));
+    group
+        .join_on_spawn(&mut cmd)
+        .map_err(|e| tier_err(&t.name, e.to_string()))?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| tier_err(&t.name, format!("cannot start: {e}")))?;
+    let mut inst = Instance {
+        host,
+        port,
+        in_namespace: in_ns,
+        child,
+        group,
+        dir,
+        stop_signal,
+    };
+    wait_ready(t, &mut inst, dep)?;
+    Ok(inst)
+}
+
+fn wait_ready(t: &TierFile, inst: &mut Instance, dep: &Deployed) -> Result<()> {
+    let deadline = Instant::now() + READY_LIMIT;
+    let url = t
+        .ready
+        .as_ref()
+        .map(|u| render(u, &values(dep, &inst.host, inst.port, false)));
+    loop {
+        if let Some(why) = inst.exited() {
+            return Err(tier_err(&t.name, format!("did not start: {why}")));
+        }
+        let ok = match (&url, t.kind) {
+            (Some(u), _) => perfpilot_drive::fetch::get(u, Duration::from_secs(2)).is_ok(),
+            (None, TierKind::Postgres) => postgres_ready(inst.port),
+            (None, _) => TcpStream::connect((inst.host.as_str(), inst.port)).is_ok(),
+        };
+        if ok {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(tier_err(
+                &t.name,
+                format!(
+                    "not ready within {}s on {}:{}{}",
+                    READY_LIMIT.as_secs(),
+                    inst.host,
+                    inst.port,
+                    log_tail(inst.dir.path())
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn postgres_ready(port: u16) -> bool {
+    let Some(ready) = find("pg_isready") else {
+        return TcpStream::connect(("127.0.0.1", port)).is_ok();
+    };
+    Command::new(ready)
+        .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// initdb into `dir` (as the `postgres` user when running as root) and the server command:
+/// trusted TCP from loopback and the second host's link, `fsync` off (a throw-away cluster).
+fn postgres(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command> {
+    use std::os::unix::process::CommandExt;
+    let initdb = find("initdb").ok_or_else(|| {
+        tier_err(
+            &t.name,
+            "initdb is not installed: run scripts/install-deps (postgresql)",
+        )
+    })?;
+    let server = find("postgres").unwrap_or_else(|| initdb.with_file_name("postgres"));
+    let as_postgres = |c: &mut Command| -> Result<()> {
+        if perfpilot_sys::user::is_root() {
+            let (uid, gid) = ids_of("postgres").ok_or_else(|| {
+                tier_err(
+                    &t.name,
+                    "running as root needs the OS user postgres (installed with postgresql)",
+                )
+            })?;
+            c.uid(uid).gid(gid);
+        }
+        Ok(())
+    };
+    if perfpilot_sys::user::is_root() {
+        let (uid, gid) = ids_of("postgres")
+            .ok_or_else(|| tier_err(&t.name, "running as root needs the OS user postgres"))?;
+        std::os::unix::fs::chown(dir, Some(uid), Some(gid))
+            .map_err(|e| tier_err(&t.name, format!("cannot chown {}: {e}", dir.display())))?;
+        std::os::unix::fs::chown(dir.join("log"), Some(uid), Some(gid))
+            .map_err(|e| tier_err(&t.name, format!("cannot chown its log: {e}")))?;
+    }
+    let data = dir.join("data");
+    let mut init = Command::new(&initdb);
+    init.arg("-D").arg(&data).args([
+        "--auth-host=trust",
+        "--auth-local=trust",
+        "-U",
+        "postgres",
+        "--no-sync",
+    ]);
+    as_postgres(&mut init)?;
+    let out = init
+        .output()
+        .map_err(|e| tier_err(&t.name, format!("cannot run initdb: {e}")))?;
+    if !out.status.success() {
+        return Err(tier_err(
+            &t.name,
+            format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    let mut listen = vec!["127.0.0.1".to_string()];
+    let mut hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n".to_string();
+    if let Some(ns) = &dep.netns {
+        listen.push(ns.host_addr.clone());
+        hba.push_str(&format!("host all all {}/32 trust\n", ns.ns_addr));
+    }
+    std::fs::write(data.join("pg_hba.conf"), hba)
+        .map_err(|e| tier_err(&t.name, format!("cannot write pg_hba.conf: {e}")))?;
+    let mut c = Command::new(server);
+    c.arg("-D")
+        .arg(&data)
+        .arg("-k")
+        .arg(dir)
+        .args(["-p", &port.to_string(), "-c", "fsync=off"])
+        .arg("-c")
+        .arg(format!("listen_addresses={}", listen.join(",")));
+    for (k, v) in &t.settings {
+        c.arg("-c").arg(format!("{k}={v}"));
+    }
+    as_postgres(&mut c)?;
+    Ok(c)
+}
+
+/// nginx as a reverse proxy over the upstream tier's instances: one worker process (no
+/// master, so the process started is the one serving), keep-alive to the upstream.
+fn nginx(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command> {
+    let bin = find("nginx").ok_or_else(|| {
+        tier_err(
+            &t.name,
+            "nginx is not installed: run scripts/install-deps (nginx-light)",
+        )
+    })?;
+    let up = t.upstream.as_deref().unwrap_or("");
+    let upstream = dep
+        .tiers
+        .iter()
+        .find(|x| x.name == up)
+        .ok_or_else(|| tier_err(&t.name, format!("upstream tier `{up}` is not running")))?;
+    let servers: String = upstream
+        .instances
+        .iter()
+        .map(|i| format!("    server {}:{};\n", i.host, i.port))
+        .collect();
+    let d = dir.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/log;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n  uwsgi_temp_path {d}; scgi_temp_path {d};\n  keepalive_requests 1000000;\n\
+           upstream tier {{\n{servers}    keepalive 64;\n  }}\n\
+           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://tier;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf)
+        .map_err(|e| tier_err(&t.name, format!("cannot write {}: {e}", path.display())))?;
+    let mut c = Command::new(bin);
+    c.arg("-c").arg(&path).arg("-p").arg(dir);
+    Ok(c)
+}

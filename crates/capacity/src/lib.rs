@@ -1,0 +1,24 @@
+//! perfpilot's capacity loop (`perfpilot capacity`), the Trade study's method on a system
+//! perfpilot measures itself: a multi-tier deployment started from a capacity file (tiers as
+//! instances, each in a CPU group with an optional quota, a second host as a network
+//! namespace), swept under closed-loop load with and without think time; a tiered queueing
+//! model (`perfpilot_model::tiered`) fitted from the lowest load points only; every other point
+//! and the scale-out configurations predicted and compared; and the report.
+//!
+//! - [`spec`]: the capacity file;
+//! - [`deploy`]: starting and stopping a sweep's tiers (PostgreSQL, nginx, commands);
+//! - [`sweep`]: measuring one point (throughput, response time, busy cores per tier, the
+//!   driver's own, the rest of the machine's, steady state);
+//! - [`run`](mod@run): the sweeps, the fit, the checks, scale-out and cost;
+//! - [`report`]: the validation table (Markdown) and the HTML page.
+
+pub mod deploy;
+pub mod error;
+pub mod report;
+pub mod run;
+pub mod spec;
+pub mod sweep;
+
+pub use error::{CapacityError, Result};
+pub use run::{CapacityRun, analyse, run};
+pub use spec::Capacity;

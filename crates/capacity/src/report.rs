@@ -1,0 +1,442 @@
+//! What a capacity run shows people: the validation table as Markdown (printed, and kept in
+//! `docs/`), and one standalone HTML page — per sweep the model's curve over the measured
+//! points (throughput and response time in separate panels, users on a log axis), per-tier
+//! utilisation, the bottleneck and the knee, the scale-out predictions ranked by cost, the
+//! fitted model, and the machine as a table.
+
+use std::fmt::Write as _;
+
+use perfpilot_chart::{BarChart, LineChart, Panel, Series, Style, esc, inline, page};
+
+use crate::run::CapacityRun;
+
+const COLOURS: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+];
+
+fn ms(s: f64) -> String {
+    format!("{:.2}", s * 1e3)
+}
+
+fn pct(v: f64) -> String {
+    format!("{v:+.1} %")
+}
+
+/// The measured-vs-predicted table and the fitted demands, as Markdown.
+pub fn to_markdown(r: &CapacityRun) -> String {
+    let mut s = String::new();
+    let (ex, er) = r.held_out_errors();
+    let _ = writeln!(s, "# Capacity run: {}\n", r.name);
+    let _ = writeln!(
+        s,
+        "Fitted from {} ({} point{}); held-out points: largest throughput error {:.1} %, largest response-time error {:.1} %. The run took {:.0} s.\n",
+        r.model.fitted_from.join(", "),
+        r.model.fitted_from.len(),
+        if r.model.fitted_from.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        ex,
+        er,
+        r.elapsed_s
+    );
+    let tiers: Vec<&str> = r.tiers.iter().map(|t| t.name.as_str()).collect();
+    let _ = write!(
+        s,
+        "| point | fitted | X measured (req/s) | X predicted | X error | R measured (ms) | R predicted | R error | bottleneck |"
+    );
+    for t in &tiers {
+        let _ = write!(s, " {t} busy cores (meas / pred) |");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|{}", "---|".repeat(9 + tiers.len()));
+    for c in &r.checks {
+        let _ = write!(
+            s,
+            "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+            c.label,
+            if c.fitted { "yes" } else { "" },
+            c.measured_throughput,
+            c.predicted_throughput,
+            pct(c.throughput_error_pct),
+            ms(c.measured_response),
+            ms(c.predicted_response),
+            pct(c.response_error_pct),
+            c.bottleneck
+        );
+        for t in &tiers {
+            let (m, p) = c.busy.get(*t).copied().unwrap_or((0.0, 0.0));
+            let _ = write!(s, " {m:.3} / {p:.3} |");
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s, "\n## Fitted model\n");
+    let _ = writeln!(
+        s,
+        "| tier | cores per instance | demand (ms CPU per request) |"
+    );
+    let _ = writeln!(s, "|---|---|---|");
+    for t in &r.model.tiers {
+        let d: Vec<String> = r
+            .model
+            .classes
+            .iter()
+            .zip(&t.demand)
+            .map(|(c, d)| format!("{c} {:.4}", d * 1e3))
+            .collect();
+        let _ = writeln!(s, "| {} | {} | {} |", t.name, t.cores, d.join(", "));
+    }
+    let _ = writeln!(
+        s,
+        "\nClient and network path (a delay station): {:.4} ms per request. Cycle time outside the driver's latency window: {}.\n",
+        r.model.path_delay * 1e3,
+        r.model
+            .classes
+            .iter()
+            .zip(&r.model.outside_latency)
+            .map(|(c, v)| format!("{c} {:.4} ms", v * 1e3))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if !r.model.residuals.is_empty() {
+        let _ = writeln!(
+            s,
+            "Utilization-law residuals at the fitted points (busy cores):\n"
+        );
+        let _ = writeln!(s, "| point | tier | measured | fitted | residual |");
+        let _ = writeln!(s, "|---|---|---|---|---|");
+        for x in &r.model.residuals {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.4} | {:.4} | {:+.4} |",
+                x.label,
+                x.tier,
+                x.measured,
+                x.fitted,
+                x.measured - x.fitted
+            );
+        }
+        let _ = writeln!(s);
+    }
+    if !r.scale_out.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Scale-out of {} (predicted at {} users), best throughput per price first\n",
+            r.scaled_tier,
+            r.scale_out.first().map_or(0, |x| x.users)
+        );
+        let _ = writeln!(
+            s,
+            "| instances | throughput (req/s) | response (ms) | bottleneck | price | req/s per price |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for x in &r.scale_out {
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} | {} | {} | {:.1} | {:.1} |",
+                x.instances,
+                x.throughput,
+                ms(x.response_time),
+                x.bottleneck,
+                x.cost,
+                x.per_cost
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let noise: Vec<f64> = r
+        .sweeps
+        .iter()
+        .flat_map(|w| w.points.iter().filter_map(|p| p.other_busy))
+        .collect();
+    if !noise.is_empty() {
+        let mean = noise.iter().sum::<f64>() / noise.len() as f64;
+        let max = noise.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "Other processes on the machine during the measured windows: {mean:.2} busy cores on average, {max:.2} at most.\n"
+        );
+    }
+    for n in r.notes.iter().chain(&r.model.notes) {
+        let _ = writeln!(s, "- {n}");
+    }
+    s
+}
+
+fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut s = String::from("<table>\n<tr>");
+    for h in head {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str("</tr>\n");
+    for r in rows {
+        s.push_str("<tr>");
+        for c in r {
+            let _ = write!(s, "<td>{}</td>", inline(c));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+/// The run as a standalone HTML page.
+pub fn to_html(r: &CapacityRun) -> String {
+    let mut s = String::new();
+    let (ex, er) = r.held_out_errors();
+    let _ = writeln!(s, "<h1>Capacity run: {}</h1>", esc(&r.name));
+    let _ = writeln!(
+        s,
+        "<p>Capacity file <code>{}</code>. The model was fitted from {} only; at every other point it predicted throughput within {:.1} % and response time within {:.1} % of what was measured. The run took {:.0} s.</p>",
+        esc(&r.file),
+        esc(&r.model.fitted_from.join(", ")),
+        ex,
+        er,
+        r.elapsed_s
+    );
+    for (i, w) in r.sweeps.iter().enumerate() {
+        let fitted = |label: &str| r.model.fitted_from.iter().any(|f| f == label);
+        let pts = |f: &dyn Fn(&crate::sweep::Point) -> f64, fit: bool| -> Vec<(f64, f64)> {
+            w.points
+                .iter()
+                .filter(|p| fitted(&p.label) == fit)
+                .map(|p| (f64::from(p.users), f(p)))
+                .collect()
+        };
+        let x = |p: &crate::sweep::Point| p.throughput();
+        let rt = |p: &crate::sweep::Point| p.response_time() * 1e3;
+        let model_x: Vec<(f64, f64)> = w.curve.iter().map(|c| (f64::from(c.0), c.1)).collect();
+        let model_r: Vec<(f64, f64)> = w
+            .curve
+            .iter()
+            .map(|c| (f64::from(c.0), c.2 * 1e3))
+            .collect();
+        let colour = COLOURS[i % COLOURS.len()];
+        let chart = LineChart {
+            title: format!("Sweep {}: throughput and response time vs users", w.name),
+            x_label: "users".into(),
+            x_log: true,
+            panels: vec![
+                Panel {
+                    y_label: "throughput (req/s)".into(),
+                    series: vec![
+                        Series::new("model", colour, Style::Line, model_x),
+                        Series::new("measured, held out", "#222", Style::Markers, pts(&x, false)),
+                        Series::new(
+                            "measured, fitted from",
+                            "#ff7f0e",
+                            Style::Markers,
+                            pts(&x, true),
+                        ),
+                    ],
+                },
+                Panel {
+                    y_label: "mean response time (ms)".into(),
+                    series: vec![
+                        Series::new("model", colour, Style::Line, model_r),
+                        Series::new(
+                            "measured, held out",
+                            "#222",
+                            Style::Markers,
+                            pts(&rt, false),
+                        ),
+                        Series::new(
+                            "measured, fitted from",
+                            "#ff7f0e",
+                            Style::Markers,
+                            pts(&rt, true),
+                        ),
+                    ],
+                },
+            ],
+        };
+        let inst: Vec<String> = w
+            .instances
+            .iter()
+            .map(|(k, v)| format!("{k} ×{v}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<h2>Sweep {}: throughput and response time vs users</h2>\n<p>Think time {:.0} ms{}{}. Knee (highest throughput / response time, measured): {} users. Bottleneck (model, at the largest load): {}.</p>\n<figure>{}</figure>",
+            esc(&w.name),
+            w.think_time * 1e3,
+            if inst.is_empty() {
+                String::new()
+            } else {
+                format!("; instances {}", esc(&inst.join(", ")))
+            },
+            w.second_host.as_ref().map_or(String::new(), |h| format!(
+                "; {} instances from the second in a network namespace (a second host)",
+                esc(h)
+            )),
+            w.knee_users.map_or("–".into(), |u| u.to_string()),
+            esc(&w.bottleneck),
+            chart.svg()
+        );
+        // Per-tier utilisation at each point: busy share of the tier's capacity.
+        let series: Vec<(String, String)> = r
+            .tiers
+            .iter()
+            .enumerate()
+            .map(|(k, t)| (t.name.clone(), COLOURS[k % COLOURS.len()].to_string()))
+            .collect();
+        let groups: Vec<(String, Vec<f64>)> = w
+            .points
+            .iter()
+            .map(|p| {
+                (
+                    perfpilot_units::counted(u64::from(p.users), "user", "users"),
+                    r.tiers
+                        .iter()
+                        .map(|t| {
+                            let m = f64::from(w.instances.get(&t.name).copied().unwrap_or(1));
+                            p.busy.get(&t.name).copied().unwrap_or(0.0) / (t.cores * m) * 100.0
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        let bars = BarChart {
+            title: format!("Sweep {}: per-tier utilisation", w.name),
+            y_label: "busy share of capacity (%)".into(),
+            series,
+            groups,
+            reference: Some(100.0),
+        };
+        let _ = writeln!(
+            s,
+            "<h3>Per-tier utilisation, measured (busy cores / cores × instances)</h3>\n<figure>{}</figure>",
+            bars.svg()
+        );
+    }
+    if !r.scale_out.is_empty() {
+        let mut ordered = r.scale_out.clone();
+        ordered.sort_by_key(|x| x.instances);
+        let chart = BarChart {
+            title: "Scale-out predictions".into(),
+            y_label: "predicted throughput (req/s)".into(),
+            series: vec![("throughput".into(), "#1f77b4".into())],
+            groups: ordered
+                .iter()
+                .map(|x| {
+                    (
+                        format!("{} ×{}", r.scaled_tier, x.instances),
+                        vec![x.throughput],
+                    )
+                })
+                .collect(),
+            reference: None,
+        };
+        let _ = writeln!(
+            s,
+            "<h2>Scale-out of {} and cost ranking</h2>\n<p>Predicted at {} users. The ranking is by throughput per price, best first.</p>\n<figure>{}</figure>",
+            esc(&r.scaled_tier),
+            r.scale_out.first().map_or(0, |x| x.users),
+            chart.svg()
+        );
+        let rows: Vec<Vec<String>> = r
+            .scale_out
+            .iter()
+            .map(|x| {
+                vec![
+                    x.instances.to_string(),
+                    format!("{:.1}", x.throughput),
+                    ms(x.response_time),
+                    x.bottleneck.clone(),
+                    format!("{:.1}", x.cost),
+                    format!("{:.1}", x.per_cost),
+                ]
+            })
+            .collect();
+        s.push_str(&table(
+            &[
+                "instances",
+                "throughput (req/s)",
+                "response (ms)",
+                "bottleneck",
+                "price",
+                "req/s per price",
+            ],
+            &rows,
+        ));
+    }
+    s.push_str("<h2>Measured vs predicted</h2>\n");
+    let rows: Vec<Vec<String>> = r
+        .checks
+        .iter()
+        .map(|c| {
+            vec![
+                c.label.clone(),
+                if c.fitted {
+                    "fitted".into()
+                } else {
+                    String::new()
+                },
+                format!("{:.1}", c.measured_throughput),
+                format!("{:.1}", c.predicted_throughput),
+                pct(c.throughput_error_pct),
+                ms(c.measured_response),
+                ms(c.predicted_response),
+                pct(c.response_error_pct),
+                c.bottleneck.clone(),
+            ]
+        })
+        .collect();
+    s.push_str(&table(
+        &[
+            "point",
+            "",
+            "X measured (req/s)",
+            "X predicted",
+            "X error",
+            "R measured (ms)",
+            "R predicted (ms)",
+            "R error",
+            "bottleneck",
+        ],
+        &rows,
+    ));
+    s.push_str("<h2>Fitted model</h2>\n");
+    let rows: Vec<Vec<String>> = r
+        .model
+        .tiers
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                format!("{}", t.cores),
+                r.model
+                    .classes
+                    .iter()
+                    .zip(&t.demand)
+                    .map(|(c, d)| format!("{c} {:.4}", d * 1e3))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        })
+        .collect();
+    s.push_str(&table(
+        &["tier", "cores per instance", "CPU demand (ms per request)"],
+        &rows,
+    ));
+    let _ = writeln!(
+        s,
+        "<p>Client and network path (a delay station): {:.4} ms per request.</p>",
+        r.model.path_delay * 1e3
+    );
+    let notes: Vec<&String> = r.notes.iter().chain(&r.model.notes).collect();
+    if !notes.is_empty() {
+        s.push_str("<ul>\n");
+        for n in notes {
+            let _ = writeln!(s, "<li>{}</li>", inline(n));
+        }
+        s.push_str("</ul>\n");
+    }
+    s.push_str("<h2>Machine</h2>\n<table>\n");
+    for (k, v) in &r.machine {
+        let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
+    }
+    s.push_str("</table>\n");
+    page(&format!("Capacity run: {}", r.name), &s)
+}

@@ -1,0 +1,413 @@
+//! A whole capacity run: each sweep on a fresh deployment, the model fitted from the lowest
+//! load points only, every point predicted and compared, the model's curves, the scale-out
+//! predictions and the cost ranking — one [`CapacityRun`], saved as JSON and rendered.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use perfpilot_model::{ClassLoad, TierCheck, TierModel, TierPoint, TierSpec, fit_tiers};
+use serde::{Deserialize, Serialize};
+
+use crate::deploy::{self, machine_cores};
+use crate::error::{CapacityError, Result};
+use crate::spec::{Capacity, TierKind};
+use crate::sweep::{self, DRIVER, Point};
+
+/// A tier as run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TierInfo {
+    /// Its name.
+    pub name: String,
+    /// What ran it (`postgres`, `nginx`, `command`, or `driver`).
+    pub kind: String,
+    /// Cores per instance in the model.
+    pub cores: f64,
+    /// Its CPU quota per instance, if any.
+    pub quota: Option<f64>,
+    /// Price per instance for the cost ranking (1 when not given).
+    pub price: f64,
+}
+
+/// One sweep as measured.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SweepResult {
+    /// Its name.
+    pub name: String,
+    /// Think time, seconds.
+    pub think_time: f64,
+    /// Instances per tier (when not 1).
+    pub instances: BTreeMap<String, u32>,
+    /// The tier whose instances from the second run in a network namespace.
+    pub second_host: Option<String>,
+    /// The points that measured.
+    pub points: Vec<Point>,
+    /// Points that failed, with why.
+    pub failed: Vec<(u32, String)>,
+    /// The model's throughput and response time (s) for 1..=max users.
+    pub curve: Vec<(u32, f64, f64)>,
+    /// The users with the highest measured power (throughput / response time).
+    pub knee_users: Option<u32>,
+    /// The model's bottleneck at the sweep's largest load.
+    pub bottleneck: String,
+}
+
+/// A scale-out configuration predicted (and priced).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ScaleRow {
+    /// Instances of the scaled tier.
+    pub instances: u32,
+    /// Users it was predicted at.
+    pub users: u32,
+    /// Requests per second.
+    pub throughput: f64,
+    /// Response time, seconds.
+    pub response_time: f64,
+    /// The bottleneck tier.
+    pub bottleneck: String,
+    /// Busy share per tier.
+    pub utilization: BTreeMap<String, f64>,
+    /// Total price of the deployment.
+    pub cost: f64,
+    /// Requests per second per unit of price.
+    pub per_cost: f64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CapacityRun {
+    /// The study's name.
+    pub name: String,
+    /// The file it came from.
+    pub file: String,
+    /// The machine: (what, value) rows.
+    pub machine: Vec<(String, String)>,
+    /// The tiers (the driver last).
+    pub tiers: Vec<TierInfo>,
+    /// The sweeps.
+    pub sweeps: Vec<SweepResult>,
+    /// The fitted model.
+    pub model: TierModel,
+    /// Measured vs predicted, every point (fitted ones marked).
+    pub checks: Vec<TierCheck>,
+    /// The tier scaled out in the predictions.
+    pub scaled_tier: String,
+    /// Scale-out predictions, ranked by throughput per price (best first).
+    pub scale_out: Vec<ScaleRow>,
+    /// Points left out of fitting, and why.
+    pub notes: Vec<String>,
+    /// Wall time of the run, seconds.
+    pub elapsed_s: f64,
+}
+
+impl CapacityRun {
+    /// Largest |error %| of throughput and of response time over held-out points.
+    pub fn held_out_errors(&self) -> (f64, f64) {
+        self.checks
+            .iter()
+            .filter(|c| !c.fitted)
+            .fold((0.0, 0.0), |(x, r), c| {
+                (
+                    f64::max(x, c.throughput_error_pct.abs()),
+                    f64::max(r, c.response_error_pct.abs()),
+                )
+            })
+    }
+}
+
+fn machine_rows() -> Vec<(String, String)> {
+    let fs = perfpilot_sys::Fs::live();
+    let mut rows = Vec::new();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if let Some(m) = cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")
+            .and_then(|r| r.split(':').nth(1))
+    }) {
+        rows.push(("CPU".into(), m.trim().to_string()));
+    }
+    rows.push(("logical CPUs".into(), format!("{}", machine_cores())));
+    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        rows.push(("kernel".into(), k.trim().to_string()));
+    }
+    if let Ok(m) = perfpilot_sys::stat::read_meminfo(&fs)
+        && let Some(kb) = m.get("MemTotal")
+    {
+        rows.push(("memory".into(), perfpilot_units::bytes(kb * 1024)));
+    }
+    if let Ok(l) = perfpilot_sys::stat::read_loadavg(&fs) {
+        rows.push((
+            "load average at start (1, 5, 15 min)".into(),
+            format!("{:.2}, {:.2}, {:.2}", l.one, l.five, l.fifteen),
+        ));
+    }
+    rows
+}
+
+/// The model's tiers: the deployment's and the driver's (its threads' cores).
+pub fn tier_infos(cap: &Capacity) -> Vec<TierInfo> {
+    let mut tiers: Vec<TierInfo> = cap
+        .file
+        .tier
+        .iter()
+        .map(|t| TierInfo {
+            name: t.name.clone(),
+            kind: match t.kind {
+                TierKind::Postgres => "postgres",
+                TierKind::Nginx => "nginx",
+                TierKind::Command => "command",
+            }
+            .into(),
+            cores: t.cpu_quota.or(t.cores).unwrap_or_else(machine_cores),
+            quota: t.cpu_quota,
+            price: t.price.unwrap_or(1.0),
+        })
+        .collect();
+    tiers.push(TierInfo {
+        name: DRIVER.into(),
+        kind: "driver".into(),
+        cores: (cap.driver_threads as f64).min(machine_cores()),
+        quota: None,
+        price: 0.0,
+    });
+    tiers
+}
+
+/// A measured point as the model reads it.
+pub fn tier_point(p: &Point, instances: &BTreeMap<String, u32>) -> TierPoint {
+    TierPoint {
+        label: p.label.clone(),
+        classes: p
+            .classes
+            .iter()
+            .map(|c| ClassLoad {
+                class: c.class.clone(),
+                users: c.users,
+                think_time: c.think_time,
+                throughput: c.throughput,
+                response_time: c.response_time,
+            })
+            .collect(),
+        busy: p.busy.clone(),
+        instances: instances.clone(),
+    }
+}
+
+/// Runs every sweep of `cap`, printing progress lines through `progress`.
+pub fn run(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result<CapacityRun> {
+    let started = Instant::now();
+    let machine = machine_rows();
+    let tag = format!("{}", std::process::id());
+    let mut sweeps = Vec::new();
+    for s in &cap.file.sweep {
+        progress(&format!("sweep {}: deploying", s.name));
+        let mut dep = deploy::deploy(cap, s, &tag)?;
+        let mut points = Vec::new();
+        let mut failed = Vec::new();
+        for &u in &s.users {
+            if stop.load(Ordering::SeqCst) {
+                return Err(CapacityError::Interrupted);
+            }
+            match sweep::measure(cap, &mut dep, s, u, stop) {
+                Ok(p) => {
+                    progress(&format!(
+                        "  {}: {:.1} req/s, {:.2} ms, busy {}",
+                        p.label,
+                        p.throughput(),
+                        p.response_time() * 1e3,
+                        p.busy
+                            .iter()
+                            .map(|(k, v)| format!("{k} {v:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                    points.push(p);
+                }
+                Err(CapacityError::Interrupted) => return Err(CapacityError::Interrupted),
+                Err(e) => {
+                    progress(&format!("  {}: failed: {e}", Capacity::label(&s.name, u)));
+                    failed.push((u, e.to_string()));
+                    if dep.exited().is_some() {
+                        break;
+                    }
+                }
+            }
+        }
+        drop(dep);
+        sweeps.push(SweepResult {
+            name: s.name.clone(),
+            think_time: perfpilot_drive::ThinkTime::parse(&s.think_time)
+                .map(|t| t.mean().as_secs_f64())
+                .unwrap_or(0.0),
+            instances: s.instances.clone(),
+            second_host: s.second_host.clone(),
+            points,
+            failed,
+            curve: Vec::new(),
+            knee_users: None,
+            bottleneck: String::new(),
+        });
+    }
+    let mut out = analyse(cap, sweeps, machine)?;
+    out.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// Fits, validates and predicts from measured sweeps (also for a stored run's sweeps).
+pub fn analyse(
+    cap: &Capacity,
+    mut sweeps: Vec<SweepResult>,
+    machine: Vec<(String, String)>,
+) -> Result<CapacityRun> {
+    let tiers = tier_infos(cap);
+    let specs: Vec<TierSpec> = tiers
+        .iter()
+        .map(|t| TierSpec {
+            name: t.name.clone(),
+            cores: t.cores,
+        })
+        .collect();
+    let wanted = cap.fit_labels();
+    let mut notes = Vec::new();
+    let mut fit_points = Vec::new();
+    let mut all_points = Vec::new();
+    for s in &sweeps {
+        for p in &s.points {
+            let tp = tier_point(p, &s.instances);
+            if wanted.contains(&p.label) {
+                if p.steady == Some(false) {
+                    notes.push(format!(
+                        "{}: not used for fitting: the throughput did not reach a steady state (MSER)",
+                        p.label
+                    ));
+                } else if p.errors() > 0 {
+                    notes.push(format!(
+                        "{}: not used for fitting: {} requests failed",
+                        p.label,
+                        p.errors()
+                    ));
+                } else {
+                    fit_points.push(tp.clone());
+                }
+            }
+            if p.errors() > 0 {
+                notes.push(format!(
+                    "{}: {} of its requests failed (first: {})",
+                    p.label,
+                    p.errors(),
+                    p.classes
+                        .iter()
+                        .find_map(|c| c.first_error.clone())
+                        .unwrap_or_default()
+                ));
+            }
+            all_points.push(tp);
+        }
+    }
+    if fit_points.is_empty() {
+        return Err(CapacityError::Model(
+            perfpilot_model::ModelError::BadMeasurement {
+                label: wanted.join(", "),
+                field: "fit".into(),
+                message: "none of the points to fit from measured usably; see the notes".into(),
+            },
+        ));
+    }
+    let model = fit_tiers(&specs, &fit_points)?;
+    let checks = model.validate(&all_points)?;
+    for s in &mut sweeps {
+        let max = s.points.iter().map(|p| p.users).max().unwrap_or(1);
+        let inst: BTreeMap<String, u32> = s.instances.clone();
+        let Some(file) = cap.file.sweep.iter().find(|f| f.name == s.name) else {
+            continue;
+        };
+        let load: Vec<(String, u32, f64)> = cap
+            .class_users(file, max)
+            .into_iter()
+            .map(|(c, n)| (c, n, s.think_time))
+            .collect();
+        // A single-class sweep gets the model's curve; a mixed one its points' predictions.
+        if let [(class, _, _)] = load.as_slice() {
+            s.curve = model.curve(class, max.saturating_mul(2).max(2), s.think_time, &inst)?;
+        }
+        s.knee_users = s
+            .points
+            .iter()
+            .filter(|p| p.response_time() > 0.0)
+            .max_by(|a, b| {
+                (a.throughput() / a.response_time())
+                    .total_cmp(&(b.throughput() / b.response_time()))
+            })
+            .map(|p| p.users);
+        s.bottleneck = model
+            .predict(&load, &inst)
+            .map(|p| p.bottleneck)
+            .unwrap_or_default();
+    }
+    // Scale-out: the tier a sweep scales, else the first command tier; 1..=4 instances at the
+    // largest load measured, with the first sweep's think time.
+    let scaled_tier = cap
+        .file
+        .sweep
+        .iter()
+        .flat_map(|s| {
+            s.instances
+                .iter()
+                .filter(|(_, n)| **n > 1)
+                .map(|(k, _)| k.clone())
+        })
+        .next()
+        .or_else(|| {
+            cap.file
+                .tier
+                .iter()
+                .find(|t| t.kind == TierKind::Command)
+                .map(|t| t.name.clone())
+        })
+        .unwrap_or_default();
+    let users = sweeps
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.users))
+        .max()
+        .unwrap_or(1);
+    let think = sweeps.first().map_or(0.0, |s| s.think_time);
+    let class = model.classes.first().cloned().unwrap_or_default();
+    let mut scale_out = Vec::new();
+    if !scaled_tier.is_empty() {
+        for m in 1..=4u32 {
+            let inst: BTreeMap<String, u32> = [(scaled_tier.clone(), m)].into();
+            let p = model.predict(&[(class.clone(), users, think)], &inst)?;
+            let cost: f64 = tiers
+                .iter()
+                .map(|t| t.price * f64::from(if t.name == scaled_tier { m } else { 1 }))
+                .sum();
+            scale_out.push(ScaleRow {
+                instances: m,
+                users,
+                throughput: p.throughput(),
+                response_time: p.response_time(),
+                bottleneck: p.bottleneck.clone(),
+                utilization: p.utilization.clone(),
+                cost,
+                per_cost: if cost > 0.0 {
+                    p.throughput() / cost
+                } else {
+                    0.0
+                },
+            });
+        }
+        scale_out.sort_by(|a, b| b.per_cost.total_cmp(&a.per_cost));
+    }
+    Ok(CapacityRun {
+        name: cap.name.clone(),
+        file: cap.path.display().to_string(),
+        machine,
+        tiers,
+        sweeps,
+        model,
+        checks,
+        scaled_tier,
+        scale_out,
+        notes,
+        elapsed_s: 0.0,
+    })
+}

@@ -1,0 +1,253 @@
+//! Measuring one load point on a running deployment: one closed-loop driver per request
+//! class through the front tier, and over the measured window each tier's busy cores (from its
+//! CPU groups), the driver's own (this process), and what the rest of the machine used (the
+//! noise), with a steady-state check on the per-second throughput.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use perfpilot_drive::{BodyTemplate, DriveSpec, Load, Measurement, RunControl, ThinkTime};
+use perfpilot_sys::Fs;
+use serde::{Deserialize, Serialize};
+
+use crate::deploy::Deployed;
+use crate::error::{CapacityError, Result};
+use crate::spec::{Capacity, SweepFile};
+
+/// The name of the load driver's tier.
+pub const DRIVER: &str = "driver";
+
+/// What one class did at a point.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ClassResult {
+    /// The class.
+    pub class: String,
+    /// Its users.
+    pub users: u32,
+    /// Mean think time, seconds.
+    pub think_time: f64,
+    /// Requests per second (successful and failed).
+    pub throughput: f64,
+    /// Mean response time, seconds.
+    pub response_time: f64,
+    /// 99th percentile, seconds.
+    pub p99: Option<f64>,
+    /// Requests that failed.
+    pub errors: u64,
+    /// The first error, in words.
+    pub first_error: Option<String>,
+}
+
+/// One measured point.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Point {
+    /// `SWEEP: USERS`.
+    pub label: String,
+    /// The sweep's users value (per unit of the mix).
+    pub users: u32,
+    /// Per class.
+    pub classes: Vec<ClassResult>,
+    /// Busy cores per tier (all instances) and of the driver.
+    pub busy: BTreeMap<String, f64>,
+    /// Busy cores of everything else on the machine over the window (the noise).
+    pub other_busy: Option<f64>,
+    /// Quota periods throttled per tier in the window.
+    pub throttled: BTreeMap<String, u64>,
+    /// Whether the per-second throughput reached a steady state (MSER on 1 s windows).
+    pub steady: Option<bool>,
+    /// Seconds MSER drops from the start.
+    pub truncate_s: usize,
+}
+
+impl Point {
+    /// Total requests per second.
+    pub fn throughput(&self) -> f64 {
+        self.classes.iter().map(|c| c.throughput).sum()
+    }
+
+    /// Throughput-weighted mean response time, seconds.
+    pub fn response_time(&self) -> f64 {
+        let x = self.throughput();
+        if x > 0.0 {
+            self.classes
+                .iter()
+                .map(|c| c.throughput * c.response_time)
+                .sum::<f64>()
+                / x
+        } else {
+            0.0
+        }
+    }
+
+    /// Failed requests over the classes.
+    pub fn errors(&self) -> u64 {
+        self.classes.iter().map(|c| c.errors).sum()
+    }
+}
+
+fn machine_busy_ticks(fs: &Fs) -> Option<(u64, u64)> {
+    let s = perfpilot_sys::stat::read_kernel_stat(fs).ok()?;
+    let t = s.total;
+    Some((t.total() - t.idle - t.iowait, t.total()))
+}
+
+/// Measures `users` (per unit of the mix) of `sweep` on `dep`.
+pub fn measure(
+    cap: &Capacity,
+    dep: &mut Deployed,
+    sweep: &SweepFile,
+    users: u32,
+    stop: &AtomicBool,
+) -> Result<Point> {
+    let label = Capacity::label(&sweep.name, users);
+    let drive_err = |message: String| CapacityError::Drive {
+        point: label.clone(),
+        message,
+    };
+    let think = ThinkTime::parse(&sweep.think_time).map_err(|e| drive_err(e.to_string()))?;
+    let mut specs = Vec::new();
+    for (class, n) in cap.class_users(sweep, users) {
+        if n == 0 {
+            continue;
+        }
+        let Some(c) = cap.file.class.iter().find(|c| c.name == class) else {
+            continue;
+        };
+        let mut spec = DriveSpec::new(
+            vec![format!("{}{}", dep.front, c.path)],
+            Load::Closed {
+                users: n as usize,
+                think,
+            },
+        );
+        spec.method = c.method.clone();
+        spec.headers = c
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(b) = &c.body_file {
+            let text = std::fs::read_to_string(b)
+                .map_err(|e| drive_err(format!("{}: {e}", b.display())))?;
+            spec.body =
+                Some(BodyTemplate::compile(&text, None).map_err(|e| drive_err(e.to_string()))?);
+        }
+        spec.warmup = cap.warmup;
+        spec.duration = cap.measure;
+        spec.threads = cap.driver_threads;
+        specs.push((class, n, spec));
+    }
+    let fs = Fs::live();
+    let (results, window) = std::thread::scope(|s| {
+        let handles: Vec<_> = specs
+            .iter()
+            .map(|(_, _, spec)| {
+                s.spawn(move || {
+                    perfpilot_drive::run(
+                        spec,
+                        &RunControl {
+                            progress: false,
+                            ctrl_c: false,
+                        },
+                    )
+                })
+            })
+            .collect();
+        // The window: after the drivers' warm-up, for their measured duration.
+        std::thread::sleep(cap.warmup);
+        let t0 = Instant::now();
+        let cpu0 = dep.cpu_seconds();
+        let thr0 = dep.throttled();
+        let drv0 = perfpilot_sys::self_cpu_time();
+        let m0 = machine_busy_ticks(&fs);
+        std::thread::sleep(cap.measure.saturating_sub(Duration::from_millis(50)));
+        let cpu1 = dep.cpu_seconds();
+        let thr1 = dep.throttled();
+        let drv1 = perfpilot_sys::self_cpu_time();
+        let m1 = machine_busy_ticks(&fs);
+        let secs = t0.elapsed().as_secs_f64().max(1e-3);
+        let results: Vec<std::result::Result<Measurement, String>> = handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err("the load driver panicked".to_string()),
+            })
+            .collect();
+        let mut busy: BTreeMap<String, f64> = cpu1
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    (v - cpu0.get(k).copied().unwrap_or(0.0)).max(0.0) / secs,
+                )
+            })
+            .collect();
+        busy.insert(
+            DRIVER.to_string(),
+            drv1.saturating_sub(drv0).as_secs_f64() / secs,
+        );
+        let throttled: BTreeMap<String, u64> = thr1
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.saturating_sub(thr0.get(k).copied().unwrap_or(0)),
+                )
+            })
+            .collect();
+        let other = match (m0, m1) {
+            (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+                let cores = crate::deploy::machine_cores();
+                let machine = (b1 - b0) as f64 / (t1 - t0) as f64 * cores;
+                Some((machine - busy.values().sum::<f64>()).max(0.0))
+            }
+            _ => None,
+        };
+        (results, (busy, throttled, other))
+    });
+    if stop.load(Ordering::SeqCst) {
+        return Err(CapacityError::Interrupted);
+    }
+    if let Some(why) = dep.exited() {
+        return Err(drive_err(format!("{why} during the measurement")));
+    }
+    let mut classes = Vec::new();
+    let mut series: Vec<f64> = Vec::new();
+    for ((class, n, _), r) in specs.iter().zip(results) {
+        let m = r.map_err(|e| drive_err(format!("class {class}: {e}")))?;
+        for (i, p) in m.series.iter().enumerate() {
+            if series.len() <= i {
+                series.push(0.0);
+            }
+            series[i] += p.requests as f64;
+        }
+        let lat = m.latency.as_ref();
+        classes.push(ClassResult {
+            class: class.clone(),
+            users: *n,
+            think_time: think.mean().as_secs_f64(),
+            throughput: m.throughput_rps,
+            response_time: lat.and_then(|l| l.mean_ms).unwrap_or(0.0) / 1000.0,
+            p99: lat.and_then(|l| l.p99_ms).map(|v| v / 1000.0),
+            errors: m.errors,
+            first_error: m.first_error.clone(),
+        });
+    }
+    let mser = if series.len() >= 20 {
+        perfpilot_stats::warmup::mser5(&series)
+    } else {
+        perfpilot_stats::warmup::mser(&series, 1)
+    };
+    let (busy, throttled, other_busy) = window;
+    Ok(Point {
+        label,
+        users,
+        classes,
+        busy,
+        other_busy,
+        throttled,
+        steady: mser.map(|m| m.steady),
+        truncate_s: mser.map_or(0, |m| m.truncate),
+    })
+}

@@ -1,0 +1,90 @@
+//! The capacity file's checks: each bad input is refused naming the file and the field, and
+//! says what to write instead; the example file parses.
+
+use std::path::Path;
+
+use perfpilot_capacity::Capacity;
+
+const BASE: &str = r#"
+[[tier]]
+name = "db"
+kind = "postgres"
+[[tier]]
+name = "app"
+kind = "command"
+command = "app --port {port}"
+[[tier]]
+name = "proxy"
+kind = "nginx"
+upstream = "app"
+[[class]]
+name = "score"
+path = "/score"
+[[sweep]]
+name = "s"
+users = [1, 2, 4]
+"#;
+
+fn err(text: &str) -> String {
+    Capacity::parse(text, Path::new("bad.toml"))
+        .map(|_| String::new())
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_proxy_over_an_unknown_tier_is_refused() {
+    let e = err(&BASE.replace("upstream = \"app\"", "upstream = \"web\""));
+    assert!(
+        e.starts_with("bad.toml: ") && e.contains("upstream `web`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_second_host_without_a_second_instance_is_refused() {
+    let e = err(&format!("{BASE}second_host = \"app\"\n"));
+    assert!(
+        e.contains("second_host = `app` needs instances.app >= 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_measured_window_too_short_for_the_steady_state_check_is_refused() {
+    let e = err(&format!("{BASE}[capacity]\nmeasure = \"2s\"\n"));
+    assert!(
+        e.contains("capacity.measure") && e.contains("at least 4s"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_fit_point_the_sweeps_do_not_measure_is_refused() {
+    let e = err(&format!("{BASE}[capacity]\nfit = [\"s: 3\"]\n"));
+    assert!(e.contains("the sweep has no 3-user point"), "{e}");
+    let e = err(&format!("{BASE}[capacity]\nfit = [\"t: 1\"]\n"));
+    assert!(e.contains("no sweep `t`"), "{e}");
+}
+
+#[test]
+fn an_unknown_field_is_refused_with_its_line() {
+    let e = err(&BASE.replace("kind = \"postgres\"", "kind = \"postgres\"\nquota = 1"));
+    assert!(e.contains("quota") && e.contains("line"), "{e}");
+}
+
+#[test]
+fn by_default_the_model_is_fitted_from_the_two_lowest_points_of_the_first_sweep() {
+    let c = Capacity::parse(BASE, Path::new("ok.toml")).unwrap();
+    assert_eq!(c.fit_labels(), ["s: 1", "s: 2"]);
+    assert_eq!(c.front().name, "proxy");
+}
+
+#[test]
+fn the_example_file_parses() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::env::set_current_dir(&root).unwrap();
+    let c = Capacity::load(Path::new("examples/capacity/three-tier.toml")).unwrap();
+    assert_eq!(c.file.tier.len(), 3);
+    assert_eq!(c.fit_labels().len(), 3);
+}

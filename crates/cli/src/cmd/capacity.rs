@@ -1,0 +1,72 @@
+//! `perfpilot capacity`: run a capacity file (sweeps, fit from the lowest loads, predictions
+//! checked point by point, scale-out), or re-analyse and render a saved run.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use perfpilot_capacity::{Capacity, CapacityRun, analyse, report};
+
+/// Arguments of `perfpilot capacity`.
+#[derive(Args, Debug)]
+pub struct CapacityArgs {
+    /// The capacity file (TOML; docs/capacity.md).
+    pub file: PathBuf,
+    /// Directory for the results: run.json, report.html, validation.md (created).
+    #[arg(long, default_value = "capacity-out")]
+    pub out: PathBuf,
+    /// Do not measure: re-fit and render the run saved in OUT/run.json with this file's
+    /// fitting choices.
+    #[arg(long)]
+    pub from_saved: bool,
+}
+
+/// Runs `perfpilot capacity`.
+pub fn run(a: CapacityArgs) -> Result<()> {
+    let cap = Capacity::load(&a.file)?;
+    let saved = a.out.join("run.json");
+    let result: CapacityRun = if a.from_saved {
+        let text = std::fs::read_to_string(&saved).with_context(|| {
+            format!(
+                "reading {} (run without --from-saved first)",
+                saved.display()
+            )
+        })?;
+        let old: CapacityRun = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a saved capacity run", saved.display()))?;
+        let mut r = analyse(&cap, old.sweeps, old.machine)?;
+        r.elapsed_s = old.elapsed_s;
+        r
+    } else {
+        if std::env::consts::OS != "linux" {
+            bail!("perfpilot capacity deploys with Linux cgroups and namespaces");
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        ctrlc::set_handler(move || {
+            flag.store(true, Ordering::SeqCst);
+            eprintln!("\nperfpilot capacity: Ctrl-C: finishing the current point, then stopping every tier");
+        })
+        .context("installing the Ctrl-C handler")?;
+        perfpilot_capacity::run(&cap, &stop, &|line| eprintln!("{line}"))?
+    };
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let write = |name: &str, text: &str| -> Result<()> {
+        let p = a.out.join(name);
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
+    };
+    if !a.from_saved {
+        write("run.json", &serde_json::to_string_pretty(&result)?)?;
+    }
+    let md = report::to_markdown(&result);
+    write("validation.md", &md)?;
+    write("report.html", &report::to_html(&result))?;
+    println!("{md}");
+    println!(
+        "Written: {0}/run.json, {0}/validation.md, {0}/report.html",
+        a.out.display()
+    );
+    Ok(())
+}

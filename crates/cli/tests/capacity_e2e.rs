@@ -1,0 +1,152 @@
+//! `perfpilot capacity` end to end on a small deployment with tiny durations: PostgreSQL under
+//! a CPU quota, the scoring service (with its per-request lookup) under another, nginx in
+//! front; a sweep of 1, 2 and 4 users and a sweep with a second app instance on a second host
+//! (a network namespace). The run fits from the two lowest points, checks the others, and
+//! writes run.json, validation.md and report.html. Timing figures are not asserted (they are
+//! the command's output, quoted in docs/capacity.md from a quiet run).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const EXE: &str = env!("CARGO_BIN_EXE_perfpilot");
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The `scoring` binary of this build (cargo test --workspace builds it; else build it).
+fn scoring() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let bin = dir.join("scoring");
+    if !bin.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-p", "perfpilot-scoring", "--bin", "scoring"])
+            .current_dir(repo())
+            .status()
+            .unwrap();
+        assert!(st.success(), "building the scoring service");
+    }
+    assert!(bin.is_file(), "{} is missing", bin.display());
+    bin
+}
+
+fn root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+#[test]
+fn a_capacity_run_on_three_tiers_fits_from_two_points_and_checks_the_rest() {
+    if !root() {
+        eprintln!("skipped: CPU groups and network namespaces need root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("request.json");
+    std::fs::write(
+        &body,
+        r#"{"sepal length (cm)": 5.9, "sepal width (cm)": 3.0, "petal length (cm)": 4.2, "petal width (cm)": 1.5}"#,
+    )
+    .unwrap();
+    let file = dir.path().join("tiny.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+name = "tiny"
+[[tier]]
+name = "db"
+kind = "postgres"
+cpu_quota = 0.5
+[[tier]]
+name = "app"
+kind = "command"
+command = "{bin} --listen {{host}}:{{port}} --models {models} --threads 2 --db 'host={{db.host}} port={{db.port}} user=postgres dbname=postgres' --db-rows 500"
+ready = "http://{{host}}:{{port}}/health"
+cpu_quota = 0.5
+[[tier]]
+name = "proxy"
+kind = "nginx"
+upstream = "app"
+cores = 1
+[[class]]
+name = "score"
+path = "/score/iris-forest"
+method = "POST"
+headers = {{ "content-type" = "application/json" }}
+body_file = "{body}"
+[[sweep]]
+name = "one app"
+users = [1, 2, 4]
+[[sweep]]
+name = "two apps"
+users = [2]
+instances = {{ app = 2 }}
+second_host = "app"
+[capacity]
+warmup = "1s"
+measure = "4s"
+"#,
+            bin = scoring().display(),
+            models = repo().join("examples/scoring/models").display(),
+            body = body.display(),
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new(EXE)
+        .arg("capacity")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let checks = run["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4, "{stdout}");
+    let fitted: Vec<&str> = checks
+        .iter()
+        .filter(|c| c["fitted"] == true)
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(fitted, ["one app: 1", "one app: 2"]);
+    for c in checks {
+        let x = c["predicted_throughput"].as_f64().unwrap();
+        assert!(x > 0.0 && x.is_finite(), "{c}");
+        assert!(c["measured_throughput"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    // Every tier's CPU was measured through its CPU group, the second app instance's too.
+    let two = &run["sweeps"][1]["points"][0]["busy"];
+    for tier in ["db", "app", "proxy", "driver"] {
+        assert!(two[tier].as_f64().unwrap() > 0.0, "{tier}: {two}");
+    }
+    assert!(stdout.contains("| one app: 4 |"), "{stdout}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Sweep two apps"));
+    // Nothing left behind: no CPU group, no namespace.
+    let groups = std::fs::read_dir("/sys/fs/cgroup/cpu")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("perfpilot-cap-")
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(groups, 0, "CPU groups left behind");
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("perfpilot-cap-"),
+        "a namespace left behind"
+    );
+}

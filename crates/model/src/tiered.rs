@@ -1,0 +1,741 @@
+//! Tiered capacity models fitted from a measured load sweep: what `perfpilot capacity` fits.
+//!
+//! A deployment is a chain of tiers (proxy, app instances, database, and the load driver
+//! itself), each tier a CPU station with a capacity in cores per instance (a CPU quota, a core
+//! set, or its thread count), plus one delay station for everything the tiers' CPU does not
+//! account for: the client and network path (loopback, kernel, wake-ups), `R − ΣD` at low load.
+//!
+//! * Demands come from the utilization law over the lowest load points only: for each tier
+//!   `U_i = Σ_c X_ic · D_c` (busy cores of all its instances), solved by non-negative least
+//!   squares over the points and classes (per-class demands from per-class throughputs).
+//! * The delay is the one value that makes the model's throughput at the fitted points equal
+//!   the measured one (the response-time law `N/X − Z` holds the whole cycle).
+//! * The driver's latency window does not cover the whole cycle (the request is built and
+//!   the reply parsed outside it): the difference `N/X − Z − R` at the fitted points is kept
+//!   per class and taken off the model's response time, so predicted and measured response
+//!   times are the same quantity.
+//! * A tier with capacity `c ≤ 1` core per instance is a queue with demand `D/c` (a quota
+//!   slows the tier down); `c` whole cores a multi-server station; a fractional `c > 1` a
+//!   load-dependent station with rates `1, 2, …, ⌊c⌋, c`. More instances of a tier are
+//!   separate stations, each seeing `1/m` of the requests.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ModelError;
+use crate::mva::{SolveOptions, solve};
+use crate::network::{Class, Discipline, Network, Station, StationKind};
+
+/// The name of the delay station for the client and network path.
+pub const PATH_STATION: &str = "client-path";
+
+/// One tier as deployed: its name and the CPU capacity of one instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierSpec {
+    /// Unique tier name (`proxy`, `app`, `db`, `driver`).
+    pub name: String,
+    /// Cores one instance can use (its CPU quota, its core set, or its threads).
+    pub cores: f64,
+}
+
+/// What one class of users did at a load point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassLoad {
+    /// The class (request type), e.g. `score`.
+    pub class: String,
+    /// Closed-loop users of this class.
+    pub users: u32,
+    /// Mean think time, seconds.
+    pub think_time: f64,
+    /// Completed requests per second.
+    pub throughput: f64,
+    /// Mean response time the driver measured, seconds.
+    pub response_time: f64,
+}
+
+/// One measured load point of a tiered deployment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierPoint {
+    /// A name for tables (`8 users, Z 0, app x1`).
+    pub label: String,
+    /// Per class, what its users did.
+    pub classes: Vec<ClassLoad>,
+    /// Busy cores per tier over all its instances (the driver too).
+    pub busy: BTreeMap<String, f64>,
+    /// Instances per tier when not 1.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub instances: BTreeMap<String, u32>,
+}
+
+impl TierPoint {
+    /// Total users over the classes.
+    pub fn users(&self) -> u32 {
+        self.classes.iter().map(|c| c.users).sum()
+    }
+
+    /// Total throughput over the classes.
+    pub fn throughput(&self) -> f64 {
+        self.classes.iter().map(|c| c.throughput).sum()
+    }
+
+    fn check(&self, tiers: &[TierSpec]) -> Result<(), ModelError> {
+        let bad = |field: &str, message: String| ModelError::BadMeasurement {
+            label: self.label.clone(),
+            field: field.to_string(),
+            message,
+        };
+        if self.classes.is_empty() {
+            return Err(bad("classes", "the point has no class of users".into()));
+        }
+        for c in &self.classes {
+            if c.users == 0 {
+                continue;
+            }
+            if !c.throughput.is_finite() || c.throughput <= 0.0 {
+                return Err(bad(
+                    &format!("{}.throughput", c.class),
+                    format!("is {}; it must be finite and > 0", c.throughput),
+                ));
+            }
+            if !c.response_time.is_finite() || c.response_time <= 0.0 {
+                return Err(bad(
+                    &format!("{}.response_time", c.class),
+                    format!("is {}; it must be finite and > 0", c.response_time),
+                ));
+            }
+        }
+        for t in tiers {
+            let Some(&u) = self.busy.get(&t.name) else {
+                return Err(bad(
+                    &format!("busy.{}", t.name),
+                    "no CPU measured for this tier".into(),
+                ));
+            };
+            let cap = t.cores * f64::from(self.instances_of(&t.name));
+            if !u.is_finite() || u < 0.0 {
+                return Err(bad(
+                    &format!("busy.{}", t.name),
+                    format!("is {u}; it must be finite and >= 0"),
+                ));
+            }
+            // Quotas are enforced per period; allow a little over for sampling edges.
+            if u > cap * 1.05 {
+                return Err(ModelError::UtilizationAboveCores {
+                    label: self.label.clone(),
+                    station: t.name.clone(),
+                    value: u,
+                    cores: cap,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Instances of `tier` at this point (1 unless stated).
+    pub fn instances_of(&self, tier: &str) -> u32 {
+        self.instances.get(tier).copied().unwrap_or(1).max(1)
+    }
+}
+
+/// One tier's fitted demand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FittedTier {
+    /// The tier.
+    pub name: String,
+    /// Cores per instance.
+    pub cores: f64,
+    /// CPU seconds per request of each class over all instances (indexed like the classes).
+    pub demand: Vec<f64>,
+}
+
+/// Utilization-law residual of one tier at one fitted point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierResidual {
+    /// The point.
+    pub label: String,
+    /// The tier.
+    pub tier: String,
+    /// Busy cores measured.
+    pub measured: f64,
+    /// Σ_c X_c D_c with the fitted demands.
+    pub fitted: f64,
+}
+
+/// A fitted tiered model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierModel {
+    /// The classes (request types), in the order of every demand vector.
+    pub classes: Vec<String>,
+    /// The tiers with their demands.
+    pub tiers: Vec<FittedTier>,
+    /// The client and network path, seconds per request (a delay station).
+    pub path_delay: f64,
+    /// Per class, the part of the cycle outside the driver's latency window, seconds.
+    pub outside_latency: Vec<f64>,
+    /// Labels of the points the model was fitted from.
+    pub fitted_from: Vec<String>,
+    /// Utilization-law residuals at the fitted points.
+    pub residuals: Vec<TierResidual>,
+    /// What the fit had to decide (a demand held at 0, a negative delay); never silent.
+    pub notes: Vec<String>,
+}
+
+/// The model's answer for one load and deployment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierPrediction {
+    /// Per class: (class, requests per second, response time in seconds as the driver
+    /// measures it).
+    pub classes: Vec<(String, f64, f64)>,
+    /// Busy cores per tier over all its instances.
+    pub busy: BTreeMap<String, f64>,
+    /// Busy share of capacity per tier (busy / (cores × instances)).
+    pub utilization: BTreeMap<String, f64>,
+    /// The tier with the highest utilization.
+    pub bottleneck: String,
+}
+
+impl TierPrediction {
+    /// Total throughput.
+    pub fn throughput(&self) -> f64 {
+        self.classes.iter().map(|c| c.1).sum()
+    }
+
+    /// Throughput-weighted mean response time.
+    pub fn response_time(&self) -> f64 {
+        let x = self.throughput();
+        if x > 0.0 {
+            self.classes.iter().map(|c| c.1 * c.2).sum::<f64>() / x
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Measured vs predicted at one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierCheck {
+    /// The point.
+    pub label: String,
+    /// Whether the model was fitted from it.
+    pub fitted: bool,
+    /// Total users.
+    pub users: u32,
+    /// Think time of the first class, seconds.
+    pub think_time: f64,
+    /// Instances per tier (when not 1).
+    pub instances: BTreeMap<String, u32>,
+    /// Measured requests per second (all classes).
+    pub measured_throughput: f64,
+    /// Predicted requests per second.
+    pub predicted_throughput: f64,
+    /// (predicted − measured) / measured × 100.
+    pub throughput_error_pct: f64,
+    /// Measured mean response time, seconds (throughput-weighted over classes).
+    pub measured_response: f64,
+    /// Predicted, seconds.
+    pub predicted_response: f64,
+    /// (predicted − measured) / measured × 100.
+    pub response_error_pct: f64,
+    /// Per class (class, measured X, predicted X, measured R, predicted R) when there are
+    /// several classes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_class: Vec<(String, f64, f64, f64, f64)>,
+    /// Per tier, (measured busy cores, predicted busy cores).
+    pub busy: BTreeMap<String, (f64, f64)>,
+    /// The predicted bottleneck.
+    pub bottleneck: String,
+}
+
+fn err_pct(predicted: f64, measured: f64) -> f64 {
+    if measured == 0.0 {
+        if predicted == 0.0 { 0.0 } else { f64::INFINITY }
+    } else {
+        (predicted - measured) / measured * 100.0
+    }
+}
+
+/// Non-negative least squares `min |A x − b|²`, `x ≥ 0`, for a handful of unknowns: every
+/// subset of free unknowns is solved by its normal equations and the best feasible one kept
+/// (exact, and cheap for the one to four request classes a capacity model has).
+fn nnls(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
+    let n = a.first().map_or(0, Vec::len);
+    let mut best = (f64::INFINITY, vec![0.0; n]);
+    for mask in 0u32..(1 << n) {
+        let free: Vec<usize> = (0..n).filter(|j| mask >> j & 1 == 1).collect();
+        let k = free.len();
+        let mut m = vec![vec![0.0; k + 1]; k];
+        for (r, &i) in free.iter().enumerate() {
+            for (c, &j) in free.iter().enumerate() {
+                m[r][c] = a.iter().map(|row| row[i] * row[j]).sum();
+            }
+            m[r][k] = a.iter().zip(b).map(|(row, y)| row[i] * y).sum();
+        }
+        let Some(sol) = gauss(m) else { continue };
+        if sol.iter().any(|&v| v < 0.0) {
+            continue;
+        }
+        let mut x = vec![0.0; n];
+        for (&j, &v) in free.iter().zip(&sol) {
+            x[j] = v;
+        }
+        let resid: f64 = a
+            .iter()
+            .zip(b)
+            .map(|(row, y)| (row.iter().zip(&x).map(|(p, q)| p * q).sum::<f64>() - y).powi(2))
+            .sum();
+        if resid < best.0 - 1e-18 {
+            best = (resid, x);
+        }
+    }
+    best.1
+}
+
+/// Solves an augmented `k × (k+1)` system by Gaussian elimination; `None` when singular.
+fn gauss(mut m: Vec<Vec<f64>>) -> Option<Vec<f64>> {
+    let k = m.len();
+    for col in 0..k {
+        let piv = (col..k).max_by(|&p, &q| m[p][col].abs().total_cmp(&m[q][col].abs()))?;
+        if m[piv][col].abs() < 1e-300 {
+            return None;
+        }
+        m.swap(col, piv);
+        let pivot = m[col].clone();
+        for (r, row) in m.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / pivot[col];
+                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *v -= f * p;
+                }
+            }
+        }
+    }
+    Some((0..k).map(|r| m[r][k] / m[r][r]).collect())
+}
+
+/// The station kind and the demand factor of an instance with `cores` of capacity.
+fn kind_for(cores: f64) -> (StationKind, f64) {
+    if cores <= 1.0 {
+        (StationKind::Queue, 1.0 / cores)
+    } else if (cores - cores.round()).abs() < 1e-9 {
+        (StationKind::MultiServer(cores.round() as u32), 1.0)
+    } else {
+        let whole = cores.floor() as u32;
+        let mut rates: Vec<f64> = (1..=whole).map(f64::from).collect();
+        rates.push(cores);
+        (StationKind::LoadDependent(rates), 1.0)
+    }
+}
+
+/// Fits a tiered model from `points` (use the lowest loads only; the caller picks them).
+pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, ModelError> {
+    if points.is_empty() {
+        return Err(ModelError::BadMeasurement {
+            label: "(none)".into(),
+            field: "points".into(),
+            message: "fitting needs at least one measured point".into(),
+        });
+    }
+    for t in tiers {
+        if !t.cores.is_finite() || t.cores <= 0.0 {
+            return Err(ModelError::StationField {
+                station: t.name.clone(),
+                field: "cores",
+                message: format!("is {}; it must be finite and > 0", t.cores),
+            });
+        }
+    }
+    for p in points {
+        p.check(tiers)?;
+    }
+    let mut classes: Vec<String> = Vec::new();
+    for p in points {
+        for c in &p.classes {
+            if c.users > 0 && !classes.contains(&c.class) {
+                classes.push(c.class.clone());
+            }
+        }
+    }
+    let x_of = |p: &TierPoint, class: &str| {
+        p.classes
+            .iter()
+            .filter(|c| c.class == class && c.users > 0)
+            .map(|c| c.throughput)
+            .sum::<f64>()
+    };
+    let rows: Vec<Vec<f64>> = points
+        .iter()
+        .map(|p| classes.iter().map(|c| x_of(p, c)).collect())
+        .collect();
+    let mut notes = Vec::new();
+    let mut fitted = Vec::with_capacity(tiers.len());
+    let mut residuals = Vec::new();
+    for t in tiers {
+        let b: Vec<f64> = points.iter().map(|p| p.busy[&t.name]).collect();
+        let d = nnls(&rows, &b);
+        for (c, v) in classes.iter().zip(&d) {
+            if *v == 0.0 {
+                notes.push(format!(
+                    "tier {}: the demand of class {c} fits best at 0 (non-negative least squares); its residuals are listed",
+                    t.name
+                ));
+            }
+        }
+        for (p, (row, u)) in points.iter().zip(rows.iter().zip(&b)) {
+            residuals.push(TierResidual {
+                label: p.label.clone(),
+                tier: t.name.clone(),
+                measured: *u,
+                fitted: row.iter().zip(&d).map(|(x, d)| x * d).sum(),
+            });
+        }
+        fitted.push(FittedTier {
+            name: t.name.clone(),
+            cores: t.cores,
+            demand: d,
+        });
+    }
+    let mut model = TierModel {
+        classes,
+        tiers: fitted,
+        path_delay: 0.0,
+        outside_latency: Vec::new(),
+        fitted_from: points.iter().map(|p| p.label.clone()).collect(),
+        residuals,
+        notes,
+    };
+    // The path delay: the value that makes the model's total throughput at each fitted point
+    // the measured one (bisection; throughput falls as the delay grows), averaged.
+    let mut delays = Vec::with_capacity(points.len());
+    for p in points {
+        let target = p.throughput();
+        let at = |d: f64, m: &mut TierModel| -> Result<f64, ModelError> {
+            m.path_delay = d;
+            Ok(m.raw(p)?.0.iter().sum())
+        };
+        let cycle = p
+            .classes
+            .iter()
+            .filter(|c| c.users > 0)
+            .map(|c| f64::from(c.users) / c.throughput)
+            .fold(0.0, f64::max);
+        if at(0.0, &mut model)? < target {
+            let short = target / at(0.0, &mut model)?;
+            model.notes.push(format!(
+                "{}: the measured throughput is {:.1} % above the model's with no path delay; the tier demands overstate the cycle (residuals below), the path delay is 0 there",
+                p.label,
+                (short - 1.0) * 100.0
+            ));
+            delays.push(0.0);
+            continue;
+        }
+        let (mut lo, mut hi) = (0.0, cycle.max(1e-6));
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if at(mid, &mut model)? > target {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        delays.push(0.5 * (lo + hi));
+    }
+    model.path_delay = delays.iter().sum::<f64>() / delays.len() as f64;
+    // Per class, the cycle time outside the driver's latency window.
+    let mut outside = vec![Vec::new(); model.classes.len()];
+    for p in points {
+        for c in p.classes.iter().filter(|c| c.users > 0) {
+            if let Some(k) = model.classes.iter().position(|n| n == &c.class) {
+                let law = f64::from(c.users) / c.throughput - c.think_time;
+                outside[k].push(law - c.response_time);
+            }
+        }
+    }
+    model.outside_latency = outside
+        .iter()
+        .map(|v| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        })
+        .collect();
+    Ok(model)
+}
+
+impl TierModel {
+    /// The queueing network for `load` (per class: users, think time; a class left out or
+    /// with 0 users is absent) with `instances` per tier (1 when not given).
+    pub fn network(
+        &self,
+        load: &[(String, u32, f64)],
+        instances: &BTreeMap<String, u32>,
+    ) -> Result<(Network, Vec<usize>), ModelError> {
+        let present: Vec<usize> = self
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| load.iter().any(|(n, u, _)| n == *c && *u > 0))
+            .map(|(i, _)| i)
+            .collect();
+        if present.is_empty() {
+            return Err(ModelError::NoClasses);
+        }
+        let classes: Vec<Class> = present
+            .iter()
+            .map(|&i| {
+                let (_, u, z) = load
+                    .iter()
+                    .find(|(n, u, _)| n == &self.classes[i] && *u > 0)
+                    .cloned()
+                    .unwrap_or_default();
+                Class::closed(&self.classes[i], u, z)
+            })
+            .collect();
+        let mut stations = Vec::new();
+        for t in &self.tiers {
+            if present.iter().all(|&i| t.demand[i] == 0.0) {
+                continue;
+            }
+            let m = instances.get(&t.name).copied().unwrap_or(1).max(1);
+            let (kind, factor) = kind_for(t.cores);
+            for r in 1..=m {
+                stations.push(Station {
+                    name: if m == 1 {
+                        t.name.clone()
+                    } else {
+                        format!("{}#{r}", t.name)
+                    },
+                    kind: kind.clone(),
+                    discipline: Discipline::Ps,
+                    demand: present
+                        .iter()
+                        .map(|&i| t.demand[i] / f64::from(m) * factor)
+                        .collect(),
+                });
+            }
+        }
+        if self.path_delay > 0.0 {
+            stations.push(Station {
+                name: PATH_STATION.into(),
+                kind: StationKind::Delay,
+                discipline: Discipline::Ps,
+                demand: vec![self.path_delay; present.len()],
+            });
+        }
+        Ok((Network::new(stations, classes)?, present))
+    }
+
+    /// Per class throughput and the model's cycle response time `N/X − Z`, for the point's
+    /// load and instances (internal: before the latency-window correction).
+    fn raw(&self, p: &TierPoint) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+        let load: Vec<(String, u32, f64)> = p
+            .classes
+            .iter()
+            .map(|c| (c.class.clone(), c.users, c.think_time))
+            .collect();
+        let instances: BTreeMap<String, u32> = self
+            .tiers
+            .iter()
+            .map(|t| (t.name.clone(), p.instances_of(&t.name)))
+            .collect();
+        let pred = self.solve_raw(&load, &instances)?;
+        Ok((
+            pred.iter().map(|c| c.1).collect(),
+            pred.iter().map(|c| c.2).collect(),
+        ))
+    }
+
+    fn solve_raw(
+        &self,
+        load: &[(String, u32, f64)],
+        instances: &BTreeMap<String, u32>,
+    ) -> Result<Vec<(String, f64, f64)>, ModelError> {
+        let (net, present) = self.network(load, instances)?;
+        let sol = solve(
+            &net,
+            &SolveOptions {
+                curve: false,
+                ..SolveOptions::default()
+            },
+        )?;
+        Ok(present
+            .iter()
+            .zip(&sol.classes)
+            .map(|(&i, c)| (self.classes[i].clone(), c.throughput, c.response_time))
+            .collect())
+    }
+
+    /// Predicts `load` (per class: users, think time) on `instances` per tier.
+    pub fn predict(
+        &self,
+        load: &[(String, u32, f64)],
+        instances: &BTreeMap<String, u32>,
+    ) -> Result<TierPrediction, ModelError> {
+        let raw = self.solve_raw(load, instances)?;
+        let classes: Vec<(String, f64, f64)> = raw
+            .into_iter()
+            .map(|(name, x, r)| {
+                let k = self.classes.iter().position(|c| c == &name).unwrap_or(0);
+                let outside = self.outside_latency.get(k).copied().unwrap_or(0.0);
+                (name, x, (r - outside).max(0.0))
+            })
+            .collect();
+        let mut busy = BTreeMap::new();
+        let mut utilization = BTreeMap::new();
+        for t in &self.tiers {
+            let b: f64 = classes
+                .iter()
+                .map(|(name, x, _)| {
+                    let k = self.classes.iter().position(|c| c == name).unwrap_or(0);
+                    x * t.demand[k]
+                })
+                .sum();
+            let m = instances.get(&t.name).copied().unwrap_or(1).max(1);
+            busy.insert(t.name.clone(), b);
+            utilization.insert(t.name.clone(), b / (t.cores * f64::from(m)));
+        }
+        let bottleneck = utilization
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(n, _)| n.clone())
+            .unwrap_or_default();
+        Ok(TierPrediction {
+            classes,
+            busy,
+            utilization,
+            bottleneck,
+        })
+    }
+
+    /// Predicted throughput and response time (seconds) for 1..=`max_users` users of class
+    /// `class` with think time `think`, for charts.
+    pub fn curve(
+        &self,
+        class: &str,
+        max_users: u32,
+        think: f64,
+        instances: &BTreeMap<String, u32>,
+    ) -> Result<Vec<(u32, f64, f64)>, ModelError> {
+        if !self.classes.iter().any(|c| c == class) {
+            return Err(ModelError::UnknownClass(class.to_string()));
+        }
+        (1..=max_users.max(1))
+            .map(|n| {
+                let p = self.predict(&[(class.to_string(), n, think)], instances)?;
+                Ok((n, p.throughput(), p.response_time()))
+            })
+            .collect()
+    }
+
+    /// Predicts every point and compares with what was measured.
+    pub fn validate(&self, points: &[TierPoint]) -> Result<Vec<TierCheck>, ModelError> {
+        let tiers: Vec<TierSpec> = self
+            .tiers
+            .iter()
+            .map(|t| TierSpec {
+                name: t.name.clone(),
+                cores: t.cores,
+            })
+            .collect();
+        points
+            .iter()
+            .map(|p| {
+                p.check(&tiers)?;
+                let load: Vec<(String, u32, f64)> = p
+                    .classes
+                    .iter()
+                    .map(|c| (c.class.clone(), c.users, c.think_time))
+                    .collect();
+                let instances: BTreeMap<String, u32> = self
+                    .tiers
+                    .iter()
+                    .map(|t| (t.name.clone(), p.instances_of(&t.name)))
+                    .collect();
+                let pred = self.predict(&load, &instances)?;
+                let mx = p.throughput();
+                let mr = if mx > 0.0 {
+                    p.classes
+                        .iter()
+                        .filter(|c| c.users > 0)
+                        .map(|c| c.throughput * c.response_time)
+                        .sum::<f64>()
+                        / mx
+                } else {
+                    0.0
+                };
+                let per_class = if p.classes.len() > 1 {
+                    p.classes
+                        .iter()
+                        .filter(|c| c.users > 0)
+                        .map(|c| {
+                            let (px, pr) = pred
+                                .classes
+                                .iter()
+                                .find(|q| q.0 == c.class)
+                                .map_or((0.0, 0.0), |q| (q.1, q.2));
+                            (c.class.clone(), c.throughput, px, c.response_time, pr)
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                Ok(TierCheck {
+                    label: p.label.clone(),
+                    fitted: self.fitted_from.contains(&p.label),
+                    users: p.users(),
+                    think_time: p.classes.first().map_or(0.0, |c| c.think_time),
+                    instances: p.instances.clone(),
+                    measured_throughput: mx,
+                    predicted_throughput: pred.throughput(),
+                    throughput_error_pct: err_pct(pred.throughput(), mx),
+                    measured_response: mr,
+                    predicted_response: pred.response_time(),
+                    response_error_pct: err_pct(pred.response_time(), mr),
+                    per_class,
+                    busy: self
+                        .tiers
+                        .iter()
+                        .map(|t| {
+                            (
+                                t.name.clone(),
+                                (
+                                    p.busy.get(&t.name).copied().unwrap_or(0.0),
+                                    pred.busy.get(&t.name).copied().unwrap_or(0.0),
+                                ),
+                            )
+                        })
+                        .collect(),
+                    bottleneck: pred.bottleneck,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nnls_recovers_two_class_demands_and_holds_a_negative_one_at_zero() {
+        let a = vec![vec![10.0, 0.0], vec![0.0, 20.0], vec![10.0, 20.0]];
+        let b = vec![0.2, 0.1, 0.3];
+        let x = nnls(&a, &b);
+        assert!((x[0] - 0.02).abs() < 1e-12 && (x[1] - 0.005).abs() < 1e-12);
+        // b says the second unknown is negative: it is held at 0.
+        let x = nnls(&[vec![1.0, 1.0], vec![1.0, 2.0]], &[2.0, 1.0]);
+        assert_eq!(x[1], 0.0);
+        assert!(x[0] > 0.0);
+    }
+
+    #[test]
+    fn a_quota_below_one_core_is_a_slower_queue() {
+        let (k, f) = kind_for(0.5);
+        assert_eq!(k, StationKind::Queue);
+        assert_eq!(f, 2.0);
+        assert_eq!(kind_for(2.0).0, StationKind::MultiServer(2));
+        assert_eq!(kind_for(1.5).0, StationKind::LoadDependent(vec![1.0, 1.5]));
+    }
+}
