@@ -173,6 +173,7 @@ pub fn to_markdown(r: &Report) -> String {
         }
         let _ = writeln!(s);
     }
+    super::jobs::markdown(&mut s, &r.jobs);
     for (phase, title) in [
         (TrialPhase::Race, "Race trials"),
         (TrialPhase::Confirm, "Confirmation trials"),
