@@ -27,6 +27,11 @@ pub const ELAPSED_S: &str = "elapsed_s";
 pub const CPU_S: &str = "cpu_s";
 /// `Measurement::extra` key: MiB read and written (from the job logs) per elapsed second.
 pub const MIB_PER_S: &str = "mib_per_s";
+/// `Measurement::extra` key: core-equivalent CPU seconds (`observe::smt`): the CPU seconds
+/// weighed by the share of a core a thread gets while its SMT siblings are busy.
+pub const CORE_CPU_S: &str = "core_cpu_s";
+/// `Measurement::extra` key: the SMT factor the core-equivalent CPU was computed with.
+pub const SMT_FACTOR: &str = "smt_factor";
 /// `Measurement::extra` key: MiB the jobs read.
 pub const READ_MIB: &str = "read_mib";
 /// `Measurement::extra` key: MiB the jobs wrote.
@@ -145,7 +150,7 @@ pub(crate) fn run(
     mut detail: TrialDetail,
 ) -> TrialOutcome {
     let study = ctx.study;
-    let LoadKind::Batch { timeout, jobs } = &study.load.kind else {
+    let LoadKind::Batch { timeout, jobs, .. } = &study.load.kind else {
         return failed(detail, "not a batch study".into());
     };
     let n = layout.instances.len();
@@ -221,6 +226,7 @@ fn execute(
     let n = layout.instances.len();
     let numactl = deploy::on_path("numactl");
     let mut running: Vec<Running> = Vec::with_capacity(n);
+    let stat_before = perfpilot_sys::stat::read_kernel_stat(&perfpilot_sys::Fs::live()).ok();
     let cpu_before = perfpilot_sys::children_cpu_time();
     let wall_start = SystemTime::now();
     let start = Instant::now();
@@ -300,6 +306,11 @@ fn execute(
     let cpu_s = perfpilot_sys::children_cpu_time()
         .saturating_sub(cpu_before)
         .as_secs_f64();
+    let stat_after = perfpilot_sys::stat::read_kernel_stat(&perfpilot_sys::Fs::live()).ok();
+    let core = match (stat_before, stat_after) {
+        (Some(a), Some(b)) => Some(core_weight(ctx, layout, &a, &b)),
+        _ => None,
+    };
     // The job logs, read whatever the exit status (a failed job is named by them).
     let mut log_problems = Vec::new();
     if let Some(t) = jobs {
@@ -346,14 +357,61 @@ fn execute(
             failed_jobs.join("; ")
         ));
     }
-    Ok(measurement(
-        study,
-        detail,
-        wall_start,
-        elapsed,
-        cpu_s,
-        jobs.is_some(),
-    ))
+    let mut m = measurement(study, detail, wall_start, elapsed, cpu_s, jobs.is_some());
+    if let Some((w, factor)) = core {
+        m.extra.insert(CORE_CPU_S.into(), cpu_s * w);
+        m.extra.insert(SMT_FACTOR.into(), factor);
+    }
+    Ok(m)
+}
+
+/// The weight turning the batch's CPU seconds into core-equivalent seconds (and the SMT
+/// factor used): the busy-weighted mean over the CPUs the instances could run on, from the
+/// per-CPU times of `/proc/stat` before and after the batch.
+fn core_weight(
+    ctx: &TrialContext<'_>,
+    layout: &Layout,
+    a: &perfpilot_sys::stat::KernelStat,
+    b: &perfpilot_sys::stat::KernelStat,
+) -> (f64, f64) {
+    use perfpilot_observe::smt::{FactorSource, SmtFactors, mean_weight};
+    let mut busy = std::collections::BTreeMap::new();
+    for (cpu, t1) in &b.cpus {
+        let Some(t0) = a.cpus.get(cpu) else { continue };
+        let total = t1.total().saturating_sub(t0.total());
+        let idle = (t1.idle + t1.iowait).saturating_sub(t0.idle + t0.iowait);
+        if total > 0 {
+            busy.insert(
+                *cpu,
+                100.0 * total.saturating_sub(idle) as f64 / total as f64,
+            );
+        }
+    }
+    let width = ctx.topo.smt_width();
+    let mut factors = SmtFactors::default();
+    if let LoadKind::Batch {
+        smt_factor: Some(f),
+        ..
+    } = &ctx.study.load.kind
+    {
+        // Validated when the study was loaded.
+        let _ = factors.set(width, *f, FactorSource::Configured);
+    }
+    let bound: Vec<u32> = layout
+        .instances
+        .iter()
+        .filter(|i| i.bound)
+        .flat_map(|i| i.cpuset.iter().collect::<Vec<_>>())
+        .collect();
+    let cpus: Vec<u32> = if bound.is_empty() {
+        ctx.topo.online.iter().collect()
+    } else {
+        bound
+    };
+    (
+        mean_weight(ctx.topo, &busy, &factors, cpus.into_iter()),
+        factors.factor(width).0,
+    )
 }
 
 /// The batch's measurement: one "request" per job (or per instance without a job log).

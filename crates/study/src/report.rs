@@ -109,6 +109,8 @@ pub struct Report {
     pub apply_note: Option<String>,
     /// A batch study's per-job figures by configuration (empty otherwise).
     pub jobs: Vec<jobs::JobTimes>,
+    /// A batch study's elapsed, CPU and core-equivalent CPU by configuration.
+    pub batch: Vec<jobs::BatchTotals>,
 }
 
 /// How a report is built.
@@ -298,6 +300,7 @@ pub fn build_with(store: &Store, run: i64, opts: ReportOptions) -> Result<Report
         apply,
         apply_note,
         jobs: jobs::job_times(&trials),
+        batch: jobs::batch_totals(&trials),
     })
 }
 

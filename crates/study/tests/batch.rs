@@ -81,11 +81,19 @@ fn a_batch_study_ranks_configurations_by_elapsed_time_and_reports_each_job() {
         assert_eq!(t.value, Some(elapsed));
         // The shell's loop used CPU, counted from the batch's own processes.
         assert!(m.extra["cpu_s"] > 0.0, "{:?}", m.extra);
+        // Core-equivalent CPU is at most the plain CPU (equal without SMT).
+        assert!(
+            m.extra["core_cpu_s"] <= m.extra["cpu_s"] + 1e-9,
+            "{:?}",
+            m.extra
+        );
         assert_eq!(m.ok, 2, "two jobs in the log");
         assert!((m.extra["read_mib"] - 1.0).abs() < 1e-9);
     }
     let md = to_markdown(&build(&store, out.run).unwrap());
     assert!(md.contains("## Job times"), "{md}");
+    assert!(md.contains("## Batch totals"), "{md}");
+    assert!(md.contains("| mode=ok naps=0.6 | 2 |"), "{md}");
     assert!(md.contains("| mode=ok naps=0.6 | sort |"), "{md}");
     assert!(md.contains("| 0.60 | 0.20 | 0.05 | 1.0 | 2.0 |"), "{md}");
 }

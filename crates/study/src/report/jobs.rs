@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 use perfpilot_store::{TrialRecord, TrialStatus};
 use serde::Serialize;
 
-use crate::batch::BatchJob;
+use perfpilot_drive::Measurement;
+
+use crate::batch::{self, BatchJob};
 use crate::stats;
 use crate::trial::TrialDetail;
 
@@ -31,6 +33,92 @@ pub struct JobTimes {
     pub read_mib: f64,
     /// Mean MiB written.
     pub written_mib: f64,
+}
+
+/// A batch configuration's totals, over its completed trials.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct BatchTotals {
+    /// The configuration's key.
+    pub config: String,
+    /// Completed trials.
+    pub trials: usize,
+    /// Mean elapsed seconds.
+    pub elapsed_s: f64,
+    /// Mean CPU seconds of the batch's processes.
+    pub cpu_s: f64,
+    /// Mean core-equivalent CPU seconds (`None`: not measured).
+    pub core_cpu_s: Option<f64>,
+    /// Mean MiB/s read and written (`None`: no job log).
+    pub mib_per_s: Option<f64>,
+}
+
+/// Elapsed, CPU and core-equivalent CPU per configuration, from the batch measurements.
+pub fn batch_totals(trials: &[TrialRecord]) -> Vec<BatchTotals> {
+    let mut by: BTreeMap<String, Vec<Measurement>> = BTreeMap::new();
+    for t in trials.iter().filter(|t| t.status == TrialStatus::Ok) {
+        let Some(m) = t
+            .measurement
+            .as_deref()
+            .and_then(|j| Measurement::from_json(j).ok())
+        else {
+            continue;
+        };
+        if m.source == "batch" {
+            by.entry(t.config.clone()).or_default().push(m);
+        }
+    }
+    by.into_iter()
+        .map(|(config, ms)| {
+            let mean_of = |key: &str| {
+                let v: Vec<f64> = ms
+                    .iter()
+                    .filter_map(|m| m.extra.get(key).copied())
+                    .collect();
+                (v.len() == ms.len()).then(|| stats::mean(&v))
+            };
+            BatchTotals {
+                trials: ms.len(),
+                elapsed_s: mean_of(batch::ELAPSED_S).unwrap_or(f64::NAN),
+                cpu_s: mean_of(batch::CPU_S).unwrap_or(f64::NAN),
+                core_cpu_s: mean_of(batch::CORE_CPU_S),
+                mib_per_s: mean_of(batch::MIB_PER_S),
+                config,
+            }
+        })
+        .collect()
+}
+
+/// The "Batch totals" section (nothing without batch trials).
+pub fn totals_markdown(s: &mut String, rows: &[BatchTotals]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Batch totals
+
+Means over the completed trials; core-equivalent CPU weighs CPU time by the share of a core a thread gets while its SMT siblings are busy.
+"
+    );
+    let _ = writeln!(
+        s,
+        "| configuration | trials | elapsed s | CPU s | core-equivalent CPU s | MiB/s |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let opt = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.2}"));
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.2} | {:.2} | {} | {} |",
+            r.config,
+            r.trials,
+            r.elapsed_s,
+            r.cpu_s,
+            opt(r.core_cpu_s),
+            opt(r.mib_per_s)
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// The per-job figures of the trials that completed, by configuration then job name.
@@ -63,6 +151,12 @@ pub fn job_times(trials: &[TrialRecord]) -> Vec<JobTimes> {
             }
         })
         .collect()
+}
+
+/// The batch sections of a report: totals per configuration, then job times.
+pub fn sections(s: &mut String, totals: &[BatchTotals], jobs: &[JobTimes]) {
+    totals_markdown(s, totals);
+    markdown(s, jobs);
 }
 
 /// The "Job times" section (nothing when no trial kept job logs).

@@ -55,6 +55,9 @@ pub enum LoadKind {
         /// Template of a job log to read per instance (JSON lines: `job`, `real_s`, `user_s`,
         /// `sys_s`, `read_bytes`, `written_bytes`, `status`; batchmix's `jobs.jsonl`).
         jobs: Option<String>,
+        /// The share of a core a thread gets while its SMT siblings are busy, for the
+        /// core-equivalent CPU (`None`: the core shared evenly among its threads).
+        smt_factor: Option<f64>,
     },
 }
 
@@ -96,6 +99,13 @@ pub(super) fn load(
                 ));
             }
         }
+    }
+    if let Some(f) = &l.smt_factor {
+        return Err(source.bad(
+            f,
+            "load.smt_factor",
+            "the core-equivalent CPU is computed for batch studies: add kind = \"batch\"",
+        ));
     }
     if let Some(jobs) = &l.jobs {
         return Err(source.bad(
@@ -162,9 +172,21 @@ fn batch(
     if timeout.is_zero() {
         return Err(source.bad(load, "load.timeout", "must be longer than 0 s"));
     }
+    let smt_factor = match &l.smt_factor {
+        None => None,
+        Some(f) if *f.get_ref() > 0.0 && *f.get_ref() <= 1.0 => Some(*f.get_ref()),
+        Some(f) => {
+            return Err(source.bad(
+                f,
+                "load.smt_factor",
+                "must be above 0 and at most 1: the share of a core a thread gets while its SMT siblings are busy (POWER8 SMT8: 0.56)",
+            ));
+        }
+    };
     Ok(LoadKind::Batch {
         timeout,
         jobs: l.jobs.as_ref().map(|j| j.get_ref().clone()),
+        smt_factor,
     })
 }
 

@@ -96,6 +96,7 @@ pub(super) struct RawKnob {
 pub(super) struct RawLoad {
     pub(super) kind: Option<Spanned<String>>,
     pub(super) jobs: Option<Spanned<String>>,
+    pub(super) smt_factor: Option<Spanned<f64>>,
     pub(super) url: Option<Spanned<String>>,
     #[serde(default = "default_method")]
     pub(super) method: String,
