@@ -8,6 +8,8 @@
 //!   `sar -n DEV` views), as flat rows ready to print, store or export;
 //! - [`workload`]: workloads, what the optimizer reasons about: a process, or the processes
 //!   sharing a shared-memory segment, named by a signature that outlives process ids;
+//! - [`smt`]: SMT-aware CPU accounting: core-equivalent CPU from the share of a core a thread
+//!   gets while its siblings are busy, configured or calibrated per SMT mode;
 //! - [`pmu`]: per-process performance counters (cycles, instructions, cache and TLB misses
 //!   where the machine has a PMU), summed over threads as they come and go.
 
@@ -15,6 +17,7 @@ pub mod pmu;
 pub mod rates;
 pub mod report;
 pub mod sample;
+pub mod smt;
 pub mod topology;
 pub mod workload;
 

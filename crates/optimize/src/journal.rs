@@ -55,7 +55,7 @@ pub fn undo_pid(u: &Undo) -> Option<i32> {
         Undo::Affinity { pid, .. } | Undo::Pages { pid, .. } | Undo::Collapse { pid, .. } => {
             Some(*pid)
         }
-        Undo::Sysfs { .. } => None,
+        Undo::Sysfs { .. } | Undo::ScratchFs { .. } => None,
     }
 }
 
@@ -103,6 +103,7 @@ pub fn undo_all(fs: &Fs, members: &[(i32, u64)], undos: &[Undo]) -> Vec<String> 
                 o.vanished
             )),
             Ok(Restored::Knob { rel, value }) => out.push(format!("restored /{rel} to {value}")),
+            Ok(Restored::ScratchFs { what }) => out.push(what),
             Ok(Restored::Irreversible { what }) => out.push(format!("left in place: {what}")),
             Err(e) if e.is_vanished() => out.push(format!("process gone: {e}")),
             Err(e) => out.push(format!("could not restore: {e}")),

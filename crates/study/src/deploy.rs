@@ -89,6 +89,20 @@ impl KnobGuard {
         Ok(())
     }
 
+    /// Makes change `c` the same way as [`KnobGuard::set`]: its undo record is kept (and
+    /// journaled) before it is applied, so [`KnobGuard::restore`] undoes it in reverse order
+    /// with the knobs (a scratch file system made before the knobs of its loop device is
+    /// removed after them).
+    pub fn change(&mut self, c: &Change) -> Result<change::Applied, String> {
+        let u = change::prepare(&self.fs, c).map_err(|e| e.to_string())?;
+        self.undo.push(u);
+        if let Err(e) = self.write_journal() {
+            self.undo.pop();
+            return Err(e);
+        }
+        change::apply(&self.fs, c).map_err(|e| e.to_string())
+    }
+
     /// The undo records of what was set, in order.
     pub fn records(&self) -> &[Undo] {
         &self.undo
@@ -228,7 +242,7 @@ fn stop_child(child: &mut Child) {
     let _ = child.wait();
 }
 
-fn log_tail(path: &Path) -> String {
+pub(crate) fn log_tail(path: &Path) -> String {
     let mut text = String::new();
     if let Ok(mut f) = std::fs::File::open(path) {
         let _ = f.read_to_string(&mut text);

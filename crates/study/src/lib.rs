@@ -10,6 +10,8 @@
 //!   budget — and `study validate`'s [`Validation`];
 //! - [`deploy`]: one trial's deployment — knobs through `perfpilot_sys::change` with undo
 //!   records and a restoring guard, free ports, bound instances, readiness, teardown;
+//! - [`batch`]: batch trials (`[load] kind = "batch"`): the command run to completion within a
+//!   timeout, elapsed and CPU time, the job logs' per-job figures;
 //! - [`trial`] (and `measure`): one trial — knobs, deployment, the load driven and measured
 //!   (CPU per instance and the load driver's own), constraints, MSER-5;
 //! - [`race`]: the racing rules (configurations far behind the leader leaving from round 3;
@@ -30,6 +32,7 @@
 //! - [`report`]: the report of a stored run (JSON, Markdown, HTML with an inline SVG chart)
 //!   and the apply script (shell and systemd drop-ins) of the best configuration.
 
+pub mod batch;
 pub mod compare;
 pub mod deploy;
 pub mod error;

@@ -37,7 +37,9 @@ pub(crate) fn measure(
         .map(|(inst, il)| {
             let url = match &study.load.kind {
                 LoadKind::Builtin { url, .. } => url.clone(),
-                LoadKind::Command { .. } => "http://127.0.0.1:{port}".into(),
+                LoadKind::Command { .. } | LoadKind::Batch { .. } => {
+                    "http://127.0.0.1:{port}".into()
+                }
             };
             render(&url, &deploy::values_for(config, n, Some((il, inst.port))))
         })
@@ -45,7 +47,7 @@ pub(crate) fn measure(
     let stop = ctx.stop;
     let warmup = match &study.load.kind {
         LoadKind::Builtin { .. } => run.warmup,
-        LoadKind::Command { .. } => Duration::ZERO,
+        LoadKind::Command { .. } | LoadKind::Batch { .. } => Duration::ZERO,
     };
     let (result, cpu, driver) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
@@ -141,6 +143,9 @@ fn drive(
             };
             let _ = stop;
             perfpilot_drive::run(&spec, &control).map_err(|e| format!("load driver: {e}"))
+        }
+        LoadKind::Batch { .. } => {
+            Err("a batch is run to completion by its trial (batch::run), not driven".into())
         }
         LoadKind::Command { command, meaning } => {
             let mut values = deploy::values_for(config, targets.len(), None);

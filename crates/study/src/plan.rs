@@ -8,7 +8,7 @@ use perfpilot_observe::Topology;
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{Layout, LayoutError, plan};
-use crate::spec::{Budget, Config, Study};
+use crate::spec::{Budget, Config, LoadKind, Study};
 
 /// A configuration that cannot run on this machine.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -76,15 +76,23 @@ pub fn plan_study(study: &Study, topo: &Topology) -> Plan {
                 config: c.key(),
                 reason: e.to_string(),
             });
+        } else if let Some(why) = study.storage.as_ref().and_then(|s| s.unavailable(c)) {
+            // A file system this machine cannot make is reported, never silently dropped.
+            infeasible.push(Infeasible {
+                config: c.key(),
+                reason: why,
+            });
         }
     }
     let feasible = configs.len() - infeasible.len();
     let confirm = confirm_trials(study, feasible);
     let max_trials = feasible * study.run.repetitions + confirm;
-    let per = study.run.warmup.as_secs_f64()
-        + study.run.measure.as_secs_f64()
-        + study.run.cooldown.as_secs_f64()
-        + TRIAL_OVERHEAD_S;
+    // A batch trial takes as long as the batch: at most its timeout.
+    let running = match &study.load.kind {
+        LoadKind::Batch { timeout, .. } => timeout.as_secs_f64(),
+        _ => study.run.warmup.as_secs_f64() + study.run.measure.as_secs_f64(),
+    };
+    let per = running + study.run.cooldown.as_secs_f64() + TRIAL_OVERHEAD_S;
     Plan {
         configurations: configs.len(),
         feasible,

@@ -6,6 +6,7 @@
 
 mod apply;
 mod html;
+pub mod jobs;
 mod markdown;
 
 use std::collections::BTreeMap;
@@ -106,6 +107,10 @@ pub struct Report {
     pub apply: Option<Apply>,
     /// Why the apply script deploys what it does, when that is not simply the winner.
     pub apply_note: Option<String>,
+    /// A batch study's per-job figures by configuration (empty otherwise).
+    pub jobs: Vec<jobs::JobTimes>,
+    /// A batch study's elapsed, CPU and core-equivalent CPU by configuration.
+    pub batch: Vec<jobs::BatchTotals>,
 }
 
 /// How a report is built.
@@ -294,6 +299,8 @@ pub fn build_with(store: &Store, run: i64, opts: ReportOptions) -> Result<Report
         effects,
         apply,
         apply_note,
+        jobs: jobs::job_times(&trials),
+        batch: jobs::batch_totals(&trials),
     })
 }
 

@@ -86,12 +86,30 @@ pub fn stored_study(store: &Path, run: i64) -> Result<Study> {
 
 /// The machine facts stored with a run.
 pub(crate) fn host_json(topo: &Topology) -> String {
+    // The machine, so that runs on two machines can be told apart and compared per core.
+    let fs = perfpilot_sys::Fs::live();
+    let text = |rel: &str| fs.read(rel).ok().map(|t| t.trim().to_string());
+    let cpu_model = text("proc/cpuinfo").and_then(|t| {
+        t.lines()
+            .find(|l| {
+                l.starts_with("model name") || l.starts_with("cpu\t") || l.starts_with("cpu ")
+            })
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let memory = perfpilot_sys::stat::read_meminfo(&fs)
+        .ok()
+        .and_then(|m| m.get("MemTotal").copied());
     serde_json::json!({
         "online": topo.online.to_string(),
         "nodes": topo.nodes.len(),
         "llcs": topo.llcs().count(),
         "cores": topo.cores().count(),
         "smt": topo.smt_width(),
+        "cpu_model": cpu_model,
+        "kernel": text("proc/sys/kernel/osrelease"),
+        "hostname": text("proc/sys/kernel/hostname"),
+        "memory_bytes": memory,
     })
     .to_string()
 }

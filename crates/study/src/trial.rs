@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::deploy::{self, KnobGuard};
 use crate::layout::{Layout, plan};
 use crate::measure::measure;
-use crate::spec::{Config, Goal, LoadKind, Study, render};
+use crate::spec::{Config, Goal, Level, LoadKind, Study, render};
 use crate::stats::{self, Mser};
+use perfpilot_sys::change::{Applied, Change};
 
 /// The result of one trial, as stored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -40,6 +41,12 @@ pub struct TrialDetail {
     /// for an adapter command, whose driver is another program.
     #[serde(default)]
     pub driver_cores: Option<f64>,
+    /// A batch trial's jobs, from its job logs (`load.jobs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::batch::BatchJob>,
+    /// The scratch file system's loop device (`loop3`), when the study has `[storage]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// The built-in driver counts as saturated from this share of its threads' CPU on.
@@ -84,6 +91,9 @@ pub fn objective_value(goal: &Goal, m: &Measurement) -> Option<f64> {
             let cpu: f64 = m.cpu.as_ref()?.iter().map(|c| c.cpu_s).sum();
             (m.ok > 0).then(|| cpu * 1000.0 / m.ok as f64)
         }
+        Goal::MinElapsed => m.extra.get(crate::batch::ELAPSED_S).copied(),
+        Goal::MinCpuTime => m.extra.get(crate::batch::CPU_S).copied(),
+        Goal::MaxMbPerSec => m.extra.get(crate::batch::MIB_PER_S).copied(),
     }
 }
 
@@ -128,10 +138,37 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         Some(j) => KnobGuard::journaled(ctx.knob_fs, j),
         None => KnobGuard::new(ctx.knob_fs),
     };
-    let values = deploy::values_for(config, n, None);
+    // The scratch file system first: knob paths may name its device.
+    let mut tconf = config.clone();
+    if let Some(st) = &study.storage {
+        let made = st
+            .spec(&deploy::values_for(config, n, None))
+            .and_then(|spec| knobs.change(&Change::ScratchFs { spec }));
+        match made {
+            Ok(Applied::ScratchFs { device, mount }) => {
+                let m = mount.display().to_string();
+                tconf.0.push(("mount".into(), Level::Str(m)));
+                tconf.0.push(("device".into(), Level::Str(device.clone())));
+                detail.device = Some(device);
+            }
+            Ok(other) => {
+                return fail(detail, format!("storage: unexpected outcome {other:?}"));
+            }
+            Err(e) => {
+                detail.knobs = knobs.records().to_vec();
+                let restore = knobs.restore();
+                let mut reason = format!("storage: {e}");
+                if !restore.is_empty() {
+                    reason.push_str(&format!("; removing it failed too: {}", restore.join("; ")));
+                }
+                return fail(detail, reason);
+            }
+        }
+    }
+    let values = deploy::values_for(&tconf, n, None);
     for k in &study.deployment.knobs {
         let value = render(&k.value, &values);
-        if let Err(e) = knobs.set(&k.path, &value) {
+        if let Err(e) = knobs.set(&render(&k.path, &values), &value) {
             detail.knobs = knobs.records().to_vec();
             let restore = knobs.restore();
             let mut reason = e;
@@ -142,13 +179,20 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         }
     }
     detail.knobs = knobs.records().to_vec();
+    if matches!(study.load.kind, LoadKind::Batch { .. }) {
+        let mut o = crate::batch::run(ctx, &tconf, &layout, knobs, detail);
+        if let Some(m) = &mut o.measurement {
+            m.name = Some(config.key());
+        }
+        return o;
+    }
     let mut notes = Vec::new();
     let ports = match deploy::free_ports(study.deployment.base_port, n, &mut notes) {
         Ok(p) => p,
         Err(e) => return fail(detail, e),
     };
     detail.ports = ports.clone();
-    let mut dep = match deploy::deploy(study, config, &layout, &ports, ctx.stop, notes) {
+    let mut dep = match deploy::deploy(study, &tconf, &layout, &ports, ctx.stop, notes) {
         Ok(d) => d,
         Err(e) => return fail(detail, e),
     };
@@ -158,9 +202,9 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         && let Some(&p) = ports.first()
     {
         detail.env =
-            deploy::environment(study, config, &deploy::values_for(config, n, Some((il, p))));
+            deploy::environment(study, config, &deploy::values_for(&tconf, n, Some((il, p))));
     }
-    let measured = measure(ctx, config, &layout, &mut dep, users);
+    let measured = measure(ctx, &tconf, &layout, &mut dep, users);
     let stop_problems = dep.stop();
     drop(dep);
     let restore_problems = knobs.restore();

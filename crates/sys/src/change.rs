@@ -12,6 +12,7 @@ use crate::affinity::{get_affinity, set_affinity};
 use crate::collapse::{CollapseOutcome, collapse};
 use crate::knob::{read_knob, write_knob};
 use crate::pages::{MOVE_CHUNK, move_pages, page_nodes};
+use crate::scratchfs::{self, ScratchSpec};
 use crate::{CpuSet, Error, Fs, Result};
 
 /// What to change.
@@ -50,6 +51,11 @@ pub enum Change {
         /// The value to write.
         value: String,
     },
+    /// Make a scratch file system on a loop device and mount it (a study's storage factor).
+    ScratchFs {
+        /// What to make.
+        spec: ScratchSpec,
+    },
 }
 
 /// What restores a [`Change`]: written to the journal before the change is made.
@@ -83,6 +89,13 @@ pub enum Undo {
         rel: String,
         /// What it read before the change.
         previous: String,
+    },
+    /// A scratch file system to unmount, detach and delete (idempotent).
+    ScratchFs {
+        /// The backing file.
+        backing: std::path::PathBuf,
+        /// The mount point.
+        mount: std::path::PathBuf,
     },
 }
 
@@ -149,6 +162,13 @@ pub enum Applied {
         /// What the knob reads after the write.
         value: String,
     },
+    /// The scratch file system was made and mounted.
+    ScratchFs {
+        /// The loop device's name (`loop3`).
+        device: String,
+        /// Where it is mounted.
+        mount: std::path::PathBuf,
+    },
 }
 
 /// What [`undo`] did.
@@ -165,6 +185,11 @@ pub enum Restored {
         rel: String,
         /// What the knob reads after the write.
         value: String,
+    },
+    /// The scratch file system is gone; `what` says what was removed.
+    ScratchFs {
+        /// What was unmounted, detached and deleted.
+        what: String,
     },
     /// Nothing could be restored (collapsed huge pages stay; the kernel may split them later).
     Irreversible {
@@ -266,6 +291,14 @@ pub fn prepare(fs: &Fs, c: &Change) -> Result<Undo> {
             rel: rel.clone(),
             previous: read_knob(fs, rel)?,
         },
+        Change::ScratchFs { spec } => {
+            require_live(fs, "losetup")?;
+            scratchfs::check(spec)?;
+            Undo::ScratchFs {
+                backing: spec.backing.clone(),
+                mount: spec.mount.clone(),
+            }
+        }
     })
 }
 
@@ -299,6 +332,13 @@ pub fn apply(fs: &Fs, c: &Change) -> Result<Applied> {
             Applied::Knob {
                 rel: rel.clone(),
                 value: read_knob(fs, rel)?,
+            }
+        }
+        Change::ScratchFs { spec } => {
+            require_live(fs, "losetup")?;
+            Applied::ScratchFs {
+                device: scratchfs::create(spec)?,
+                mount: spec.mount.clone(),
             }
         }
     })
@@ -343,6 +383,12 @@ pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
             Restored::Knob {
                 rel: rel.clone(),
                 value: read_knob(fs, rel)?,
+            }
+        }
+        Undo::ScratchFs { backing, mount } => {
+            require_live(fs, "umount")?;
+            Restored::ScratchFs {
+                what: scratchfs::remove(backing, mount)?,
             }
         }
     })

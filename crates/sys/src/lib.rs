@@ -51,6 +51,7 @@ pub mod node;
 pub mod pages;
 pub mod perf;
 pub mod process;
+pub mod scratchfs;
 pub mod signal;
 pub mod stat;
 pub mod user;
@@ -71,6 +72,20 @@ pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 { p as u64 } else { 4096 }
+}
+
+/// CPU time of the calling process's children that have exited and been waited for (user +
+/// system, `getrusage(RUSAGE_CHILDREN)`): read before and after a batch of children, the
+/// difference is what they used.
+pub fn children_cpu_time() -> std::time::Duration {
+    // SAFETY: rusage is plain data, zero is a valid bit pattern; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage struct.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// CPU time consumed by the calling process so far (user + system), from `getrusage`.

@@ -98,6 +98,10 @@ pub(super) fn outcome(c: &Change, a: &Applied) -> StepOutcome {
             };
         }
         Applied::Knob { rel, value } => (true, format!("/{rel} = {value}")),
+        Applied::ScratchFs { device, mount } => (
+            true,
+            format!("/dev/{device} mounted on {}", mount.display()),
+        ),
     };
     StepOutcome {
         effective,
@@ -206,5 +210,10 @@ pub fn describe(c: &Change) -> String {
             ranges.iter().map(|r| r.1).sum::<u64>() >> 20
         ),
         Change::Sysfs { rel, value } => format!("/{rel} -> {value}"),
+        Change::ScratchFs { spec } => format!(
+            "{} on a loop device at {}",
+            spec.fstype,
+            spec.mount.display()
+        ),
     }
 }

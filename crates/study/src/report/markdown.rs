@@ -186,6 +186,7 @@ pub fn to_markdown(r: &Report) -> String {
         }
         let _ = writeln!(s);
     }
+    super::jobs::sections(&mut s, &r.batch, &r.jobs);
     for (phase, title) in [
         (TrialPhase::Race, "Race trials"),
         (TrialPhase::Confirm, "Confirmation trials"),

@@ -26,7 +26,8 @@ pub enum Ready {
 /// A sysfs/procfs knob set for each trial and restored after it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KnobSpec {
-    /// Path relative to `/` (`sys/kernel/mm/transparent_hugepage/enabled`, `proc/sys/vm/swappiness`).
+    /// Path template relative to `/` (`sys/kernel/mm/transparent_hugepage/enabled`,
+    /// `proc/sys/vm/swappiness`, `sys/block/{device}/queue/read_ahead_kb`).
     pub path: String,
     /// Value template (factor placeholders allowed).
     pub value: String,
@@ -119,6 +120,7 @@ pub(super) fn deployment(
 /// A knob's value is a template; its path must stay under `/sys` or `/proc`.
 fn knob(source: &Source, templates: &Templates, k: &RawKnob, field: &str) -> Result<()> {
     templates.check(&k.value, field, &TRIAL_PLACEHOLDERS)?;
+    templates.check(&k.path, field, &TRIAL_PLACEHOLDERS)?;
     let path = k.path.get_ref();
     let p = path.trim_start_matches('/');
     if !(p.starts_with("sys/") || p.starts_with("proc/")) || p.split('/').any(|c| c == "..") {

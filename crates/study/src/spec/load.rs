@@ -1,4 +1,5 @@
-//! `[load]`: the built-in driver (`url`) or an adapter command that prints a number.
+//! `[load]`: the built-in driver (`url`), an adapter command that prints a number, or
+//! `kind = "batch"`: the deployment's command is a batch run to completion.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,6 +14,9 @@ use crate::error::Result;
 
 /// Closed-loop users per instance when `load.users_per_instance` is left out.
 const DEFAULT_USERS: usize = 4;
+
+/// How long a batch may run when `load.timeout` is left out.
+const DEFAULT_BATCH_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// What drives the load.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,6 +47,18 @@ pub enum LoadKind {
         /// `throughput` or `latency_ms`.
         meaning: String,
     },
+    /// The deployment's command is a batch: a trial starts it on every instance, waits for
+    /// all to exit (within `timeout`) and measures elapsed time, CPU time and bytes.
+    Batch {
+        /// How long the batch may run before it is killed and the trial fails.
+        timeout: Duration,
+        /// Template of a job log to read per instance (JSON lines: `job`, `real_s`, `user_s`,
+        /// `sys_s`, `read_bytes`, `written_bytes`, `status`; batchmix's `jobs.jsonl`).
+        jobs: Option<String>,
+        /// The share of a core a thread gets while its SMT siblings are busy, for the
+        /// core-equivalent CPU (`None`: the core shared evenly among its threads).
+        smt_factor: Option<f64>,
+    },
 }
 
 /// The load.
@@ -65,6 +81,38 @@ pub(super) fn load(
         && *users.get_ref() == 0
     {
         return Err(source.bad(users, "load.users_per_instance", "must be at least 1"));
+    }
+    if let Some(kind) = &l.kind {
+        match kind.get_ref().as_str() {
+            "batch" => {
+                return Ok(LoadSpec {
+                    kind: batch(source, templates, l, load)?,
+                    users_per_instance: 1,
+                });
+            }
+            "http" | "command" => {}
+            other => {
+                return Err(source.bad(
+                    kind,
+                    "load.kind",
+                    format!("{other:?}: expected \"http\" (load.url), \"command\" (load.command) or \"batch\" (the deployment's command run to completion)"),
+                ));
+            }
+        }
+    }
+    if let Some(f) = &l.smt_factor {
+        return Err(source.bad(
+            f,
+            "load.smt_factor",
+            "the core-equivalent CPU is computed for batch studies: add kind = \"batch\"",
+        ));
+    }
+    if let Some(jobs) = &l.jobs {
+        return Err(source.bad(
+            jobs,
+            "load.jobs",
+            "a job log is read only by batch studies: add kind = \"batch\"",
+        ));
     }
     let kind = match (&l.url, &l.command) {
         (Some(_), Some(command)) => {
@@ -90,6 +138,55 @@ pub(super) fn load(
             .users_per_instance
             .as_ref()
             .map_or(DEFAULT_USERS, |u| *u.get_ref()),
+    })
+}
+
+/// A batch: no URL, command or users; an optional timeout and job log.
+fn batch(
+    source: &Source,
+    templates: &Templates,
+    l: &RawLoad,
+    load: &Spanned<RawLoad>,
+) -> Result<LoadKind> {
+    let stray = [
+        ("url", l.url.as_ref().map(Spanned::span)),
+        ("command", l.command.as_ref().map(Spanned::span)),
+        ("think_time", l.think_time.as_ref().map(Spanned::span)),
+        (
+            "users_per_instance",
+            l.users_per_instance.as_ref().map(Spanned::span),
+        ),
+        ("data", l.data.as_ref().map(Spanned::span)),
+    ];
+    if let Some((name, span)) = stray.iter().find_map(|(n, s)| s.clone().map(|s| (n, s))) {
+        return Err(source.invalid(
+            span,
+            format!("load.{name}"),
+            "a batch study runs the deployment's command to completion: remove it (the command is [deployment] command)",
+        ));
+    }
+    if let Some(jobs) = &l.jobs {
+        templates.check(jobs, "load.jobs", &DEPLOY_PLACEHOLDERS)?;
+    }
+    let timeout = source.duration(l.timeout.as_ref(), "load.timeout", DEFAULT_BATCH_TIMEOUT)?;
+    if timeout.is_zero() {
+        return Err(source.bad(load, "load.timeout", "must be longer than 0 s"));
+    }
+    let smt_factor = match &l.smt_factor {
+        None => None,
+        Some(f) if *f.get_ref() > 0.0 && *f.get_ref() <= 1.0 => Some(*f.get_ref()),
+        Some(f) => {
+            return Err(source.bad(
+                f,
+                "load.smt_factor",
+                "must be above 0 and at most 1: the share of a core a thread gets while its SMT siblings are busy (POWER8 SMT8: 0.56)",
+            ));
+        }
+    };
+    Ok(LoadKind::Batch {
+        timeout,
+        jobs: l.jobs.as_ref().map(|j| j.get_ref().clone()),
+        smt_factor,
     })
 }
 

@@ -18,6 +18,7 @@ mod preflight;
 mod raw;
 mod run;
 mod source;
+mod storage;
 mod template;
 
 use std::collections::BTreeMap;
@@ -42,7 +43,10 @@ pub use run::{
     DEFAULT_FAR_BEHIND, DEFAULT_FUTILITY, DEFAULT_MIN_CHANCE, DEFAULT_MIN_ROUNDS,
     DEFAULT_STOP_LOSS, FAR_BEHIND_MIN_ROUNDS, RunSpec, ScalingSpec,
 };
-pub use template::{DEPLOY_PLACEHOLDERS, LOAD_PLACEHOLDERS, placeholders, render, split_words};
+pub use storage::Storage;
+pub use template::{
+    DEPLOY_PLACEHOLDERS, LOAD_PLACEHOLDERS, STORAGE_PLACEHOLDERS, placeholders, render, split_words,
+};
 
 /// A validated study.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -67,6 +71,9 @@ pub struct Study {
     pub run: RunSpec,
     /// The scaling mode's load sweep.
     pub scaling: ScalingSpec,
+    /// The scratch file system each trial makes (`[storage]`), if any.
+    #[serde(default)]
+    pub storage: Option<Storage>,
 }
 
 impl Study {
@@ -86,7 +93,11 @@ impl Study {
         let source = Source::new(path, text);
         let factors = factor::factors(&source, &raw.factors, &raw.allocators)?;
         let allocators = factor::allocators(&raw.allocators);
-        let templates = Templates::new(&source, &factors);
+        let templates = Templates::new(&source, &factors, raw.storage.is_some());
+        let storage = match &raw.storage {
+            Some(s) => Some(storage::storage(&source, &templates, s)?),
+            None => None,
+        };
         let deployment = deployment::deployment(&source, &templates, &raw.deployment)?;
         let load = load::load(&source, &templates, &raw.load)?;
         let objective = objective::objective(&source, &raw.objective, &load)?;
@@ -108,6 +119,7 @@ impl Study {
             allocators,
             run,
             scaling,
+            storage,
         })
     }
 

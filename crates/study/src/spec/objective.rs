@@ -28,6 +28,12 @@ pub enum Goal {
     MinLatency(String),
     /// CPU milliseconds per request over all instances, lower is better.
     MinCpuPerRequest,
+    /// A batch's elapsed seconds (start to the last instance's exit), lower is better.
+    MinElapsed,
+    /// A batch's CPU seconds (user + system of its processes), lower is better.
+    MinCpuTime,
+    /// A batch's MiB read and written per elapsed second, higher is better.
+    MaxMbPerSec,
 }
 
 impl Goal {
@@ -37,12 +43,23 @@ impl Goal {
             Goal::MaxThroughput => "maximize throughput (requests/s)".into(),
             Goal::MinLatency(p) => format!("minimize {p} latency (ms)"),
             Goal::MinCpuPerRequest => "minimize CPU per request (ms)".into(),
+            Goal::MinElapsed => "minimize elapsed time (s)".into(),
+            Goal::MinCpuTime => "minimize CPU time (s)".into(),
+            Goal::MaxMbPerSec => "maximize I/O throughput (MiB/s)".into(),
         }
     }
 
     /// Whether larger values are better.
     pub fn higher_is_better(&self) -> bool {
-        matches!(self, Goal::MaxThroughput)
+        matches!(self, Goal::MaxThroughput | Goal::MaxMbPerSec)
+    }
+
+    /// Whether the goal is a batch's (elapsed, CPU time, MiB/s).
+    pub fn is_batch(&self) -> bool {
+        matches!(
+            self,
+            Goal::MinElapsed | Goal::MinCpuTime | Goal::MaxMbPerSec
+        )
     }
 
     /// The unit of the objective value.
@@ -51,6 +68,9 @@ impl Goal {
             Goal::MaxThroughput => "req/s",
             Goal::MinLatency(_) => "ms",
             Goal::MinCpuPerRequest => "CPU ms/req",
+            Goal::MinElapsed => "s",
+            Goal::MinCpuTime => "CPU s",
+            Goal::MaxMbPerSec => "MiB/s",
         }
     }
 }
@@ -79,10 +99,29 @@ impl Objective {
 
 /// Checks `[objective]`; CPU per request needs the built-in driver's request counts.
 pub(super) fn objective(source: &Source, o: &RawObjective, load: &LoadSpec) -> Result<Objective> {
+    let batch = matches!(load.kind, LoadKind::Batch { .. });
     let goal = match &o.goal {
+        None if batch => Goal::MinElapsed,
         None => Goal::MaxThroughput,
         Some(g) => {
             let goal = goal(source, g)?;
+            if batch != goal.is_batch() {
+                let why = if batch {
+                    "a batch study's goal is \"minimize elapsed\", \"minimize cpu time\" or \"maximize mb/s\""
+                } else {
+                    "elapsed, CPU time and MiB/s are goals of batch studies: add kind = \"batch\" to [load]"
+                };
+                return Err(source.bad(g, "objective.goal", why));
+            }
+            if matches!(goal, Goal::MaxMbPerSec)
+                && matches!(&load.kind, LoadKind::Batch { jobs: None, .. })
+            {
+                return Err(source.bad(
+                    g,
+                    "objective.goal",
+                    "MiB/s is summed from the job logs' bytes: set load.jobs to the batch's job log (batchmix writes DIR/logs/jobs.jsonl)",
+                ));
+            }
             if matches!(goal, Goal::MinCpuPerRequest)
                 && matches!(load.kind, LoadKind::Command { .. })
             {
@@ -126,6 +165,14 @@ fn goal(source: &Source, written: &Spanned<String>) -> Result<Goal> {
     if g == "minimize cpu per request" || g == "minimize cpu_per_request" {
         return Ok(Goal::MinCpuPerRequest);
     }
+    match g.as_str() {
+        "minimize elapsed" | "minimize elapsed time" => return Ok(Goal::MinElapsed),
+        "minimize cpu time" | "minimize cpu" => return Ok(Goal::MinCpuTime),
+        "maximize mb/s" | "maximize mib/s" | "maximize io throughput" => {
+            return Ok(Goal::MaxMbPerSec);
+        }
+        _ => {}
+    }
     if let Some(p) = g.strip_prefix("minimize latency") {
         let p = p.trim();
         let p = if p.is_empty() { "p99" } else { p };
@@ -144,7 +191,7 @@ fn goal(source: &Source, written: &Spanned<String>) -> Result<Goal> {
         written,
         "objective.goal",
         format!(
-            "{:?}: expected \"maximize throughput\", \"minimize latency p99\" (any of mean, p50…p99.9, max) or \"minimize cpu per request\"",
+            "{:?}: expected \"maximize throughput\", \"minimize latency p99\" (any of mean, p50…p99.9, max) \"minimize cpu per request\", or for batch studies \"minimize elapsed\", \"minimize cpu time\" or \"maximize mb/s\"",
             written.get_ref()
         ),
     ))

@@ -30,6 +30,17 @@ pub(super) struct RawStudy {
     pub(super) run: RawRun,
     #[serde(default)]
     pub(super) scaling: RawScaling,
+    pub(super) storage: Option<Spanned<RawStorage>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStorage {
+    pub(super) size: Spanned<String>,
+    pub(super) mount: Spanned<PathBuf>,
+    pub(super) backing: Option<Spanned<PathBuf>>,
+    pub(super) filesystem: Option<Spanned<String>>,
+    pub(super) mount_options: Option<Spanned<String>>,
 }
 
 impl RawStudy {
@@ -83,6 +94,9 @@ pub(super) struct RawKnob {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawLoad {
+    pub(super) kind: Option<Spanned<String>>,
+    pub(super) jobs: Option<Spanned<String>>,
+    pub(super) smt_factor: Option<Spanned<f64>>,
     pub(super) url: Option<Spanned<String>>,
     #[serde(default = "default_method")]
     pub(super) method: String,

@@ -23,6 +23,10 @@ pub const LOAD_PLACEHOLDERS: [&str; 6] = [
     "ports",
 ];
 
+/// Placeholders every template may use when the study has a `[storage]` section: the scratch
+/// file system's mount point and its loop device's name (`loop3`).
+pub const STORAGE_PLACEHOLDERS: [&str; 2] = ["mount", "device"];
+
 /// Placeholders of setup and teardown commands and knob values besides the factors.
 pub(super) const TRIAL_PLACEHOLDERS: [&str; 1] = ["instances"];
 
@@ -111,13 +115,20 @@ pub fn split_words(s: &str) -> std::result::Result<Vec<String>, String> {
 pub(super) struct Templates<'a> {
     source: &'a Source<'a>,
     factors: Vec<&'a str>,
+    /// Whether [`STORAGE_PLACEHOLDERS`] are known (the study has `[storage]`).
+    storage: bool,
 }
 
 impl<'a> Templates<'a> {
-    pub(super) fn new(source: &'a Source<'a>, factors: &'a [Factor]) -> Templates<'a> {
+    pub(super) fn new(
+        source: &'a Source<'a>,
+        factors: &'a [Factor],
+        storage: bool,
+    ) -> Templates<'a> {
         Templates {
             source,
             factors: factors.iter().map(|f| f.name.as_str()).collect(),
+            storage,
         }
     }
 
@@ -136,9 +147,25 @@ impl<'a> Templates<'a> {
     ) -> Result<()> {
         let names =
             placeholders(template.get_ref()).map_err(|m| self.source.bad(template, field, m))?;
+        let storage: &[&str] = if self.storage {
+            &STORAGE_PLACEHOLDERS
+        } else {
+            &[]
+        };
         for n in names {
-            if !extra.contains(&n.as_str()) && !self.has_factor(&n) {
+            if !extra.contains(&n.as_str())
+                && !storage.contains(&n.as_str())
+                && !self.has_factor(&n)
+            {
+                if STORAGE_PLACEHOLDERS.contains(&n.as_str()) {
+                    return Err(self.source.bad(
+                        template,
+                        field,
+                        format!("{{{n}}} names the scratch file system: add a [storage] section (size, mount) so each trial makes one"),
+                    ));
+                }
                 let mut known: Vec<&str> = extra.to_vec();
+                known.extend(storage.iter().copied());
                 known.extend(self.factors.iter().copied().filter(|f| !extra.contains(f)));
                 let known = known
                     .iter()
