@@ -72,6 +72,8 @@ enum Command {
     Drive(cmd::drive::DriveArgs),
     /// Configuration studies: validate, run (racing, confirmation), scale, report.
     Study(Box<cmd::study::StudyArgs>),
+    /// The fleet's verdicts and daemons, read from the Prometheus that scrapes them.
+    Fleet(cmd::fleet::FleetArgs),
 }
 
 fn main() {
@@ -134,5 +136,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Model(args) => cmd::model::run(args),
         Command::Drive(args) => cmd::drive::run(args),
         Command::Study(args) => cmd::study::run(*args),
+        Command::Fleet(a) => cmd::fleet::run(a),
     }
 }

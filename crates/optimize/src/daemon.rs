@@ -212,7 +212,7 @@ fn fleet_line(w: &Watcher) -> String {
 
 /// Reads the configuration: the file given, or the system file where it exists, with the
 /// drop-ins beside it; none is the defaults.
-fn load_config(given: Option<&Path>) -> Result<(DaemonConfig, Vec<PathBuf>), DaemonError> {
+pub fn load_config(given: Option<&Path>) -> Result<(DaemonConfig, Vec<PathBuf>), DaemonError> {
     let system = Path::new(crate::dropins::SYSTEM_CONFIG);
     match given {
         Some(p) => Ok(DaemonConfig::load_layered(p)?),

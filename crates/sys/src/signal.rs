@@ -1,4 +1,5 @@
-//! Signals: asking a child perfpilot started to stop, and how a closed output pipe ends a command.
+//! Signals: asking a child perfpilot started to stop, how a closed output pipe ends a command,
+//! and SIGHUP as a request to read the configuration again.
 
 use crate::{Error, Result};
 
@@ -40,6 +41,19 @@ pub fn end_on_closed_pipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Sets `flag` whenever the process receives SIGHUP (the daemon reads its configuration again
+/// and clears it). `signal-hook` installs the handler: it only stores into the flag, which is
+/// all a signal handler may safely do.
+pub fn flag_on_hangup(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, flag)
+        .map(|_| ())
+        .map_err(|source| Error::Syscall {
+            call: "sigaction",
+            target: "SIGHUP".into(),
+            source,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +68,17 @@ mod tests {
         terminate(child.id()).unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn a_hangup_sets_the_flag() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let flag = Arc::new(AtomicBool::new(false));
+        flag_on_hangup(flag.clone()).unwrap();
+        // SAFETY: raise has no memory preconditions; the handler only sets the flag.
+        unsafe { libc::raise(libc::SIGHUP) };
+        assert!(flag.load(Ordering::SeqCst));
     }
 
     #[test]

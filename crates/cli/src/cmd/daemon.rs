@@ -16,9 +16,19 @@ use crate::fmt;
 
 #[derive(Args)]
 pub struct DaemonArgs {
-    /// Configuration file (TOML with [tunables] and [[workload]] tables).
+    /// Configuration file (TOML with [tunables] and [[workload]] tables); the drop-ins of
+    /// conf.d/*.toml beside it are read after it. Default: /etc/perfpilot/perfpilot.toml where
+    /// it exists. SIGHUP reads them again.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Serve /metrics (Prometheus text or OpenMetrics) and /status on ADDR:PORT, or on a bare
+    /// PORT of 127.0.0.1 (the usual port is 9187); overrides the config's `listen`.
+    #[arg(long, value_name = "ADDR", value_parser = perfpilot_optimize::config::parse_listen)]
+    listen: Option<std::net::SocketAddr>,
+    /// Write the metrics to DIR/perfpilot.prom after each scan, for node_exporter's textfile
+    /// collector; overrides the config's `textfile`.
+    #[arg(long, value_name = "DIR")]
+    textfile: Option<PathBuf>,
     /// State directory: the journal/store, the lock and status.json.
     #[arg(long, value_name = "DIR", env = "PERFPILOT_STATE_DIR")]
     state_dir: Option<PathBuf>,
@@ -75,12 +85,22 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
     let s2 = stop.clone();
     ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst))
         .context("installing the SIGINT/SIGTERM handler")?;
+    let reload = Arc::new(AtomicBool::new(false));
+    perfpilot_sys::signal::flag_on_hangup(reload.clone())
+        .context("installing the SIGHUP handler")?;
+    // The endpoint and the textfile are set at start (a reload says when they changed).
+    let (config, _) = daemon::load_config(a.config.as_deref())?;
+    let mut publisher = perfpilot_export::Publisher::start(
+        a.listen.or(config.listen),
+        a.textfile.or(config.textfile),
+    )?;
     let opts = Options {
         state_dir: state_dir(a.state_dir),
         config: a.config,
         run_for: a.run_for,
+        reload,
     };
-    daemon::run(&opts, stop)?;
+    daemon::run_publishing(&opts, stop, &mut |s| publisher.publish(s))?;
     Ok(())
 }
 
