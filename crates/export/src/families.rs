@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use perfpilot_optimize::counters::Totals;
 use perfpilot_optimize::cpu::CpuTime;
 use perfpilot_optimize::engine::{Status, WorkloadClass};
+use perfpilot_optimize::strategy::StrategyKind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -24,6 +25,17 @@ use crate::journal::Journal;
 
 /// The most workload signatures the per-workload families carry.
 pub const TOP_SIGNATURES: usize = 50;
+
+/// The strategies, in label order.
+const STRATEGIES: [StrategyKind; 4] = [
+    StrategyKind::CacheAffinity,
+    StrategyKind::MemoryAffinity,
+    StrategyKind::LargePages,
+    StrategyKind::ReadAhead,
+];
+
+/// The decisions of a verdict.
+const DECISIONS: [&str; 3] = ["keep", "revert", "neutral"];
 
 /// The gain buckets (after / before; 1 is no change).
 const GAIN_BUCKETS: [f64; 11] = [0.8, 0.9, 0.95, 0.98, 0.99, 1.0, 1.01, 1.02, 1.05, 1.1, 1.25];
@@ -113,6 +125,24 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
     let gains = Family::<StrategyLabel, Histogram, fn() -> Histogram>::new_with_constructor(
         gain_histogram,
     );
+    // Every strategy and decision is shown, at 0 when nothing is in it: dashboards and alert
+    // rules then have a series to read on every host.
+    for kind in STRATEGIES {
+        let strategy = kind.as_str().to_string();
+        for decision in DECISIONS {
+            actions
+                .get_or_create(&StrategyDecision {
+                    strategy: strategy.clone(),
+                    decision: decision.to_string(),
+                })
+                .inc_by(0);
+        }
+        open.get_or_create(&StrategyLabel {
+            strategy: strategy.clone(),
+        })
+        .set(0);
+        let _ = gains.get_or_create(&StrategyLabel { strategy });
+    }
     // The latest decision per (signature, strategy), for the fleet.
     let mut latest: HashMap<(&str, &str), (i64, &crate::journal::Act)> = HashMap::new();
     for a in journal.acts.values() {

@@ -239,6 +239,9 @@ pub fn run_publishing(
     config.apply_tunables(&mut tun);
     let fs = Fs::live();
     let mut fleet = config.fleet.as_ref().map(Watcher::start);
+    if let (Some(w), Some(c)) = (&fleet, &config.fleet) {
+        w.wait_first(c.timeout() + Duration::from_millis(500));
+    }
     let mut engine = Engine::new(&fs, store, config, tun)?;
     let start = Instant::now();
     info!(state_dir = %opts.state_dir.display(), "perfpilot daemon started (pid {})", std::process::id());

@@ -19,6 +19,23 @@ enum FleetWhat {
     /// Per workload signature × strategy: hosts that tried it, kept, reverted, neutral; the
     /// median gain and its range; daemons down or with a stretched interval.
     Status(StatusArgs),
+    /// Run one PromQL instant query and print each series: labels and value.
+    Query(QueryArgs),
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    /// The Prometheus to ask (http://host:9090).
+    #[arg(long, value_name = "URL")]
+    prometheus: String,
+    /// How long the query may take.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// JSON (a list of {labels, value}) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The PromQL expression.
+    expr: String,
 }
 
 #[derive(Args)]
@@ -40,7 +57,25 @@ struct StatusArgs {
 pub fn run(a: FleetArgs) -> anyhow::Result<()> {
     match a.what {
         FleetWhat::Status(s) => status(s),
+        FleetWhat::Query(q) => query(q),
     }
+}
+
+fn query(a: QueryArgs) -> anyhow::Result<()> {
+    let samples = Prometheus::new(&a.prometheus, a.timeout).query(&a.expr)?;
+    if a.json {
+        let v: Vec<serde_json::Value> = samples
+            .iter()
+            .map(|s| serde_json::json!({ "labels": s.labels, "value": s.value }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    for s in &samples {
+        let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        println!("{{{}}} {}", labels.join(", "), s.value);
+    }
+    Ok(())
 }
 
 fn status(a: StatusArgs) -> anyhow::Result<()> {

@@ -81,6 +81,21 @@ impl Watcher {
         }
     }
 
+    /// Waits until the first query answered or failed, at most `limit` (so that a daemon
+    /// starting with `[fleet]` asks the fleet before its first proposal, and a down Prometheus
+    /// delays it by the query timeout at most).
+    pub fn wait_first(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Ok(f) = self.found.try_lock()
+                && (f.priors.is_some() || f.error.is_some())
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The latest tally, if one was read (never waits for a query).
     pub fn priors(&self) -> Option<Priors> {
         self.found.try_lock().ok().and_then(|f| f.priors.clone())
