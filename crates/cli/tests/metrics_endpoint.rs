@@ -1,7 +1,9 @@
 //! The daemon's live metrics: `/metrics` in both text formats, `/status`, the textfile, a port
 //! already taken, a non-loopback address, and a configuration reloaded by SIGHUP (a broken
 //! drop-in refused by file and line, a good one taken in). The daemons here act on nothing:
-//! every strategy is off and only a load these tests spawn is matched.
+//! every strategy is off and only a load these tests spawn is matched. As root, each daemon
+//! and its load run in a PID namespace of their own (`unshare`), so the daemon does not even
+//! read the machine's other processes.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,57 +13,73 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod support;
-use support::{Dir, EXE, terminate, wait_until};
+use support::{Dir, EXE, wait_until};
 
 /// Every strategy off: these daemons watch and report, and change nothing.
 const WATCH_ONLY: &str = "only_matched = true\n[tunables]\ninterval_s = 0.5\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\ncache_affinity = false\nmemory_affinity = false\nlarge_pages = false\nread_ahead = false\n";
 
-/// A sleeping load with a tag only this test process uses.
-struct Load(Child, String);
-
-impl Load {
-    fn spawn(tag: &str) -> Load {
-        let tag = format!("{}-{tag}", std::process::id());
-        let mut c = Command::new(EXE)
-            .args(["bench", "load", "--tag", &tag])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(c.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Load(c, tag)
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A daemon whose log is collected as it runs.
+/// A daemon whose log is collected as it runs, with a sleeping load it watches (tagged for
+/// this test process only).
 struct Daemon {
     child: Child,
     log: Arc<Mutex<String>>,
+    /// The load, when it runs outside a namespace.
+    load: Option<Child>,
+}
+
+/// Whether daemons run in PID namespaces of their own (root, with `unshare`).
+fn in_namespace() -> bool {
+    perfpilot_sys::user::is_root()
+        && Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 impl Daemon {
-    fn start(config: &Path, state: &Path, extra: &[&str]) -> Daemon {
-        let mut child = Command::new(EXE)
-            .args(["daemon", "--config"])
-            .arg(config)
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--for", "60s"])
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+    fn start(config: &Path, state: &Path, tag: &str, extra: &[&str]) -> Daemon {
+        let mut daemon_args: Vec<String> = vec![
+            "daemon".into(),
+            "--config".into(),
+            config.to_str().unwrap().into(),
+            "--state-dir".into(),
+            state.to_str().unwrap().into(),
+            "--for".into(),
+            "60s".into(),
+        ];
+        daemon_args.extend(extra.iter().map(|s| s.to_string()));
+        let (mut child, load) = if in_namespace() {
+            // The shell is PID 1: it starts the load (held open by a sleep), then becomes the
+            // daemon.
+            let child = Command::new("unshare")
+                .args(["--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c"])
+                .arg("sleep 2147483647 | \"$0\" bench load --tag \"$1\" >/dev/null & shift; exec \"$0\" \"$@\"")
+                .arg(EXE)
+                .arg(tag)
+                .args(&daemon_args)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (child, None)
+        } else {
+            let mut load = Command::new(EXE)
+                .args(["bench", "load", "--tag", tag])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            BufReader::new(load.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert_eq!(line.trim(), "ready");
+            let child = Command::new(EXE)
+                .args(&daemon_args)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (child, Some(load))
+        };
         let log = Arc::new(Mutex::new(String::new()));
         let (l2, err) = (log.clone(), child.stderr.take().unwrap());
         std::thread::spawn(move || {
@@ -71,7 +89,36 @@ impl Daemon {
                 l.push('\n');
             }
         });
-        Daemon { child, log }
+        Daemon { child, log, load }
+    }
+
+    /// The daemon's pid as this test sees it: unshare's child in a namespace.
+    fn pid(&self) -> u32 {
+        if self.load.is_some() {
+            return self.child.id();
+        }
+        let id = self.child.id();
+        let mut pid = 0;
+        let found = wait_until(Duration::from_secs(10), || {
+            pid = std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+            pid > 0
+        });
+        assert!(found, "unshare {id} has no child");
+        pid
+    }
+
+    /// Sends a signal to the daemon.
+    fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
     }
 
     fn log(&self) -> String {
@@ -93,7 +140,7 @@ impl Daemon {
     }
 
     fn stop(mut self) -> String {
-        terminate(&self.child);
+        self.signal("-TERM");
         let st = self.child.wait().unwrap();
         let log = self.log();
         assert!(st.success(), "daemon failed:\n{log}");
@@ -105,7 +152,16 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(l) = &mut self.load {
+            let _ = l.kill();
+            let _ = l.wait();
+        }
     }
+}
+
+/// A tag for this test process only.
+fn tag(name: &str) -> String {
+    format!("{}-{name}", std::process::id())
 }
 
 /// A GET with an `Accept` header: (content type, body).
@@ -140,12 +196,11 @@ fn scrape_when(addr: SocketAddr, what: &str) -> String {
 #[test]
 fn metrics_come_in_both_text_formats_by_accept_header_and_status_as_json() {
     let dir = Dir::new("metrics-formats");
-    let load = Load::spawn("metrics-formats");
+    let tag = tag("metrics-formats");
     let cfg = dir.config(&format!(
-        "{WATCH_ONLY}\n[[workload]]\nmatch = {{ cmdline = \"--tag {}\" }}\n",
-        load.1
+        "{WATCH_ONLY}\n[[workload]]\nmatch = {{ cmdline = \"--tag {tag}\" }}\n"
     ));
-    let d = Daemon::start(&cfg, &dir.state(), &["--listen", "127.0.0.1:0"]);
+    let d = Daemon::start(&cfg, &dir.state(), &tag, &["--listen", "127.0.0.1:0"]);
     let addr = d.addr();
     // The load has no signal and unverified actions are off: it needs a signal.
     let prom = scrape_when(addr, "perfpilot_workloads{state=\"needs_signal\"} 1");
@@ -172,7 +227,13 @@ fn metrics_come_in_both_text_formats_by_accept_header_and_status_as_json() {
     assert_eq!(ctype, "application/json");
     let v: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert!(v["scans"].as_u64().unwrap() >= 1, "{v}");
-    assert_eq!(v["workloads"][0]["class"], "needs_signal", "{v}");
+    let load = v["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["class"] == "needs_signal")
+        .unwrap_or_else(|| panic!("no workload needs a signal: {v}"));
+    assert_eq!(load["name"], "perfpilot", "{v}");
     assert_eq!(get(addr, "/nothing", None).1, "not found: try /metrics or /status\n");
     d.stop();
 }
@@ -183,7 +244,12 @@ fn the_textfile_holds_the_same_metrics_in_the_prometheus_format() {
     let text = dir.0.join("textfile");
     std::fs::create_dir_all(&text).unwrap();
     let cfg = dir.config(WATCH_ONLY);
-    let d = Daemon::start(&cfg, &dir.state(), &["--textfile", text.to_str().unwrap()]);
+    let d = Daemon::start(
+        &cfg,
+        &dir.state(),
+        &tag("metrics-textfile"),
+        &["--textfile", text.to_str().unwrap()],
+    );
     let file = text.join("perfpilot.prom");
     let mut body = String::new();
     let ok = wait_until(Duration::from_secs(20), || {
@@ -226,16 +292,15 @@ fn a_drop_in_with_an_error_keeps_the_old_config_and_a_good_one_is_taken_in_on_si
     let cfg = dir.config(WATCH_ONLY);
     let confd = dir.0.join("conf.d");
     std::fs::create_dir_all(&confd).unwrap();
-    let d = Daemon::start(&cfg, &dir.state(), &["--listen", "127.0.0.1:0"]);
+    let d = Daemon::start(
+        &cfg,
+        &dir.state(),
+        &tag("metrics-reload"),
+        &["--listen", "127.0.0.1:0"],
+    );
     let addr = d.addr();
     scrape_when(addr, "perfpilot_scan_interval_configured_seconds 0.5");
-    let hup = |d: &Daemon| {
-        let st = Command::new("kill")
-            .args(["-HUP", &d.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    };
+    let hup = |d: &Daemon| d.signal("-HUP");
     std::fs::write(confd.join("50-bad.toml"), "[tunables]\ninterval_s = -3\n").unwrap();
     hup(&d);
     let mut status = serde_json::Value::Null;

@@ -54,6 +54,22 @@ pub fn flag_on_hangup(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Re
         })
 }
 
+/// Sets `flag` when the process receives SIGINT or SIGTERM (the daemon stops cleanly). Unlike
+/// `ctrlc`'s termination handler, it leaves SIGHUP alone: that one means "reload".
+pub fn flag_on_stop(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+    for (sig, name) in [
+        (signal_hook::consts::SIGINT, "SIGINT"),
+        (signal_hook::consts::SIGTERM, "SIGTERM"),
+    ] {
+        signal_hook::flag::register(sig, flag.clone()).map_err(|source| Error::Syscall {
+            call: "sigaction",
+            target: name.into(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

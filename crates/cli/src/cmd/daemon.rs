@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -82,8 +82,7 @@ fn state_dir(p: Option<PathBuf>) -> PathBuf {
 pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
     super::init_log(&a.log);
     let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst))
+    perfpilot_sys::signal::flag_on_stop(stop.clone())
         .context("installing the SIGINT/SIGTERM handler")?;
     let reload = Arc::new(AtomicBool::new(false));
     perfpilot_sys::signal::flag_on_hangup(reload.clone())
