@@ -136,6 +136,16 @@ fn a_fleet_of_three_namespace_hosts_shares_its_verdicts_through_prometheus() {
         fleet.log("prometheus.log")
     );
 
+    // Each daemon listens on its namespace's every address, as in a DaemonSet: allowed, with
+    // a warning.
+    assert!(
+        fleet
+            .log("h1/daemon.log")
+            .contains("0.0.0.0:9187, which is not a loopback address"),
+        "{}",
+        fleet.log("h1/daemon.log")
+    );
+
     // Host 3 asks the fleet before trying the same strategy on the same workload, and skips it.
     let start = fleet.script(&["start", d, "3"]);
     assert!(start.status.success());
@@ -209,7 +219,11 @@ fn a_fleet_of_three_namespace_hosts_shares_its_verdicts_through_prometheus() {
     assert_eq!(fs["up"], 3, "{fs}");
     let row = &fs["verdicts"][0];
     assert_eq!(row["strategy"], "cache_affinity", "{fs}");
-    assert_eq!((row["tried"].as_u64(), row["kept"].as_u64()), (Some(2), Some(0)), "{fs}");
+    assert_eq!(
+        (row["tried"].as_u64(), row["kept"].as_u64()),
+        (Some(2), Some(0)),
+        "{fs}"
+    );
     assert!(row["median_gain"].as_f64().unwrap() < 1.0, "{fs}");
 
     // Every dashboard and alert expression returns data from this fleet.

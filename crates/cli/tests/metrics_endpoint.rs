@@ -168,7 +168,9 @@ fn tag(name: &str) -> String {
 fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
     write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{accept}\r\n").unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
@@ -177,7 +179,8 @@ fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (String, String) {
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-type").then(|| v.trim().to_string())
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_string())
         })
         .unwrap_or_default();
     (ctype, body.to_string())
@@ -206,11 +209,23 @@ fn metrics_come_in_both_text_formats_by_accept_header_and_status_as_json() {
     let prom = scrape_when(addr, "perfpilot_workloads{state=\"needs_signal\"} 1");
     let (ctype, _) = get(addr, "/metrics", Some("text/plain;version=0.0.4"));
     assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
-    assert!(prom.contains("# TYPE perfpilot_scans_total counter"), "{prom}");
+    assert!(
+        prom.contains("# TYPE perfpilot_scans_total counter"),
+        "{prom}"
+    );
     assert!(prom.contains("# TYPE perfpilot_build_info gauge"), "{prom}");
-    assert!(prom.contains("perfpilot_scan_duration_seconds_bucket{le="), "{prom}");
-    assert!(prom.contains("perfpilot_scan_interval_configured_seconds 0.5"), "{prom}");
-    assert!(prom.contains("perfpilot_probe_failures_total{kind=\"timeout\"}"), "{prom}");
+    assert!(
+        prom.contains("perfpilot_scan_duration_seconds_bucket{le="),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("perfpilot_scan_interval_configured_seconds 0.5"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("perfpilot_probe_failures_total{kind=\"timeout\"}"),
+        "{prom}"
+    );
     assert!(!prom.contains("# EOF"), "{prom}");
 
     let (ctype, om) = get(
@@ -221,7 +236,10 @@ fn metrics_come_in_both_text_formats_by_accept_header_and_status_as_json() {
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
     assert!(om.ends_with("# EOF\n"), "{om}");
     assert!(om.contains("# TYPE perfpilot_scans counter"), "{om}");
-    assert!(om.contains("# UNIT perfpilot_collapsed_bytes bytes"), "{om}");
+    assert!(
+        om.contains("# UNIT perfpilot_collapsed_bytes bytes"),
+        "{om}"
+    );
 
     let (ctype, status) = get(addr, "/status", None);
     assert_eq!(ctype, "application/json");
@@ -234,7 +252,10 @@ fn metrics_come_in_both_text_formats_by_accept_header_and_status_as_json() {
         .find(|w| w["class"] == "needs_signal")
         .unwrap_or_else(|| panic!("no workload needs a signal: {v}"));
     assert_eq!(load["name"], "perfpilot", "{v}");
-    assert_eq!(get(addr, "/nothing", None).1, "not found: try /metrics or /status\n");
+    assert_eq!(
+        get(addr, "/nothing", None).1,
+        "not found: try /metrics or /status\n"
+    );
     d.stop();
 }
 
@@ -281,7 +302,8 @@ fn a_port_already_in_use_stops_the_daemon_with_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
-        err.contains(&format!("cannot listen on 127.0.0.1:{port}")) && err.contains("choose another"),
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}"))
+            && err.contains("choose another"),
         "{err}"
     );
 }
@@ -317,10 +339,13 @@ fn a_drop_in_with_an_error_keeps_the_old_config_and_a_good_one_is_taken_in_on_si
     std::fs::write(confd.join("50-bad.toml"), "[tunables]\ninterval_s = 0.7\n").unwrap();
     hup(&d);
     scrape_when(addr, "perfpilot_scan_interval_configured_seconds 0.7");
-    let status: serde_json::Value =
-        serde_json::from_str(&get(addr, "/status", None).1).unwrap();
+    let status: serde_json::Value = serde_json::from_str(&get(addr, "/status", None).1).unwrap();
     assert!(status["config_error"].is_null(), "{status}");
-    assert_eq!(status["config_files"].as_array().unwrap().len(), 2, "{status}");
+    assert_eq!(
+        status["config_files"].as_array().unwrap().len(),
+        2,
+        "{status}"
+    );
     let log = d.stop();
     assert!(log.contains("reload refused"), "{log}");
     assert!(log.contains("configuration reloaded: tunables"), "{log}");

@@ -50,7 +50,12 @@ fn status() -> Status {
 }
 
 fn journal() -> Journal {
-    let strategies = ["cache_affinity", "memory_affinity", "large_pages", "read_ahead"];
+    let strategies = [
+        "cache_affinity",
+        "memory_affinity",
+        "large_pages",
+        "read_ahead",
+    ];
     let decisions = ["keep", "revert", "neutral"];
     let records: Vec<ActionRecord> = (0..ACTIONS)
         .map(|id| ActionRecord {

@@ -122,9 +122,8 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
     // Actions and verdicts, from the journal.
     let actions = Family::<StrategyDecision, Counter>::default();
     let open = Family::<StrategyLabel, Gauge>::default();
-    let gains = Family::<StrategyLabel, Histogram, fn() -> Histogram>::new_with_constructor(
-        gain_histogram,
-    );
+    let gains =
+        Family::<StrategyLabel, Histogram, fn() -> Histogram>::new_with_constructor(gain_histogram);
     // Every strategy and decision is shown, at 0 when nothing is in it: dashboards and alert
     // rules then have a series to read on every host.
     for kind in STRATEGIES {
@@ -323,10 +322,7 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         configured,
     );
     let cpu = Family::<PurposeLabel, FloatCounter>::default();
-    for (purpose, d) in [
-        ("monitoring", f.cpu.monitoring),
-        ("changes", f.cpu.changes),
-    ] {
+    for (purpose, d) in [("monitoring", f.cpu.monitoring), ("changes", f.cpu.changes)] {
         cpu.get_or_create(&PurposeLabel {
             purpose: purpose.into(),
         })

@@ -44,10 +44,7 @@ impl FleetStatus {
             .collect();
         notes.extend(stretched.iter().map(|s| HostNote {
             instance: s.label("instance").to_string(),
-            what: format!(
-                "interval stretched x{:.2} to keep its CPU budget",
-                s.value
-            ),
+            what: format!("interval stretched x{:.2} to keep its CPU budget", s.value),
         }));
         notes.sort_by(|a, b| a.instance.cmp(&b.instance));
         Ok(FleetStatus {

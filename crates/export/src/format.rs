@@ -100,7 +100,12 @@ mod tests {
     fn counters_take_their_total_and_info_becomes_a_gauge() {
         let om = "# HELP perfpilot_build The version.\n# TYPE perfpilot_build info\nperfpilot_build_info{version=\"0.1.0\"} 1\n# HELP perfpilot_scans Scans.\n# TYPE perfpilot_scans counter\nperfpilot_scans_total 3\n# HELP perfpilot_scan_interval_seconds The interval.\n# TYPE perfpilot_scan_interval_seconds gauge\n# UNIT perfpilot_scan_interval_seconds seconds\nperfpilot_scan_interval_seconds 5.0\n# EOF\n";
         let p = to_prometheus(om);
-        assert!(p.contains("# TYPE perfpilot_build_info gauge\nperfpilot_build_info{version=\"0.1.0\"} 1\n"), "{p}");
+        assert!(
+            p.contains(
+                "# TYPE perfpilot_build_info gauge\nperfpilot_build_info{version=\"0.1.0\"} 1\n"
+            ),
+            "{p}"
+        );
         assert!(p.contains("# HELP perfpilot_scans_total Scans.\n# TYPE perfpilot_scans_total counter\nperfpilot_scans_total 3\n"), "{p}");
         assert!(!p.contains("# EOF") && !p.contains("# UNIT"), "{p}");
     }

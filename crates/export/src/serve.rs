@@ -38,10 +38,7 @@ impl Endpoint {
             addr,
             why: e.to_string(),
         })?;
-        let bound = server
-            .server_addr()
-            .to_ip()
-            .unwrap_or(addr);
+        let bound = server.server_addr().to_ip().unwrap_or(addr);
         let server = Arc::new(server);
         let s2 = server.clone();
         let thread = std::thread::Builder::new()
@@ -106,10 +103,7 @@ fn answer(req: Request, pages: &RwLock<Pages>) {
             };
             typed(Response::from_string(body), f.content_type())
         }
-        "/status" => typed(
-            Response::from_string(p.status.clone()),
-            "application/json",
-        ),
+        "/status" => typed(Response::from_string(p.status.clone()), "application/json"),
         "/" => typed(
             Response::from_string(
                 "perfpilot daemon: /metrics (Prometheus text or OpenMetrics), /status (JSON)\n",

@@ -205,7 +205,11 @@ pub struct Options {
 fn fleet_line(w: &Watcher) -> String {
     match (w.priors(), w.error()) {
         (_, Some(e)) => format!("{}: {e}; deciding alone", w.url()),
-        (Some(p), None) => format!("{}: {} workload × strategy verdicts", w.url(), p.pairs.len()),
+        (Some(p), None) => format!(
+            "{}: {} workload × strategy verdicts",
+            w.url(),
+            p.pairs.len()
+        ),
         (None, None) => format!("{}: not read yet", w.url()),
     }
 }

@@ -18,9 +18,8 @@ impl Engine {
 
     /// `kinds` with those the fleet kept on most hosts first, in their order otherwise.
     pub(super) fn fleet_order(&self, signature: &str, kinds: &[StrategyKind]) -> Vec<StrategyKind> {
-        let first = |k: &StrategyKind| {
-            matches!(self.fleet_advice(signature, *k), Some(Advice::First(_)))
-        };
+        let first =
+            |k: &StrategyKind| matches!(self.fleet_advice(signature, *k), Some(Advice::First(_)));
         let mut v: Vec<StrategyKind> = kinds.iter().copied().filter(first).collect();
         v.extend(kinds.iter().copied().filter(|k| !first(k)));
         v

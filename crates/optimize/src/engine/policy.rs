@@ -102,9 +102,7 @@ impl Policy {
             None if self.config.only_matched => return true,
             _ => {}
         }
-        w.members
-            .iter()
-            .any(|m| self.opted_out(m.pid, m.starttime))
+        w.members.iter().any(|m| self.opted_out(m.pid, m.starttime))
     }
 
     /// Why a workload is left alone, if it is (config, `PERFPILOT=off`, manual tuning).

@@ -171,12 +171,27 @@ pub(super) fn workload_status(
 impl Engine {
     /// The class of a listed workload: one in a trial or with kept actions is managed; one left
     /// alone is excluded or manual; one without a signal where one is needed needs a signal.
-    fn class_of(&mut self, w: &Workload, none_held: bool, choice: &Choice) -> WorkloadClass {
-        if !none_held || self.actions.trials.iter().any(|t| t.signature == w.signature) {
+    pub(super) fn class_of(
+        &mut self,
+        w: &Workload,
+        none_held: bool,
+        choice: &Choice,
+    ) -> WorkloadClass {
+        if !none_held
+            || self
+                .actions
+                .trials
+                .iter()
+                .any(|t| t.signature == w.signature)
+        {
             return WorkloadClass::Managed;
         }
         let ours = self.actions.bound_to(&w.signature).cloned();
-        if self.policy.left_alone(&self.topo, w, ours.as_ref()).is_some() {
+        if self
+            .policy
+            .left_alone(&self.topo, w, ours.as_ref())
+            .is_some()
+        {
             return if self.policy.excluded(w) {
                 WorkloadClass::Excluded
             } else {

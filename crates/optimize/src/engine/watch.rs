@@ -14,8 +14,8 @@ use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 use super::Engine;
 use super::servers::Servers;
 use super::signals::{per_cpu_second, syscalls_per_cpu_s};
-use crate::preset::PresetConfig;
 use crate::counters::{COUNTERS, ProbeFailure};
+use crate::preset::PresetConfig;
 use crate::signal::{self, SignalKind, Windowed};
 use crate::tunables::Tunables;
 

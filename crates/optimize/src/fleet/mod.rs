@@ -92,7 +92,7 @@ impl FleetConfig {
                 self.timeout_s
             ));
         }
-        if !(self.refresh_s >= 1.0) {
+        if self.refresh_s.is_nan() || self.refresh_s < 1.0 {
             return Err(format!(
                 "fleet.refresh_s {} must be at least 1",
                 self.refresh_s
@@ -197,9 +197,18 @@ mod tests {
 
     #[test]
     fn too_few_hosts_or_no_majority_says_nothing() {
-        assert_eq!(priors(0, 1, 0).advice("abc", StrategyKind::LargePages), None);
-        assert_eq!(priors(1, 1, 0).advice("abc", StrategyKind::LargePages), None);
-        assert_eq!(priors(0, 5, 0).advice("abc", StrategyKind::CacheAffinity), None);
+        assert_eq!(
+            priors(0, 1, 0).advice("abc", StrategyKind::LargePages),
+            None
+        );
+        assert_eq!(
+            priors(1, 1, 0).advice("abc", StrategyKind::LargePages),
+            None
+        );
+        assert_eq!(
+            priors(0, 5, 0).advice("abc", StrategyKind::CacheAffinity),
+            None
+        );
     }
 
     #[test]

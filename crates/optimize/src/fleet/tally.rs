@@ -134,7 +134,12 @@ mod tests {
             )
         };
         let t = Tally::of(
-            &[o("a", "revert"), o("b", "revert"), o("c", "keep"), o("c", "keep")],
+            &[
+                o("a", "revert"),
+                o("b", "revert"),
+                o("c", "keep"),
+                o("c", "keep"),
+            ],
             &[g("a", 0.9), g("b", 0.95), g("c", 1.1)],
         );
         let p = &t.pairs[&("s1".to_string(), "large_pages".to_string())];
