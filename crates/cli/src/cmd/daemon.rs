@@ -145,6 +145,12 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         for n in s["notes"].as_array().into_iter().flatten() {
             println!("note: {}", n.as_str().unwrap_or_default());
         }
+        if let Some(f) = s["fleet"].as_str() {
+            println!("fleet: {f}");
+        }
+        if let Some(e) = s["config_error"].as_str() {
+            println!("config: the last reload was refused, the configuration in force stays: {e}");
+        }
         let ws = s["workloads"].as_array().cloned().unwrap_or_default();
         if !ws.is_empty() {
             println!(

@@ -153,6 +153,18 @@ mod tests {
     }
 
     #[test]
+    fn a_server_that_never_answers_gives_an_error_at_the_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepts and holds the connection without a word.
+        let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
+        let p = Prometheus::new(&format!("http://{addr}"), Duration::from_millis(300));
+        let e = p.query("up").unwrap_err();
+        assert!(matches!(e, PromError::Unreachable { .. }), "{e}");
+        drop(held.join());
+    }
+
+    #[test]
     fn a_server_that_is_not_there_fails_within_the_timeout() {
         // Port 9 on loopback (discard) has no listener here: the connection is refused.
         let p = Prometheus::new("http://127.0.0.1:9", Duration::from_millis(500));
