@@ -75,6 +75,8 @@ enum Command {
     /// Capacity runs: sweep a multi-tier deployment, fit a queueing model from the lowest
     /// loads, check its predictions at every other load and scale-out, and report.
     Capacity(cmd::capacity::CapacityArgs),
+    /// The fleet's verdicts and daemons, read from the Prometheus that scrapes them.
+    Fleet(cmd::fleet::FleetArgs),
 }
 
 fn main() {
@@ -138,5 +140,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Drive(args) => cmd::drive::run(args),
         Command::Study(args) => cmd::study::run(*args),
         Command::Capacity(args) => cmd::capacity::run(args),
+        Command::Fleet(a) => cmd::fleet::run(a),
     }
 }

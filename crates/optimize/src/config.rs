@@ -18,12 +18,17 @@
 //! match = { cgroup = "system.slice/backup.service" }
 //! action = "exclude"
 //! ```
+//!
+//! Top-level `listen` and `textfile` and a `[fleet]` table configure the live metrics and the
+//! fleet's priors; `conf.d/*.toml` beside the main file are read after it (`dropins.rs`).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fleet::FleetConfig;
 use crate::preset::PresetConfig;
 use crate::tunables::{Tunables, validate};
 
@@ -218,6 +223,12 @@ pub struct DaemonConfig {
     pub only_matched: bool,
     /// The `[[preset]]` tables: built-in application signals added or overridden.
     pub preset: Vec<PresetConfig>,
+    /// Where to serve `/metrics` and `/status` (`listen = "127.0.0.1:9187"`; off when absent).
+    pub listen: Option<SocketAddr>,
+    /// A directory for node_exporter's textfile collector (`textfile = "/var/lib/…"`).
+    pub textfile: Option<PathBuf>,
+    /// The `[fleet]` table: verdicts of other hosts read from Prometheus.
+    pub fleet: Option<FleetConfig>,
 }
 
 #[derive(Deserialize)]
@@ -227,10 +238,26 @@ struct Raw {
     tunables: BTreeMap<String, toml::Spanned<toml::Value>>,
     #[serde(default)]
     workload: Vec<toml::Spanned<Rule>>,
-    #[serde(default)]
-    only_matched: bool,
+    only_matched: Option<bool>,
     #[serde(default)]
     preset: Vec<toml::Spanned<PresetConfig>>,
+    listen: Option<toml::Spanned<String>>,
+    textfile: Option<PathBuf>,
+    fleet: Option<toml::Spanned<FleetConfig>>,
+}
+
+/// The default port of the metrics endpoint (the one the DaemonSet and the docs use).
+pub const DEFAULT_PORT: u16 = 9187;
+
+/// Reads a listen address: `ADDR:PORT`, `[V6]:PORT`, or a bare port (on 127.0.0.1).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(port) = s.trim_start_matches(':').parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| {
+        format!("listen {s:?}: expected ADDRESS:PORT (e.g. 127.0.0.1:{DEFAULT_PORT}) or a port")
+    })
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -249,6 +276,15 @@ impl DaemonConfig {
 
     /// Parses configuration text; `path` is used in errors.
     pub fn parse(text: &str, path: &Path) -> Result<DaemonConfig, DaemonConfigError> {
+        Self::parse_layer(text, path).map(|(c, _)| c)
+    }
+
+    /// Parses one file of a layered configuration: the config, and `only_matched` where the
+    /// file sets it (a later file overrides only what it sets).
+    pub(crate) fn parse_layer(
+        text: &str,
+        path: &Path,
+    ) -> Result<(DaemonConfig, Option<bool>), DaemonConfigError> {
         let invalid = |line: usize, msg: String| DaemonConfigError::Invalid {
             path: path.to_path_buf(),
             line,
@@ -310,12 +346,31 @@ impl DaemonConfig {
                 .map_err(|e| invalid(line, e.to_string()))?;
             preset.push(p);
         }
-        Ok(DaemonConfig {
+        let listen = match raw.listen {
+            Some(l) => Some(
+                parse_listen(l.get_ref()).map_err(|e| invalid(line_of(text, l.span().start), e))?,
+            ),
+            None => None,
+        };
+        let fleet = match raw.fleet {
+            Some(f) => {
+                let line = line_of(text, f.span().start);
+                let f = f.into_inner();
+                f.validate().map_err(|e| invalid(line, e))?;
+                Some(f)
+            }
+            None => None,
+        };
+        let config = DaemonConfig {
             tunables,
             workloads,
-            only_matched: raw.only_matched,
+            only_matched: raw.only_matched.unwrap_or(false),
             preset,
-        })
+            listen,
+            textfile: raw.textfile,
+            fleet,
+        };
+        Ok((config, raw.only_matched))
     }
 
     /// The first rule matching a process.

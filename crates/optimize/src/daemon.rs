@@ -1,6 +1,7 @@
 //! The daemon loop: a lock on the state directory (one daemon per directory), recovery from the
 //! journal and the start-up knob (`Engine::begin`), one scan per interval with its monitoring CPU within a budget, `status.json` after
-//! every scan, and a clean stop.
+//! every scan (and whatever the caller publishes: `/metrics`, a textfile), the configuration
+//! reloaded on request (SIGHUP), the fleet's verdicts taken in, and a clean stop.
 
 use std::fs::TryLockError;
 use std::io::Write;
@@ -12,11 +13,12 @@ use std::time::{Duration, Instant};
 use perfpilot_store::Store;
 use perfpilot_sys::Fs;
 use serde::Serialize;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::DaemonConfig;
 use crate::cpu::Governor;
 use crate::engine::{Engine, EngineError, Status};
+use crate::fleet::Watcher;
 use crate::tunables::Tunables;
 
 /// Daemon failures.
@@ -145,23 +147,41 @@ fn lock_holder(path: &Path) -> Option<i32> {
         .and_then(|s| s.trim().parse().ok())
 }
 
-/// `status.json`: the engine's status and the daemon's own figures.
+/// `status.json` (and `/status`): the engine's status and the daemon's own figures.
 #[derive(Serialize)]
-struct StatusFile<'a> {
-    pid: u32,
+pub struct StatusFile<'a> {
+    /// The daemon's pid.
+    pub pid: u32,
+    /// The engine's status.
     #[serde(flatten)]
-    status: &'a Status,
-    effective_interval_s: f64,
+    pub status: &'a Status,
+    /// The interval in force after the CPU budget stretched it, seconds.
+    pub effective_interval_s: f64,
+    /// The configuration files read, in order.
+    pub config_files: &'a [PathBuf],
+    /// Why the last reload was refused, while the old configuration stays in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<&'a str>,
+    /// Where the fleet's verdicts come from and how that goes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<String>,
 }
 
-fn write_status(dir: &Path, status: &Status, effective: f64) {
+/// What the daemon hands its publisher after every scan.
+pub struct Scanned<'a> {
+    /// The status document, as `status.json` holds it.
+    pub file: &'a StatusFile<'a>,
+    /// The interval the tunables ask for, seconds (the effective one is in `file`).
+    pub configured_interval_s: f64,
+    /// How long this scan took, seconds.
+    pub scan_s: f64,
+    /// The journal (for the actions and verdicts).
+    pub store: &'a perfpilot_store::Store,
+}
+
+fn write_status(dir: &Path, file: &StatusFile) {
     let tmp = dir.join("status.json.tmp");
-    let body = serde_json::to_vec_pretty(&StatusFile {
-        pid: std::process::id(),
-        status,
-        effective_interval_s: effective,
-    })
-    .unwrap_or_default();
+    let body = serde_json::to_vec_pretty(file).unwrap_or_default();
     if let Err(e) =
         std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, status_path(dir)))
     {
@@ -177,19 +197,55 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// Stop after this long (default: until `stop` is set).
     pub run_for: Option<Duration>,
+    /// Set (by SIGHUP) to read the configuration again before the next scan.
+    pub reload: Arc<AtomicBool>,
+}
+
+/// The fleet line of status: where the verdicts come from, and how many pairs or the error.
+fn fleet_line(w: &Watcher) -> String {
+    match (w.priors(), w.error()) {
+        (_, Some(e)) => format!("{}: {e}; deciding alone", w.url()),
+        (Some(p), None) => format!(
+            "{}: {} workload × strategy verdicts",
+            w.url(),
+            p.pairs.len()
+        ),
+        (None, None) => format!("{}: not read yet", w.url()),
+    }
+}
+
+/// Reads the configuration: the file given, or the system file where it exists, with the
+/// drop-ins beside it; none is the defaults.
+pub fn load_config(given: Option<&Path>) -> Result<(DaemonConfig, Vec<PathBuf>), DaemonError> {
+    let system = Path::new(crate::dropins::SYSTEM_CONFIG);
+    match given {
+        Some(p) => Ok(DaemonConfig::load_layered(p)?),
+        None if system.exists() => Ok(DaemonConfig::load_layered(system)?),
+        None => Ok((DaemonConfig::default(), Vec::new())),
+    }
 }
 
 /// Runs the daemon until `stop` is set (or `run_for` passes), then stops cleanly.
 pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
-    let config = match &opts.config {
-        Some(p) => DaemonConfig::load(p)?,
-        None => DaemonConfig::default(),
-    };
+    run_publishing(opts, stop, &mut |_| {})
+}
+
+/// As [`run`], handing `publish` what each scan found.
+pub fn run_publishing(
+    opts: &Options,
+    stop: Arc<AtomicBool>,
+    publish: &mut dyn FnMut(&Scanned),
+) -> Result<(), DaemonError> {
+    let (config, mut files) = load_config(opts.config.as_deref())?;
     let _lock = Lock::take(&opts.state_dir)?;
     let store = Store::open(store_path(&opts.state_dir))?;
     let mut tun = Tunables::default();
     config.apply_tunables(&mut tun);
     let fs = Fs::live();
+    let mut fleet = config.fleet.as_ref().map(Watcher::start);
+    if let (Some(w), Some(c)) = (&fleet, &config.fleet) {
+        w.wait_first(c.timeout() + Duration::from_millis(500));
+    }
     let mut engine = Engine::new(&fs, store, config, tun)?;
     let start = Instant::now();
     info!(state_dir = %opts.state_dir.display(), "perfpilot daemon started (pid {})", std::process::id());
@@ -200,13 +256,47 @@ pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
     engine.begin()?;
     let mut governor = Governor::new(engine.tun.interval_s);
     let mut effective = engine.tun.interval_s;
+    let mut config_error: Option<String> = None;
     while !stop.load(Ordering::SeqCst) && opts.run_for.is_none_or(|d| start.elapsed() < d) {
+        if opts.reload.swap(false, Ordering::SeqCst) {
+            match load_config(opts.config.as_deref()) {
+                Ok((c, f)) => {
+                    if c.fleet != engine.config().fleet {
+                        fleet = c.fleet.as_ref().map(Watcher::start);
+                    }
+                    engine.reload_config(c);
+                    files = f;
+                    config_error = None;
+                }
+                Err(e) => {
+                    error!("reload refused, the configuration in force stays: {e}");
+                    config_error = Some(e.to_string());
+                }
+            }
+        }
+        engine.set_fleet(fleet.as_ref().and_then(Watcher::priors));
         let scan_start = Instant::now();
         engine.scan()?;
+        let scan_s = scan_start.elapsed().as_secs_f64();
         // The monitoring CPU is kept under its budget by stretching the interval; the cost of
         // making changes is bounded by their pacing tunables instead.
         effective = governor.after_scan(engine.tun.interval_s, engine.tun.cpu_budget_pct);
-        write_status(&opts.state_dir, &engine.status, effective);
+        let file = StatusFile {
+            pid: std::process::id(),
+            status: &engine.status,
+            effective_interval_s: effective,
+            config_files: &files,
+            config_error: config_error.as_deref(),
+            fleet: fleet.as_ref().map(fleet_line),
+        };
+        write_status(&opts.state_dir, &file);
+        let configured = engine.tun.interval_s;
+        publish(&Scanned {
+            file: &file,
+            configured_interval_s: configured,
+            scan_s,
+            store: engine.store_ref(),
+        });
         let next = scan_start + Duration::from_secs_f64(effective);
         while !stop.load(Ordering::SeqCst)
             && Instant::now() < next
@@ -221,6 +311,16 @@ pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
         engine.status.scans,
         engine.status.cpu.describe()
     );
-    write_status(&opts.state_dir, &engine.status, effective);
+    write_status(
+        &opts.state_dir,
+        &StatusFile {
+            pid: std::process::id(),
+            status: &engine.status,
+            effective_interval_s: effective,
+            config_files: &files,
+            config_error: config_error.as_deref(),
+            fleet: fleet.as_ref().map(fleet_line),
+        },
+    );
     Ok(())
 }

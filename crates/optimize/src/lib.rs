@@ -12,9 +12,12 @@
 
 pub mod admin;
 pub mod config;
+pub mod counters;
 pub mod cpu;
 pub mod daemon;
+pub mod dropins;
 pub mod engine;
+pub mod fleet;
 pub mod journal;
 pub mod preset;
 pub mod signal;

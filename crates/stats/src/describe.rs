@@ -29,6 +29,22 @@ pub fn cv(xs: &[f64]) -> f64 {
     stdev(xs) / m.abs()
 }
 
+/// The median of `xs` (the mean of the middle two for an even count); NaN when empty. NaNs
+/// in `xs` sort last.
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 /// Count, mean and sample standard deviation of a set of values (as [`mean`] and [`stdev`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -63,6 +79,13 @@ mod tests {
         let s = Summary::of(&[3.0]);
         assert_eq!((s.n, s.mean), (1, 3.0));
         assert!(s.sd.is_nan());
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
     }
 
     #[test]

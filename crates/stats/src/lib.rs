@@ -23,7 +23,7 @@ pub mod selection;
 pub mod warmup;
 
 pub use bootstrap::chance_best;
-pub use describe::{Summary, cv, mean, stdev};
+pub use describe::{Summary, cv, mean, median, stdev};
 pub use interval::{
     MeanCi, RatioCi, mean_ci, paired_ratio_ci, ratio_of_means_ci, t_quantile, upper_bound,
 };

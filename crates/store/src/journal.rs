@@ -202,6 +202,22 @@ impl Store {
             .map_err(|e| self.sql("listing actions", e))
     }
 
+    /// Actions that changed at or after `updated_ms` (ms since the epoch), oldest change first:
+    /// what a reader that keeps its own copy needs to stay current.
+    pub fn actions_since(&self, updated_ms: i64) -> Result<Vec<ActionRecord>> {
+        let mut st = self
+            .conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM actions WHERE updated_ms >= ?1 ORDER BY updated_ms, id"
+            ))
+            .map_err(|e| self.sql("listing changed actions", e))?;
+        let rows = st
+            .query_map([updated_ms], row)
+            .map_err(|e| self.sql("listing changed actions", e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.sql("listing changed actions", e))
+    }
+
     /// Backs off `strategy` for the workload `signature` until `until_ms`.
     pub fn backoff_set(
         &mut self,

@@ -1,4 +1,5 @@
-//! Signals: asking a child perfpilot started to stop, and how a closed output pipe ends a command.
+//! Signals: asking a child perfpilot started to stop, how a closed output pipe ends a command,
+//! and SIGHUP as a request to read the configuration again.
 
 use crate::{Error, Result};
 
@@ -77,6 +78,35 @@ pub fn end_on_closed_pipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Sets `flag` whenever the process receives SIGHUP (the daemon reads its configuration again
+/// and clears it). `signal-hook` installs the handler: it only stores into the flag, which is
+/// all a signal handler may safely do.
+pub fn flag_on_hangup(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, flag)
+        .map(|_| ())
+        .map_err(|source| Error::Syscall {
+            call: "sigaction",
+            target: "SIGHUP".into(),
+            source,
+        })
+}
+
+/// Sets `flag` when the process receives SIGINT or SIGTERM (the daemon stops cleanly). Unlike
+/// `ctrlc`'s termination handler, it leaves SIGHUP alone: that one means "reload".
+pub fn flag_on_stop(flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+    for (sig, name) in [
+        (signal_hook::consts::SIGINT, "SIGINT"),
+        (signal_hook::consts::SIGTERM, "SIGTERM"),
+    ] {
+        signal_hook::flag::register(sig, flag.clone()).map_err(|source| Error::Syscall {
+            call: "sigaction",
+            target: name.into(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +139,17 @@ mod tests {
         let e = kill_group(child.id()).unwrap_err();
         assert!(e.to_string().contains("No such process"), "{e}");
         assert!(kill_group(1).is_err() && kill_group(0).is_err());
+    }
+
+    #[test]
+    fn a_hangup_sets_the_flag() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let flag = Arc::new(AtomicBool::new(false));
+        flag_on_hangup(flag.clone()).unwrap();
+        // SAFETY: raise has no memory preconditions; the handler only sets the flag.
+        unsafe { libc::raise(libc::SIGHUP) };
+        assert!(flag.load(Ordering::SeqCst));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -16,9 +16,19 @@ use crate::fmt;
 
 #[derive(Args)]
 pub struct DaemonArgs {
-    /// Configuration file (TOML with [tunables] and [[workload]] tables).
+    /// Configuration file (TOML with [tunables] and [[workload]] tables); the drop-ins of
+    /// conf.d/*.toml beside it are read after it. Default: /etc/perfpilot/perfpilot.toml where
+    /// it exists. SIGHUP reads them again.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Serve /metrics (Prometheus text or OpenMetrics) and /status on ADDR:PORT, or on a bare
+    /// PORT of 127.0.0.1 (the usual port is 9187); overrides the config's `listen`.
+    #[arg(long, value_name = "ADDR", value_parser = perfpilot_optimize::config::parse_listen)]
+    listen: Option<std::net::SocketAddr>,
+    /// Write the metrics to DIR/perfpilot.prom after each scan, for node_exporter's textfile
+    /// collector; overrides the config's `textfile`.
+    #[arg(long, value_name = "DIR")]
+    textfile: Option<PathBuf>,
     /// State directory: the journal/store, the lock and status.json.
     #[arg(long, value_name = "DIR", env = "PERFPILOT_STATE_DIR")]
     state_dir: Option<PathBuf>,
@@ -72,15 +82,24 @@ fn state_dir(p: Option<PathBuf>) -> PathBuf {
 pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
     super::init_log(&a.log);
     let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst))
+    perfpilot_sys::signal::flag_on_stop(stop.clone())
         .context("installing the SIGINT/SIGTERM handler")?;
+    let reload = Arc::new(AtomicBool::new(false));
+    perfpilot_sys::signal::flag_on_hangup(reload.clone())
+        .context("installing the SIGHUP handler")?;
+    // The endpoint and the textfile are set at start (a reload says when they changed).
+    let (config, _) = daemon::load_config(a.config.as_deref())?;
+    let mut publisher = perfpilot_export::Publisher::start(
+        a.listen.or(config.listen),
+        a.textfile.or(config.textfile),
+    )?;
     let opts = Options {
         state_dir: state_dir(a.state_dir),
         config: a.config,
         run_for: a.run_for,
+        reload,
     };
-    daemon::run(&opts, stop)?;
+    daemon::run_publishing(&opts, stop, &mut |s| publisher.publish(s))?;
     Ok(())
 }
 
@@ -125,6 +144,12 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         );
         for n in s["notes"].as_array().into_iter().flatten() {
             println!("note: {}", n.as_str().unwrap_or_default());
+        }
+        if let Some(f) = s["fleet"].as_str() {
+            println!("fleet: {f}");
+        }
+        if let Some(e) = s["config_error"].as_str() {
+            println!("config: the last reload was refused, the configuration in force stays: {e}");
         }
         let ws = s["workloads"].as_array().cloned().unwrap_or_default();
         if !ws.is_empty() {

@@ -6,6 +6,7 @@ pub mod capacity;
 pub mod daemon;
 pub mod drive;
 pub mod dump;
+pub mod fleet;
 pub mod model;
 pub mod observe;
 pub mod record;

@@ -14,7 +14,9 @@
 //! - `enforce`: kept actions (new threads, masks changed behind perfpilot's back, recovery);
 //! - `status`: what `status.json` shows;
 //! - `startup`: `shmem_enabled` raised at start, before the first scan;
-//! - `stop`: what becomes of each action when the daemon stops.
+//! - `stop`: what becomes of each action when the daemon stops;
+//! - `fleet`: what other hosts' verdicts say of a strategy (skip it, or try it first);
+//! - `reload`: a new configuration taken in while running (SIGHUP).
 
 use std::time::Instant;
 
@@ -33,8 +35,10 @@ use crate::tunables::Tunables;
 mod apply;
 mod dryrun;
 mod enforce;
+mod fleet;
 mod policy;
 mod propose;
+mod reload;
 mod servers;
 mod signals;
 mod startup;
@@ -47,7 +51,7 @@ mod watch;
 mod tests;
 
 pub use apply::describe;
-pub use status::{Status, TrialStatus, WorkloadStatus};
+pub use status::{Status, TrialStatus, WorkloadClass, WorkloadStatus};
 pub use trial::Verdict;
 
 use enforce::Held;
@@ -115,6 +119,8 @@ pub struct Engine {
     own: OwnCpu,
     /// A dry run (`dryrun.rs`): proposes without acting.
     dry: bool,
+    /// The fleet's verdicts, where `[fleet]` is configured and Prometheus answered.
+    fleet: Option<crate::fleet::Priors>,
 }
 
 impl Engine {
@@ -157,12 +163,18 @@ impl Engine {
                 at_start: CpuTime::now(),
             },
             dry: false,
+            fleet: None,
         })
     }
 
     /// The store (for status and tunables).
     pub fn store(&mut self) -> &mut Store {
         &mut self.store
+    }
+
+    /// The journal, read-only (for the metrics of actions and verdicts).
+    pub fn store_ref(&self) -> &Store {
+        &self.store
     }
 
     /// One scan. Errors other than the store's are logged and the scan goes on.

@@ -94,6 +94,17 @@ impl Policy {
         v
     }
 
+    /// Whether a workload is left alone by the config or by `PERFPILOT=off` (rather than
+    /// because it was tuned by hand); read after [`Policy::left_alone`].
+    pub(super) fn excluded(&mut self, w: &Workload) -> bool {
+        match self.rule_for(w).map(|r| r.action) {
+            Some(RuleAction::Exclude) => return true,
+            None if self.config.only_matched => return true,
+            _ => {}
+        }
+        w.members.iter().any(|m| self.opted_out(m.pid, m.starttime))
+    }
+
     /// Why a workload is left alone, if it is (config, `PERFPILOT=off`, manual tuning).
     /// `ours` is the mask perfpilot bound it to, if any: that one is not manual tuning.
     pub(super) fn left_alone(

@@ -14,6 +14,7 @@ use super::policy::{backed_off, ineligible, unlisted};
 use super::trial::Proposed;
 use super::watch::read_bytes_per_s;
 use super::{Engine, EngineError};
+use crate::fleet::Advice;
 use crate::strategy::{
     CacheAffinity, Context, DeviceView, LargePages, MemoryAffinity, Proposal, ReadAhead, Strategy,
     StrategyKind, View,
@@ -124,8 +125,13 @@ impl Engine {
             .map(|h| h.strategy)
             .collect();
         let mut state = "optimized: nothing more to do".to_string();
-        for kind in WORKLOAD_STRATEGIES {
+        let mut fleet_skips: Vec<String> = Vec::new();
+        for kind in self.fleet_order(&w.signature, &WORKLOAD_STRATEGIES) {
             if !kind.enabled(&self.tun) || held_kinds.contains(&kind) {
+                continue;
+            }
+            if let Some(Advice::Skip(why)) = self.fleet_advice(&w.signature, kind) {
+                fleet_skips.push(format!("{kind} skipped: {why}"));
                 continue;
             }
             let now = perfpilot_sys::clock::now_ms();
@@ -186,10 +192,18 @@ impl Engine {
                         signal: signal.as_ref().ok().cloned(),
                         judge: w.signature.clone(),
                     })?;
-                    state = format!("trial of {kind} (action {id}): {reason}");
+                    state = match self.fleet_advice(&w.signature, kind) {
+                        Some(Advice::First(why)) => {
+                            format!("trial of {kind} (action {id}), first: {why}; {reason}")
+                        }
+                        _ => format!("trial of {kind} (action {id}): {reason}"),
+                    };
                     break;
                 }
             }
+        }
+        if !fleet_skips.is_empty() {
+            state = format!("{state}; {}", fleet_skips.join("; "));
         }
         Ok(Some(state))
     }

@@ -14,6 +14,41 @@ use crate::cpu::{CpuShare, CpuTime};
 use crate::signal::SignalSource;
 use crate::strategy::StrategyKind;
 
+/// What perfpilot does with a listed workload, in one word (`/metrics` counts workloads by it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadClass {
+    /// Watched and acted on (or waiting until it is old or busy enough).
+    #[default]
+    Managed,
+    /// Tuned by hand: left alone.
+    Manual,
+    /// Excluded by the config or by `PERFPILOT=off`.
+    Excluded,
+    /// It has no signal to judge an action by and `allow_unverified` is off.
+    NeedsSignal,
+}
+
+impl WorkloadClass {
+    /// Every class, in label order.
+    pub const ALL: [WorkloadClass; 4] = [
+        WorkloadClass::Managed,
+        WorkloadClass::Manual,
+        WorkloadClass::Excluded,
+        WorkloadClass::NeedsSignal,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadClass::Managed => "managed",
+            WorkloadClass::Manual => "manual",
+            WorkloadClass::Excluded => "excluded",
+            WorkloadClass::NeedsSignal => "needs_signal",
+        }
+    }
+}
+
 /// What status shows of a workload.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadStatus {
@@ -39,6 +74,8 @@ pub struct WorkloadStatus {
     pub signal_passed_over: Vec<String>,
     /// What perfpilot does with it and why.
     pub state: String,
+    /// The same in one word.
+    pub class: WorkloadClass,
 }
 
 /// What the engine reports after each scan (written to `status.json` by the daemon).
@@ -127,10 +164,46 @@ pub(super) fn workload_status(
         } else {
             format!("{}; {state}", held.join(", "))
         },
+        class: WorkloadClass::Managed,
     }
 }
 
 impl Engine {
+    /// The class of a listed workload: one in a trial or with kept actions is managed; one left
+    /// alone is excluded or manual; one without a signal where one is needed needs a signal.
+    pub(super) fn class_of(
+        &mut self,
+        w: &Workload,
+        none_held: bool,
+        choice: &Choice,
+    ) -> WorkloadClass {
+        if !none_held
+            || self
+                .actions
+                .trials
+                .iter()
+                .any(|t| t.signature == w.signature)
+        {
+            return WorkloadClass::Managed;
+        }
+        let ours = self.actions.bound_to(&w.signature).cloned();
+        if self
+            .policy
+            .left_alone(&self.topo, w, ours.as_ref())
+            .is_some()
+        {
+            return if self.policy.excluded(w) {
+                WorkloadClass::Excluded
+            } else {
+                WorkloadClass::Manual
+            };
+        }
+        if choice.signal.is_err() && !self.tun.allow_unverified {
+            return WorkloadClass::NeedsSignal;
+        }
+        WorkloadClass::Managed
+    }
+
     /// The daemon's own CPU since the engine started, against its budget.
     pub fn own_cpu(&self) -> CpuShare {
         CpuShare::between(
@@ -167,7 +240,10 @@ impl Engine {
                 .map(|h| format!("{} kept (action {})", h.strategy, h.id))
                 .collect();
             let choice = self.signal_choice(w, rates);
-            listed.push(workload_status(w, state.clone(), &held, Some(&choice)));
+            let class = self.class_of(w, held.is_empty(), &choice);
+            let mut s = workload_status(w, state.clone(), &held, Some(&choice));
+            s.class = class;
+            listed.push(s);
         }
         self.status.workloads = listed;
         self.status.trials = self

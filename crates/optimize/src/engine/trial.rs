@@ -365,6 +365,9 @@ impl Trial {
                 &mut self.undo,
                 c.clone(),
             )?;
+            if let Some(a) = &applied {
+                crate::counters::COUNTERS.applied(a, perfpilot_sys::page_size());
+            }
             match applied.as_ref().map(|a| outcome(&c, a)) {
                 Some(o) => {
                     for d in &o.details {

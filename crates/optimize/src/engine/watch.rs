@@ -14,6 +14,7 @@ use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 use super::Engine;
 use super::servers::Servers;
 use super::signals::{per_cpu_second, syscalls_per_cpu_s};
+use crate::counters::{COUNTERS, ProbeFailure};
 use crate::preset::PresetConfig;
 use crate::signal::{self, SignalKind, Windowed};
 use crate::tunables::Tunables;
@@ -169,6 +170,7 @@ impl Watch {
                     })
                 }
                 Err(e) => {
+                    COUNTERS.probe_failed(ProbeFailure::of(&e));
                     self.windowed
                         .entry(w.signature.clone())
                         .or_default()
@@ -176,7 +178,13 @@ impl Watch {
                     Err(e.to_string())
                 }
             },
-            SignalKind::Preset { .. } => self.servers.observe(w, t_s, timeout),
+            SignalKind::Preset { .. } => {
+                let o = self.servers.observe(w, t_s, timeout);
+                if o.is_err() {
+                    COUNTERS.probe_failed(ProbeFailure::Preset);
+                }
+                o
+            }
             SignalKind::Io => Ok(Some(io_bytes_per_s(w, rates))),
             SignalKind::Syscalls => Ok(syscalls_per_cpu_s(w, rates)),
             SignalKind::Cpu => Ok(Some(w.cpu_cores)),

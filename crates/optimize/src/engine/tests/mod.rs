@@ -22,6 +22,7 @@ use crate::tunables::Tunables;
 
 mod apply;
 mod dryrun;
+mod fleet;
 mod policy;
 mod startup;
 mod status;

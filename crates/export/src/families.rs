@@ -1,0 +1,350 @@
+//! The metric families, built afresh after each scan from the status, the journal and the
+//! daemon's totals, and encoded once (a scrape only copies the text).
+//!
+//! Cardinality is bounded: the per-workload families (`perfpilot_strategy_outcome`,
+//! `perfpilot_strategy_gain_ratio`) carry at most [`TOP_SIGNATURES`] workload signatures, those
+//! decided most recently; every other family is labelled only by strategy, decision, state or
+//! kind, a handful of values each.
+
+use std::collections::{BTreeMap, HashMap};
+
+use perfpilot_optimize::counters::Totals;
+use perfpilot_optimize::cpu::CpuTime;
+use perfpilot_optimize::engine::{Status, WorkloadClass};
+use perfpilot_optimize::strategy::StrategyKind;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+use crate::journal::Journal;
+
+/// The most workload signatures the per-workload families carry.
+pub const TOP_SIGNATURES: usize = 50;
+
+/// The strategies, in label order.
+const STRATEGIES: [StrategyKind; 4] = [
+    StrategyKind::CacheAffinity,
+    StrategyKind::MemoryAffinity,
+    StrategyKind::LargePages,
+    StrategyKind::ReadAhead,
+];
+
+/// The decisions of a verdict.
+const DECISIONS: [&str; 3] = ["keep", "revert", "neutral"];
+
+/// The gain buckets (after / before; 1 is no change).
+const GAIN_BUCKETS: [f64; 11] = [0.8, 0.9, 0.95, 0.98, 0.99, 1.0, 1.01, 1.02, 1.05, 1.1, 1.25];
+
+/// The scan-duration buckets, seconds.
+pub const SCAN_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+
+/// A histogram of scan durations, kept across scans.
+pub fn scan_histogram() -> Histogram {
+    Histogram::new(SCAN_BUCKETS)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StrategyDecision {
+    strategy: String,
+    decision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StrategyLabel {
+    strategy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PurposeLabel {
+    purpose: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    signature: String,
+    workload: String,
+    strategy: String,
+    decision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GainLabels {
+    signature: String,
+    workload: String,
+    strategy: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+type FloatCounter = Counter<f64, AtomicU64>;
+
+fn gain_histogram() -> Histogram {
+    Histogram::new(GAIN_BUCKETS)
+}
+
+/// What one scan gives the metrics, besides the journal.
+pub struct Figures<'a> {
+    /// The engine's status after the scan.
+    pub status: &'a Status,
+    /// The interval in force (stretched by the CPU budget), seconds.
+    pub effective_interval_s: f64,
+    /// The interval the tunables ask for, seconds.
+    pub configured_interval_s: f64,
+    /// The process's CPU time so far.
+    pub cpu: CpuTime,
+    /// The engine's totals.
+    pub totals: Totals,
+}
+
+/// Builds every family and encodes them in OpenMetrics text.
+pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
+    let mut r = Registry::with_prefix("perfpilot");
+    r.register(
+        "build",
+        "The perfpilot version that serves these metrics",
+        Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+    );
+
+    // Actions and verdicts, from the journal.
+    let actions = Family::<StrategyDecision, Counter>::default();
+    let open = Family::<StrategyLabel, Gauge>::default();
+    let gains =
+        Family::<StrategyLabel, Histogram, fn() -> Histogram>::new_with_constructor(gain_histogram);
+    // Every strategy and decision is shown, at 0 when nothing is in it: dashboards and alert
+    // rules then have a series to read on every host.
+    for kind in STRATEGIES {
+        let strategy = kind.as_str().to_string();
+        for decision in DECISIONS {
+            actions
+                .get_or_create(&StrategyDecision {
+                    strategy: strategy.clone(),
+                    decision: decision.to_string(),
+                })
+                .inc_by(0);
+        }
+        open.get_or_create(&StrategyLabel {
+            strategy: strategy.clone(),
+        })
+        .set(0);
+        let _ = gains.get_or_create(&StrategyLabel { strategy });
+    }
+    // The latest decision per (signature, strategy), for the fleet.
+    let mut latest: HashMap<(&str, &str), (i64, &crate::journal::Act)> = HashMap::new();
+    for a in journal.acts.values() {
+        if a.open {
+            open.get_or_create(&StrategyLabel {
+                strategy: a.strategy.clone(),
+            })
+            .inc();
+        }
+        let Some(d) = &a.decision else { continue };
+        actions
+            .get_or_create(&StrategyDecision {
+                strategy: a.strategy.clone(),
+                decision: d.clone(),
+            })
+            .inc();
+        if let Some(g) = a.gain {
+            gains
+                .get_or_create(&StrategyLabel {
+                    strategy: a.strategy.clone(),
+                })
+                .observe(g);
+        }
+        let e = latest
+            .entry((&a.signature, &a.strategy))
+            .or_insert((a.updated_ms, a));
+        if a.updated_ms >= e.0 {
+            *e = (a.updated_ms, a);
+        }
+    }
+    r.register(
+        "actions",
+        "Decided actions by strategy and decision (keep, revert, neutral), from the journal",
+        actions,
+    );
+    r.register(
+        "open_actions",
+        "Actions that still have something in the system (in trial or kept), by strategy",
+        open,
+    );
+    r.register_with_unit(
+        "action_gain",
+        "The measured gain of decided actions (after / before, > 1 is better), by strategy",
+        Unit::Other("ratio".into()),
+        gains,
+    );
+
+    // The fleet's view: the most recently decided signatures only.
+    let mut newest: BTreeMap<&str, i64> = BTreeMap::new();
+    for ((sig, _), (ms, _)) in &latest {
+        let e = newest.entry(sig).or_insert(*ms);
+        *e = (*e).max(*ms);
+    }
+    let mut sigs: Vec<(&str, i64)> = newest.into_iter().collect();
+    sigs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    sigs.truncate(TOP_SIGNATURES);
+    let outcome = Family::<OutcomeLabels, Gauge>::default();
+    let outcome_gain = Family::<GainLabels, FloatGauge>::default();
+    for ((sig, strategy), (_, a)) in &latest {
+        if !sigs.iter().any(|s| s.0 == *sig) {
+            continue;
+        }
+        outcome
+            .get_or_create(&OutcomeLabels {
+                signature: sig.to_string(),
+                workload: a.workload.clone(),
+                strategy: strategy.to_string(),
+                decision: a.decision.clone().unwrap_or_default(),
+            })
+            .set(1);
+        if let Some(g) = a.gain {
+            outcome_gain
+                .get_or_create(&GainLabels {
+                    signature: sig.to_string(),
+                    workload: a.workload.clone(),
+                    strategy: strategy.to_string(),
+                })
+                .set(g);
+        }
+    }
+    r.register(
+        "strategy_outcome",
+        "1 for this host's latest decision on a strategy for a workload signature (the most recently decided signatures only)",
+        outcome,
+    );
+    r.register_with_unit(
+        "strategy_gain",
+        "The gain of that latest decision (after / before)",
+        Unit::Other("ratio".into()),
+        outcome_gain,
+    );
+
+    // Workloads, from the status.
+    let workloads = Family::<StateLabel, Gauge>::default();
+    for c in WorkloadClass::ALL {
+        // Every state is shown, at 0 when none is in it.
+        workloads
+            .get_or_create(&StateLabel {
+                state: c.as_str().into(),
+            })
+            .set(0);
+    }
+    for w in &f.status.workloads {
+        workloads
+            .get_or_create(&StateLabel {
+                state: w.class.as_str().into(),
+            })
+            .inc();
+    }
+    r.register(
+        "workloads",
+        "Listed workloads by what perfpilot does with them (managed, manual, excluded, needs_signal)",
+        workloads,
+    );
+
+    // The engine's totals.
+    let collapsed = Counter::<u64>::default();
+    collapsed.inc_by(f.totals.collapsed_bytes);
+    r.register_with_unit(
+        "collapsed",
+        "Memory collapsed into huge pages",
+        Unit::Bytes,
+        collapsed,
+    );
+    let migrated = Counter::<u64>::default();
+    migrated.inc_by(f.totals.migrated_bytes);
+    r.register_with_unit(
+        "migrated",
+        "Memory moved to another NUMA node",
+        Unit::Bytes,
+        migrated,
+    );
+    let by_kind = |pairs: &[(&'static str, u64)]| {
+        let fam = Family::<KindLabel, Counter>::default();
+        for (k, n) in pairs {
+            fam.get_or_create(&KindLabel {
+                kind: (*k).to_string(),
+            })
+            .inc_by(*n);
+        }
+        fam
+    };
+    r.register(
+        "collapse_failures",
+        "Ranges that did not collapse into huge pages, by kind",
+        by_kind(&f.totals.collapse_failures),
+    );
+    r.register(
+        "probe_failures",
+        "Signal reads that failed, by kind (timeout, failed, garbage, missing, preset)",
+        by_kind(&f.totals.probe_failures),
+    );
+
+    // The daemon itself.
+    r.register_with_unit(
+        "scan_duration",
+        "How long each scan took",
+        Unit::Seconds,
+        scans.clone(),
+    );
+    let scans_total = Counter::<u64>::default();
+    scans_total.inc_by(f.status.scans);
+    r.register("scans", "Scans since the daemon started", scans_total);
+    let interval = FloatGauge::default();
+    interval.set(f.effective_interval_s);
+    r.register_with_unit(
+        "scan_interval",
+        "The scan interval in force (stretched above the configured one to keep the CPU budget)",
+        Unit::Seconds,
+        interval,
+    );
+    let configured = FloatGauge::default();
+    configured.set(f.configured_interval_s);
+    r.register_with_unit(
+        "scan_interval_configured",
+        "The scan interval the tunables ask for",
+        Unit::Seconds,
+        configured,
+    );
+    let cpu = Family::<PurposeLabel, FloatCounter>::default();
+    for (purpose, d) in [("monitoring", f.cpu.monitoring), ("changes", f.cpu.changes)] {
+        cpu.get_or_create(&PurposeLabel {
+            purpose: purpose.into(),
+        })
+        .inc_by(d.as_secs_f64());
+    }
+    r.register_with_unit(
+        "cpu",
+        "The daemon's own CPU time: monitoring (what cpu_budget_pct covers) and making changes",
+        Unit::Seconds,
+        cpu,
+    );
+    let budget = FloatGauge::default();
+    budget.set(f.status.cpu.cpu_budget_pct / 100.0);
+    r.register_with_unit(
+        "cpu_budget",
+        "The monitoring CPU budget, a share of one CPU",
+        Unit::Other("ratio".into()),
+        budget,
+    );
+
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+    out
+}

@@ -1,0 +1,42 @@
+//! A new configuration taken in while the daemon runs (SIGHUP): the rules and the fleet table
+//! at once, `[tunables]` from the next scan, the presets rediscovered if they changed.
+
+use tracing::info;
+
+use super::Engine;
+use super::servers::Servers;
+use crate::config::DaemonConfig;
+
+impl Engine {
+    /// Replaces the configuration; returns what changed, a line each (for the log).
+    pub fn reload_config(&mut self, config: DaemonConfig) -> Vec<String> {
+        let old = &self.policy.config;
+        let mut changed = Vec::new();
+        if old.tunables != config.tunables {
+            changed.push("tunables".to_string());
+        }
+        if old.workloads != config.workloads || old.only_matched != config.only_matched {
+            changed.push("workload rules".to_string());
+        }
+        if old.preset != config.preset {
+            changed.push("presets (servers are looked at again)".to_string());
+            self.watch.servers = Servers::new(&self.fs, config.preset.clone());
+        }
+        if old.fleet != config.fleet {
+            changed.push("fleet".to_string());
+        }
+        if old.listen != config.listen || old.textfile != config.textfile {
+            changed.push("listen/textfile (taken in at the next start)".to_string());
+        }
+        if !changed.is_empty() {
+            info!("configuration reloaded: {}", changed.join(", "));
+        }
+        self.policy.config = config;
+        changed
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &DaemonConfig {
+        &self.policy.config
+    }
+}
