@@ -72,6 +72,9 @@ enum Command {
     Drive(cmd::drive::DriveArgs),
     /// Configuration studies: validate, run (racing, confirmation), scale, report.
     Study(Box<cmd::study::StudyArgs>),
+    /// Man pages and shell completions from this CLI definition (for packaging).
+    #[command(hide = true)]
+    Generate(cmd::generate::GenerateArgs),
 }
 
 fn main() {
@@ -134,5 +137,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Model(args) => cmd::model::run(args),
         Command::Drive(args) => cmd::drive::run(args),
         Command::Study(args) => cmd::study::run(*args),
+        Command::Generate(a) => cmd::generate::run(a),
     }
 }

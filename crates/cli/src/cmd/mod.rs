@@ -5,6 +5,7 @@ pub mod bench;
 pub mod daemon;
 pub mod drive;
 pub mod dump;
+pub mod generate;
 pub mod model;
 pub mod observe;
 pub mod record;
