@@ -49,7 +49,12 @@ fn installed() -> &'static Installed {
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|x| x == "deb"))
             .collect();
-        assert_eq!(debs.len(), 1, "expected one .deb in {}: {debs:?}", out.display());
+        assert_eq!(
+            debs.len(),
+            1,
+            "expected one .deb in {}: {debs:?}",
+            out.display()
+        );
         let root = dir.path().join("root");
         run(Command::new("dpkg").arg("-x").arg(&debs[0]).arg(&root));
         Installed {
@@ -67,15 +72,18 @@ fn at(root: &Path, rel: &str) -> PathBuf {
 #[test]
 fn the_packaged_binary_runs_and_tells_its_version() {
     let i = installed();
-    let out = run(&mut Command::new(at(&i.root, "usr/bin/perfpilot")).arg("--version"));
+    let out = run(Command::new(at(&i.root, "usr/bin/perfpilot")).arg("--version"));
     assert_eq!(
         stdout(&out).trim(),
         format!("perfpilot {}", env!("CARGO_PKG_VERSION"))
     );
     // The packaging subcommand stays out of the help.
-    let help = run(&mut Command::new(at(&i.root, "usr/bin/perfpilot")).arg("--help"));
+    let help = run(Command::new(at(&i.root, "usr/bin/perfpilot")).arg("--help"));
     let help = stdout(&help);
-    assert!(help.contains("daemon") && !help.contains("generate"), "{help}");
+    assert!(
+        help.contains("daemon") && !help.contains("generate"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -130,8 +138,8 @@ fn the_bash_completion_completes_subcommands() {
 #[test]
 fn the_package_holds_the_unit_and_a_default_config_the_daemon_accepts() {
     let i = installed();
-    let unit = std::fs::read_to_string(at(&i.root, "usr/lib/systemd/system/perfpilot.service"))
-        .unwrap();
+    let unit =
+        std::fs::read_to_string(at(&i.root, "usr/lib/systemd/system/perfpilot.service")).unwrap();
     assert_eq!(
         unit,
         std::fs::read_to_string(repo().join("deploy/perfpilot.service")).unwrap()
@@ -143,7 +151,10 @@ fn the_package_holds_the_unit_and_a_default_config_the_daemon_accepts() {
     // The unit starts the binary where the package puts it, with the config it ships.
     let bin = exec.split_whitespace().next().unwrap();
     assert!(at(&i.root, bin.trim_start_matches('/')).is_file(), "{exec}");
-    assert!(exec.contains("--config /etc/perfpilot/perfpilot.toml"), "{exec}");
+    assert!(
+        exec.contains("--config /etc/perfpilot/perfpilot.toml"),
+        "{exec}"
+    );
     let config = at(&i.root, "etc/perfpilot/perfpilot.toml");
     DaemonConfig::load(&config).unwrap_or_else(|e| panic!("the packaged config: {e}"));
     // dpkg keeps an edited config on upgrade: it is a conffile.
@@ -159,7 +170,9 @@ fn the_package_holds_the_unit_and_a_default_config_the_daemon_accepts() {
         .arg(ctrl.path()));
     let conffiles = std::fs::read_to_string(ctrl.path().join("conffiles")).unwrap();
     assert!(
-        conffiles.lines().any(|l| l == "/etc/perfpilot/perfpilot.toml"),
+        conffiles
+            .lines()
+            .any(|l| l == "/etc/perfpilot/perfpilot.toml"),
         "{conffiles}"
     );
 }

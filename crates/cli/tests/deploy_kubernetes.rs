@@ -86,8 +86,8 @@ fn the_validator_rejects_a_misspelt_field() {
     let text = std::fs::read_to_string(dir().join("daemonset.yaml")).unwrap();
     std::fs::write(&bad, text.replace("hostPID:", "hostPid:")).unwrap();
     let out = validate(&[bad]);
-    let err = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let err =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "accepted: {err}");
     assert!(err.contains("'hostPid' was unexpected"), "{err}");
 }

@@ -48,7 +48,10 @@ fn values(text: &str, key: &str) -> Vec<String> {
 fn systemd_analyze_rates_the_unit_at_the_exposure_readme_records() {
     let (out, err) = security();
     // A misspelt directive is only a warning ("Unknown key … ignoring"): it must not be there.
-    assert!(!err.contains("Unknown"), "systemd ignores part of the unit: {err}");
+    assert!(
+        !err.contains("Unknown"),
+        "systemd ignores part of the unit: {err}"
+    );
     let line = out
         .lines()
         .find(|l| l.contains("Overall exposure level"))

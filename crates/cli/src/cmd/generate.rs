@@ -85,8 +85,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let n = man_pages(dir.path()).unwrap();
         let top = std::fs::read_to_string(dir.path().join("perfpilot.1")).unwrap();
-        assert!(top.starts_with(".ie"), "not roff: {}", &top[..40.min(top.len())]);
-        assert!(top.contains("perfpilot\\-daemon(1)"), "no daemon in SEE ALSO-like list");
+        assert!(
+            top.starts_with(".ie"),
+            "not roff: {}",
+            &top[..40.min(top.len())]
+        );
+        assert!(
+            top.contains("perfpilot\\-daemon(1)"),
+            "no daemon in SEE ALSO-like list"
+        );
         for sub in ["daemon", "status", "revert", "study-run", "drive"] {
             assert!(
                 dir.path().join(format!("perfpilot-{sub}.1")).is_file(),
