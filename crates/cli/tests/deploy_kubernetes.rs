@@ -82,8 +82,8 @@ fn every_manifest_passes_strict_validation_against_the_kubernetes_schemas() {
 fn the_validator_rejects_a_misspelt_field() {
     // The check can fail: the same DaemonSet with `hostPid` for `hostPID`.
     let tmp = tempfile::tempdir().unwrap();
-    let bad = tmp.path().join("daemonset.yaml");
-    let text = std::fs::read_to_string(dir().join("daemonset.yaml")).unwrap();
+    let bad = tmp.path().join("20-daemonset.yaml");
+    let text = std::fs::read_to_string(dir().join("20-daemonset.yaml")).unwrap();
     std::fs::write(&bad, text.replace("hostPID:", "hostPid:")).unwrap();
     let out = validate(&[bad]);
     let err =
@@ -94,7 +94,7 @@ fn the_validator_rejects_a_misspelt_field() {
 
 #[test]
 fn the_daemonset_sees_host_pids_with_capabilities_not_privilege() {
-    let ds = one("daemonset.yaml", "DaemonSet");
+    let ds = one("20-daemonset.yaml", "DaemonSet");
     let pod = &ds["spec"]["template"]["spec"];
     assert_eq!(pod["hostPID"], true);
     let c = &pod["containers"][0];
@@ -141,7 +141,7 @@ fn the_daemonset_sees_host_pids_with_capabilities_not_privilege() {
 
 #[test]
 fn the_daemonset_mounts_sys_writable_and_keeps_its_journal_on_the_node() {
-    let ds = one("daemonset.yaml", "DaemonSet");
+    let ds = one("20-daemonset.yaml", "DaemonSet");
     let pod = &ds["spec"]["template"]["spec"];
     let mount = |path: &str| -> Value {
         pod["containers"][0]["volumeMounts"]
@@ -173,13 +173,13 @@ fn the_daemonset_mounts_sys_writable_and_keeps_its_journal_on_the_node() {
     let config = mount("/etc/perfpilot");
     assert_eq!(
         volume(&config["name"])["configMap"]["name"],
-        one("configmap.yaml", "ConfigMap")["metadata"]["name"]
+        one("10-configmap.yaml", "ConfigMap")["metadata"]["name"]
     );
 }
 
 #[test]
 fn the_configmap_keeps_actions_at_pod_restarts_and_is_scraped_where_it_listens() {
-    let cm = one("configmap.yaml", "ConfigMap");
+    let cm = one("10-configmap.yaml", "ConfigMap");
     let text = cm["data"]["perfpilot.toml"].as_str().unwrap();
     let listen = text
         .lines()
@@ -193,17 +193,31 @@ fn the_configmap_keeps_actions_at_pod_restarts_and_is_scraped_where_it_listens()
         .filter(|l| !l.starts_with("listen = "))
         .map(|l| format!("{l}\n"))
         .collect();
-    let config = DaemonConfig::parse(&rest, Path::new("configmap.yaml:perfpilot.toml"))
+    let config = DaemonConfig::parse(&rest, Path::new("10-configmap.yaml:perfpilot.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         config.tunables.get("revert_on_stop").map(String::as_str),
         Some("off")
     );
-    let ds = one("daemonset.yaml", "DaemonSet");
+    let ds = one("20-daemonset.yaml", "DaemonSet");
     let notes = &ds["spec"]["template"]["metadata"]["annotations"];
     assert_eq!(notes["prometheus.io/scrape"], "true");
     assert_eq!(notes["prometheus.io/port"], "9187");
     assert_eq!(notes["prometheus.io/path"], "/metrics");
     let port = &ds["spec"]["template"]["spec"]["containers"][0]["ports"][0];
     assert_eq!(port["containerPort"], 9187);
+}
+
+#[test]
+fn kubectl_apply_on_the_directory_creates_the_namespace_before_what_lives_in_it() {
+    // `kubectl apply -f DIR` reads the files in name order.
+    let files = manifests();
+    let first = documents(&files[0]);
+    assert_eq!(first[0]["kind"], "Namespace", "{}", files[0].display());
+    let ns = first[0]["metadata"]["name"].clone();
+    for f in &files[1..] {
+        for d in documents(f) {
+            assert_eq!(d["metadata"]["namespace"], ns, "{}: {d:#}", f.display());
+        }
+    }
 }
