@@ -77,6 +77,9 @@ enum Command {
     Capacity(cmd::capacity::CapacityArgs),
     /// The fleet's verdicts and daemons, read from the Prometheus that scrapes them.
     Fleet(cmd::fleet::FleetArgs),
+    /// Man pages and shell completions from this CLI definition (for packaging).
+    #[command(hide = true)]
+    Generate(cmd::generate::GenerateArgs),
 }
 
 fn main() {
@@ -141,5 +144,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Study(args) => cmd::study::run(*args),
         Command::Capacity(args) => cmd::capacity::run(args),
         Command::Fleet(a) => cmd::fleet::run(a),
+        Command::Generate(a) => cmd::generate::run(a),
     }
 }

@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod drive;
 pub mod dump;
 pub mod fleet;
+pub mod generate;
 pub mod model;
 pub mod observe;
 pub mod record;
