@@ -186,15 +186,13 @@ fn the_configmap_keeps_actions_at_pod_restarts_and_is_scraped_where_it_listens()
         .find_map(|l| l.strip_prefix("listen = "))
         .expect("a listen address for Prometheus");
     assert_eq!(listen, "\"0.0.0.0:9187\"");
-    // `listen` belongs to the metrics endpoint (issue 15, item 1) and its own parser; the rest
-    // is the daemon's config as it stands, and must load.
-    let rest: String = text
-        .lines()
-        .filter(|l| !l.starts_with("listen = "))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let config = DaemonConfig::parse(&rest, Path::new("10-configmap.yaml:perfpilot.toml"))
+    // The whole text is the daemon's config and must load, its listen address included.
+    let config = DaemonConfig::parse(text, Path::new("10-configmap.yaml:perfpilot.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.listen.map(|a| a.to_string()).as_deref(),
+        Some("0.0.0.0:9187")
+    );
     assert_eq!(
         config.tunables.get("revert_on_stop").map(String::as_str),
         Some("off")
