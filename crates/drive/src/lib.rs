@@ -25,6 +25,8 @@ mod error;
 pub mod fetch;
 mod h1;
 mod hist;
+mod interval;
+mod link;
 mod measurement;
 mod outcome;
 mod recorder;
@@ -32,15 +34,17 @@ mod spec;
 mod summary;
 mod template;
 mod threshold;
+mod tls;
 
 pub use engine::{RunControl, run};
 pub use error::DriveError;
 pub use hist::LatencyHistogram;
+pub use interval::Interval;
 pub use measurement::{
     CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
 };
 pub use outcome::{Verdict, cut_short, measurements_json, none_succeeded};
-pub use spec::{DriveSpec, Load, ThinkTime, parse_duration};
+pub use spec::{DriveSpec, HttpVersion, Load, ThinkTime, TlsOptions, parse_duration};
 pub use summary::render_summary;
 pub use template::{BodyTemplate, DataSource};
 pub use threshold::{Threshold, ThresholdOutcome, check_all};
