@@ -240,7 +240,12 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         handles.push(h);
     }
 
-    let mut sup = Supervised::default();
+    let mut sup = Supervised {
+        window_start_ms: (begin_wall + spec.warmup)
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        ..Default::default()
+    };
     supervise(
         spec, control, &handles, &stop_tx, &live, window, &shards, &mut sup,
     )?;
@@ -286,12 +291,15 @@ struct Supervised {
     cpu_start: Option<Duration>,
     /// The series so far.
     seconds: Vec<SeriesPoint>,
+    /// The wall-clock start of the measured window, ms since the Unix epoch.
+    window_start_ms: u64,
 }
 
 impl Supervised {
     /// Keeps the drained seconds' points and sends the seconds to the live outputs.
     fn pass_on(&mut self, control: &RunControl, drained: Vec<Interval>) {
-        for i in drained {
+        for mut i in drained {
+            i.window_start_ms = self.window_start_ms;
             let point = i.point();
             match self.seconds.iter_mut().find(|p| p.t_s == i.t_s) {
                 // A task starved for over a second added to a second already passed on: its

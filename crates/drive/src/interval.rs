@@ -12,6 +12,8 @@ use crate::measurement::SeriesPoint;
 /// One second of the measured window, from every thread (or, merged, from every worker).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Interval {
+    /// The wall-clock start of the measured window, ms since the Unix epoch.
+    pub window_start_ms: u64,
     /// Seconds since the start of the measured window.
     pub t_s: u64,
     /// Attempts completed in this second.
@@ -39,6 +41,11 @@ impl Interval {
         self.ok += other.ok;
         self.errors += other.errors;
         self.hist.add(&other.hist);
+    }
+
+    /// The wall-clock time this second began.
+    pub fn start(&self) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.window_start_ms + self.t_s * 1000)
     }
 
     /// The point of the result's series.
