@@ -189,7 +189,10 @@ mod tests {
         let t = Target::parse("http://[::1]:9/").unwrap();
         assert!(t.addr.is_ipv6());
         let t = Target::parse("https://localhost/x").unwrap();
-        assert_eq!((t.addr.port(), t.tls, t.host.as_str()), (443, true, "localhost"));
+        assert_eq!(
+            (t.addr.port(), t.tls, t.host.as_str()),
+            (443, true, "localhost")
+        );
         for bad in [
             "ftp://a/",
             "http://",

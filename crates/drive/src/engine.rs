@@ -10,11 +10,11 @@ use tokio::sync::watch;
 use crate::client::{ErrKind, Target};
 use crate::error::{DriveError, invalid};
 use crate::h1;
-use crate::link::{Connector, H2Request, Link};
-use crate::spec::HttpVersion;
 use crate::interval::{Interval, Shard, merge_by_second};
+use crate::link::{Connector, H2Request, Link};
 use crate::measurement::{Measurement, SeriesPoint};
 use crate::recorder::{Recorder, Window, assemble};
+use crate::spec::HttpVersion;
 use crate::spec::{DriveSpec, Load, ThinkTime};
 use crate::template::BodyTemplate;
 use perfpilot_stats::Rng;
@@ -576,14 +576,7 @@ async fn closed_user(
         let n = seq.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
         let Some(result) = attempt(
-            &mut conn,
-            &slot,
-            shape,
-            &prepared,
-            n,
-            &mut rng,
-            &mut stop,
-            w.end,
+            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
         )
         .await
         else {
@@ -654,14 +647,7 @@ async fn open_lane(
         let sent = Instant::now();
         let n = seq.fetch_add(1, Ordering::Relaxed);
         let Some(result) = attempt(
-            &mut conn,
-            &slot,
-            shape,
-            &prepared,
-            n,
-            &mut rng,
-            &mut stop,
-            w.end,
+            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
         )
         .await
         else {

@@ -69,7 +69,8 @@ mod tests {
             for v in 1..=100 {
                 i.hist.record_us(v * (t + 1));
             }
-            tx.send((i, (t == 2).then(|| "worker-2".to_string()))).unwrap();
+            tx.send((i, (t == 2).then(|| "worker-2".to_string())))
+                .unwrap();
         }
         drop(tx);
         let mut buf = Vec::new();
@@ -85,8 +86,9 @@ mod tests {
                         h.encoded_histogram(),
                     )
                     .unwrap();
-                    let hist: hdrhistogram::Histogram<u64> =
-                        Deserializer::new().deserialize(&mut bytes.as_slice()).unwrap();
+                    let hist: hdrhistogram::Histogram<u64> = Deserializer::new()
+                        .deserialize(&mut bytes.as_slice())
+                        .unwrap();
                     seen.push((
                         h.start_timestamp().as_secs(),
                         hist.len(),

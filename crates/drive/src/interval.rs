@@ -45,7 +45,8 @@ impl Interval {
 
     /// The wall-clock time this second began.
     pub fn start(&self) -> std::time::SystemTime {
-        std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.window_start_ms + self.t_s * 1000)
+        std::time::UNIX_EPOCH
+            + std::time::Duration::from_millis(self.window_start_ms + self.t_s * 1000)
     }
 
     /// The point of the result's series.
@@ -121,10 +122,17 @@ mod tests {
         b.record(2, Some(50), true);
         let first = merge_by_second(a.drain_before(2).into_iter().chain(b.drain_before(2)));
         assert_eq!(first.len(), 2);
-        assert_eq!((first[0].t_s, first[0].requests, first[0].errors), (0, 2, 1));
+        assert_eq!(
+            (first[0].t_s, first[0].requests, first[0].errors),
+            (0, 2, 1)
+        );
         assert_eq!(first[1].hist.len(), 1);
         // Second 2 is still open; it comes with the next drain.
-        let rest = merge_by_second(a.drain_before(u64::MAX).into_iter().chain(b.drain_before(u64::MAX)));
+        let rest = merge_by_second(
+            a.drain_before(u64::MAX)
+                .into_iter()
+                .chain(b.drain_before(u64::MAX)),
+        );
         assert_eq!(rest.iter().map(|i| i.t_s).collect::<Vec<_>>(), [2]);
         let p = rest[0].point();
         assert_eq!((p.requests, p.ok), (1, 1));

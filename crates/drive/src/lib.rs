@@ -23,6 +23,7 @@
 
 pub mod adapters;
 mod client;
+pub mod coord;
 mod engine;
 mod error;
 pub mod fetch;
@@ -35,8 +36,8 @@ mod measurement;
 mod outcome;
 mod recorder;
 pub mod remote_write;
-mod spec;
 mod series_csv;
+mod spec;
 mod summary;
 mod template;
 mod threshold;
@@ -47,11 +48,11 @@ pub use error::DriveError;
 pub use hist::LatencyHistogram;
 pub use hlog::{HLOG_UNIT_COMMENT, write_hlog};
 pub use interval::Interval;
-pub use series_csv::{SERIES_CSV_HEADER, series_csv};
 pub use measurement::{
     CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
 };
 pub use outcome::{Verdict, cut_short, measurements_json, none_succeeded};
+pub use series_csv::{SERIES_CSV_HEADER, series_csv};
 pub use spec::{DriveSpec, HttpVersion, Load, ThinkTime, TlsOptions, parse_duration};
 pub use summary::render_summary;
 pub use template::{BodyTemplate, DataSource};

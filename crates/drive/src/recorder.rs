@@ -165,7 +165,8 @@ pub(crate) fn assemble(
     };
     // Every second of the window has its point, also one in which nothing completed.
     let n = duration.as_secs_f64().ceil() as u64;
-    let mut by_second: BTreeMap<u64, SeriesPoint> = seconds.into_iter().map(|p| (p.t_s, p)).collect();
+    let mut by_second: BTreeMap<u64, SeriesPoint> =
+        seconds.into_iter().map(|p| (p.t_s, p)).collect();
     m.series = (0..n.max(by_second.keys().next_back().map_or(0, |k| k + 1)))
         .map(|t_s| {
             by_second.remove(&t_s).unwrap_or(SeriesPoint {

@@ -89,7 +89,10 @@ mod tests {
         ];
         let text = series_csv(&m).unwrap();
         let mut r = csv::Reader::from_reader(text.as_bytes());
-        assert_eq!(r.headers().unwrap().iter().collect::<Vec<_>>(), SERIES_CSV_HEADER);
+        assert_eq!(
+            r.headers().unwrap().iter().collect::<Vec<_>>(),
+            SERIES_CSV_HEADER
+        );
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), 2);
         assert_eq!(&rows[0][1], "2026-01-01T00:00:00.000Z");

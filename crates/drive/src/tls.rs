@@ -193,8 +193,13 @@ mod tests {
             insecure: false,
             ca_file: Some(f.clone()),
         };
-        let e = client_config(&opts, HttpVersion::Auto).unwrap_err().to_string();
-        assert!(e.contains("empty.pem") && e.contains("no PEM certificate"), "{e}");
+        let e = client_config(&opts, HttpVersion::Auto)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("empty.pem") && e.contains("no PEM certificate"),
+            "{e}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
