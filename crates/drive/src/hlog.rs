@@ -4,7 +4,6 @@
 //! percentiles merge over time and across load generators. Values are microseconds.
 
 use std::io::Write;
-use std::sync::mpsc::Receiver;
 
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
@@ -16,17 +15,18 @@ use crate::interval::Interval;
 pub const HLOG_UNIT_COMMENT: &str =
     "values are microseconds (HistogramLogProcessor: -outputValueUnitRatio 1000 for ms)";
 
-/// Writes every interval received on `rx` to `out` until the senders are gone; each interval
-/// with `tag` (say the worker it came from) when given. Returns the number written.
+/// Writes every interval of `intervals` to `out` as it comes (say from a live channel); each
+/// with its tag (the worker it came from) when given. Returns the number written.
 pub fn write_hlog<W: Write>(
     out: &mut W,
-    rx: &Receiver<(Interval, Option<String>)>,
+    intervals: impl IntoIterator<Item = (Interval, Option<String>)>,
 ) -> Result<u64, DriveError> {
+    let mut intervals = intervals.into_iter();
     let err = |e: String| DriveError::Decode {
         what: "HdrHistogram interval log".to_string(),
         reason: e,
     };
-    let Ok(first) = rx.recv() else {
+    let Some(first) = intervals.next() else {
         // No second completed: a log with its header only.
         writeln!(out, "#{HLOG_UNIT_COMMENT}").map_err(|e| err(e.to_string()))?;
         return Ok(0);
@@ -40,7 +40,7 @@ pub fn write_hlog<W: Write>(
         .begin_log_with(out, &mut ser)
         .map_err(|e| err(e.to_string()))?;
     let mut written = 0;
-    for (i, tag) in std::iter::once(first).chain(rx.iter()) {
+    for (i, tag) in std::iter::once(first).chain(intervals) {
         let tag = tag.as_deref().and_then(Tag::new);
         log.write_histogram(
             i.hist.inner(),
@@ -74,7 +74,7 @@ mod tests {
         }
         drop(tx);
         let mut buf = Vec::new();
-        assert_eq!(write_hlog(&mut buf, &rx).unwrap(), 3);
+        assert_eq!(write_hlog(&mut buf, rx.iter()).unwrap(), 3);
         let mut seen = Vec::new();
         let mut start = None;
         for e in IntervalLogIterator::new(&buf) {

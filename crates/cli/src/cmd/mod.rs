@@ -4,6 +4,8 @@ pub mod advise;
 pub mod bench;
 pub mod daemon;
 pub mod drive;
+pub mod drive_coord;
+pub mod drive_live;
 pub mod dump;
 pub mod model;
 pub mod observe;
