@@ -231,7 +231,7 @@ fn open(addr: &str, cfg: &CoordinatorConfig) -> Result<Session, DriveError> {
 
 /// What the reader thread of one worker passes on.
 enum Event {
-    Msg(Msg),
+    Msg(Box<Msg>),
     Lost(String),
 }
 
@@ -289,7 +289,7 @@ pub fn coordinate(
                 match recv(&mut reader) {
                     Ok(Some(m)) => {
                         let done = matches!(m, Msg::Done { .. } | Msg::Failed { .. });
-                        if tx.send((i, Event::Msg(m))).is_err() || done {
+                        if tx.send((i, Event::Msg(Box::new(m)))).is_err() || done {
                             break;
                         }
                     }
@@ -356,8 +356,12 @@ pub fn coordinate(
             }
         };
     for (i, ev) in rx.iter() {
+        let ev = match ev {
+            Event::Msg(m) => Ok(*m),
+            Event::Lost(why) => Err(why),
+        };
         match ev {
-            Event::Msg(Msg::Interval(w)) => {
+            Ok(Msg::Interval(w)) => {
                 let Ok(mut iv) = w.to_interval() else {
                     continue;
                 };
@@ -376,17 +380,17 @@ pub fn coordinate(
                 }
                 emit(&mut pending, &seen, &active, false);
             }
-            Event::Msg(Msg::Done { measurement }) => {
+            Ok(Msg::Done { measurement }) => {
                 reports[i].measurement = Some(*measurement);
                 active[i] = false;
                 emit(&mut pending, &seen, &active, false);
             }
-            Event::Msg(Msg::Failed { reason }) => {
+            Ok(Msg::Failed { reason }) => {
                 active[i] = false;
                 reports[i].lost = Some((reason, seen[i].last_t.map_or(0, |t| t + 1)));
             }
-            Event::Msg(_) => {}
-            Event::Lost(why) => {
+            Ok(_) => {}
+            Err(why) => {
                 if active[i] {
                     active[i] = false;
                     let after = seen[i].last_t.map_or(0, |t| t + 1);
