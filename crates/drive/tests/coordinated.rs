@@ -66,6 +66,7 @@ fn config(workers: Vec<String>, spec: WireSpec) -> CoordinatorConfig {
         version: VERSION.to_string(),
         max_clock_offset: Duration::from_millis(50),
         start_delay: Duration::from_millis(300),
+        stop: None,
     }
 }
 
@@ -111,6 +112,34 @@ fn two_workers_split_the_users_and_their_seconds_merge_live_and_exactly() {
             .unwrap()
             .iter()
             .any(|l| l.contains("merged over 2 workers"))
+    );
+}
+
+#[test]
+fn a_stop_reaches_every_worker_and_the_parts_measured_so_far_are_merged() {
+    let server = TestServer::start();
+    let mut cfg = config(
+        vec![worker(VERSION, 0), worker(VERSION, 0)],
+        spec(server.url("/"), 2, 60_000),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    cfg.stop = Some(stop.clone());
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let begun = std::time::Instant::now();
+    let out = coordinate(&cfg, &[], &|_| {}).unwrap();
+    setter.join().unwrap();
+    assert!(
+        begun.elapsed() < Duration::from_secs(20),
+        "the 60 s run was not stopped"
+    );
+    assert!(out.workers.iter().all(|w| w.lost.is_none()));
+    assert!(
+        out.merged.ok > 0 && out.merged.duration_s < 10.0,
+        "{:?}",
+        out.merged
     );
 }
 
@@ -187,6 +216,15 @@ fn a_worker_that_dies_is_reported_with_the_load_it_lost_and_the_rest_is_kept() {
     assert_eq!(out.merged.extra.get("lost_users"), Some(&2.0));
     assert_eq!(out.merged.extra.get("workers_lost"), Some(&1.0));
     assert!(out.merged.ok > 0, "the live worker's results are kept");
+    // The lost worker's part has the run's window, so the merged window is the run's.
+    let lost_part = lost.measurement.as_ref().unwrap();
+    assert!(!lost_part.start.is_empty() && !out.merged.start.is_empty());
+    assert!(
+        out.merged.start <= lost_part.start,
+        "{} vs {}",
+        out.merged.start,
+        lost_part.start
+    );
     let said = lines.lock().unwrap().join("\n");
     assert!(
         said.contains(&format!("worker {dying} lost")) && said.contains("2 users"),

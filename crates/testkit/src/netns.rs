@@ -50,7 +50,11 @@ impl NetLab {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let tag = format!("pp{pid}x{n}");
-        let net = format!("10.{}.{}", 100 + pid % 100, (u64::from(pid) / 100 % 200 + n) % 250);
+        let net = format!(
+            "10.{}.{}",
+            100 + pid % 100,
+            (u64::from(pid) / 100 % 200 + n) % 250
+        );
         let mut lab = NetLab {
             hub: format!("{tag}hub"),
             hosts: Vec::new(),

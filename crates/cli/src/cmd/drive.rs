@@ -356,11 +356,17 @@ fn drive(a: RunArgs) -> Result<()> {
             super::drive_coord::coordinate(a.workers.clone(), wire, bound, &senders, progress);
         drop(senders);
         outputs.finish(a.out.quiet)?;
-        let (m, lost) = result?;
+        let (m, lost, interrupted) = result?;
         if let Some(path) = &a.csv {
             write_csv(path, &m)?;
         }
-        let ran = if lost { Ran::LostWorker } else { Ran::Drove };
+        let ran = if interrupted {
+            Ran::Interrupted
+        } else if lost {
+            Ran::LostWorker
+        } else {
+            Ran::Drove
+        };
         return finish(&[m], &a.out, ran);
     }
     let (outputs, senders) = LiveOutputs::start(&live_args)?;

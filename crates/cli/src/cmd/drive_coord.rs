@@ -1,6 +1,8 @@
 //! `perfpilot drive --worker` and `--coordinator`: coordinated drivers on several hosts.
 
 use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -35,20 +37,29 @@ pub fn worker(listen: &str, once: bool) -> Result<()> {
     Ok(())
 }
 
-/// Runs the coordinated load and prints one line per worker; returns the merged measurement.
+/// Runs the coordinated load and prints one line per worker; returns the merged measurement,
+/// whether a worker was lost, and whether Ctrl-C stopped the run.
 pub fn coordinate(
     workers: Vec<String>,
     spec: coord::wire::WireSpec,
     max_clock_offset: Duration,
     live: &[std::sync::mpsc::Sender<Interval>],
     progress: bool,
-) -> Result<(Measurement, bool)> {
+) -> Result<(Measurement, bool, bool)> {
+    // Ctrl-C stops every worker; the parts measured so far are merged and printed.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+            .context("cannot install the Ctrl-C handler")?;
+    }
     let cfg = CoordinatorConfig {
         workers,
         spec,
         version: VERSION.to_string(),
         max_clock_offset,
         start_delay: Duration::from_secs(1),
+        stop: Some(stop.clone()),
     };
     let out = coord::coordinate(&cfg, live, &|line| {
         if progress || line.contains(" lost ") {
@@ -84,5 +95,5 @@ pub fn coordinate(
         );
     }
     let lost = out.workers.iter().any(|w| w.lost.is_some());
-    Ok((out.merged, lost))
+    Ok((out.merged, lost, stop.load(Ordering::Relaxed)))
 }

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::wire::{Msg, PROTOCOL, WireLoad, WireSpec, recv, send};
@@ -33,6 +35,9 @@ pub struct CoordinatorConfig {
     pub max_clock_offset: Duration,
     /// From the last worker's clock check to the common start.
     pub start_delay: Duration,
+    /// Set (say by a Ctrl-C handler) to stop every worker early; each then sends what it
+    /// measured so far.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// What one worker did.
@@ -254,7 +259,10 @@ pub fn coordinate(
 ) -> Result<Coordinated, DriveError> {
     let shares = split(&cfg.spec, cfg.workers.len())?;
     // The spec is checked here before any worker is contacted.
-    cfg.spec.to_drive_spec(&std::env::temp_dir())?;
+    let checked = cfg.spec.to_drive_spec(&std::env::temp_dir())?;
+    if let Some(ca) = &checked.tls.ca_file {
+        let _ = std::fs::remove_file(ca);
+    }
     let mut sessions = Vec::new();
     for addr in &cfg.workers {
         sessions.push(open(addr, cfg)?);
@@ -263,6 +271,7 @@ pub fn coordinate(
     let window_start_ms = start_ms + cfg.spec.warmup_ms;
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Event)>();
     let mut reports = Vec::new();
+    let mut writers = Vec::new();
     for (i, (mut s, share)) in sessions.into_iter().zip(shares).enumerate() {
         let start_at_ms = (start_ms as i64 + s.offset_us / 1000).max(0) as u64;
         let load = share.load.clone();
@@ -282,6 +291,7 @@ pub fn coordinate(
             measurement: None,
             lost: None,
         });
+        writers.push(s.stream);
         let tx = tx.clone();
         let mut reader = s.reader;
         std::thread::spawn(move || {
@@ -355,7 +365,22 @@ pub fn coordinate(
                 }
             }
         };
-    for (i, ev) in rx.iter() {
+    let mut stopping = false;
+    loop {
+        let (i, ev) = match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(x) => x,
+            Err(RecvTimeoutError::Timeout) => {
+                if !stopping && cfg.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                    stopping = true;
+                    progress("stopping every worker; each sends what it measured so far");
+                    for w in &mut writers {
+                        let _ = send(w, &Msg::Stop);
+                    }
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         let ev = match ev {
             Event::Msg(m) => Ok(*m),
             Event::Lost(why) => Err(why),
@@ -418,10 +443,15 @@ pub fn coordinate(
                 },
             );
             m.targets = cfg.spec.targets.clone();
+            let after = r.lost.as_ref().map_or(0, |l| l.1);
+            let start = UNIX_EPOCH + Duration::from_millis(window_start_ms);
+            m.start = humantime::format_rfc3339_millis(start).to_string();
+            m.end =
+                humantime::format_rfc3339_millis(start + Duration::from_secs(after)).to_string();
+            m.warmup_s = cfg.spec.warmup_ms as f64 / 1000.0;
             m.requests = s.requests;
             m.ok = s.ok;
             m.errors = s.errors;
-            let after = r.lost.as_ref().map_or(0, |l| l.1);
             m.duration_s = after as f64;
             m.throughput_rps = if after > 0 {
                 s.ok as f64 / after as f64
