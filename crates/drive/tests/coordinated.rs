@@ -206,7 +206,7 @@ fn a_worker_that_dies_is_reported_with_the_load_it_lost_and_the_rest_is_kept() {
     });
     let cfg = config(
         vec![worker(VERSION, 0), dying.clone()],
-        spec(server.url("/"), 4, 1500),
+        spec(server.url("/"), 4, 3000),
     );
     let lines = std::sync::Mutex::new(Vec::new());
     let out = coordinate(&cfg, &[], &|l| lines.lock().unwrap().push(l.to_string())).unwrap();
@@ -215,7 +215,14 @@ fn a_worker_that_dies_is_reported_with_the_load_it_lost_and_the_rest_is_kept() {
     assert!(lost.lost.is_some());
     assert_eq!(out.merged.extra.get("lost_users"), Some(&2.0));
     assert_eq!(out.merged.extra.get("workers_lost"), Some(&1.0));
-    assert!(out.merged.ok > 0, "the live worker's results are kept");
+    assert!(
+        out.merged.ok > 0,
+        "the live worker's results are kept: {:?}",
+        out.workers
+            .iter()
+            .map(|w| (&w.lost, w.measurement.as_ref().map(|m| (m.requests, m.ok))))
+            .collect::<Vec<_>>()
+    );
     // The lost worker's part has the run's window, so the merged window is the run's.
     let lost_part = lost.measurement.as_ref().unwrap();
     assert!(!lost_part.start.is_empty() && !out.merged.start.is_empty());

@@ -20,7 +20,7 @@ use crate::measurement::{LoadShape, Measurement};
 
 /// Silence from a worker for this long during a run means it is lost (it says `alive` every
 /// second).
-pub const WORKER_SILENCE: Duration = Duration::from_secs(5);
+pub const WORKER_SILENCE: Duration = Duration::from_secs(10);
 
 /// A coordinated run.
 #[derive(Clone, Debug)]
