@@ -370,3 +370,49 @@ fn a_run_logged_to_a_file_prints_a_progress_line_every_ten_seconds() {
     // No terminal, so no bar drawn with escape codes.
     assert!(!stderr.contains('\u{1b}'), "{stderr}");
 }
+
+#[test]
+fn csv_and_hlog_are_written_and_a_remote_write_receiver_that_is_down_only_warns() {
+    let url = format!("http://{}/", serve());
+    let dir = std::env::temp_dir().join(format!("perfpilot-drive-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (csv, hlog) = (dir.join("s.csv"), dir.join("s.hlog"));
+    // A port nobody listens on.
+    let down = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let out = perfpilot(&[
+        "drive",
+        "-u",
+        "2",
+        "--think-time",
+        "20ms",
+        "-d",
+        "2s",
+        "--no-progress",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--hlog",
+        hlog.to_str().unwrap(),
+        "--remote-write",
+        &format!("http://{down}/api/v1/write"),
+        &url,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("the run goes on") && stderr.contains("not delivered"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("t_s,time,requests,ok"), "{text}");
+    assert_eq!(lines.len(), 3, "a header and one row per second: {text}");
+    let log = std::fs::read_to_string(&hlog).unwrap();
+    assert!(
+        log.contains("#[StartTime: ") && log.contains(",HIST"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

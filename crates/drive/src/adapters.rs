@@ -343,7 +343,7 @@ pub fn parse_pgbench(stdout: &str, stderr: &str) -> Result<Measurement, DriveErr
                 ok,
                 errors: failed as u64,
                 mean_ms: lat,
-                max_ms: None,
+                ..Default::default()
             });
         }
     }

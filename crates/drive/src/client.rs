@@ -6,25 +6,29 @@ use std::time::Duration;
 
 use crate::error::{DriveError, invalid};
 
-/// A parsed `http://host:port/path` target.
+/// A parsed `http://host:port/path` or `https://…` target.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
     pub url: String,
     pub addr: SocketAddr,
     pub host_header: String,
     pub path: String,
+    /// `https://`: TLS first.
+    pub tls: bool,
+    /// The host without port or brackets: the TLS server name (SNI) and certificate name.
+    pub host: String,
 }
 
 impl Target {
     /// Parses and resolves a URL (resolution happens once, before the run).
     pub fn parse(url: &str) -> Result<Self, DriveError> {
         let bad = |reason: &str| invalid("target URL", url, reason.to_string());
-        let rest = if let Some(r) = url.strip_prefix("http://") {
-            r
-        } else if url.starts_with("https://") {
-            return Err(bad("https is not supported; use http://"));
+        let (rest, tls) = if let Some(r) = url.strip_prefix("http://") {
+            (r, false)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (r, true)
         } else {
-            return Err(bad("expected http://host[:port]/path"));
+            return Err(bad("expected http://host[:port]/path or https://…"));
         };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_string()),
@@ -57,6 +61,7 @@ impl Target {
             Some(p) => p
                 .parse()
                 .map_err(|_| bad("the port is not a number 0-65535"))?,
+            None if tls => 443,
             None => 80,
         };
         if host.is_empty() || host.bytes().any(|b| b <= b' ' || b == b'/' || b == 0x7f) {
@@ -72,6 +77,8 @@ impl Target {
             addr,
             host_header: authority.to_string(),
             path,
+            tls,
+            host: host.to_string(),
         })
     }
 }
@@ -87,8 +94,21 @@ pub(crate) enum ErrKind {
     Reset,
     /// Another I/O error, with the OS's reason.
     Io(io::ErrorKind),
-    /// The response was not valid HTTP/1.1.
+    /// The response was not valid HTTP/1.1 (or HTTP/2 framing).
     Http,
+    /// The TLS handshake failed: the connection never carried a request.
+    Tls(TlsFailure),
+}
+
+/// Why a TLS handshake failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TlsFailure {
+    /// The server's certificate was not trusted (unknown issuer, expired, wrong name).
+    Certificate,
+    /// The server sent an alert (it refused our protocol versions, ciphers or ALPN).
+    Alert,
+    /// The server closed the connection during the handshake or spoke something that is not TLS.
+    Protocol,
 }
 
 impl ErrKind {
@@ -99,6 +119,7 @@ impl ErrKind {
             ErrKind::Reset => "reset",
             ErrKind::Io(_) => "io",
             ErrKind::Http => "http",
+            ErrKind::Tls(_) => "tls",
         }
     }
 
@@ -133,9 +154,21 @@ impl ErrKind {
                 target.url
             ),
             ErrKind::Io(k) => format!("I/O error with {}: {}", target.url, io::Error::from(k)),
-            ErrKind::Http => format!(
-                "{} answered with something that is not HTTP/1.1",
-                target.url
+            ErrKind::Http => format!("{} answered with something that is not HTTP", target.url),
+            ErrKind::Tls(TlsFailure::Certificate) => format!(
+                "TLS handshake with {} failed: its certificate is not trusted (a self-signed \
+                 test server? use --insecure, or --cacert FILE)",
+                target.addr
+            ),
+            ErrKind::Tls(TlsFailure::Alert) => format!(
+                "TLS handshake with {} failed: the server refused it with an alert (TLS version, \
+                 ciphers or ALPN it does not accept)",
+                target.addr
+            ),
+            ErrKind::Tls(TlsFailure::Protocol) => format!(
+                "TLS handshake with {} failed: the server closed it or does not speak TLS on \
+                 this port (http:// instead of https://?)",
+                target.addr
             ),
         }
     }
@@ -155,8 +188,12 @@ mod tests {
         assert_eq!((t.addr.port(), t.path.as_str()), (80, "/"));
         let t = Target::parse("http://[::1]:9/").unwrap();
         assert!(t.addr.is_ipv6());
+        let t = Target::parse("https://localhost/x").unwrap();
+        assert_eq!(
+            (t.addr.port(), t.tls, t.host.as_str()),
+            (443, true, "localhost")
+        );
         for bad in [
-            "https://a/",
             "ftp://a/",
             "http://",
             "http://a:99999/",

@@ -9,9 +9,12 @@ use tokio::sync::watch;
 
 use crate::client::{ErrKind, Target};
 use crate::error::{DriveError, invalid};
-use crate::h1::{self, Conn};
-use crate::measurement::Measurement;
+use crate::h1;
+use crate::interval::{Interval, Shard, merge_by_second};
+use crate::link::{Connector, H2Request, Link};
+use crate::measurement::{Measurement, SeriesPoint};
 use crate::recorder::{Recorder, Window, assemble};
+use crate::spec::HttpVersion;
 use crate::spec::{DriveSpec, Load, ThinkTime};
 use crate::template::BodyTemplate;
 use perfpilot_stats::Rng;
@@ -24,6 +27,16 @@ pub struct RunControl {
     pub progress: bool,
     /// Stop early on Ctrl-C (SIGINT) and return the partial measurement.
     pub ctrl_c: bool,
+    /// Start at this wall-clock time rather than at once (coordinated workers start together).
+    pub start_at: Option<SystemTime>,
+    /// Each completed second of the measured window is sent to each of these while the run
+    /// goes on (a second is sent once no task can still add to it, one to two seconds late).
+    pub live: Vec<std::sync::mpsc::Sender<Interval>>,
+    /// This process's CPU time (user + system), read at the start and end of the measured
+    /// window to report the driver's own cost per request (`driver_cpu_per_request_ms`).
+    pub cpu_clock: Option<fn() -> Duration>,
+    /// Stop early when this is set (a coordinator's stop, a test's).
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Live counters for the progress line.
@@ -39,6 +52,8 @@ struct RequestShape {
     headers: Vec<(String, String)>,
     body: Option<BodyTemplate>,
     timeout: Duration,
+    http: HttpVersion,
+    connector: Connector,
 }
 
 fn is_token(s: &str) -> bool {
@@ -48,7 +63,7 @@ fn is_token(s: &str) -> bool {
 }
 
 impl RequestShape {
-    fn from_spec(spec: &DriveSpec) -> Result<Self, DriveError> {
+    fn from_spec(spec: &DriveSpec, targets: &[Arc<Target>]) -> Result<Self, DriveError> {
         if !is_token(&spec.method) {
             return Err(invalid("HTTP method", &spec.method, "not a valid method"));
         }
@@ -68,26 +83,49 @@ impl RequestShape {
             headers: spec.headers.clone(),
             body: spec.body.clone(),
             timeout: spec.timeout,
+            http: spec.http,
+            connector: Connector::new(targets, spec.http, &spec.tls)?,
         })
     }
 
-    /// The bytes of request number `seq`.
-    fn build(&self, target: &Target, seq: u64, rng: &mut Rng) -> Vec<u8> {
-        let body = self.body.as_ref().map(|t| t.render(seq, rng));
+    /// The HTTP/1.1 bytes of a request with `body`.
+    fn build(&self, target: &Target, body: Option<&str>) -> Vec<u8> {
         h1::build_request(
             &self.method,
             &target.path,
             &target.host_header,
             &self.headers,
-            body.as_deref().map(str::as_bytes),
+            body.map(str::as_bytes),
         )
     }
+
+    /// What a slot sends, prepared once.
+    fn prepare(&self, target: &Target) -> Prepared {
+        let may_h2 =
+            self.http == HttpVersion::Http2 || (target.tls && self.http == HttpVersion::Auto);
+        Prepared {
+            fixed_h1: self.body.is_none().then(|| self.build(target, None)),
+            h2: may_h2
+                .then(|| H2Request::new(target, &self.method, &self.headers))
+                .flatten(),
+        }
+    }
+}
+
+/// A slot's requests, built once: the HTTP/1.1 bytes when the request never changes, and the
+/// HTTP/2 request head when the target may speak HTTP/2.
+struct Prepared {
+    fixed_h1: Option<Vec<u8>>,
+    h2: Option<H2Request>,
 }
 
 /// One virtual user (closed loop) or one lane (open loop).
 struct Slot {
     index: usize,
     target: Arc<Target>,
+    shard: Arc<Shard>,
+    /// Shifts an open lane's schedule (coordinated workers interleave their sends).
+    phase: Duration,
 }
 
 /// Drives the load described by `spec` and returns its measurement. Blocks until the run ends
@@ -102,7 +140,7 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         .iter()
         .map(|u| Target::parse(u).map(Arc::new))
         .collect::<Result<_, _>>()?;
-    let shape = Arc::new(RequestShape::from_spec(spec)?);
+    let shape = Arc::new(RequestShape::from_spec(spec, &targets)?);
     let slots = match spec.load {
         Load::Closed { users, .. } => users,
         Load::Open { connections, .. } => connections,
@@ -115,6 +153,11 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         ));
     }
     let threads = spec.threads.clamp(1, slots);
+    if let Some(at) = control.start_at
+        && let Ok(wait) = at.duration_since(SystemTime::now())
+    {
+        std::thread::sleep(wait);
+    }
     let begin = Instant::now();
     let begin_wall = SystemTime::now();
     let window = Window {
@@ -127,12 +170,17 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
     let seq = Arc::new(AtomicU64::new(0));
 
     let mut handles = Vec::new();
+    let mut shards = Vec::new();
     for t in 0..threads {
+        let shard = Arc::new(Shard::default());
+        shards.push(shard.clone());
         let my_slots: Vec<Slot> = (0..slots)
             .filter(|i| i % threads == t)
             .map(|i| Slot {
-                index: i,
+                index: spec.slot_offset + i,
                 target: targets[i % targets.len()].clone(),
+                shard: shard.clone(),
+                phase: spec.schedule_offset,
             })
             .collect();
         let load = spec.load.clone();
@@ -192,22 +240,93 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         handles.push(h);
     }
 
-    let stopped_at = supervise(spec, control, &handles, &stop_tx, &live, window)?;
+    let mut sup = Supervised {
+        window_start_ms: (begin_wall + spec.warmup)
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        ..Default::default()
+    };
+    supervise(
+        spec, control, &handles, &stop_tx, &live, window, &shards, &mut sup,
+    )?;
     let mut recs = Vec::new();
     for h in handles {
         if let Ok(r) = h.join() {
             recs.extend(r);
         }
     }
-    let end = stopped_at.unwrap_or(window.end).min(window.end);
-    Ok(assemble(spec, recs, window, end, begin_wall, &targets))
+    let cpu_end = control.cpu_clock.map(|clock| clock());
+    // What is left: the last seconds of the window.
+    sup.pass_on(
+        control,
+        merge_by_second(shards.iter().flat_map(|s| s.drain_before(u64::MAX))),
+    );
+    let end = sup.stopped_at.unwrap_or(window.end).min(window.end);
+    let mut m = assemble(spec, recs, sup.seconds, window, end, begin_wall, &targets);
+    if let (Some(start), Some(end)) = (sup.cpu_start, cpu_end)
+        && m.requests > 0
+    {
+        let cpu_s = end.saturating_sub(start).as_secs_f64();
+        m.extra.insert(
+            "driver_cpu_per_request_ms".to_string(),
+            cpu_s * 1000.0 / m.requests as f64,
+        );
+        m.cpu = Some(vec![crate::measurement::CpuUsage {
+            name: "perfpilot drive".to_string(),
+            pid: Some(std::process::id()),
+            tier: None,
+            cpu_s,
+            cores: cpu_s / m.duration_s.max(1e-9),
+        }]);
+    }
+    Ok(m)
 }
+
+/// What the supervising thread gathered.
+#[derive(Default)]
+struct Supervised {
+    /// When Ctrl-C (or the caller) stopped the run early.
+    stopped_at: Option<Instant>,
+    /// The CPU clock at the start of the measured window.
+    cpu_start: Option<Duration>,
+    /// The series so far.
+    seconds: Vec<SeriesPoint>,
+    /// The wall-clock start of the measured window, ms since the Unix epoch.
+    window_start_ms: u64,
+}
+
+impl Supervised {
+    /// Keeps the drained seconds' points and sends the seconds to the live outputs.
+    fn pass_on(&mut self, control: &RunControl, drained: Vec<Interval>) {
+        for mut i in drained {
+            i.window_start_ms = self.window_start_ms;
+            let point = i.point();
+            match self.seconds.iter_mut().find(|p| p.t_s == i.t_s) {
+                // A task starved for over a second added to a second already passed on: its
+                // counts join the point (the live outputs had that second without them).
+                Some(p) => {
+                    p.requests += point.requests;
+                    p.ok += point.ok;
+                    p.errors += point.errors;
+                }
+                None => self.seconds.push(point),
+            }
+            for tx in &control.live {
+                let _ = tx.send(i.clone());
+            }
+        }
+    }
+}
+
+/// Seconds are passed on this long after they end, so no task can still be adding to them.
+const SECOND_LAG: Duration = Duration::from_millis(1500);
 
 /// How often a run whose stderr is not a terminal prints a progress line.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// Waits for the driver threads while drawing progress and watching for Ctrl-C. Returns the
-/// instant the run was stopped early, if it was.
+/// Waits for the driver threads while drawing progress, passing completed seconds on and
+/// watching for Ctrl-C or the caller's stop.
+#[allow(clippy::too_many_arguments)]
 fn supervise(
     spec: &DriveSpec,
     control: &RunControl,
@@ -215,7 +334,9 @@ fn supervise(
     stop_tx: &watch::Sender<bool>,
     live: &Live,
     w: Window,
-) -> Result<Option<Instant>, DriveError> {
+    shards: &[Arc<Shard>],
+    sup: &mut Supervised,
+) -> Result<(), DriveError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -237,6 +358,7 @@ fn supervise(
     let stopped = rt.block_on(async {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut last = (Instant::now(), 0u64);
+        let mut measuring = false;
         let ctrl_c = async {
             if control.ctrl_c {
                 let _ = tokio::signal::ctrl_c().await;
@@ -247,9 +369,25 @@ fn supervise(
         tokio::pin!(ctrl_c);
         loop {
             tokio::select! {
+                _ = tokio::time::sleep_until(w.measure_start.into()), if !measuring => {
+                    measuring = true;
+                    sup.cpu_start = control.cpu_clock.map(|clock| clock());
+                }
                 _ = tick.tick() => {
                     if handles.iter().all(|h| h.is_finished()) {
                         return None;
+                    }
+                    if control.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                        let _ = stop_tx.send(true);
+                        return Some(Instant::now());
+                    }
+                    let now = Instant::now();
+                    if let Some(passed) = now.checked_duration_since(w.measure_start + SECOND_LAG) {
+                        let before = passed.as_secs();
+                        sup.pass_on(
+                            control,
+                            merge_by_second(shards.iter().flat_map(|s| s.drain_before(before))),
+                        );
                     }
                     if let Some(b) = &bar {
                         let now = Instant::now();
@@ -291,7 +429,8 @@ fn supervise(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok(stopped)
+    sup.stopped_at = stopped;
+    Ok(())
 }
 
 /// The pause before a user or lane reconnects after its connection failed: 1 ms, doubling
@@ -341,39 +480,31 @@ async fn sleep_until(deadline: Instant, stop: &mut watch::Receiver<bool>) -> boo
 }
 
 /// One request (connecting first when needed), bounded by the timeout, the stop signal and the
-/// end of the run.
-/// `fixed` is the request when it is the same every time. Returns `None` when stopped.
+/// end of the run. Returns `None` when stopped.
 #[allow(clippy::too_many_arguments)]
 async fn attempt(
-    conn: &mut Option<Conn>,
+    conn: &mut Option<Link>,
     slot: &Slot,
     shape: &RequestShape,
-    fixed: Option<&[u8]>,
+    prepared: &Prepared,
     seq: u64,
     rng: &mut Rng,
     stop: &mut watch::Receiver<bool>,
     end: Instant,
 ) -> Option<Result<u16, ErrKind>> {
-    let head = shape.method == "HEAD";
-    let built;
-    let request: &[u8] = match fixed {
-        Some(r) => r,
-        None => {
-            built = shape.build(&slot.target, seq, rng);
-            &built
-        }
-    };
+    let body = shape.body.as_ref().map(|t| t.render(seq, rng));
+    let body = body.as_deref();
     let work = async {
         // A kept-alive connection the server closed while idle fails on first use; that is
         // not the server's answer to this request, so it is retried once on a new connection.
         if let Some(c) = conn.as_mut() {
-            match c.exchange(request, head).await {
+            match exchange(c, slot, shape, prepared, body).await {
                 Err(ErrKind::Reset) => *conn = None,
                 other => return other,
             }
         }
-        let c = conn.insert(Conn::connect(slot.target.addr).await?);
-        c.exchange(request, head).await
+        let c = conn.insert(shape.connector.connect(&slot.target).await?);
+        exchange(c, slot, shape, prepared, body).await
     };
     let result = tokio::select! {
         r = tokio::time::timeout(shape.timeout, work) => r.unwrap_or(Err(ErrKind::Timeout)),
@@ -381,10 +512,42 @@ async fn attempt(
         // A response still outstanding when the window closes is not waited for.
         _ = tokio::time::sleep_until(end.into()) => return None,
     };
-    if result.is_err() || conn.as_ref().is_some_and(|c| c.closed) {
+    if result.is_err() || conn.as_ref().is_some_and(Link::closed) {
         *conn = None;
     }
     Some(result)
+}
+
+/// One exchange on an open connection, in the protocol it speaks.
+async fn exchange(
+    link: &mut Link,
+    slot: &Slot,
+    shape: &RequestShape,
+    prepared: &Prepared,
+    body: Option<&str>,
+) -> Result<u16, ErrKind> {
+    let head = shape.method == "HEAD";
+    if let Link::H2(c) = link {
+        // A header HTTP/2 forbids (Connection, Keep-Alive, …) makes every request an error.
+        let Some(req) = &prepared.h2 else {
+            return Err(ErrKind::Http);
+        };
+        let body = body.map(|b| bytes::Bytes::copy_from_slice(b.as_bytes()));
+        return c.exchange(req, body, head).await;
+    }
+    let built;
+    let request: &[u8] = match &prepared.fixed_h1 {
+        Some(r) => r,
+        None => {
+            built = shape.build(&slot.target, body);
+            &built
+        }
+    };
+    match link {
+        Link::Plain(c) => c.exchange(request, head).await,
+        Link::Tls(c) => c.exchange(request, head).await,
+        Link::H2(_) => Err(ErrKind::Http),
+    }
 }
 
 async fn closed_user(
@@ -396,13 +559,10 @@ async fn closed_user(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::for_target(slot.target.clone());
+    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone());
     let mut rng = Rng::new(0x5EED ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
-    let fixed = shape
-        .body
-        .is_none()
-        .then(|| shape.build(&slot.target, 0, &mut rng));
-    let mut conn: Option<Conn> = None;
+    let prepared = shape.prepare(&slot.target);
+    let mut conn: Option<Link> = None;
     let mut backoff = Backoff::default();
     // Users start spread over the first think time, as users arriving at random would.
     if think != ThinkTime::Zero {
@@ -416,14 +576,7 @@ async fn closed_user(
         let n = seq.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
         let Some(result) = attempt(
-            &mut conn,
-            &slot,
-            shape,
-            fixed.as_deref(),
-            n,
-            &mut rng,
-            &mut stop,
-            w.end,
+            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
         )
         .await
         else {
@@ -438,7 +591,8 @@ async fn closed_user(
                 None
             }
         };
-        rec.record(&w, done, latency, result);
+        let h2 = conn.as_ref().is_some_and(Link::is_h2);
+        rec.record(&w, done, latency, result, h2);
         let mut pause = think.sample(rng.next_f64());
         if let Some(wait) = backoff.after(result) {
             pause = pause.max(wait);
@@ -469,19 +623,16 @@ async fn open_lane(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::for_target(slot.target.clone());
+    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone());
     let mut rng = Rng::new(0x0BE2 ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
-    let fixed = shape
-        .body
-        .is_none()
-        .then(|| shape.build(&slot.target, 0, &mut rng));
-    let mut conn: Option<Conn> = None;
+    let prepared = shape.prepare(&slot.target);
+    let mut conn: Option<Link> = None;
     let mut backoff = Backoff::default();
     // Lane i sends at begin + (i + k * lanes) / rate: together the lanes send every 1/rate.
     let mut k: u64 = 0;
     loop {
         let offset = (slot.index as f64 + k as f64 * lanes as f64) / rate;
-        let intended = w.begin + Duration::from_secs_f64(offset);
+        let intended = w.begin + slot.phase + Duration::from_secs_f64(offset);
         if intended >= w.end || *stop.borrow() {
             break;
         }
@@ -496,14 +647,7 @@ async fn open_lane(
         let sent = Instant::now();
         let n = seq.fetch_add(1, Ordering::Relaxed);
         let Some(result) = attempt(
-            &mut conn,
-            &slot,
-            shape,
-            fixed.as_deref(),
-            n,
-            &mut rng,
-            &mut stop,
-            w.end,
+            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
         )
         .await
         else {
@@ -521,7 +665,8 @@ async fn open_lane(
                 None
             }
         };
-        rec.record(&w, done, latency, result);
+        let h2 = conn.as_ref().is_some_and(Link::is_h2);
+        rec.record(&w, done, latency, result, h2);
         if let Some(wait) = backoff.after(result) {
             let _ = sleep_until(Instant::now() + wait, &mut stop).await;
         }

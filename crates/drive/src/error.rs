@@ -83,6 +83,14 @@ pub enum DriveError {
         /// The run in a few words ([`crate::Measurement::describe_run`]).
         run: String,
     },
+    /// A coordinated worker could not be used or failed.
+    #[error("worker {addr}: {reason}")]
+    Worker {
+        /// The worker's address (or the coordinator's, seen from a worker).
+        addr: String,
+        /// What went wrong and what to do.
+        reason: String,
+    },
     /// The async runtime could not be built.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),

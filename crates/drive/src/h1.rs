@@ -3,10 +3,7 @@
 //! skipped without copying. It runs inside the user's own task, so a request costs no task
 //! hand-off or channel, which is what keeps the driver level with wrk (see the benchmark).
 
-use std::net::SocketAddr;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::client::ErrKind;
 
@@ -14,9 +11,9 @@ const MAX_HEADERS: usize = 64;
 const READ_CHUNK: usize = 16 * 1024;
 const MAX_HEAD: usize = 64 * 1024;
 
-/// One keep-alive connection.
-pub(crate) struct Conn {
-    stream: TcpStream,
+/// One keep-alive connection over a plain TCP or a TLS stream.
+pub(crate) struct Conn<S> {
+    stream: S,
     buf: Vec<u8>,
     /// Unconsumed bytes are `buf[pos..len]`.
     pos: usize,
@@ -32,7 +29,7 @@ enum Body {
     UntilClose,
 }
 
-fn io_kind(e: &std::io::Error) -> ErrKind {
+pub(crate) fn io_kind(e: &std::io::Error) -> ErrKind {
     match e.kind() {
         std::io::ErrorKind::ConnectionReset
         | std::io::ErrorKind::ConnectionAborted
@@ -42,20 +39,16 @@ fn io_kind(e: &std::io::Error) -> ErrKind {
     }
 }
 
-impl Conn {
-    /// Connects with TCP_NODELAY.
-    pub async fn connect(addr: SocketAddr) -> Result<Conn, ErrKind> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| ErrKind::Connect(e.kind()))?;
-        let _ = stream.set_nodelay(true);
-        Ok(Conn {
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    /// Wraps a connected stream.
+    pub fn new(stream: S) -> Conn<S> {
+        Conn {
             stream,
             buf: vec![0; READ_CHUNK],
             pos: 0,
             len: 0,
             closed: false,
-        })
+        }
     }
 
     /// Reads more bytes; end of stream mid-response is a reset.
@@ -276,7 +269,12 @@ pub(crate) fn build_request(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncWriteExt;
+    use std::net::SocketAddr;
+    use tokio::net::TcpStream;
+
+    async fn connect(addr: SocketAddr) -> Conn<TcpStream> {
+        Conn::new(TcpStream::connect(addr).await.unwrap())
+    }
 
     /// A server that answers each request with the next canned response.
     async fn canned(responses: Vec<&'static [u8]>) -> SocketAddr {
@@ -308,7 +306,7 @@ mod tests {
             b"HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
         ])
         .await;
-        let mut c = Conn::connect(addr).await.unwrap();
+        let mut c = connect(addr).await;
         let req = build_request("GET", "/", "h", &[], None);
         assert_eq!(c.exchange(&req, false).await, Ok(200));
         assert_eq!(c.exchange(&req, false).await, Ok(404));
@@ -320,11 +318,11 @@ mod tests {
     #[tokio::test]
     async fn truncated_and_garbage_responses_are_errors() {
         let addr = canned(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort"]).await;
-        let mut c = Conn::connect(addr).await.unwrap();
+        let mut c = connect(addr).await;
         let req = build_request("GET", "/", "h", &[], None);
         assert_eq!(c.exchange(&req, false).await, Err(ErrKind::Reset));
         let addr = canned(vec![b"SMTP ready\r\n\r\n"]).await;
-        let mut c = Conn::connect(addr).await.unwrap();
+        let mut c = connect(addr).await;
         assert_eq!(c.exchange(&req, false).await, Err(ErrKind::Http));
     }
 

@@ -51,6 +51,11 @@ impl LatencyHistogram {
         let _ = self.inner.add(&other.inner);
     }
 
+    /// The HdrHistogram itself (for its log writers).
+    pub fn inner(&self) -> &Histogram<u64> {
+        &self.inner
+    }
+
     /// Number of recorded values.
     pub fn len(&self) -> u64 {
         self.inner.len()

@@ -13,6 +13,9 @@
 //! - [`Threshold`] checks such as `p99<50ms` or `errors<0.1%` decide a run's exit code.
 //! - [`adapters`] parse the output of `wrk`, `pgbench`, `redis-benchmark` and any command that
 //!   prints a number into the same [`Measurement`].
+//! - Outputs other tools read: [`series_csv`] (the per-second series), [`write_hlog`]
+//!   (HdrHistogram interval logs) and [`remote_write`] (Prometheus remote write of the live
+//!   series), fed live through [`RunControl::live`].
 //! - [`fetch`] is perfpilot's one blocking HTTP client for single GETs: the optimizer's HTTP
 //!   probes and the study's readiness checks use it.
 //!
@@ -20,27 +23,37 @@
 
 pub mod adapters;
 mod client;
+pub mod coord;
 mod engine;
 mod error;
 pub mod fetch;
 mod h1;
 mod hist;
+mod hlog;
+mod interval;
+mod link;
 mod measurement;
 mod outcome;
 mod recorder;
+pub mod remote_write;
+mod series_csv;
 mod spec;
 mod summary;
 mod template;
 mod threshold;
+mod tls;
 
 pub use engine::{RunControl, run};
 pub use error::DriveError;
 pub use hist::LatencyHistogram;
+pub use hlog::{HLOG_UNIT_COMMENT, write_hlog};
+pub use interval::Interval;
 pub use measurement::{
     CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
 };
 pub use outcome::{Verdict, cut_short, measurements_json, none_succeeded};
-pub use spec::{DriveSpec, Load, ThinkTime, parse_duration};
+pub use series_csv::{SERIES_CSV_HEADER, series_csv};
+pub use spec::{DriveSpec, HttpVersion, Load, ThinkTime, TlsOptions, parse_duration};
 pub use summary::render_summary;
 pub use template::{BodyTemplate, DataSource};
 pub use threshold::{Threshold, ThresholdOutcome, check_all};

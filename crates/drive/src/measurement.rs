@@ -182,6 +182,12 @@ pub struct SeriesPoint {
     pub mean_ms: Option<f64>,
     /// Largest latency completed in this second, ms.
     pub max_ms: Option<f64>,
+    /// Median latency of this second, ms (the built-in driver; a merge of files has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    /// 99th percentile latency of this second, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
 }
 
 /// A serialized [`LatencyHistogram`].

@@ -1,6 +1,7 @@
 //! What the load tasks saw: each task's [`Recorder`] counts its attempts in the measured
-//! window (totals, statuses, error kinds, a latency histogram, per-second buckets), and
-//! [`assemble`] merges them into the run's [`Measurement`].
+//! window (totals, statuses, error kinds, a latency histogram) and passes each on to its
+//! thread's per-second [`Shard`]; [`assemble`] merges the recorders and the drained seconds
+//! into the run's [`Measurement`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,19 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::client::{ErrKind, Target};
 use crate::hist::LatencyHistogram;
+use crate::interval::Shard;
 use crate::measurement::{LoadShape, Measurement, SeriesPoint};
 use crate::spec::{DriveSpec, Load};
-
-/// Per-second bucket of one task.
-#[derive(Clone, Debug, Default)]
-struct Bucket {
-    requests: u64,
-    ok: u64,
-    errors: u64,
-    lat_sum_us: u64,
-    lat_n: u64,
-    max_us: u64,
-}
 
 /// What one task saw in the measured window.
 #[derive(Debug, Default)]
@@ -36,7 +27,10 @@ pub(crate) struct Recorder {
     errors: u64,
     by_kind: BTreeMap<&'static str, u64>,
     status: BTreeMap<u16, u64>,
-    series: Vec<Bucket>,
+    /// The thread's per-second store.
+    shard: Arc<Shard>,
+    /// Responses that came over HTTP/2.
+    h2_responses: u64,
 }
 
 /// The timing frame shared by all tasks.
@@ -52,9 +46,10 @@ pub(crate) struct Window {
 
 impl Recorder {
     /// An empty recorder of a task that sends to `target`.
-    pub(crate) fn for_target(target: Arc<Target>) -> Self {
+    pub(crate) fn new(target: Arc<Target>, shard: Arc<Shard>) -> Self {
         Recorder {
             target: Some(target),
+            shard,
             ..Default::default()
         }
     }
@@ -78,33 +73,29 @@ impl Recorder {
         at: Instant,
         latency: Option<Duration>,
         outcome: Result<u16, ErrKind>,
+        h2: bool,
     ) {
         if at < w.measure_start || at >= w.end {
             return;
         }
-        let sec = (at - w.measure_start).as_secs() as usize;
-        if self.series.len() <= sec {
-            self.series.resize(sec + 1, Bucket::default());
+        if h2 && outcome.is_ok() {
+            self.h2_responses += 1;
         }
-        let b = &mut self.series[sec];
+        let sec = (at - w.measure_start).as_secs();
         self.requests += 1;
-        b.requests += 1;
-        if let Some(l) = latency {
-            let us = l.as_micros().min(u64::MAX as u128) as u64;
+        let us = latency.map(|l| l.as_micros().min(u64::MAX as u128) as u64);
+        if let Some(us) = us {
             self.hist.record_us(us);
-            b.lat_sum_us += us;
-            b.lat_n += 1;
-            b.max_us = b.max_us.max(us);
         }
+        let ok = matches!(outcome, Ok(s) if (200..400).contains(&s));
+        self.shard.record(sec, us, ok);
         match outcome {
             Ok(status) => {
                 *self.status.entry(status).or_default() += 1;
-                if (200..400).contains(&status) {
+                if ok {
                     self.ok += 1;
-                    b.ok += 1;
                 } else {
                     self.errors += 1;
-                    b.errors += 1;
                     *self.by_kind.entry("status").or_default() += 1;
                     self.first_failure.get_or_insert((at, outcome));
                 }
@@ -112,18 +103,18 @@ impl Recorder {
             Err(kind) => {
                 self.first_failure.get_or_insert((at, outcome));
                 self.errors += 1;
-                b.errors += 1;
                 *self.by_kind.entry(kind.name()).or_default() += 1;
             }
         }
     }
 }
 
-/// Merges the tasks' recorders into the run's measurement; the window ends at `end` (earlier
-/// than planned after Ctrl-C).
+/// Merges the tasks' recorders and the window's seconds into the run's measurement; the window
+/// ends at `end` (earlier than planned after Ctrl-C).
 pub(crate) fn assemble(
     spec: &DriveSpec,
     recs: Vec<Recorder>,
+    seconds: Vec<SeriesPoint>,
     w: Window,
     end: Instant,
     begin_wall: SystemTime,
@@ -148,14 +139,14 @@ pub(crate) fn assemble(
     m.warmup_s = spec.warmup.as_secs_f64();
     m.duration_s = duration.as_secs_f64();
     let mut hist = LatencyHistogram::new();
-    let seconds = duration.as_secs_f64().ceil() as usize;
-    let mut series = vec![Bucket::default(); seconds];
     m.first_error = recs
         .iter()
         .filter_map(|r| r.first_failure(spec.timeout))
         .min_by_key(|(at, _)| *at)
         .map(|(_, text)| text);
+    let mut h2_responses = 0;
     for r in recs {
+        h2_responses += r.h2_responses;
         hist.add(&r.hist);
         m.requests += r.requests;
         m.ok += r.ok;
@@ -166,36 +157,28 @@ pub(crate) fn assemble(
         for (k, v) in r.status {
             *m.status.entry(k.to_string()).or_default() += v;
         }
-        for (i, b) in r.series.into_iter().enumerate() {
-            if i >= series.len() {
-                series.resize(i + 1, Bucket::default());
-            }
-            let s = &mut series[i];
-            s.requests += b.requests;
-            s.ok += b.ok;
-            s.errors += b.errors;
-            s.lat_sum_us += b.lat_sum_us;
-            s.lat_n += b.lat_n;
-            s.max_us = s.max_us.max(b.max_us);
-        }
     }
     m.throughput_rps = if m.duration_s > 0.0 {
         m.ok as f64 / m.duration_s
     } else {
         0.0
     };
-    m.series = series
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| SeriesPoint {
-            t_s: i as u64,
-            requests: b.requests,
-            ok: b.ok,
-            errors: b.errors,
-            mean_ms: (b.lat_n > 0).then(|| b.lat_sum_us as f64 / b.lat_n as f64 / 1000.0),
-            max_ms: (b.lat_n > 0).then(|| b.max_us as f64 / 1000.0),
+    // Every second of the window has its point, also one in which nothing completed.
+    let n = duration.as_secs_f64().ceil() as u64;
+    let mut by_second: BTreeMap<u64, SeriesPoint> =
+        seconds.into_iter().map(|p| (p.t_s, p)).collect();
+    m.series = (0..n.max(by_second.keys().next_back().map_or(0, |k| k + 1)))
+        .map(|t_s| {
+            by_second.remove(&t_s).unwrap_or(SeriesPoint {
+                t_s,
+                ..Default::default()
+            })
         })
         .collect();
+    if h2_responses > 0 {
+        m.extra
+            .insert("http2_responses".to_string(), h2_responses as f64);
+    }
     m.latency = hist.latency();
     if !hist.is_empty() {
         m.histogram = Some(hist.to_data());

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::error::{DriveError, invalid};
 use crate::template::BodyTemplate;
+pub use crate::tls::{HttpVersion, TlsOptions};
 
 /// Think time of a closed-loop virtual user between a response and its next request.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -167,6 +168,15 @@ pub struct DriveSpec {
     pub duration: Duration,
     /// Driver threads, each with its own single-threaded event loop (like wrk's `-t`).
     pub threads: usize,
+    /// The HTTP version to speak.
+    pub http: HttpVersion,
+    /// How `https://` targets are verified.
+    pub tls: TlsOptions,
+    /// The number of this run's first user or lane among those of coordinated workers (seeds
+    /// their think times apart); 0 for a single run.
+    pub slot_offset: usize,
+    /// Shifts an open loop's schedule so coordinated workers interleave their sends.
+    pub schedule_offset: Duration,
 }
 
 impl DriveSpec {
@@ -184,6 +194,10 @@ impl DriveSpec {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
+            http: HttpVersion::Auto,
+            tls: TlsOptions::default(),
+            slot_offset: 0,
+            schedule_offset: Duration::ZERO,
         }
     }
 }

@@ -140,6 +140,7 @@ fn drive(
             let control = RunControl {
                 progress: false,
                 ctrl_c: true,
+                ..Default::default()
             };
             let _ = stop;
             perfpilot_drive::run(&spec, &control).map_err(|e| format!("load driver: {e}"))

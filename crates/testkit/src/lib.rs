@@ -8,6 +8,9 @@
 // Test helpers: a failure to set up is a test failure, so panicking is the right answer here.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+pub mod netns;
+pub mod tls;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -6,17 +6,22 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use perfpilot_drive::adapters::{self, NumberMeaning};
+use perfpilot_drive::coord::wire::{WireLoad, WireSpec};
 use perfpilot_drive::{
-    BodyTemplate, DataSource, DriveError, DriveSpec, Load, Measurement, RunControl, ThinkTime,
-    Threshold, Verdict, cut_short, measurements_json, none_succeeded, parse_duration,
-    render_summary,
+    BodyTemplate, DataSource, DriveError, DriveSpec, HttpVersion, Load, Measurement, RunControl,
+    ThinkTime, Threshold, TlsOptions, Verdict, cut_short, measurements_json, none_succeeded,
+    parse_duration, render_summary,
 };
+
+use super::drive_live::{LiveArgs, LiveOutputs, parse_labels, write_csv};
 
 /// Exit code when a `--fail-if` threshold does not hold.
 pub const EXIT_THRESHOLD: i32 = 3;
 /// Exit code when a run that drove load had not one request succeed (every one failed, or
 /// none completed in the window); the summary and the JSON are still written.
 pub const EXIT_NONE_SUCCEEDED: i32 = 4;
+/// Exit code when a coordinated worker was lost (the merged result of the rest is written).
+pub const EXIT_WORKER_LOST: i32 = 5;
 /// Exit code after Ctrl-C (the partial summary is printed first).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -32,7 +37,13 @@ Exit codes:
   4    not one request of a run (this driver's, wrk's, pgbench's, redis-benchmark's) succeeded:
        every one failed, or none completed in the window; the last line says which errors, with
        the first one's text (the summary and --json are still written)
-  130  stopped by Ctrl-C (the summary covers the part before)";
+  5    --coordinator: a worker was lost during the run (the merged result of the others and the
+       part the lost one measured are written; the lines before say which load was lost)
+  130  stopped by Ctrl-C (the summary covers the part before)
+
+Coordinated drivers (one command per host, then one coordinator):
+  perfpilot drive --worker --listen 0.0.0.0:7070
+  perfpilot drive --coordinator --workers 10.0.0.2:7070,10.0.0.3:7070 --users 400 -d 60s URL";
 
 /// Drive load against HTTP targets (closed or open loop), or adapt another driver's results.
 ///
@@ -41,6 +52,9 @@ Exit codes:
 ///
 /// Open loop (constant arrival rate; latency from the intended send time):
 ///   perfpilot drive --rate 2000/s --connections 64 --duration 60s http://127.0.0.1:8080/
+///
+/// HTTPS (HTTP/2 where the server offers it), with outputs other tools read:
+///   perfpilot drive --insecure --csv s.csv --hlog s.hlog https://127.0.0.1:8443/
 #[derive(Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
@@ -130,9 +144,52 @@ struct OutputArgs {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Target URLs (http://host:port/path); users or connections are spread over them round-robin.
-    #[arg(required = true, value_name = "URL")]
+    /// Target URLs (http:// or https://host:port/path); users or connections are spread over
+    /// them round-robin.
+    #[arg(required_unless_present = "worker", value_name = "URL")]
     targets: Vec<String>,
+    /// HTTP version: auto (HTTP/2 where an https:// target offers it by ALPN), 1.1, or 2 (also
+    /// on http://, by prior knowledge).
+    #[arg(long, default_value = "auto", value_name = "auto|1.1|2")]
+    http: String,
+    /// Accept any TLS certificate (self-signed test servers).
+    #[arg(long, short = 'k')]
+    insecure: bool,
+    /// PEM file of further trusted certificates (a test CA).
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// Write the per-second series as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Write an HdrHistogram interval log (one histogram per second, µs) to FILE.
+    #[arg(long, value_name = "FILE")]
+    hlog: Option<PathBuf>,
+    /// Push the live series to this Prometheus remote-write URL (e.g.
+    /// http://127.0.0.1:9090/api/v1/write); a receiver that is down costs a warning, not the run.
+    #[arg(long, value_name = "URL")]
+    remote_write: Option<String>,
+    /// A label NAME=VALUE on every remote-written series (repeatable).
+    #[arg(long, value_name = "NAME=VALUE")]
+    remote_write_label: Vec<String>,
+    /// Run as a worker: wait for coordinators on --listen and run the shares they send.
+    #[arg(long, conflicts_with = "coordinator")]
+    worker: bool,
+    /// Worker: the address to listen on.
+    #[arg(long, default_value = "0.0.0.0:7070", value_name = "ADDR")]
+    listen: String,
+    /// Worker: serve one coordinator, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Coordinate the workers of --workers: split the load, start together, merge live.
+    #[arg(long, requires = "workers")]
+    coordinator: bool,
+    /// Coordinator: worker addresses, comma-separated (HOST:PORT,…).
+    #[arg(long, value_delimiter = ',', value_name = "ADDR,…")]
+    workers: Vec<String>,
+    /// Coordinator: refuse a worker whose clock is further off than this (closer ones are
+    /// corrected).
+    #[arg(long, default_value = "50ms")]
+    max_clock_offset: String,
     /// Closed loop: this many virtual users, each with its own keep-alive connection.
     #[arg(long, short = 'u', conflicts_with = "rate")]
     users: Option<usize>,
@@ -225,6 +282,9 @@ fn read_measurement(path: &PathBuf) -> Result<Measurement> {
 }
 
 fn drive(a: RunArgs) -> Result<()> {
+    if a.worker {
+        return super::drive_coord::worker(&a.listen, a.once);
+    }
     // Reject a bad threshold before driving any load.
     parse_thresholds(&a.out.fail_if)?;
     let load = match (&a.rate, a.users) {
@@ -262,7 +322,8 @@ fn drive(a: RunArgs) -> Result<()> {
         bail!("--data needs a body template (--body or --body-file) that uses its columns");
     }
     spec.body = body
-        .map(|b| BodyTemplate::compile(&b, data.as_ref()))
+        .as_ref()
+        .map(|b| BodyTemplate::compile(b, data.as_ref()))
         .transpose()?;
     spec.timeout = parse_duration(&a.timeout)?;
     if spec.timeout.is_zero() {
@@ -276,17 +337,95 @@ fn drive(a: RunArgs) -> Result<()> {
     if let Some(t) = a.threads {
         spec.threads = t.max(1);
     }
+    spec.http = HttpVersion::parse(&a.http)?;
+    spec.tls = TlsOptions {
+        insecure: a.insecure,
+        ca_file: a.cacert.clone(),
+    };
+    let live_args = LiveArgs {
+        hlog: a.hlog.clone(),
+        remote_write: a.remote_write.clone(),
+        labels: parse_labels(&a.remote_write_label)?,
+    };
+    if a.coordinator {
+        let wire = wire_spec(&a, &spec, body.as_deref())?;
+        let bound = parse_duration(&a.max_clock_offset)?;
+        let (outputs, senders) = LiveOutputs::start(&live_args)?;
+        let progress = !a.no_progress && !a.out.quiet;
+        let result =
+            super::drive_coord::coordinate(a.workers.clone(), wire, bound, &senders, progress);
+        drop(senders);
+        outputs.finish(a.out.quiet)?;
+        let (m, lost, interrupted) = result?;
+        if let Some(path) = &a.csv {
+            write_csv(path, &m)?;
+        }
+        let ran = if interrupted {
+            Ran::Interrupted
+        } else if lost {
+            Ran::LostWorker
+        } else {
+            Ran::Drove
+        };
+        return finish(&[m], &a.out, ran);
+    }
+    let (outputs, senders) = LiveOutputs::start(&live_args)?;
     let control = RunControl {
         progress: !a.no_progress && !a.out.quiet,
         ctrl_c: true,
+        live: senders,
+        cpu_clock: Some(perfpilot_sys::self_cpu_time),
+        ..Default::default()
     };
-    let m = perfpilot_drive::run(&spec, &control)?;
+    let result = perfpilot_drive::run(&spec, &control);
+    drop(control);
+    outputs.finish(a.out.quiet)?;
+    let m = result?;
+    if let Some(path) = &a.csv {
+        write_csv(path, &m)?;
+    }
     let ran = if cut_short(&m, &spec) {
         Ran::Interrupted
     } else {
         Ran::Drove
     };
     finish(&[m], &a.out, ran)
+}
+
+/// The run of `a` in the form workers receive (template, data and CA as text).
+fn wire_spec(a: &RunArgs, spec: &DriveSpec, body: Option<&str>) -> Result<WireSpec> {
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    Ok(WireSpec {
+        targets: spec.targets.clone(),
+        method: spec.method.clone(),
+        headers: spec.headers.clone(),
+        body: body.map(str::to_string),
+        data: match &a.data {
+            Some(p) => Some((p.display().to_string(), read(p)?)),
+            None => None,
+        },
+        load: match &spec.load {
+            Load::Closed { users, .. } => WireLoad::Closed {
+                users: *users,
+                think: a.think_time.clone(),
+            },
+            Load::Open { rate, connections } => WireLoad::Open {
+                rate: *rate,
+                connections: *connections,
+            },
+        },
+        timeout_ms: spec.timeout.as_millis() as u64,
+        warmup_ms: spec.warmup.as_millis() as u64,
+        duration_ms: spec.duration.as_millis() as u64,
+        threads: a.threads,
+        http: a.http.clone(),
+        insecure: a.insecure,
+        ca_pem: a.cacert.as_ref().map(read).transpose()?,
+        slot_offset: 0,
+        schedule_offset_us: 0,
+    })
 }
 
 /// How the measurements to finish came about, which decides the exit codes that apply.
@@ -298,6 +437,8 @@ enum Ran {
     Interrupted,
     /// Read from files or a command's number: only thresholds decide.
     Read,
+    /// A coordinated run in which a worker was lost.
+    LostWorker,
 }
 
 fn parse_thresholds(exprs: &[String]) -> Result<Vec<Threshold>> {
@@ -342,7 +483,7 @@ fn finish(ms: &[Measurement], out: &OutputArgs, ran: Ran) -> Result<()> {
     if interrupted {
         std::process::exit(EXIT_INTERRUPTED);
     }
-    if ran == Ran::Drove {
+    if ran == Ran::Drove || ran == Ran::LostWorker {
         let failed: Vec<String> = ms.iter().filter_map(none_succeeded).collect();
         if !failed.is_empty() {
             for why in &failed {
@@ -353,6 +494,12 @@ fn finish(ms: &[Measurement], out: &OutputArgs, ran: Ran) -> Result<()> {
     }
     if !verdict.passed() {
         std::process::exit(EXIT_THRESHOLD);
+    }
+    if ran == Ran::LostWorker {
+        eprintln!(
+            "error: a worker was lost during the run (see above); the merged result covers the rest"
+        );
+        std::process::exit(EXIT_WORKER_LOST);
     }
     Ok(())
 }

@@ -5,6 +5,8 @@ pub mod bench;
 pub mod capacity;
 pub mod daemon;
 pub mod drive;
+pub mod drive_coord;
+pub mod drive_live;
 pub mod dump;
 pub mod fleet;
 pub mod generate;
