@@ -37,6 +37,7 @@ pub mod clock;
 pub mod collapse;
 mod cpuset;
 mod error;
+pub mod failpoint;
 mod fs;
 pub mod ipc;
 pub mod knob;
