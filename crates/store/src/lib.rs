@@ -76,6 +76,11 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn =
             Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
+        // Another program's database is never written into (not even its journal mode).
+        let tables = schema::foreign_tables(&conn).map_err(|e| fail(e.to_string()))?;
+        if !tables.is_empty() {
+            return Err(Error::Foreign { path, tables });
+        }
         configure(&conn).map_err(fail)?;
         schema::migrate(&mut conn).map_err(|e| migrate_error(&path, e))?;
         schema::write_probe(&conn).map_err(|e| fail(format!("cannot write to it: {e}")))?;
@@ -90,7 +95,11 @@ impl Store {
             retention: Retention::default(),
             retention_state: samples::RetentionState::default(),
         };
-        store.retention_state = samples::RetentionState::load(&store)?;
+        // A damaged sample table must not lock the journal away: retention then starts from
+        // nothing, and reading or appending samples reports the damage.
+        if let Ok(r) = samples::RetentionState::load(&store) {
+            store.retention_state = r;
+        }
         Ok(store)
     }
 
