@@ -84,7 +84,11 @@ pub struct Lock {
 impl Lock {
     /// Takes the lock of `state_dir`, or says who holds it.
     pub fn take(state_dir: &Path) -> Result<Lock, DaemonError> {
-        std::fs::create_dir_all(state_dir).map_err(|source| DaemonError::StateDir {
+        // Created 0700: the journal and status say what runs on the machine.
+        use std::os::unix::fs::DirBuilderExt;
+        let mut dir = std::fs::DirBuilder::new();
+        dir.recursive(true).mode(0o700);
+        dir.create(state_dir).map_err(|source| DaemonError::StateDir {
             dir: state_dir.to_path_buf(),
             source,
         })?;
@@ -198,6 +202,7 @@ pub fn run(opts: &Options, stop: Arc<AtomicBool>) -> Result<(), DaemonError> {
     }
     // Recovery, and `shmem_enabled` raised before anything is sampled (it logs its own lines).
     engine.begin()?;
+    crate::privilege::drop_after_start();
     let mut governor = Governor::new(engine.tun.interval_s);
     let mut effective = engine.tun.interval_s;
     while !stop.load(Ordering::SeqCst) && opts.run_for.is_none_or(|d| start.elapsed() < d) {

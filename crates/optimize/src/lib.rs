@@ -17,6 +17,7 @@ pub mod daemon;
 pub mod engine;
 pub mod journal;
 pub mod preset;
+pub mod privilege;
 pub mod signal;
 pub mod stats;
 pub mod strategy;

@@ -64,12 +64,28 @@ impl Store {
             path: path.clone(),
             reason,
         };
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
+            // Directories created 0700 and a new store 0600 (SQLite gives its -wal and -shm
+            // files the store's mode): what perfpilot records is the machine's business.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
                 .map_err(|e| fail(format!("cannot create directory {}: {e}", parent.display())))?;
         }
         if path.is_dir() {
             return Err(fail("it is a directory".into()));
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(fail(e.to_string())),
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE

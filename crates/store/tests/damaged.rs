@@ -278,5 +278,7 @@ fn a_full_disk_is_an_error_naming_the_store_and_the_journal_stays_readable() {
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("full disk:"), "{stdout}");
+    let line = stdout.lines().find(|l| l.starts_with("full disk:"));
+    assert!(line.is_some(), "{stdout}");
+    println!("{}", line.unwrap_or_default());
 }
