@@ -112,9 +112,12 @@ fn the_daemon_survives_thousands_of_short_lived_processes_and_touches_no_other()
             return true;
         };
         // Our children and their children (the load's shells) and ourselves.
-        let ppid = s
-            .rfind(')')
-            .and_then(|i| s[i + 2..].split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()));
+        let ppid = s.rfind(')').and_then(|i| {
+            s[i + 2..]
+                .split(' ')
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok())
+        });
         pid == me || ppid == Some(me)
     };
     let before = snapshot(&ours);

@@ -109,9 +109,7 @@ impl Rig {
         std::fs::create_dir_all(knob.parent().unwrap()).unwrap();
         std::fs::write(&knob, SHMEM_START).unwrap();
         let load = match s {
-            Scenario::AffinityHelps => {
-                Load::spawn(tag, &["--threads", "3", "--late-thread", "3"])
-            }
+            Scenario::AffinityHelps => Load::spawn(tag, &["--threads", "3", "--late-thread", "3"]),
             Scenario::AffinityHurts => Load::spawn(tag, &["--threads", "3"]),
             Scenario::LargePages => Load::spawn(tag, &["--threads", "2", "--touch-mib", "24"]),
         };
@@ -121,11 +119,15 @@ impl Rig {
         // worse; the large-pages trial is judged by a gauge that never moves.
         let (signal, strategies) = match s {
             Scenario::AffinityHelps => (
-                format!("grep -Eq 'Cpus_allowed_list:[[:space:]]*[0-9]+$' /proc/{pid}/status && echo 100 || echo 50"),
+                format!(
+                    "grep -Eq 'Cpus_allowed_list:[[:space:]]*[0-9]+$' /proc/{pid}/status && echo 100 || echo 50"
+                ),
                 "large_pages = false\n",
             ),
             Scenario::AffinityHurts => (
-                format!("grep -Eq 'Cpus_allowed_list:[[:space:]]*[0-9]+$' /proc/{pid}/status && echo 50 || echo 100"),
+                format!(
+                    "grep -Eq 'Cpus_allowed_list:[[:space:]]*[0-9]+$' /proc/{pid}/status && echo 50 || echo 100"
+                ),
                 "large_pages = false\n",
             ),
             Scenario::LargePages => (
@@ -198,8 +200,15 @@ impl Rig {
     fn check_restored(&self, what: &str) {
         let all = all_cpus();
         let m = masks(self.load.pid());
-        assert!(m.iter().all(|x| *x == all), "{what}: masks {m:?}, not {all}");
-        assert_eq!(self.knob(), "never", "{what}: shmem_enabled was not restored");
+        assert!(
+            m.iter().all(|x| *x == all),
+            "{what}: masks {m:?}, not {all}"
+        );
+        assert_eq!(
+            self.knob(),
+            "never",
+            "{what}: shmem_enabled was not restored"
+        );
         let s = status_json(&self.state());
         for a in s["actions"].as_array().into_iter().flatten() {
             let state = a["state"].as_str().unwrap_or_default();
@@ -258,23 +267,103 @@ fn revert_ok(rig: &Rig, what: &str) {
 }
 
 const CASES: &[Case] = &[
-    Case { scenario: Scenario::AffinityHelps, point: "engine.trial.begun", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::AffinityHelps, point: "engine.step.journaled", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::AffinityHelps, point: "engine.step.applied", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::AffinityHelps, point: "engine.interleave.off", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::AffinityHelps, point: "engine.interleave.on", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::AffinityHelps, point: "engine.verdict.kept", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::AffinityHelps, point: "engine.enforce.journaled", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::AffinityHelps, point: "engine.stop.undone", nth: 0, run_for: "5s" },
-    Case { scenario: Scenario::AffinityHelps, point: "journal.undo.next", nth: 0, run_for: "5s" },
-    Case { scenario: Scenario::AffinityHurts, point: "engine.verdict.undone", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::LargePages, point: "engine.start_knob.begun", nth: 0, run_for: "60s" },
-    Case { scenario: Scenario::LargePages, point: "engine.start_knob.applied", nth: 0, run_for: "60s" },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.trial.begun",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.step.journaled",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.step.applied",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.interleave.off",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.interleave.on",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.verdict.kept",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.enforce.journaled",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "engine.stop.undone",
+        nth: 0,
+        run_for: "5s",
+    },
+    Case {
+        scenario: Scenario::AffinityHelps,
+        point: "journal.undo.next",
+        nth: 0,
+        run_for: "5s",
+    },
+    Case {
+        scenario: Scenario::AffinityHurts,
+        point: "engine.verdict.undone",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::LargePages,
+        point: "engine.start_knob.begun",
+        nth: 0,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::LargePages,
+        point: "engine.start_knob.applied",
+        nth: 0,
+        run_for: "60s",
+    },
     // The start-up knob is the first journaled step; the collapse steps follow, paced.
-    Case { scenario: Scenario::LargePages, point: "engine.step.journaled", nth: 1, run_for: "60s" },
-    Case { scenario: Scenario::LargePages, point: "engine.step.applied", nth: 1, run_for: "60s" },
-    Case { scenario: Scenario::LargePages, point: "engine.step.applied", nth: 3, run_for: "60s" },
-    Case { scenario: Scenario::LargePages, point: "engine.start_knob.restored", nth: 0, run_for: "2s" },
+    Case {
+        scenario: Scenario::LargePages,
+        point: "engine.step.journaled",
+        nth: 1,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::LargePages,
+        point: "engine.step.applied",
+        nth: 1,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::LargePages,
+        point: "engine.step.applied",
+        nth: 3,
+        run_for: "60s",
+    },
+    Case {
+        scenario: Scenario::LargePages,
+        point: "engine.start_knob.restored",
+        nth: 0,
+        run_for: "2s",
+    },
 ];
 
 #[test]

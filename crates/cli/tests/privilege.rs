@@ -62,7 +62,9 @@ fn the_daemon_drops_what_it_does_not_need_and_keeps_its_state_private() {
     let pid = d.id();
     // status.json is written after the first scan, which comes after the drop.
     assert!(
-        wait_until(Duration::from_secs(60), || state.join("status.json").exists()
+        wait_until(Duration::from_secs(60), || state
+            .join("status.json")
+            .exists()
             && status_if_written(&state).is_some_and(|s| s["running"] == true)),
         "the daemon never started"
     );
@@ -121,7 +123,10 @@ fn revert_and_setting_tunables_refuse_a_user_who_does_not_own_the_state() {
     let out = as_nobody(&["tunables", "-o", "windows=4", "--state-dir", s]).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("run it as root") && err.contains("tunables -o"), "{err}");
+    assert!(
+        err.contains("run it as root") && err.contains("tunables -o"),
+        "{err}"
+    );
     assert!(!state.join("perfpilot.db").exists(), "a store was created");
 
     // A user's own state directory: allowed.

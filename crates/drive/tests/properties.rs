@@ -6,7 +6,11 @@ use proptest::prelude::*;
 
 fn values() -> impl Strategy<Value = Vec<u64>> {
     prop::collection::vec(
-        prop_oneof![0u64..1_000, 1_000u64..1_000_000, 1_000_000u64..60_000_000_000],
+        prop_oneof![
+            0u64..1_000,
+            1_000u64..1_000_000,
+            1_000_000u64..60_000_000_000
+        ],
         0..400,
     )
 }

@@ -17,7 +17,10 @@ fn files(dir: &Path) -> Vec<Vec<u8>> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut paths: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
+    let mut paths: Vec<PathBuf> = rd
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
     paths.sort();
     paths
         .into_iter()
@@ -29,7 +32,8 @@ fn files(dir: &Path) -> Vec<Vec<u8>> {
 /// One mutation of `input`, with `other` as material to splice in.
 fn mutate(rng: &mut perfpilot_stats::Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
     let mut v = input.to_vec();
-    let below = |rng: &mut perfpilot_stats::Rng, n: usize| (rng.next_u64() % n.max(1) as u64) as usize;
+    let below =
+        |rng: &mut perfpilot_stats::Rng, n: usize| (rng.next_u64() % n.max(1) as u64) as usize;
     for _ in 0..1 + below(rng, 4) {
         match below(rng, 6) {
             0 if !v.is_empty() => {
@@ -42,7 +46,9 @@ fn mutate(rng: &mut perfpilot_stats::Rng, input: &[u8], other: &[u8]) -> Vec<u8>
             }
             2 => {
                 let i = below(rng, v.len() + 1);
-                let b = [b'0', b'9', b'-', b',', b' ', b'\n', b':', b'"', b'[', b'{', 0xff][below(rng, 11)];
+                let b = [
+                    b'0', b'9', b'-', b',', b' ', b'\n', b':', b'"', b'[', b'{', 0xff,
+                ][below(rng, 11)];
                 v.insert(i, b);
             }
             3 if !v.is_empty() => {

@@ -88,10 +88,11 @@ impl Lock {
         use std::os::unix::fs::DirBuilderExt;
         let mut dir = std::fs::DirBuilder::new();
         dir.recursive(true).mode(0o700);
-        dir.create(state_dir).map_err(|source| DaemonError::StateDir {
-            dir: state_dir.to_path_buf(),
-            source,
-        })?;
+        dir.create(state_dir)
+            .map_err(|source| DaemonError::StateDir {
+                dir: state_dir.to_path_buf(),
+                source,
+            })?;
         let path = state_dir.join("daemon.lock");
         let mut file = std::fs::OpenOptions::new()
             .read(true)

@@ -28,10 +28,7 @@ pub const DAEMON_KEEPS: &[(Capability, &str)] = &[
         Capability::CAP_SETUID,
         "asking a server as its own user (peer authentication of PostgreSQL's socket), one thread at a time",
     ),
-    (
-        Capability::CAP_SETGID,
-        "the same, for the server's group",
-    ),
+    (Capability::CAP_SETGID, "the same, for the server's group"),
 ];
 
 /// What a command needs, for `docs/reliability.md` and the test that checks it.

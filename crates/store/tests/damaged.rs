@@ -139,9 +139,16 @@ fn another_programs_database_is_refused_and_left_unchanged() {
     let e = Store::open(&path).unwrap_err();
     assert_names(&e, &path);
     let msg = e.to_string();
-    assert!(msg.contains("another program") && msg.contains("accounts"), "{msg}");
+    assert!(
+        msg.contains("another program") && msg.contains("accounts"),
+        "{msg}"
+    );
     assert!(e.is_nothing_there(), "{e:?}");
-    assert_eq!(std::fs::read(&path).unwrap(), before, "the file was written");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file was written"
+    );
     let e = Store::open_existing(&path).unwrap_err();
     assert!(e.is_nothing_there(), "{e:?}");
 }
@@ -261,7 +268,12 @@ fn a_full_disk_is_an_error_naming_the_store_and_the_journal_stays_readable() {
     let out = Command::new("unshare")
         .args(["--mount", "--propagation", "private"])
         .arg(&exe)
-        .args(["full_disk_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "full_disk_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(FULL_CHILD, dir.path())
         .output();
     let out = match out {
