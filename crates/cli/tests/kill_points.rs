@@ -78,7 +78,7 @@ fn all_cpus() -> String {
 /// What the daemon is set up to try.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Scenario {
-    /// Cache affinity that helps (kept), with a thread started after it is applied.
+    /// Cache affinity that helps (kept), with a thread started 15 s in, after it is applied (unless scans are very late).
     AffinityHelps,
     /// Cache affinity that hurts (reverted after its verdict).
     AffinityHurts,
@@ -109,7 +109,7 @@ impl Rig {
         std::fs::create_dir_all(knob.parent().unwrap()).unwrap();
         std::fs::write(&knob, SHMEM_START).unwrap();
         let load = match s {
-            Scenario::AffinityHelps => Load::spawn(tag, &["--threads", "3", "--late-thread", "3"]),
+            Scenario::AffinityHelps => Load::spawn(tag, &["--threads", "3", "--late-thread", "15"]),
             Scenario::AffinityHurts => Load::spawn(tag, &["--threads", "3"]),
             Scenario::LargePages => Load::spawn(tag, &["--threads", "2", "--touch-mib", "24"]),
         };
@@ -314,13 +314,13 @@ const CASES: &[Case] = &[
         scenario: Scenario::AffinityHelps,
         point: "engine.stop.undone",
         nth: 0,
-        run_for: "12s",
+        run_for: "25s",
     },
     Case {
         scenario: Scenario::AffinityHelps,
         point: "journal.undo.next",
         nth: 0,
-        run_for: "12s",
+        run_for: "25s",
     },
     Case {
         scenario: Scenario::AffinityHurts,
