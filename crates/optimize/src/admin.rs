@@ -24,6 +24,9 @@ pub enum AdminError {
         /// The state directory.
         dir: PathBuf,
     },
+    /// The caller may not change what the directory journals (not root, not its owner).
+    #[error("{0}")]
+    NotAllowed(String),
     /// The directory holds no journal (revert).
     #[error("no perfpilot state in {}", dir.display())]
     NoState {
@@ -137,6 +140,7 @@ pub fn evidence(rec: &ActionRecord) -> String {
 /// Reverts the open actions of `dir` (all, or those in `ids`) from its journal, while no daemon
 /// runs on it. Returns each reverted action with what was restored, line by line.
 pub fn revert(dir: &Path, ids: Option<&[i64]>) -> Result<Vec<(i64, Vec<String>)>, AdminError> {
+    crate::privilege::may_change(dir, "revert").map_err(AdminError::NotAllowed)?;
     if let Some(pid) = Lock::held(dir) {
         return Err(AdminError::Running {
             dir: dir.to_path_buf(),

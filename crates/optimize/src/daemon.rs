@@ -86,10 +86,15 @@ pub struct Lock {
 impl Lock {
     /// Takes the lock of `state_dir`, or says who holds it.
     pub fn take(state_dir: &Path) -> Result<Lock, DaemonError> {
-        std::fs::create_dir_all(state_dir).map_err(|source| DaemonError::StateDir {
-            dir: state_dir.to_path_buf(),
-            source,
-        })?;
+        // Created 0700: the journal and status say what runs on the machine.
+        use std::os::unix::fs::DirBuilderExt;
+        let mut dir = std::fs::DirBuilder::new();
+        dir.recursive(true).mode(0o700);
+        dir.create(state_dir)
+            .map_err(|source| DaemonError::StateDir {
+                dir: state_dir.to_path_buf(),
+                source,
+            })?;
         let path = state_dir.join("daemon.lock");
         let mut file = std::fs::OpenOptions::new()
             .read(true)
@@ -254,6 +259,7 @@ pub fn run_publishing(
     }
     // Recovery, and `shmem_enabled` raised before anything is sampled (it logs its own lines).
     engine.begin()?;
+    crate::privilege::drop_after_start();
     let mut governor = Governor::new(engine.tun.interval_s);
     let mut effective = engine.tun.interval_s;
     let mut config_error: Option<String> = None;

@@ -5,6 +5,7 @@
 use perfpilot_store::journal::ActionState;
 use perfpilot_store::{ActionRecord, Store};
 use perfpilot_sys::change::{self, Change, Restored, Undo};
+use perfpilot_sys::failpoint::kill_point;
 use perfpilot_sys::{CpuSet, Fs};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
@@ -76,7 +77,10 @@ pub fn starttime(fs: &Fs, pid: i32) -> Option<u64> {
 /// whose pid now belongs to another process. Returns a line per record for the log.
 pub fn undo_all(fs: &Fs, members: &[(i32, u64)], undos: &[Undo]) -> Vec<String> {
     let mut out = Vec::new();
-    for u in undos.iter().rev() {
+    for (i, u) in undos.iter().rev().enumerate() {
+        if i > 0 {
+            kill_point("journal.undo.next");
+        }
         if let Some(pid) = undo_pid(u) {
             let expected = members.iter().find(|m| m.0 == pid).map(|m| m.1);
             match (starttime(fs, pid), expected) {
@@ -150,6 +154,7 @@ pub fn revert_open(
         for l in &lines {
             info!(action = rec.id, strategy = %rec.strategy, workload = %rec.workload, "revert: {l}");
         }
+        kill_point("revert.undone");
         if irreversible {
             // Huge pages stay: the action ends rather than being undone.
             store.journal_set_state(

@@ -20,6 +20,7 @@ pub mod engine;
 pub mod fleet;
 pub mod journal;
 pub mod preset;
+pub mod privilege;
 pub mod signal;
 pub mod stats;
 pub mod strategy;

@@ -51,6 +51,20 @@ pub enum Error {
         /// The store's path.
         path: PathBuf,
     },
+    /// [`Store::open`] found another program's SQLite database at the store's path.
+    ///
+    /// [`Store::open`]: crate::Store::open
+    #[error(
+        "{path} is another program's SQLite database (tables: {}); perfpilot does not write \
+         into it: choose another --store path (or --state-dir)",
+        tables.join(", ")
+    )]
+    Foreign {
+        /// The store's path.
+        path: PathBuf,
+        /// Its tables.
+        tables: Vec<String>,
+    },
     /// No default store path: not root, and neither `XDG_STATE_HOME` nor `HOME` is set.
     #[error("no default store path: set XDG_STATE_HOME or HOME, or pass --store PATH")]
     NoDefaultPath,
@@ -80,9 +94,12 @@ pub enum Error {
 impl Error {
     /// Whether the error says there is no store at all (the path holds nothing perfpilot
     /// wrote), as opposed to a store that could not be read: [`Error::Missing`] and
-    /// [`Error::NotAStore`].
+    /// [`Error::NotAStore`], [`Error::Foreign`].
     pub fn is_nothing_there(&self) -> bool {
-        matches!(self, Error::Missing { .. } | Error::NotAStore { .. })
+        matches!(
+            self,
+            Error::Missing { .. } | Error::NotAStore { .. } | Error::Foreign { .. }
+        )
     }
 }
 

@@ -64,18 +64,39 @@ impl Store {
             path: path.clone(),
             reason,
         };
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
+            // Directories created 0700 and a new store 0600 (SQLite gives its -wal and -shm
+            // files the store's mode): what perfpilot records is the machine's business.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
                 .map_err(|e| fail(format!("cannot create directory {}: {e}", parent.display())))?;
         }
         if path.is_dir() {
             return Err(fail("it is a directory".into()));
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(fail(e.to_string())),
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn =
             Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
+        // Another program's database is never written into (not even its journal mode).
+        let tables = schema::foreign_tables(&conn).map_err(|e| fail(e.to_string()))?;
+        if !tables.is_empty() {
+            return Err(Error::Foreign { path, tables });
+        }
         configure(&conn).map_err(fail)?;
         schema::migrate(&mut conn).map_err(|e| migrate_error(&path, e))?;
         schema::write_probe(&conn).map_err(|e| fail(format!("cannot write to it: {e}")))?;
@@ -90,7 +111,11 @@ impl Store {
             retention: Retention::default(),
             retention_state: samples::RetentionState::default(),
         };
-        store.retention_state = samples::RetentionState::load(&store)?;
+        // A damaged sample table must not lock the journal away: retention then starts from
+        // nothing, and reading or appending samples reports the damage.
+        if let Ok(r) = samples::RetentionState::load(&store) {
+            store.retention_state = r;
+        }
         Ok(store)
     }
 

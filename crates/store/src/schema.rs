@@ -108,6 +108,19 @@ pub(crate) fn version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0))
 }
 
+/// The tables of a database with no perfpilot schema (version 0): another program's, when
+/// there are any. Empty for a new file and for a perfpilot store.
+pub(crate) fn foreign_tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    if version(conn)? != 0 {
+        return Ok(Vec::new());
+    }
+    let mut st = conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )?;
+    let names = st.query_map([], |r| r.get::<_, String>(0))?;
+    names.collect()
+}
+
 /// Brings the schema to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
     loop {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use perfpilot_drive::fetch;
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
+use perfpilot_sys::failpoint::kill_point;
 
 use crate::layout::{InstanceLayout, Layout};
 use crate::spec::{Config, Ready, Study, render, split_words};
@@ -84,8 +85,10 @@ impl KnobGuard {
             self.undo.pop();
             return Err(e);
         }
+        kill_point("study.knob.journaled");
         change::apply(&self.fs, &c)
             .map_err(|e| format!("knob /{rel} cannot be set to {value:?}: {e}"))?;
+        kill_point("study.knob.applied");
         Ok(())
     }
 
@@ -115,6 +118,7 @@ impl KnobGuard {
             if let Err(e) = change::undo(&self.fs, &u) {
                 failed.push(e.to_string());
             }
+            kill_point("study.knob.restoring");
         }
         if failed.is_empty()
             && let Some(path) = &self.journal

@@ -8,6 +8,9 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fs {
     root: PathBuf,
+    /// Test builds only (`failpoints`): a directory whose files stand in for the live ones of
+    /// the same relative path, so crash tests write a fixture instead of a global knob.
+    overlay: Option<PathBuf>,
 }
 
 impl Default for Fs {
@@ -21,12 +24,16 @@ impl Fs {
     pub fn live() -> Self {
         Fs {
             root: PathBuf::from("/"),
+            overlay: crate::failpoint::sysfs_overlay(),
         }
     }
 
     /// A captured tree: `root/proc/...` and `root/sys/...`.
     pub fn at(root: impl Into<PathBuf>) -> Self {
-        Fs { root: root.into() }
+        Fs {
+            root: root.into(),
+            overlay: None,
+        }
     }
 
     /// True for the running system (syscalls make sense only there).
@@ -41,7 +48,17 @@ impl Fs {
 
     /// `root/rel`, where `rel` is relative (`proc/stat`).
     pub fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel.trim_start_matches('/'))
+        let rel = rel.trim_start_matches('/');
+        if let Some(p) = self.overlaid(rel) {
+            return p;
+        }
+        self.root.join(rel)
+    }
+
+    /// The overlay's file standing in for `rel`, if there is one (test builds only).
+    pub(crate) fn overlaid(&self, rel: &str) -> Option<PathBuf> {
+        let p = self.overlay.as_ref()?.join(rel.trim_start_matches('/'));
+        p.is_file().then_some(p)
     }
 
     /// Reads a whole file as text.

@@ -53,7 +53,9 @@ pub fn write_knob(fs: &Fs, rel: &str, value: &str) -> Result<()> {
     let target = || format!("{} (value {value:?})", path.display());
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .truncate(!fs.is_live())
+        // A live knob takes the value written; a file of a tree (or the test overlay) must
+        // lose its old text.
+        .truncate(!fs.is_live() || fs.overlaid(rel).is_some())
         .open(&path)
         .map_err(|source| Error::Syscall {
             call: "open for writing",

@@ -41,6 +41,7 @@ pub mod collapse;
 pub mod cpugroup;
 mod cpuset;
 mod error;
+pub mod failpoint;
 mod fs;
 pub mod ipc;
 pub mod knob;

@@ -272,6 +272,8 @@ pub fn run_tunables(a: TunablesArgs) -> anyhow::Result<()> {
             Err(e) => return Err(e.into()),
         }
     } else {
+        perfpilot_optimize::privilege::may_change(&dir, "tunables -o")
+            .map_err(anyhow::Error::msg)?;
         let mut store = Store::open(&path)?;
         for kv in &a.set {
             let (n, v) = kv

@@ -5,6 +5,7 @@ use perfpilot_store::Store;
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Applied, Change, Undo};
 use perfpilot_sys::collapse::{CollapseFailure, CollapseOutcome};
+use perfpilot_sys::failpoint::kill_point;
 use serde::Serialize;
 use tracing::warn;
 
@@ -34,7 +35,10 @@ pub(super) fn journal_and_apply(
     doc.changes.push(c.clone());
     undo.push(u);
     store.journal_extend(id, &json(doc), &json(undo))?;
-    match making_changes(|| change::apply(fs, &c)) {
+    kill_point("engine.step.journaled");
+    let applied = making_changes(|| change::apply(fs, &c));
+    kill_point("engine.step.applied");
+    match applied {
         Ok(a) => Ok(Some(a)),
         Err(e) => {
             warn!(action = id, "applying {} failed: {e}", describe(&c));

@@ -6,6 +6,7 @@ use perfpilot_observe::workload::{Member, Workload};
 use perfpilot_store::Store;
 use perfpilot_store::journal::ActionState;
 use perfpilot_sys::change::{self, Change, Undo};
+use perfpilot_sys::failpoint::kill_point;
 use perfpilot_sys::process::ProcReader;
 use perfpilot_sys::{CpuSet, Fs};
 use tracing::{info, warn};
@@ -77,6 +78,7 @@ impl Engine {
             for line in journal::undo_all(&self.fs, &doc.members, &undo) {
                 info!(action = rec.id, workload = %rec.workload, strategy = %rec.strategy, "recovery: {line}");
             }
+            kill_point("engine.recover.undone");
             self.store.journal_set_state(
                 rec.id,
                 ActionState::Reverted,
@@ -240,6 +242,7 @@ pub(super) fn bind_new_threads(
         doc.changes.push(c.clone());
         undo.push(u);
         store.journal_extend(id, &json(doc), &json(undo))?;
+        kill_point("engine.enforce.journaled");
         match making_changes(|| change::apply(fs, &c)) {
             Ok(_) => bound += new.len(),
             Err(e) => warn!(action = id, "binding new threads: {}: {e}", describe(&c)),

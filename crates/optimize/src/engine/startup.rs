@@ -13,6 +13,7 @@
 
 use perfpilot_store::journal::ActionState;
 use perfpilot_sys::change::Change;
+use perfpilot_sys::failpoint::kill_point;
 use perfpilot_sys::knob::read_knob;
 use tracing::{info, warn};
 
@@ -160,6 +161,7 @@ impl Engine {
             "[]",
             &reason,
         )?;
+        kill_point("engine.start_knob.begun");
         let mut undo = Vec::new();
         let applied =
             journal_and_apply(&mut self.store, &self.fs, id, &mut doc, &mut undo, change)?;
@@ -175,6 +177,7 @@ impl Engine {
                 .push(format!("shmem_enabled: could not be raised (action {id})"));
             return Ok(());
         }
+        kill_point("engine.start_knob.applied");
         self.store.journal_set_state(
             id,
             ActionState::Kept,
@@ -227,6 +230,7 @@ impl Engine {
                 continue;
             }
             let lines = journal::undo_all(&self.fs, &doc.members, &undo);
+            kill_point("engine.start_knob.restored");
             let note = format!("{how}: {}", lines.join("; "));
             info!(action = rec.id, "shmem_enabled {note}");
             // Status no longer says it is raised.

@@ -6,6 +6,7 @@
 
 use perfpilot_store::journal::ActionState;
 use perfpilot_sys::change::Undo;
+use perfpilot_sys::failpoint::kill_point;
 use tracing::{info, warn};
 
 use super::apply::json;
@@ -180,6 +181,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let (undone, stay): (Vec<Undo>, Vec<Undo>) = undo.into_iter().partition(|u| fate.undoes(u));
         let lines = journal::undo_all(&self.fs, a.members, &undone);
+        kill_point("engine.stop.undone");
         if fate.state().is_open() && !undone.is_empty() {
             // Still open: `perfpilot revert` and recovery must not undo the knob again.
             self.store.journal_extend(a.id, &a.doc, &json(&stay))?;

@@ -9,6 +9,7 @@ use perfpilot_store::Store;
 use perfpilot_store::journal::ActionState;
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{Change, Undo};
+use perfpilot_sys::failpoint::kill_point;
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 
@@ -318,9 +319,11 @@ impl Trial {
                     for l in journal::undo_all(io.fs, &self.doc.members, &self.undo) {
                         debug!(action = self.id, "interleave off: {l}");
                     }
+                    kill_point("engine.interleave.off");
                     self.on = false;
                 } else {
                     reapply(io.fs, self.id, &self.doc.changes);
+                    kill_point("engine.interleave.on");
                     if let Some(mask) = self.doc.bound_to.clone() {
                         bind_new_threads(
                             io.store,
@@ -508,6 +511,7 @@ impl Engine {
             &json(&undo),
             &p.reason,
         )?;
+        kill_point("engine.trial.begun");
         // Unverified actions have nothing to measure: they are applied (paced) and kept.
         let (phase, note) = match &p.signal {
             Some(sig) => {
@@ -587,6 +591,7 @@ impl Engine {
         if t.signal.is_none() && ending == Ending::Complete {
             let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
             self.store.journal_set_verdict(t.id, &v.to_string())?;
+            kill_point("engine.verdict.kept");
             self.store
                 .journal_set_state(t.id, ActionState::Kept, "unverified")?;
             info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept without verification: {}", t.reason);
@@ -611,6 +616,7 @@ impl Engine {
                     reapply(&self.fs, t.id, &t.doc.changes);
                 }
                 info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept: {why} [{}]", t.reason);
+                kill_point("engine.verdict.kept");
                 self.store
                     .journal_set_state(t.id, ActionState::Kept, &why)?;
                 self.actions.held.push(Held {
@@ -631,6 +637,7 @@ impl Engine {
                 } else {
                     Vec::new()
                 };
+                kill_point("engine.verdict.undone");
                 t.on = false;
                 // Huge pages are not split back: such an action ends, it is not reverted.
                 let (what, state) = if t.doc.irreversible {
@@ -661,6 +668,7 @@ impl Engine {
         let v = serde_json::json!({ "action": t.id, "decision": "abandoned", "why": why });
         self.store.journal_set_verdict(t.id, &v.to_string())?;
         let lines = journal::undo_all(&self.fs, &t.doc.members, &t.undo);
+        kill_point("engine.verdict.undone");
         t.on = false;
         let state = if t.doc.irreversible {
             ActionState::Ended

@@ -1,0 +1,202 @@
+//! Fuzz targets: every parser of input from outside perfpilot (procfs and sysfs files, the
+//! Prometheus text format, the outputs of load drivers, JMVA XML, model, study and daemon files,
+//! the Measurement JSON, the store's stored blobs and journal entries), each behind one
+//! function that must return for any bytes: an error is fine, a panic is the bug.
+//!
+//! `fuzz/` runs them under libFuzzer (`scripts/fuzz [SECONDS]`); this crate's test replays the
+//! corpus under `fuzz/corpus/TARGET/` and mutations of it as a smoke in CI.
+
+use std::path::Path;
+
+/// One fuzz target: its name (the corpus directory) and what it parses.
+pub struct Target {
+    /// The name, as `scripts/fuzz` and the corpus directory call it.
+    pub name: &'static str,
+    /// What it parses.
+    pub parses: &'static str,
+    /// The function under test.
+    pub run: fn(&[u8]),
+}
+
+fn text(data: &[u8]) -> &str {
+    // Most readers take text; invalid UTF-8 is cut at the first bad byte (the readers' callers
+    // turn such files into errors before parsing).
+    match std::str::from_utf8(data) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&data[..e.valid_up_to()]).unwrap_or_default(),
+    }
+}
+
+fn path() -> &'static Path {
+    Path::new("/fuzz/input")
+}
+
+/// Every target.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "proc_stat",
+        parses: "/proc/PID/stat and task stat",
+        run: |d| {
+            let _ = perfpilot_sys::process::parse_stat(d, path());
+        },
+    },
+    Target {
+        name: "proc_status",
+        parses: "/proc/PID/status and /proc/PID/io",
+        run: |d| {
+            let _ = perfpilot_sys::process::parse_status(text(d), path());
+            let _ = perfpilot_sys::process::parse_io(text(d), path());
+        },
+    },
+    Target {
+        name: "smaps_rollup",
+        parses: "/proc/PID/smaps_rollup",
+        run: |d| {
+            let _ = perfpilot_sys::process::parse_smaps_rollup(text(d), path());
+        },
+    },
+    Target {
+        name: "numa_maps",
+        parses: "/proc/PID/numa_maps",
+        run: |d| {
+            let _ = perfpilot_sys::process::parse_numa_maps(text(d), path());
+        },
+    },
+    Target {
+        name: "maps",
+        parses: "/proc/PID/maps (ranges and System V shared memory attachments)",
+        run: |d| {
+            if let Ok(ranges) = perfpilot_sys::process::parse_maps(text(d), path()) {
+                for r in ranges {
+                    let _ = r.collapsible(2 << 20);
+                }
+            }
+            let _ = perfpilot_sys::process::parse_maps_shm(text(d), path());
+        },
+    },
+    Target {
+        name: "system_files",
+        parses: "/proc/stat, /proc/diskstats, /proc/net/dev, /proc/net/tcp, /proc/net/unix, /proc/sysvipc/shm",
+        run: |d| {
+            let t = text(d);
+            let _ = perfpilot_sys::stat::parse_kernel_stat(t, path());
+            let _ = perfpilot_sys::block::parse_diskstats(t, path());
+            let _ = perfpilot_sys::net::parse_net_dev(t, path());
+            let _ = perfpilot_sys::net::parse_tcp(t, path());
+            let _ = perfpilot_sys::net::parse_unix(d, path());
+            let _ = perfpilot_sys::ipc::parse_shm_segments(t, path());
+        },
+    },
+    Target {
+        name: "cpu_list",
+        parses: "topology files (cpulist, online, node cpulists): the kernel's CPU list format",
+        run: |d| {
+            if let Ok(set) = perfpilot_sys::CpuSet::parse(text(d)) {
+                let again = perfpilot_sys::CpuSet::parse(&set.to_string());
+                assert_eq!(again.as_ref(), Ok(&set), "a CPU list does not read back");
+            }
+        },
+    },
+    Target {
+        name: "prometheus",
+        parses: "the Prometheus text format (probes and presets)",
+        run: |d| {
+            let page = perfpilot_optimize::preset::prometheus::parse(text(d));
+            for s in &page.samples {
+                let _ = s.label("le");
+            }
+        },
+    },
+    Target {
+        name: "driver_outputs",
+        parses: "wrk, pgbench and redis-benchmark outputs, and a command's printed number",
+        run: |d| {
+            let t = text(d);
+            let _ = perfpilot_drive::adapters::parse_wrk(t);
+            let _ = perfpilot_drive::adapters::parse_pgbench(t, t);
+            let _ = perfpilot_drive::adapters::parse_redis_benchmark_csv(t, 1000);
+        },
+    },
+    Target {
+        name: "jmva",
+        parses: "JMT's JMVA XML",
+        run: |d| {
+            if let Ok(net) = perfpilot_model::jmva::read(text(d)) {
+                let _ = perfpilot_model::jmva::write(&net);
+            }
+        },
+    },
+    Target {
+        name: "model_file",
+        parses: "model files, TOML and JSON",
+        run: |d| {
+            let _ = perfpilot_model::ModelFile::parse_toml(text(d));
+            let _ = perfpilot_model::ModelFile::parse_json(text(d));
+        },
+    },
+    Target {
+        name: "study_file",
+        parses: "study files (TOML)",
+        run: |d| {
+            let _ = perfpilot_study::Study::parse(text(d), path());
+        },
+    },
+    Target {
+        name: "daemon_config",
+        parses: "the daemon's configuration (TOML)",
+        run: |d| {
+            let _ = perfpilot_optimize::DaemonConfig::parse(text(d), path());
+        },
+    },
+    Target {
+        name: "measurement_json",
+        parses: "the Measurement JSON (drive results, study trials)",
+        run: |d| {
+            let _ = perfpilot_drive::Measurement::from_json(text(d));
+        },
+    },
+    Target {
+        name: "store_blob",
+        parses: "a stored sample (the first byte picks the encoding, the next four the length)",
+        run: |d| {
+            if d.len() < 5 {
+                return;
+            }
+            let raw_len = i64::from(u32::from_le_bytes([d[1], d[2], d[3], d[4]]) & 0xff_ffff);
+            let _ = perfpilot_store::samples::decode(i64::from(d[0] % 3), raw_len, &d[5..]);
+        },
+    },
+    Target {
+        name: "journal_entry",
+        parses: "the journal's `changes` and `undo` columns",
+        run: |d| {
+            let rec = perfpilot_store::ActionRecord {
+                id: 1,
+                signature: String::new(),
+                workload: String::new(),
+                strategy: String::new(),
+                state: perfpilot_store::journal::ActionState::Trial,
+                changes: text(d).to_string(),
+                undo: text(d).to_string(),
+                reason: String::new(),
+                note: String::new(),
+                verdict: None,
+                created_ms: 0,
+                updated_ms: 0,
+            };
+            let _ = perfpilot_optimize::journal::parse(&rec);
+            let _ = serde_json::from_str::<Vec<perfpilot_sys::change::Undo>>(text(d));
+        },
+    },
+];
+
+/// Runs target `name` on `data`; false when there is no such target.
+pub fn run(name: &str, data: &[u8]) -> bool {
+    match TARGETS.iter().find(|t| t.name == name) {
+        Some(t) => {
+            (t.run)(data);
+            true
+        }
+        None => false,
+    }
+}
