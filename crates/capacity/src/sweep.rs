@@ -149,6 +149,7 @@ pub fn measure(
                         &RunControl {
                             progress: false,
                             ctrl_c: false,
+                            ..Default::default()
                         },
                     )
                 })

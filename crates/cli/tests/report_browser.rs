@@ -179,6 +179,8 @@ fn study_report(scaling: Option<Scaling>) -> Report {
         effects: Vec::new(),
         apply: None,
         apply_note: None,
+        jobs: Vec::new(),
+        batch: Vec::new(),
     }
 }
 

@@ -125,7 +125,7 @@ impl Counters {
                     self.collapse_failures[i].fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Applied::Affinity(_) | Applied::Knob { .. } => {}
+            Applied::Affinity(_) | Applied::Knob { .. } | Applied::ScratchFs { .. } => {}
         }
     }
 
