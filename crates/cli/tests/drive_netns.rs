@@ -41,12 +41,12 @@ fn nginx(lab: &NetLab, dir: &kit::TempDir) -> NsProcess {
     p
 }
 
-/// A worker on host `i`, serving one coordinator.
+/// A worker on host `i`. Not `--once`: the readiness probe's connection would be its one.
 fn worker(lab: &NetLab, i: usize) -> NsProcess {
     let listen = format!("{}:7070", lab.addr(i));
     let child = lab
         .command(lab.host(i), EXE)
-        .args(["drive", "--worker", "--once", "--listen", &listen])
+        .args(["drive", "--worker", "--listen", &listen])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -21,6 +21,10 @@ pub const DAEMON_KEEPS: &[(Capability, &str)] = &[
         "reading other users' /proc/PID/{maps,smaps_rollup,numa_maps,io,environ} and pidfd_open + process_madvise on them (ptrace read access)",
     ),
     (
+        Capability::CAP_DAC_READ_SEARCH,
+        "reading other users' /proc/PID/{environ,io} (mode 0400: PERFPILOT=off and the I/O rates) and their /proc/PID/fd links (a server's listening sockets, from which its preset is found)",
+    ),
+    (
         Capability::CAP_PERFMON,
         "per-process PMU counters of other users' threads (perf_event_open)",
     ),
@@ -35,7 +39,7 @@ pub const DAEMON_KEEPS: &[(Capability, &str)] = &[
 pub const COMMANDS: &[(&str, &str)] = &[
     (
         "daemon",
-        "root: CAP_SYS_NICE, CAP_SYS_PTRACE, CAP_PERFMON, CAP_SETUID, CAP_SETGID after start (everything else dropped, bounding set too); as another user it acts only on that user's processes",
+        "root: CAP_SYS_NICE, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_PERFMON, CAP_SETUID, CAP_SETGID after start (everything else dropped, bounding set too); as another user it acts only on that user's processes",
     ),
     (
         "revert, tunables -o",
