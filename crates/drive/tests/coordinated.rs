@@ -75,7 +75,9 @@ fn two_workers_split_the_users_and_their_seconds_merge_live_and_exactly() {
     let server = TestServer::start();
     let cfg = config(
         vec![worker(VERSION, 0), worker(VERSION, 0)],
-        spec(server.url("/"), 5, 2000),
+        // Long enough for merged seconds to be printed live (each about 1.5 s after it ends),
+        // also on a loaded machine: at 2 s they were sometimes all merged only at the end.
+        spec(server.url("/"), 5, 4000),
     );
     let (tx, rx) = std::sync::mpsc::channel();
     let lines = std::sync::Mutex::new(Vec::new());
