@@ -290,7 +290,10 @@ fn a_full_disk_is_an_error_naming_the_store_and_the_journal_stays_readable() {
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let line = stdout.lines().find(|l| l.starts_with("full disk:"));
+    // libtest prints "test full_disk_child ... " before the child's own line, on the same line.
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("full disk:").map(|i| &l[i..]));
     assert!(line.is_some(), "{stdout}");
     println!("{}", line.unwrap_or_default());
 }
