@@ -393,10 +393,16 @@ pub fn start_mariadb() -> ServerProcess {
     let dir = TempDir::new("mariadb");
     let data = dir.0.join("data");
     let socket = dir.0.join("mysqld.sock");
+    // Each server's own temp dir: bootstraps running side by side in a shared /tmp collide on
+    // their `#sql-temptable-…` files ("Unknown table 'mysql.tmp_user_sys'", 2 of 18 parallel
+    // installs by hand), which failed CI once.
+    let tmp = dir.0.join("tmp");
+    std::fs::create_dir(&tmp).expect("create the mariadb temp dir");
+    let tmp_flag = format!("--tmpdir={}", tmp.display());
     // mariadbd will not run as root: as root, both run as `mysql` (they switch themselves).
     let (user_flag, socket_user) = if is_root() {
         let ok = Command::new("chown")
-            .args(["mysql:mysql"])
+            .args(["-R", "mysql:mysql"])
             .arg(&dir.0)
             .status()
             .map(|s| s.success())
@@ -412,6 +418,7 @@ pub fn start_mariadb() -> ServerProcess {
     let out = Command::new(&install)
         .arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
+        .arg(&tmp_flag)
         .args(user_flag)
         .args([
             "--auth-root-authentication-method=socket",
@@ -437,6 +444,7 @@ pub fn start_mariadb() -> ServerProcess {
         .arg(format!("--pid-file={}", d.join("mariadbd.pid").display()))
         .arg(format!("--log-error={}", d.join("error.log").display()))
         .arg(format!("--port={port}"))
+        .arg(&tmp_flag)
         .args(user_flag)
         .args(["--bind-address=127.0.0.1", "--skip-name-resolve"])
         .args(small)
