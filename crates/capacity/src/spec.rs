@@ -117,6 +117,10 @@ pub struct CapacityFile {
     /// Measured window per point.
     #[serde(default = "measure")]
     pub measure: String,
+    /// Unmeasured load after each deployment, at the sweep's largest users, before its first
+    /// point: a fresh deployment's first requests are slow (cold caches, connections opened).
+    #[serde(default = "deploy_warmup")]
+    pub deploy_warmup: String,
     /// Points the model is fitted from (`SWEEP: USERS`); default: the two lowest of the first
     /// sweep.
     #[serde(default)]
@@ -131,6 +135,7 @@ impl Default for CapacityFile {
         CapacityFile {
             warmup: warmup(),
             measure: measure(),
+            deploy_warmup: deploy_warmup(),
             fit: Vec::new(),
             driver_threads: None,
         }
@@ -143,6 +148,10 @@ fn warmup() -> String {
 
 fn measure() -> String {
     "5s".into()
+}
+
+fn deploy_warmup() -> String {
+    "10s".into()
 }
 
 /// The whole file as written.
@@ -179,6 +188,8 @@ pub struct Capacity {
     pub warmup: Duration,
     /// Measured window per point.
     pub measure: Duration,
+    /// Unmeasured load after each deployment.
+    pub deploy_warmup: Duration,
     /// Driver threads.
     pub driver_threads: usize,
 }
@@ -324,6 +335,7 @@ impl Capacity {
         };
         let warmup = dur("warmup", &cap.warmup)?;
         let measure = dur("measure", &cap.measure)?;
+        let deploy_warmup = dur("deploy_warmup", &cap.deploy_warmup)?;
         if measure < Duration::from_secs(4) {
             return Err(bad(format!(
                 "capacity.measure = {}: measure at least 4s (the steady-state check needs 4 one-second windows)",
@@ -343,6 +355,7 @@ impl Capacity {
             file,
             warmup,
             measure,
+            deploy_warmup,
             driver_threads,
         };
         for label in &c.file.capacity.fit {

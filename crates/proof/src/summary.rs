@@ -226,18 +226,53 @@ pub struct Agreement {
     pub proxy: String,
     /// The proxy's gain.
     pub proxy_gain: GainCi,
-    /// Both call it the same: a gain, a loss, or no distinguishable effect.
-    pub agree: bool,
+    /// Whether the proxy saw the same effect.
+    pub accord: Accord,
 }
 
-/// `gain`, `loss` or `neutral` by where the interval lies.
-pub fn effect(g: &GainCi) -> &'static str {
-    if g.ci_low > 1.0 {
-        "gain"
-    } else if g.ci_high < 1.0 {
-        "loss"
-    } else {
-        "neutral"
+/// Whether a proxy's gain agrees with the judging signal's on the same windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accord {
+    /// Both intervals are narrow enough to tell, and each ratio lies in the other's interval.
+    Agrees,
+    /// Both are narrow enough to tell, and a ratio lies outside the other's interval.
+    Disagrees,
+    /// An interval is wider than [`MAX_TELLING_WIDTH`]: it overlaps almost anything, so it
+    /// proves no agreement (PostgreSQL's proxy at ×0.08–14.3 "agreed" by overlap before).
+    TooWide,
+}
+
+/// The widest interval (high over low) that still tells one effect from another.
+pub const MAX_TELLING_WIDTH: f64 = 1.5;
+
+impl Accord {
+    /// The accord of a proxy's gain with the judging signal's.
+    pub fn of(signal: &GainCi, proxy: &GainCi) -> Accord {
+        let width = |g: &GainCi| {
+            if g.ci_low > 0.0 {
+                g.ci_high / g.ci_low
+            } else {
+                f64::INFINITY
+            }
+        };
+        if width(signal) > MAX_TELLING_WIDTH || width(proxy) > MAX_TELLING_WIDTH {
+            return Accord::TooWide;
+        }
+        let inside = |r: f64, g: &GainCi| g.ci_low <= r && r <= g.ci_high;
+        if inside(proxy.ratio, signal) && inside(signal.ratio, proxy) {
+            Accord::Agrees
+        } else {
+            Accord::Disagrees
+        }
+    }
+
+    /// As the agreement table shows it.
+    pub fn text(self) -> &'static str {
+        match self {
+            Accord::Agrees => "yes",
+            Accord::Disagrees => "**no**",
+            Accord::TooWide => "cannot tell (an interval wider than ×1.5)",
+        }
     }
 }
 
@@ -257,7 +292,7 @@ pub fn agreement(records: &[CellRecord]) -> Vec<Agreement> {
                     gain,
                     proxy: s.signal.clone(),
                     proxy_gain: s.gain,
-                    agree: effect(&gain) == effect(&s.gain),
+                    accord: Accord::of(&gain, &s.gain),
                 });
             }
         }
@@ -373,7 +408,7 @@ pub fn markdown(records: &[CellRecord]) -> String {
                 gain_text(&a.gain),
                 a.proxy.replace('|', "/"),
                 gain_text(&a.proxy_gain),
-                if a.agree { "yes" } else { "**no**" }
+                a.accord.text()
             ));
         }
     }

@@ -12,7 +12,7 @@ use perfpilot_proof::options::{CellName, ServerName};
 use perfpilot_proof::record::{self, Line, Outcome};
 use perfpilot_proof::schedule::{orders, plan};
 use perfpilot_proof::settings::{SettingsGuard, THP_ENABLED, ThpState};
-use perfpilot_proof::summary::{self, agreement, summarize, targets};
+use perfpilot_proof::summary::{self, Accord, agreement, summarize, targets};
 use perfpilot_sys::Fs;
 
 #[test]
@@ -146,9 +146,10 @@ fn the_agreement_table_compares_the_judging_signal_with_the_proxy() {
     let a = agreement(&records());
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].proxy, "syscalls per CPU-second");
-    assert!(
-        !a[0].agree,
-        "a gain judged by the preset, neutral by the proxy"
+    assert_eq!(
+        a[0].accord,
+        Accord::Disagrees,
+        "×1.15 [1.05, 1.25] by the preset, ×1.02 [0.95, 1.09] by the proxy"
     );
     let md = summary::markdown(&records());
     assert!(md.contains("| redis | thp-always | 2 |"), "{md}");
@@ -158,6 +159,37 @@ fn the_agreement_table_compares_the_judging_signal_with_the_proxy() {
         md.contains("#1 large_pages on redis-server: kept, keep ×1.15 [1.05, 1.25] by redis total_commands_processed"),
         "{md}"
     );
+}
+
+#[test]
+fn a_proxy_agrees_only_with_an_interval_narrow_enough_to_tell() {
+    let g = |ratio, ci_low, ci_high| perfpilot_proof::record::GainCi {
+        ratio,
+        ci_low,
+        ci_high,
+    };
+    // The JVM's large pages: the same effect, tightly.
+    assert_eq!(
+        Accord::of(&g(1.36, 1.29, 1.43), &g(1.36, 1.30, 1.43)),
+        Accord::Agrees
+    );
+    // PostgreSQL's proxy, 73 counted calls: its interval overlaps anything and proves nothing.
+    assert_eq!(
+        Accord::of(&g(1.13, 0.99, 1.29), &g(1.07, 0.08, 14.33)),
+        Accord::TooWide
+    );
+    // The judging signal itself too wide (a baseline taken while the server loaded).
+    assert_eq!(
+        Accord::of(&g(3.46, 0.68, 17.62), &g(3.10, 0.79, 12.14)),
+        Accord::TooWide
+    );
+    // Both narrow, both neutral, but the proxy sees a loss the signal does not.
+    assert_eq!(
+        Accord::of(&g(1.00, 0.97, 1.03), &g(0.90, 0.88, 0.92)),
+        Accord::Disagrees
+    );
+    let md_row = Accord::TooWide.text();
+    assert!(md_row.starts_with("cannot tell"), "{md_row}");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! - `policy`: who may be touched (config, `PERFPILOT=off`, manual tuning) and who is eligible
 //!   (old enough, busy enough, not backed off);
 //! - `propose`: asking the strategies, for workloads and block devices;
+//! - `steady`: a trial starts only once its signal shows steady, non-idle work;
 //! - `trial`: a trial's windows, steps and verdict;
 //! - `apply`: journaling each change's undo record, then making it;
 //! - `enforce`: kept actions (new threads, masks changed behind perfpilot's back, recovery);
@@ -43,6 +44,7 @@ mod servers;
 mod signals;
 mod startup;
 mod status;
+mod steady;
 mod stop;
 mod trial;
 mod watch;
@@ -121,6 +123,8 @@ pub struct Engine {
     dry: bool,
     /// The fleet's verdicts, where `[fleet]` is configured and Prometheus answered.
     fleet: Option<crate::fleet::Priors>,
+    /// Recent signal readings of workloads a strategy would act on.
+    steady: steady::Steady,
 }
 
 impl Engine {
@@ -164,6 +168,7 @@ impl Engine {
             },
             dry: false,
             fleet: None,
+            steady: steady::Steady::default(),
         })
     }
 
@@ -204,6 +209,7 @@ impl Engine {
                 return Ok(());
             }
         };
+        self.steady.next_scan(cur.mono_ns as f64 / 1e9);
         let shm = self.watch.shared_memory(cur, &rates, &self.tun);
         let workloads = workload::group(cur, &rates, &shm);
         self.look_at_servers(&workloads);

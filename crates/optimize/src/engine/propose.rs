@@ -182,6 +182,13 @@ impl Engine {
                     interleave,
                     irreversible,
                 } => {
+                    if let Ok(s) = &signal
+                        && let Err(why) = self.steady_signal(w, s, rates)
+                    {
+                        state = format!("would try {kind}: {why}");
+                        break;
+                    }
+                    self.steady.forget(&w.signature);
                     let id = self.start(Proposed {
                         w,
                         kind,
@@ -267,7 +274,13 @@ impl Engine {
                 .max_by(|a, b| read_bytes_per_s(a, rates).total_cmp(&read_bytes_per_s(b, rates)))
                 .filter(|w| read_bytes_per_s(w, rates) > 0.0);
             let (judge_sig, signal) = match judge.map(|w| (w, self.signal_of(w, rates))) {
-                Some((w, Ok(s))) => (w.signature.clone(), Some(s)),
+                Some((w, Ok(s))) => {
+                    if let Err(why) = self.steady_signal(w, &s, rates) {
+                        debug!(device = %d.name, judge = %w.name, "read_ahead waits: {why}");
+                        continue;
+                    }
+                    (w.signature.clone(), Some(s))
+                }
                 _ if self.tun.allow_unverified => (sig.clone(), None),
                 _ => continue,
             };

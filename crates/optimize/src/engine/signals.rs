@@ -12,11 +12,11 @@ use crate::signal::{SignalKind, SignalSource};
 
 /// Above this many bytes per second of I/O (read + written), a workload's I/O progress is its
 /// signal.
-const IO_SIGNAL_MIN_BYTES_PER_S: f64 = 64.0 * 1024.0;
+pub(super) const IO_SIGNAL_MIN_BYTES_PER_S: f64 = 64.0 * 1024.0;
 
 /// Below this many cores a workload does too little work for the CPU it consumes (or the system
 /// calls per CPU-second) to judge an action.
-const CPU_SIGNAL_MIN_CORES: f64 = 0.05;
+pub(super) const CPU_SIGNAL_MIN_CORES: f64 = 0.05;
 
 /// Above this share of the cores it can use, a workload is saturated: the CPU it consumes no
 /// longer shows a gain.

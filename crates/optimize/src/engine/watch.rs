@@ -218,12 +218,37 @@ impl Engine {
                 continue;
             };
             let main = self.watch.observe(w, &kind, rates, t_s, timeout);
+            self.steady.observed_by_trial(&sig, &main);
             let shadow = (kind != SignalKind::Syscalls)
                 .then(|| syscalls_per_cpu_s(w, rates))
                 .flatten();
             out.insert(sig, Window { main, shadow });
         }
         out
+    }
+}
+
+impl Engine {
+    /// Whether a trial judged by `w`'s signal `kind` may start: its last readings show steady,
+    /// non-idle work (`steady.rs`); `Err` says why not. Reads the signal unless a trial or an
+    /// earlier strategy already did this scan.
+    pub(super) fn steady_signal(
+        &mut self,
+        w: &Workload,
+        kind: &SignalKind,
+        rates: &Rates,
+    ) -> Result<(), String> {
+        if let Some(v) = self.steady.read_this_scan(&w.signature) {
+            return v;
+        }
+        let obs = match self.steady.trial_observation(&w.signature) {
+            Some(o) => o,
+            None => {
+                let timeout = Duration::from_secs_f64(self.tun.probe_timeout_s);
+                self.watch.observe(w, kind, rates, self.steady.t_s, timeout)
+            }
+        };
+        self.steady.check(&w.signature, kind, obs)
     }
 }
 

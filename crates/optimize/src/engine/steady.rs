@@ -1,0 +1,270 @@
+//! The gate before a trial: a workload's signal is read on the scans where a strategy would act
+//! on it, and the trial starts only once the last few readings show steady, non-idle work. A
+//! server still loading its data (Redis reading a dump, a JVM warming up) or not yet under load
+//! would otherwise give a baseline of idle windows, and the load arriving later would read as the
+//! action's gain (docs/proofs.md: ×3.46 [0.68, 17.6] on a Redis that was still loading).
+
+use std::collections::{HashMap, VecDeque};
+
+use super::signals::{CPU_SIGNAL_MIN_CORES, IO_SIGNAL_MIN_BYTES_PER_S};
+use super::watch::Observation;
+use crate::signal::SignalKind;
+
+/// Readings in a row that must be steady before a trial starts.
+pub(super) const STEADY_READINGS: usize = 3;
+
+/// The largest coefficient of variation of those readings called steady.
+pub(super) const STEADY_MAX_CV: f64 = 0.25;
+
+/// Below this much work per CPU-second a preset's server is idle or loading, not serving: the
+/// daemon's own reading of its counter is about one per scan.
+const PRESET_IDLE_PER_CPU_S: f64 = 20.0;
+
+/// Whether a reading of `kind` says the workload is idle (so it cannot judge an action).
+fn idle(kind: &SignalKind, v: f64) -> bool {
+    if !v.is_finite() {
+        return true;
+    }
+    match kind {
+        SignalKind::Preset { .. } => v < PRESET_IDLE_PER_CPU_S,
+        SignalKind::Io => v < IO_SIGNAL_MIN_BYTES_PER_S,
+        SignalKind::Cpu => v < CPU_SIGNAL_MIN_CORES,
+        SignalKind::Syscalls => v <= 0.0,
+        // A rate of completed work at zero is idle; a latency or CPI has no idle value.
+        SignalKind::Probe { probe } => probe.higher_is_better() && v <= 0.0,
+        SignalKind::Cpi => false,
+    }
+}
+
+/// One workload's recent readings of one signal.
+struct Recent {
+    /// The signal they are of (a change of signal starts afresh).
+    signal: String,
+    /// The scan of the last reading (a gap starts afresh).
+    scan: u64,
+    /// Up to [`STEADY_READINGS`] readings, oldest first.
+    values: VecDeque<f64>,
+    /// What the last check said.
+    verdict: Result<(), String>,
+}
+
+/// The recent readings of the workloads a strategy would act on, by judging signature.
+#[derive(Default)]
+pub(super) struct Steady {
+    scan: u64,
+    /// This scan's sample time, monotonic seconds (what signal readings are taken at).
+    pub(super) t_s: f64,
+    recent: HashMap<String, Recent>,
+    /// This scan's observations made for running trials, by judged signature: a gate on the
+    /// same workload takes these rather than reading a counter twice in one window.
+    by_trials: HashMap<String, Observation>,
+}
+
+impl Steady {
+    /// A new scan at `t_s`: readings not taken in the last one are forgotten.
+    pub(super) fn next_scan(&mut self, t_s: f64) {
+        self.scan += 1;
+        self.t_s = t_s;
+        let scan = self.scan;
+        self.recent.retain(|_, r| r.scan + 1 >= scan);
+        self.by_trials.clear();
+    }
+
+    /// Notes a trial's observation of `signature` this scan.
+    pub(super) fn observed_by_trial(&mut self, signature: &str, obs: &Observation) {
+        self.by_trials.insert(signature.to_string(), obs.clone());
+    }
+
+    /// A trial's observation of `signature` this scan, if one was made.
+    pub(super) fn trial_observation(&self, signature: &str) -> Option<Observation> {
+        self.by_trials.get(signature).cloned()
+    }
+
+    /// Whether `signature` was already read this scan (a second strategy or a device judged by
+    /// the same workload): then [`Steady::check`] must not be given a second reading.
+    pub(super) fn read_this_scan(&self, signature: &str) -> Option<Result<(), String>> {
+        let r = self.recent.get(signature)?;
+        (r.scan == self.scan).then(|| r.verdict.clone())
+    }
+
+    /// Takes this scan's observation of `signature` by `kind` and says whether a trial judged
+    /// by it may start: `Err` says why not, for status.
+    pub(super) fn check(
+        &mut self,
+        signature: &str,
+        kind: &SignalKind,
+        obs: Observation,
+    ) -> Result<(), String> {
+        let desc = kind.describe();
+        let scan = self.scan;
+        let r = self
+            .recent
+            .entry(signature.to_string())
+            .or_insert_with(|| Recent {
+                signal: desc.clone(),
+                scan,
+                values: VecDeque::new(),
+                verdict: Ok(()),
+            });
+        if r.signal != desc || r.scan + 1 < scan {
+            r.signal = desc;
+            r.values.clear();
+        }
+        r.scan = scan;
+        r.verdict = match obs {
+            Err(e) => {
+                r.values.clear();
+                Err(format!("its signal failed: {e}"))
+            }
+            // A counter's first reading, or no CPU used this window: nothing to judge by yet.
+            Ok(None) => {
+                r.values.clear();
+                Err(format!(
+                    "waiting for a steady signal: no reading this window (0 of {STEADY_READINGS})"
+                ))
+            }
+            Ok(Some(v)) => {
+                r.values.push_back(v);
+                while r.values.len() > STEADY_READINGS {
+                    r.values.pop_front();
+                }
+                judge(kind, &r.values)
+            }
+        };
+        r.verdict.clone()
+    }
+
+    /// Forgets `signature`'s readings (its trial started: the next one needs fresh ones).
+    pub(super) fn forget(&mut self, signature: &str) {
+        self.recent.remove(signature);
+    }
+}
+
+/// Whether the last readings show steady, non-idle work.
+fn judge(kind: &SignalKind, values: &VecDeque<f64>) -> Result<(), String> {
+    if let Some(v) = values.iter().rev().find(|v| idle(kind, **v)) {
+        return Err(format!(
+            "waiting for a steady signal: it reads {v:.3}, which says the workload is idle or still loading, not serving"
+        ));
+    }
+    if values.len() < STEADY_READINGS {
+        return Err(format!(
+            "waiting for a steady signal: {} of {STEADY_READINGS} readings so far",
+            values.len()
+        ));
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let cv = if mean.abs() > 0.0 {
+        var.sqrt() / mean.abs()
+    } else {
+        f64::INFINITY
+    };
+    if cv > STEADY_MAX_CV {
+        return Err(format!(
+            "waiting for a steady signal: its last {STEADY_READINGS} readings vary by {:.0} % (at most {:.0} %)",
+            cv * 100.0,
+            STEADY_MAX_CV * 100.0
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preset() -> SignalKind {
+        SignalKind::Preset {
+            preset: "redis".into(),
+            endpoint: "127.0.0.1:6379".into(),
+            counter: "total_commands_processed".into(),
+        }
+    }
+
+    /// Feeds `values` one per scan; returns the scan (0-based) at which the gate first opened.
+    fn opens_at(kind: &SignalKind, values: &[Option<f64>]) -> Option<usize> {
+        let mut s = Steady::default();
+        for (i, v) in values.iter().enumerate() {
+            s.next_scan(i as f64);
+            if s.check("w", kind, Ok(*v)).is_ok() {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_server_loading_its_data_then_serving_opens_the_gate_only_after_three_steady_readings() {
+        // Loading: the daemon's own INFO reads, about 0.5 per CPU-second; then the load comes,
+        // ramps, and settles.
+        let mut v: Vec<Option<f64>> = vec![None];
+        v.extend(std::iter::repeat_n(Some(0.5), 10));
+        v.extend([Some(20_000.0), Some(90_000.0), Some(101_000.0)]);
+        v.extend([Some(99_000.0), Some(100_500.0), Some(100_000.0)]);
+        // Not while the ramp is in the last three (20 k, 90 k, 101 k vary by 63 %); then 90 k,
+        // 101 k and 99 k vary by 6 %: open. The trial's own baseline drops what transient is left.
+        assert_eq!(opens_at(&preset(), &v), Some(14));
+        // Idle all along: never.
+        assert_eq!(opens_at(&preset(), &[Some(0.5); 30]), None);
+    }
+
+    #[test]
+    fn a_varying_signal_waits_and_says_by_how_much() {
+        let mut s = Steady::default();
+        let mut last = Ok(());
+        for v in [100.0, 300.0, 50.0, 200.0] {
+            s.next_scan(0.0);
+            last = s.check("w", &SignalKind::Io, Ok(Some(v * 1e6)));
+        }
+        let why = last.unwrap_err();
+        assert!(
+            why.contains("vary by") && why.contains("at most 25 %"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_gap_a_failure_or_a_new_signal_starts_the_readings_afresh() {
+        let mut s = Steady::default();
+        let ok = |s: &mut Steady, k: &SignalKind| s.check("w", k, Ok(Some(100.0 * 1e6)));
+        for _ in 0..2 {
+            s.next_scan(0.0);
+            assert!(ok(&mut s, &SignalKind::Io).is_err());
+        }
+        // A scan without a reading (the workload was not proposed): forgotten.
+        s.next_scan(0.0);
+        s.next_scan(0.0);
+        assert!(ok(&mut s, &SignalKind::Io).unwrap_err().contains("1 of 3"));
+        s.next_scan(0.0);
+        let failed = s.check("w", &SignalKind::Io, Err("timed out".into()));
+        assert_eq!(failed, Err("its signal failed: timed out".into()));
+        s.next_scan(0.0);
+        assert!(ok(&mut s, &SignalKind::Io).unwrap_err().contains("1 of 3"));
+        // Another signal for the same workload.
+        s.next_scan(0.0);
+        assert!(
+            ok(&mut s, &SignalKind::Syscalls)
+                .unwrap_err()
+                .contains("1 of 3")
+        );
+        s.next_scan(0.0);
+        ok(&mut s, &SignalKind::Syscalls).unwrap_err();
+        s.next_scan(0.0);
+        assert_eq!(ok(&mut s, &SignalKind::Syscalls), Ok(()));
+        assert_eq!(s.read_this_scan("w"), Some(Ok(())));
+        s.next_scan(0.0);
+        assert_eq!(s.read_this_scan("w"), None);
+    }
+
+    #[test]
+    fn a_lower_is_better_signal_has_no_idle_value_and_a_rate_at_zero_is_idle() {
+        assert!(!idle(&SignalKind::Cpi, 0.0));
+        assert!(idle(&SignalKind::Syscalls, 0.0));
+        assert!(idle(&SignalKind::Cpu, 0.01));
+        assert!(!idle(&SignalKind::Cpu, 0.5));
+        assert!(idle(&preset(), 0.5));
+        assert!(idle(&SignalKind::Io, f64::NAN));
+    }
+}
