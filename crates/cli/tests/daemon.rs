@@ -211,6 +211,71 @@ fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
 }
 
 #[test]
+fn a_server_still_loading_gets_no_trial_until_its_signal_is_steady_and_busy() {
+    let Some(_g) = serial_on_two_cpus() else {
+        return;
+    };
+    let dir = Dir::new("loading");
+    let p = std::process::id();
+    let load = Load::spawn("loading", &["--threads", "3"], &[]);
+    // While `loading` exists the server serves nothing (its counter says 0, as Redis reading
+    // its dump); then bound to one CPU it does 100, unbound 50. A trial started while it loaded
+    // would take the idle windows as its baseline and keep the action for the load's arrival.
+    let loading = dir.0.join("loading");
+    std::fs::write(&loading, "").unwrap();
+    let cfg = dir.config(&format!(
+        "only_matched = true\n{FAST}\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-loading\" }}\nsignal = {{ command = \"[ -e {} ] && echo 0 || {{ {}; }}\", kind = \"gauge\" }}\n",
+        loading.display(),
+        single_cpu(load.pid())
+    ));
+    let d = daemon(&cfg, &dir.state(), "240s");
+    // Ten scans or more while loading: status says why it waits, and nothing is journaled.
+    let waited = wait_until(Duration::from_secs(60), || {
+        status_if_written(&dir.state()).is_some_and(|s| {
+            s["daemon"]["scans"].as_u64().unwrap_or(0) >= 10
+                && s["daemon"]["workloads"].as_array().is_some_and(|ws| {
+                    ws.iter().any(|w| {
+                        w["pids"][0].as_u64() == Some(u64::from(load.pid()))
+                            && w["state"].as_str().is_some_and(|st| {
+                                st.starts_with("would try cache_affinity: waiting for a steady signal: it reads 0.000")
+                            })
+                    })
+                })
+        })
+    });
+    let s = status_json(&dir.state());
+    let before_load = s["actions"].as_array().map_or(0, Vec::len);
+    std::fs::remove_file(&loading).unwrap();
+    let decided = wait_until(Duration::from_secs(200), || {
+        status_if_written(&dir.state()).is_some_and(|s| {
+            s["actions"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a["verdict"]["decision"].is_string()))
+        })
+    });
+    terminate(&d);
+    let log = finish(d);
+    assert!(
+        waited,
+        "no 'waiting for a steady signal' while loading:\n{s:#}\n{log}"
+    );
+    assert_eq!(
+        before_load, 0,
+        "a trial started while loading: {s:#}\n{log}"
+    );
+    assert!(
+        decided,
+        "no verdict within 200 s after the load came:\n{log}"
+    );
+    let s = status_json(&dir.state());
+    let a = &s["actions"][0];
+    // The baseline is the serving server unbound (50), not the idle one (0).
+    let before = a["verdict"]["before"]["mean"].as_f64().unwrap();
+    assert!((before - 50.0).abs() < 1e-9, "{a:#}\n{log}");
+    assert_eq!(a["verdict"]["decision"], "keep", "{a:#}\n{log}");
+}
+
+#[test]
 fn manual_tuning_and_opt_out_are_left_alone_and_a_changed_mask_makes_it_manual() {
     let Some(_g) = serial_on_two_cpus() else {
         return;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{engine, rates, two_threads};
+use super::{engine, propose_steady, rates, two_threads};
 use crate::engine::WorkloadClass;
 use crate::fleet::{Outcome, Priors};
 use crate::tunables::Level;
@@ -43,9 +43,7 @@ fn a_strategy_reverted_on_two_hosts_is_skipped_on_the_third_and_status_says_so()
     assert!(e.store.actions(false, 10).unwrap().is_empty());
     // Without the fleet (Prometheus down: no priors), the host decides alone and tries it.
     e.set_fleet(None);
-    let states = e
-        .propose_workloads(std::slice::from_ref(&w), &rates(2, 0.0))
-        .unwrap();
+    let states = propose_steady(&mut e, &w, &rates(2, 0.0));
     assert!(
         states[&w.signature].starts_with("trial of cache_affinity (action 1)"),
         "{states:?}"
@@ -60,9 +58,7 @@ fn a_strategy_kept_on_most_hosts_is_tried_first_and_status_says_why() {
     e.tun.large_pages = false;
     let w = two_threads(0.3);
     e.set_fleet(Some(priors(&w.signature, "cache_affinity", 3, 1)));
-    let states = e
-        .propose_workloads(std::slice::from_ref(&w), &rates(2, 0.0))
-        .unwrap();
+    let states = propose_steady(&mut e, &w, &rates(2, 0.0));
     assert!(
         states[&w.signature].starts_with(
             "trial of cache_affinity (action 1), first: fleet: kept on 3 of 4 hosts; "

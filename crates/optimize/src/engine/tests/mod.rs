@@ -103,6 +103,26 @@ fn rates(cpus: u32, busy_pct: f64) -> Rates {
     }
 }
 
+/// Proposes for `w` over as many scans as the steady-signal gate needs before a trial starts
+/// (its signal read once a scan), or until one has; returns the last scan's states.
+fn propose_steady(
+    e: &mut Engine,
+    w: &Workload,
+    r: &Rates,
+) -> std::collections::HashMap<String, String> {
+    let mut states = std::collections::HashMap::new();
+    for i in 0..super::steady::STEADY_READINGS {
+        e.steady.next_scan(i as f64);
+        states = e
+            .propose_workloads(std::slice::from_ref(w), r)
+            .expect("proposing");
+        if !e.actions.trials.is_empty() {
+            break;
+        }
+    }
+    states
+}
+
 /// A trial of action `id` on the workload `app` in its baseline, judged by its own signal.
 fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Change>) -> Trial {
     Trial {

@@ -6,7 +6,7 @@ use perfpilot_sys::{CpuSet, Fs};
 
 use super::super::enforce::Held;
 use super::super::policy::{Policy, backed_off, ineligible, unlisted};
-use super::{engine, rates, two_threads};
+use super::{engine, propose_steady, rates, two_threads};
 use crate::config::DaemonConfig;
 use crate::journal::ActionDoc;
 use crate::strategy::StrategyKind;
@@ -193,7 +193,15 @@ fn a_backed_off_strategy_is_not_proposed_and_is_once_the_back_off_ends() {
             "it made things worse",
         )
         .unwrap();
+    // The gate first reads the signal until it is steady; status says so meanwhile.
+    e.steady.next_scan(0.0);
     let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    assert_eq!(
+        states[&w.signature],
+        "would try cache_affinity: waiting for a steady signal: 1 of 3 readings so far"
+    );
+    assert!(e.actions.trials.is_empty());
+    let states = propose_steady(&mut e, &w, &r);
     assert!(
         states[&w.signature].starts_with("trial of cache_affinity (action 1): compact 2 threads"),
         "{states:?}"
