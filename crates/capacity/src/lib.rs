@@ -20,5 +20,5 @@ pub mod spec;
 pub mod sweep;
 
 pub use error::{CapacityError, Result};
-pub use run::{CapacityRun, analyse, run};
+pub use run::{CapacityRun, Measured, analyse, measure, run};
 pub use spec::Capacity;

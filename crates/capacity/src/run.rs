@@ -227,8 +227,29 @@ fn warm_up(
     }
 }
 
-/// Runs every sweep of `cap`, printing progress lines through `progress`.
+/// What a run measured, before any fitting: saved first, so that a fit that fails does not
+/// lose the measurements (`perfpilot capacity --from-saved` reads it back, also from a full
+/// [`CapacityRun`]'s file).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Measured {
+    /// The machine: (what, value) rows.
+    pub machine: Vec<(String, String)>,
+    /// The sweeps as measured.
+    pub sweeps: Vec<SweepResult>,
+    /// Wall time of the measurements, seconds.
+    pub elapsed_s: f64,
+}
+
+/// Runs every sweep of `cap` and analyses them, printing progress lines through `progress`.
 pub fn run(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result<CapacityRun> {
+    let m = measure(cap, stop, progress)?;
+    let mut out = analyse(cap, m.sweeps, m.machine)?;
+    out.elapsed_s = m.elapsed_s;
+    Ok(out)
+}
+
+/// Runs every sweep of `cap`, printing progress lines through `progress`.
+pub fn measure(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result<Measured> {
     let started = Instant::now();
     let machine = machine_rows();
     let tag = format!("{}", std::process::id());
@@ -283,9 +304,22 @@ pub fn run(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result
             bottleneck: String::new(),
         });
     }
-    let mut out = analyse(cap, sweeps, machine)?;
-    out.elapsed_s = started.elapsed().as_secs_f64();
-    Ok(out)
+    Ok(Measured {
+        machine,
+        sweeps,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Why a point cannot be fitted from, if it cannot.
+fn unusable(p: &Point) -> Option<String> {
+    if p.steady == Some(false) {
+        Some("the throughput did not reach a steady state (MSER)".into())
+    } else if p.errors() > 0 {
+        Some(format!("{} requests failed", p.errors()))
+    } else {
+        None
+    }
 }
 
 /// Fits, validates and predicts from measured sweeps (also for a stored run's sweeps).
@@ -308,23 +342,6 @@ pub fn analyse(
     let mut all_points = Vec::new();
     for s in &sweeps {
         for p in &s.points {
-            let tp = tier_point(p, &s.instances);
-            if wanted.contains(&p.label) {
-                if p.steady == Some(false) {
-                    notes.push(format!(
-                        "{}: not used for fitting: the throughput did not reach a steady state (MSER)",
-                        p.label
-                    ));
-                } else if p.errors() > 0 {
-                    notes.push(format!(
-                        "{}: not used for fitting: {} requests failed",
-                        p.label,
-                        p.errors()
-                    ));
-                } else {
-                    fit_points.push(tp.clone());
-                }
-            }
             if p.errors() > 0 {
                 notes.push(format!(
                     "{}: {} of its requests failed (first: {})",
@@ -336,7 +353,36 @@ pub fn analyse(
                         .unwrap_or_default()
                 ));
             }
-            all_points.push(tp);
+            all_points.push((p.label.clone(), tier_point(p, &s.instances)));
+        }
+    }
+    for label in &wanted {
+        let Some((s, p)) = sweeps
+            .iter()
+            .find_map(|s| s.points.iter().find(|p| &p.label == label).map(|p| (s, p)))
+        else {
+            continue;
+        };
+        let Some(why) = unusable(p) else {
+            fit_points.push(tier_point(p, &s.instances));
+            continue;
+        };
+        // The next load of the same sweep that measured usably stands in, so that the class
+        // it measures still gets its demands.
+        let mut higher: Vec<&Point> = s.points.iter().filter(|q| q.users > p.users).collect();
+        higher.sort_by_key(|q| q.users);
+        match higher
+            .into_iter()
+            .find(|q| unusable(q).is_none() && !wanted.contains(&q.label))
+        {
+            Some(q) => {
+                notes.push(format!(
+                    "{}: not used for fitting: {why}; fitted from {} instead",
+                    p.label, q.label
+                ));
+                fit_points.push(tier_point(q, &s.instances));
+            }
+            None => notes.push(format!("{}: not used for fitting: {why}", p.label)),
         }
     }
     if fit_points.is_empty() {
@@ -349,7 +395,22 @@ pub fn analyse(
         ));
     }
     let model = fit_tiers(&specs, &fit_points)?;
-    let checks = model.validate(&all_points)?;
+    // A point with a class no fit point measured cannot be predicted: said, not failed.
+    let mut predictable = Vec::new();
+    for (label, tp) in all_points {
+        match tp
+            .classes
+            .iter()
+            .find(|c| c.users > 0 && !model.classes.contains(&c.class))
+        {
+            Some(c) => notes.push(format!(
+                "{label}: not predicted: class `{}` has no fitted demand (no point it was measured at was used for fitting)",
+                c.class
+            )),
+            None => predictable.push(tp),
+        }
+    }
+    let checks = model.validate(&predictable)?;
     for s in &mut sweeps {
         let max = s.points.iter().map(|p| p.users).max().unwrap_or(1);
         let inst: BTreeMap<String, u32> = s.instances.clone();
@@ -362,7 +423,9 @@ pub fn analyse(
             .map(|(c, n)| (c, n, s.think_time))
             .collect();
         // A single-class sweep gets the model's curve; a mixed one its points' predictions.
-        if let [(class, _, _)] = load.as_slice() {
+        if let [(class, _, _)] = load.as_slice()
+            && model.classes.contains(class)
+        {
             s.curve = model.curve(class, max.saturating_mul(2).max(2), s.think_time, &inst)?;
         }
         s.knee_users = s

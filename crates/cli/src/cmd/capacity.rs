@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use perfpilot_capacity::{Capacity, CapacityRun, analyse, report};
+use perfpilot_capacity::{Capacity, Measured, analyse, report};
 
 /// Arguments of `perfpilot capacity`.
 #[derive(Args, Debug)]
@@ -27,18 +27,20 @@ pub struct CapacityArgs {
 pub fn run(a: CapacityArgs) -> Result<()> {
     let cap = Capacity::load(&a.file)?;
     let saved = a.out.join("run.json");
-    let result: CapacityRun = if a.from_saved {
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let write = |name: &str, text: &str| -> Result<()> {
+        let p = a.out.join(name);
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
+    };
+    let measured: Measured = if a.from_saved {
         let text = std::fs::read_to_string(&saved).with_context(|| {
             format!(
                 "reading {} (run without --from-saved first)",
                 saved.display()
             )
         })?;
-        let old: CapacityRun = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a saved capacity run", saved.display()))?;
-        let mut r = analyse(&cap, old.sweeps, old.machine)?;
-        r.elapsed_s = old.elapsed_s;
-        r
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a saved capacity run", saved.display()))?
     } else {
         if std::env::consts::OS != "linux" {
             bail!("perfpilot capacity deploys with Linux cgroups and namespaces");
@@ -50,13 +52,18 @@ pub fn run(a: CapacityArgs) -> Result<()> {
             eprintln!("\nperfpilot capacity: Ctrl-C: finishing the current point, then stopping every tier");
         })
         .context("installing the Ctrl-C handler")?;
-        perfpilot_capacity::run(&cap, &stop, &|line| eprintln!("{line}"))?
+        let m = perfpilot_capacity::measure(&cap, &stop, &|line| eprintln!("{line}"))?;
+        // The measurements first: a fit that fails can be retried with --from-saved.
+        write("run.json", &serde_json::to_string_pretty(&m)?)?;
+        m
     };
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let write = |name: &str, text: &str| -> Result<()> {
-        let p = a.out.join(name);
-        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
-    };
+    let mut result = analyse(&cap, measured.sweeps, measured.machine).with_context(|| {
+        format!(
+            "fitting the measurements (saved in {}: fix the file's [capacity] fit and rerun with --from-saved)",
+            saved.display()
+        )
+    })?;
+    result.elapsed_s = measured.elapsed_s;
     if !a.from_saved {
         write("run.json", &serde_json::to_string_pretty(&result)?)?;
     }

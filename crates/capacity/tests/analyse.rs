@@ -1,0 +1,164 @@
+//! Fitting a measured run: a point that did not settle is replaced by the next load of its
+//! sweep, and a class that no fit point measured is reported, not a failure of the whole run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use perfpilot_capacity::run::SweepResult;
+use perfpilot_capacity::sweep::{ClassResult, Point};
+use perfpilot_capacity::{Capacity, analyse};
+use perfpilot_model::TierModel;
+use perfpilot_model::tiered::FittedTier;
+
+const FILE: &str = r#"
+name = "two classes (synthetic)"
+[[tier]]
+name = "db"
+kind = "postgres"
+cpu_quota = 0.5
+[[tier]]
+name = "app"
+kind = "command"
+command = "app --port {port}"
+cpu_quota = 0.4
+[[tier]]
+name = "proxy"
+kind = "nginx"
+upstream = "app"
+cores = 1
+[[class]]
+name = "score"
+path = "/score"
+[[class]]
+name = "lookup"
+path = "/lookup"
+[[sweep]]
+name = "no think"
+users = [1, 2, 4, 8]
+[[sweep]]
+name = "lookup only"
+users = [1, 4]
+mix = { lookup = 1 }
+"#;
+
+/// The run a known model produces; `unsteady` points are marked as not settled.
+fn run(cap: &Capacity, unsteady: &[&str]) -> Vec<SweepResult> {
+    let tier = |n: &str, c: f64, d: [f64; 2]| FittedTier {
+        name: n.into(),
+        cores: c,
+        demand: d.to_vec(),
+    };
+    let truth = TierModel {
+        classes: vec!["score".into(), "lookup".into()],
+        tiers: vec![
+            tier("db", 0.5, [0.0015, 0.003]),
+            tier("app", 0.4, [0.0077, 0.0002]),
+            tier("proxy", 1.0, [0.000_1, 0.000_1]),
+            tier("driver", 1.0, [0.000_08, 0.000_08]),
+        ],
+        path_delay: 0.000_2,
+        outside_latency: vec![0.0, 0.0],
+        fitted_from: Vec::new(),
+        residuals: Vec::new(),
+        notes: Vec::new(),
+    };
+    cap.file
+        .sweep
+        .iter()
+        .map(|s| {
+            let points = s
+                .users
+                .iter()
+                .map(|&u| {
+                    let load: Vec<(String, u32, f64)> = cap
+                        .class_users(s, u)
+                        .into_iter()
+                        .map(|(c, n)| (c, n, 0.0))
+                        .collect();
+                    let p = truth.predict(&load, &s.instances).unwrap();
+                    let label = Capacity::label(&s.name, u);
+                    Point {
+                        steady: Some(!unsteady.contains(&label.as_str())),
+                        label,
+                        users: u,
+                        classes: p
+                            .classes
+                            .iter()
+                            .map(|(class, x, r)| ClassResult {
+                                class: class.clone(),
+                                users: load.iter().find(|l| &l.0 == class).map_or(0, |l| l.1),
+                                think_time: 0.0,
+                                throughput: *x,
+                                response_time: *r,
+                                p99: None,
+                                errors: 0,
+                                first_error: None,
+                            })
+                            .collect(),
+                        busy: p.busy.clone(),
+                        other_busy: Some(0.0),
+                        throttled: BTreeMap::new(),
+                        truncate_s: 0,
+                    }
+                })
+                .collect();
+            SweepResult {
+                name: s.name.clone(),
+                think_time: 0.0,
+                instances: s.instances.clone(),
+                second_host: s.second_host.clone(),
+                points,
+                failed: Vec::new(),
+                curve: Vec::new(),
+                knee_users: None,
+                bottleneck: String::new(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn an_unsettled_fit_point_is_replaced_by_the_next_load_of_its_sweep() {
+    let cap = Capacity::parse(
+        &format!(
+            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\n"
+        ),
+        Path::new("two.toml"),
+    )
+    .unwrap();
+    let r = analyse(&cap, run(&cap, &["no think: 1", "lookup only: 1"]), vec![]).unwrap();
+    let fitted: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.fitted)
+        .map(|c| c.label.as_str())
+        .collect();
+    assert_eq!(fitted, ["no think: 2", "no think: 4", "lookup only: 4"]);
+    assert!(
+        r.notes.iter().any(|n| n
+            == "lookup only: 1: not used for fitting: the throughput did not reach a steady state (MSER); fitted from lookup only: 4 instead"),
+        "{:#?}",
+        r.notes
+    );
+    // Every point, the unsettled ones too, is predicted from the known model's own numbers.
+    assert_eq!(r.checks.len(), 6);
+    for c in &r.checks {
+        assert!(c.throughput_error_pct.abs() < 0.5, "{c:?}");
+    }
+}
+
+#[test]
+fn a_class_without_a_fit_point_is_reported_and_the_rest_is_still_analysed() {
+    // The default fit: the two lowest points of the first sweep, which has no lookups.
+    let cap = Capacity::parse(FILE, Path::new("two.toml")).unwrap();
+    let r = analyse(&cap, run(&cap, &[]), vec![]).unwrap();
+    assert_eq!(r.checks.len(), 4, "the lookup points are not predicted");
+    assert!(
+        r.notes.iter().any(|n| n
+            == "lookup only: 4: not predicted: class `lookup` has no fitted demand (no point it was measured at was used for fitting)"),
+        "{:#?}",
+        r.notes
+    );
+    let lookups = r.sweeps.iter().find(|s| s.name == "lookup only").unwrap();
+    assert!(lookups.curve.is_empty());
+}
