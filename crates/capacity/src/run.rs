@@ -356,6 +356,7 @@ pub fn analyse(
             all_points.push((p.label.clone(), tier_point(p, &s.instances)));
         }
     }
+    let mut used: Vec<String> = Vec::new();
     for label in &wanted {
         let Some((s, p)) = sweeps
             .iter()
@@ -365,22 +366,23 @@ pub fn analyse(
         };
         let Some(why) = unusable(p) else {
             fit_points.push(tier_point(p, &s.instances));
+            used.push(p.label.clone());
             continue;
         };
         // The next load of the same sweep that measured usably stands in, so that the class
         // it measures still gets its demands.
         let mut higher: Vec<&Point> = s.points.iter().filter(|q| q.users > p.users).collect();
         higher.sort_by_key(|q| q.users);
-        match higher
-            .into_iter()
-            .find(|q| unusable(q).is_none() && !wanted.contains(&q.label))
-        {
+        match higher.into_iter().find(|q| {
+            unusable(q).is_none() && !wanted.contains(&q.label) && !used.contains(&q.label)
+        }) {
             Some(q) => {
                 notes.push(format!(
                     "{}: not used for fitting: {why}; fitted from {} instead",
                     p.label, q.label
                 ));
                 fit_points.push(tier_point(q, &s.instances));
+                used.push(q.label.clone());
             }
             None => notes.push(format!("{}: not used for fitting: {why}", p.label)),
         }

@@ -162,3 +162,16 @@ fn a_class_without_a_fit_point_is_reported_and_the_rest_is_still_analysed() {
     let lookups = r.sweeps.iter().find(|s| s.name == "lookup only").unwrap();
     assert!(lookups.curve.is_empty());
 }
+
+#[test]
+fn two_unsettled_fit_points_of_one_sweep_get_two_different_stand_ins() {
+    let cap = Capacity::parse(FILE, Path::new("two.toml")).unwrap();
+    let r = analyse(&cap, run(&cap, &["no think: 1", "no think: 2"]), vec![]).unwrap();
+    let fitted: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.fitted)
+        .map(|c| c.label.as_str())
+        .collect();
+    assert_eq!(fitted, ["no think: 4", "no think: 8"]);
+}

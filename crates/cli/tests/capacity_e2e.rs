@@ -89,6 +89,7 @@ instances = {{ app = 2 }}
 second_host = "app"
 [capacity]
 warmup = "1s"
+deploy_warmup = "2s"
 measure = "4s"
 "#,
             bin = scoring().display(),
@@ -117,7 +118,25 @@ measure = "4s"
         .filter(|c| c["fitted"] == true)
         .map(|c| c["label"].as_str().unwrap())
         .collect();
-    assert_eq!(fitted, ["one app: 1", "one app: 2"]);
+    // The two lowest points, each unless it did not settle on a loaded machine: then the next
+    // load of the sweep stood in, and a note says so.
+    let notes: Vec<&str> = run["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    for wanted in ["one app: 1", "one app: 2"] {
+        let replaced = notes.iter().any(|n| {
+            n.starts_with(&format!("{wanted}: not used for fitting: "))
+                && n.contains("fitted from one app: ")
+        });
+        assert!(
+            fitted.contains(&wanted) || replaced,
+            "{wanted}: {fitted:?} {notes:#?}"
+        );
+    }
+    assert!(!fitted.is_empty() && fitted.len() <= 2, "{fitted:?}");
     for c in checks {
         let x = c["predicted_throughput"].as_f64().unwrap();
         assert!(x > 0.0 && x.is_finite(), "{c}");

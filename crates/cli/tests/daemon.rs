@@ -245,6 +245,16 @@ fn a_server_still_loading_gets_no_trial_until_its_signal_is_steady_and_busy() {
     });
     let s = status_json(&dir.state());
     let before_load = s["actions"].as_array().map_or(0, Vec::len);
+    // The daemon is not among its own workloads.
+    let own = u64::from(d.id());
+    assert!(
+        s["daemon"]["workloads"]
+            .as_array()
+            .is_some_and(|ws| ws.iter().all(|w| w["pids"]
+                .as_array()
+                .is_none_or(|p| !p.iter().any(|p| p.as_u64() == Some(own))))),
+        "{s:#}"
+    );
     std::fs::remove_file(&loading).unwrap();
     let decided = wait_until(Duration::from_secs(200), || {
         status_if_written(&dir.state()).is_some_and(|s| {

@@ -81,14 +81,32 @@ fn gain_from_log(ci: perfpilot_stats::MeanCi, higher_is_better: bool, confidence
 /// Windows to drop from the start of a run of sequential windows that opens with a transient
 /// (a server still loading its data set, a phase of other work ending): MSER over single
 /// windows, the series' first half when it never settles, 0 when it is steady or too short to
-/// tell (fewer than 4 windows).
+/// tell (fewer than 4 windows) — and 0 when the windows MSER would drop lie within
+/// [`TRANSIENT_SDS`] standard deviations of the rest: on a few noisy windows MSER takes noise
+/// for a transient (a PostgreSQL baseline of 14,899, 14,721, 15,363, 14,906, … lost half its
+/// windows four times over, and its trial never decided).
 pub fn transient(windows: &[f64]) -> usize {
-    match perfpilot_stats::mser(windows, 1) {
+    let d = match perfpilot_stats::mser(windows, 1) {
         Some(m) if !m.steady => windows.len() / 2,
         Some(m) => m.truncate,
         None => 0,
+    };
+    if d == 0 || d >= windows.len() {
+        return d;
+    }
+    let (gone, kept) = windows.split_at(d);
+    let sd = perfpilot_stats::stdev(kept);
+    let shift = (perfpilot_stats::mean(gone) - perfpilot_stats::mean(kept)).abs();
+    if sd.is_finite() && shift <= TRANSIENT_SDS * sd {
+        0
+    } else {
+        d
     }
 }
+
+/// How far (in standard deviations of the windows kept) the dropped windows' mean must lie
+/// for them to be a transient rather than noise.
+const TRANSIENT_SDS: f64 = 2.0;
 
 /// Keep when the interval's low end clears `1 + min_effect`, revert when its high end is below
 /// 1, neutral otherwise.
@@ -113,6 +131,20 @@ mod tests {
         // Still climbing: the first half goes.
         assert_eq!(transient(&[10.0, 20.0, 30.0, 40.0, 50.0, 60.0]), 3);
         assert_eq!(transient(&[1.0, 50.0, 50.0]), 0);
+        // Noise, as PostgreSQL's rate per CPU-second was: nothing dropped.
+        assert_eq!(
+            transient(&[
+                14899.0, 14721.0, 15363.0, 14906.0, 15200.0, 14650.0, 15010.0, 14800.0
+            ]),
+            0
+        );
+        // A server still warming its cache: its first three windows go.
+        assert_eq!(
+            transient(&[
+                11912.0, 12359.0, 13100.0, 15010.0, 14899.0, 15100.0, 14950.0, 15050.0
+            ]),
+            3
+        );
     }
 
     #[test]

@@ -211,7 +211,10 @@ impl Engine {
         };
         self.steady.next_scan(cur.mono_ns as f64 / 1e9);
         let shm = self.watch.shared_memory(cur, &rates, &self.tun);
-        let workloads = workload::group(cur, &rates, &shm);
+        let mut workloads = workload::group(cur, &rates, &shm);
+        // Not itself: its own CPU would be a workload to bind, its /metrics a preset to read.
+        let me = std::process::id() as i32;
+        workloads.retain(|w| !w.members.iter().any(|m| m.pid == me));
         self.look_at_servers(&workloads);
         if !self.dry {
             let observations = self.observe_signals(&workloads, &rates, cur);

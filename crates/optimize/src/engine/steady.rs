@@ -153,15 +153,9 @@ fn judge(kind: &SignalKind, values: &VecDeque<f64>) -> Result<(), String> {
             values.len()
         ));
     }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    let cv = if mean.abs() > 0.0 {
-        var.sqrt() / mean.abs()
-    } else {
-        f64::INFINITY
-    };
-    if cv > STEADY_MAX_CV {
+    let v: Vec<f64> = values.iter().copied().collect();
+    let cv = perfpilot_stats::cv(&v);
+    if cv.is_nan() || cv > STEADY_MAX_CV {
         return Err(format!(
             "waiting for a steady signal: its last {STEADY_READINGS} readings vary by {:.0} % (at most {:.0} %)",
             cv * 100.0,
