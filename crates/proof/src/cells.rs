@@ -180,6 +180,11 @@ pub fn apply(
 }
 
 impl CellSetup {
+    /// Whether this cell's perfpilot daemon has a trial running (false in other cells).
+    pub fn daemon_deciding(&self) -> bool {
+        self.daemon.as_ref().is_some_and(|d| d.trial_running())
+    }
+
     /// Call when the server whose processes are named `process` has started (the daemon's
     /// times count from it).
     pub fn server_started(&mut self, process: &str) {

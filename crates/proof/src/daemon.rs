@@ -148,6 +148,15 @@ impl Daemon {
         }));
     }
 
+    /// Whether the daemon has a trial running now (its status lists an action in `trial`).
+    pub fn trial_running(&self) -> bool {
+        status(&self.perfpilot, &self.state_dir).is_some_and(|s| {
+            s["actions"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a["state"].as_str() == Some("trial")))
+        })
+    }
+
     /// Stops the daemon and reports what it did.
     pub fn finish(mut self) -> DaemonReport {
         self.polling.store(false, Ordering::SeqCst);

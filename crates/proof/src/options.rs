@@ -209,6 +209,12 @@ pub struct RunArgs {
     /// Quiet time between a server's start (and prewarm) and its load.
     #[arg(long, default_value = "5s", value_parser = duration)]
     pub settle: Duration,
+    /// In the perfpilot cell, the warm-up goes on (in 20 s loads) while the daemon has a trial
+    /// running, up to this much longer, so that the measured window shows what it decided
+    /// rather than a trial half done (a daemon runs for days; the cell lasts minutes). `0s`:
+    /// the fixed warm-up only.
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    pub decide_within: Duration,
     /// Seed of the round orders (a resumed run takes the seed of its file).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

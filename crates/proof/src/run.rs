@@ -321,6 +321,11 @@ fn measure(
         if !warmup.is_zero() {
             server.load(ctx, &mut run, warmup, false)?;
         }
+        let deadline = std::time::Instant::now() + a.decide_within;
+        while setup.daemon_deciding() && std::time::Instant::now() < deadline {
+            procs::check_stop()?;
+            server.load(ctx, &mut run, Duration::from_secs(20), false)?;
+        }
         procs::check_stop()?;
         let load = server.load(ctx, &mut run, a.measure, true)?;
         run.proc.check_alive()?;

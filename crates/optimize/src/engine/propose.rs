@@ -188,7 +188,7 @@ impl Engine {
                         state = format!("would try {kind}: {why}");
                         break;
                     }
-                    self.steady.forget(&w.signature);
+                    let steady = self.steady.take(&w.signature);
                     let id = self.start(Proposed {
                         w,
                         kind,
@@ -198,6 +198,7 @@ impl Engine {
                         irreversible,
                         signal: signal.as_ref().ok().cloned(),
                         judge: w.signature.clone(),
+                        steady,
                     })?;
                     state = match self.fleet_advice(&w.signature, kind) {
                         Some(Advice::First(why)) => {
@@ -306,6 +307,8 @@ impl Engine {
                 irreversible,
                 signal,
                 judge: judge_sig,
+                // The judge's readings stay with it: its own trial may want them.
+                steady: Vec::new(),
             })?;
         }
         Ok(())

@@ -134,9 +134,15 @@ impl Steady {
         r.verdict.clone()
     }
 
-    /// Forgets `signature`'s readings (its trial started: the next one needs fresh ones).
-    pub(super) fn forget(&mut self, signature: &str) {
-        self.recent.remove(signature);
+    /// Takes `signature`'s steady readings, oldest first (its trial starts: they are windows
+    /// without the change, so a sequential trial's baseline starts with them, and the next
+    /// trial needs fresh ones).
+    pub(super) fn take(&mut self, signature: &str) -> Vec<f64> {
+        self.recent
+            .remove(signature)
+            .filter(|r| r.verdict.is_ok())
+            .map(|r| r.values.into_iter().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -248,6 +254,8 @@ mod tests {
         s.next_scan(0.0);
         assert_eq!(ok(&mut s, &SignalKind::Syscalls), Ok(()));
         assert_eq!(s.read_this_scan("w"), Some(Ok(())));
+        assert_eq!(s.take("w"), vec![100.0 * 1e6; 3]);
+        assert_eq!(s.take("w"), Vec::<f64>::new());
         s.next_scan(0.0);
         assert_eq!(s.read_this_scan("w"), None);
     }

@@ -136,6 +136,9 @@ pub(super) struct Proposed<'a> {
     pub(super) signal: Option<SignalKind>,
     /// The signature of the workload whose signal judges it.
     pub(super) judge: String,
+    /// The steady readings the gate took just before (`steady.rs`): the first baseline windows
+    /// of a sequential trial.
+    pub(super) steady: Vec<f64>,
 }
 
 /// What advancing a trial may touch.
@@ -534,7 +537,12 @@ impl Engine {
             steps: p.changes.into(),
             phase,
             on: false,
-            off_obs: Vec::new(),
+            // Interleaved trials pair each off window with the next on one: no seed for them.
+            off_obs: if p.interleave || p.signal.is_none() {
+                Vec::new()
+            } else {
+                p.steady
+            },
             on_obs: Vec::new(),
             shadow_off: Vec::new(),
             shadow_on: Vec::new(),

@@ -211,6 +211,10 @@ fn a_backed_off_strategy_is_not_proposed_and_is_once_the_back_off_ends() {
         e.actions.trials[0].signal,
         Some(crate::signal::SignalKind::Cpu)
     );
+    // Cache affinity is interleaved: each off window pairs with the next on one, so the gate's
+    // readings do not seed its baseline (a sequential trial's they do).
+    assert!(e.actions.trials[0].doc.interleave);
+    assert!(e.actions.trials[0].off_obs.is_empty());
 }
 
 #[test]
