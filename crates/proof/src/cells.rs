@@ -180,9 +180,9 @@ pub fn apply(
 }
 
 impl CellSetup {
-    /// Whether this cell's perfpilot daemon has a trial running (false in other cells).
+    /// Whether this cell's perfpilot daemon is deciding something (false in other cells).
     pub fn daemon_deciding(&self) -> bool {
-        self.daemon.as_ref().is_some_and(|d| d.trial_running())
+        self.daemon.as_ref().is_some_and(|d| d.deciding())
     }
 
     /// Call when the server whose processes are named `process` has started (the daemon's

@@ -148,13 +148,11 @@ impl Daemon {
         }));
     }
 
-    /// Whether the daemon has a trial running now (its status lists an action in `trial`).
-    pub fn trial_running(&self) -> bool {
-        status(&self.perfpilot, &self.state_dir).is_some_and(|s| {
-            s["actions"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|a| a["state"].as_str() == Some("trial")))
-        })
+    /// Whether the daemon is deciding something now: an action in `trial`, or a workload it
+    /// would try an action on once the signal is steady (Redis's trial began 2 s after a fixed
+    /// warm-up ended, while the gate still waited, and the cell measured the trial's start).
+    pub fn deciding(&self) -> bool {
+        status(&self.perfpilot, &self.state_dir).is_some_and(|s| deciding(&s))
     }
 
     /// Stops the daemon and reports what it did.
@@ -186,6 +184,21 @@ impl Daemon {
         };
         report
     }
+}
+
+/// Whether a status document shows a trial running or one waiting for its signal.
+pub fn deciding(status: &Value) -> bool {
+    let trial = status["actions"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|a| a["state"].as_str() == Some("trial")));
+    let waiting = status["daemon"]["workloads"].as_array().is_some_and(|w| {
+        w.iter().any(|w| {
+            w["state"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("would try "))
+        })
+    });
+    trial || waiting
 }
 
 /// Seconds from `wall0` to the earliest `updated` time of a kept action.

@@ -162,6 +162,19 @@ fn the_agreement_table_compares_the_judging_signal_with_the_proxy() {
 }
 
 #[test]
+fn the_daemon_is_deciding_while_a_trial_runs_or_a_workload_waits_for_its_signal() {
+    use perfpilot_proof::daemon::deciding;
+    let trial = serde_json::json!({"actions": [{"state": "kept"}, {"state": "trial"}]});
+    assert!(deciding(&trial));
+    let waiting = serde_json::json!({"actions": [{"state": "kept"}], "daemon": {"workloads": [
+        {"state": "would try large_pages: waiting for a steady signal: 1 of 3 readings so far"}]}});
+    assert!(deciding(&waiting));
+    let done = serde_json::json!({"actions": [{"state": "ended"}], "daemon": {"workloads": [
+        {"state": "large_pages backed off for 3566 s: no clear effect"}]}});
+    assert!(!deciding(&done));
+}
+
+#[test]
 fn a_proxy_agrees_only_with_an_interval_narrow_enough_to_tell() {
     let g = |ratio, ci_low, ci_high| perfpilot_proof::record::GainCi {
         ratio,
