@@ -388,6 +388,23 @@ pub fn analyse(
         }
     }
     if fit_points.is_empty() {
+        // Nothing settled (a short window on a busy machine): fit from the wanted points that
+        // had no failed requests rather than throw the run away, and say so.
+        for (s, p) in wanted.iter().filter_map(|label| {
+            sweeps
+                .iter()
+                .find_map(|s| s.points.iter().find(|p| &p.label == label).map(|p| (s, p)))
+        }) {
+            if p.errors() == 0 {
+                notes.push(format!(
+                    "{}: fitted from although it did not settle (no point to fit from did): read the predictions with care, or measure longer",
+                    p.label
+                ));
+                fit_points.push(tier_point(p, &s.instances));
+            }
+        }
+    }
+    if fit_points.is_empty() {
         return Err(CapacityError::Model(
             perfpilot_model::ModelError::BadMeasurement {
                 label: wanted.join(", "),

@@ -175,3 +175,31 @@ fn two_unsettled_fit_points_of_one_sweep_get_two_different_stand_ins() {
         .collect();
     assert_eq!(fitted, ["no think: 4", "no think: 8"]);
 }
+
+#[test]
+fn when_no_point_settled_the_wanted_ones_are_fitted_from_with_a_note() {
+    let cap = Capacity::parse(FILE, Path::new("two.toml")).unwrap();
+    let all = [
+        "no think: 1",
+        "no think: 2",
+        "no think: 4",
+        "no think: 8",
+        "lookup only: 1",
+        "lookup only: 4",
+    ];
+    let r = analyse(&cap, run(&cap, &all), vec![]).unwrap();
+    let fitted: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.fitted)
+        .map(|c| c.label.as_str())
+        .collect();
+    assert_eq!(fitted, ["no think: 1", "no think: 2"]);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("no think: 1: fitted from although it did not settle")),
+        "{:#?}",
+        r.notes
+    );
+}

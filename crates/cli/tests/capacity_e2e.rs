@@ -126,6 +126,7 @@ measure = "4s"
         .iter()
         .filter_map(|n| n.as_str())
         .collect();
+    // (When no point settled at all, the two are fitted from anyway, with a note.)
     for wanted in ["one app: 1", "one app: 2"] {
         let replaced = notes.iter().any(|n| {
             n.starts_with(&format!("{wanted}: not used for fitting: "))
