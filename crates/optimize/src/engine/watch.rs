@@ -226,9 +226,7 @@ impl Engine {
         }
         out
     }
-}
 
-impl Engine {
     /// Whether a trial judged by `w`'s signal `kind` may start: its last readings show steady,
     /// non-idle work (`steady.rs`); `Err` says why not. Reads the signal unless a trial or an
     /// earlier strategy already did this scan.
