@@ -3,16 +3,16 @@
 //! touched). Tests run one at a time: each daemon scans the whole machine.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod support;
-use support::{Dir, EXE, daemon, finish, status_if_written, status_json, terminate, wait_until};
+use support::{
+    Dir, EXE, Load, daemon, finish, status_if_written, status_json, terminate, wait_until,
+};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Load(Child);
 
 impl Load {
     fn spawn(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Load {
@@ -20,30 +20,11 @@ impl Load {
         // Tags carry this test process's pid: another run of these tests on the machine (a
         // second checkout, CI) must not match our loads.
         let tag = format!("{}-{tag}", std::process::id());
-        c.args(["bench", "load", "--tag", &tag])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
+        c.args(["bench", "load", "--tag", &tag]).args(args);
         for (k, v) in env {
             c.env(k, v);
         }
-        let mut c = c.spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(c.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Load(c)
-    }
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        Load::ready(c)
     }
 }
 

@@ -4,7 +4,7 @@
 //! only the servers these tests start (`only_matched`), so nothing else on the machine is
 //! touched; `shmem_enabled` is restored by the daemon at stop and by a guard here.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -12,21 +12,11 @@ use perfpilot_sys::stat::selected_choice;
 use perfpilot_testkit as kit;
 
 mod support;
-use support::{Dir, daemon, finish, status_if_written, terminate, wait_until};
+use support::{Dir, Load, daemon, finish, status_if_written, terminate, wait_until};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const SHMEM_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
-
-/// A load generator that is killed when the test ends.
-struct Load(Child);
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Puts `shmem_enabled` back as it was, also when the test panics.
 struct ShmemGuard(String);

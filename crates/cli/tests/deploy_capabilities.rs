@@ -6,14 +6,13 @@
 //! CAP_DAC_READ_SEARCH. Only the spawned load is touched (`only_matched`); read-ahead and large
 //! pages are off, so no global setting changes.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 mod support;
-use support::{Dir, EXE, finish, status_json, terminate, wait_until};
+use support::{Dir, EXE, Load, finish, status_json, terminate, wait_until};
 
 /// The user the load runs as: another user than the daemon's.
 const NOBODY: &str = "65534";
@@ -31,35 +30,14 @@ fn unit_caps() -> Vec<String> {
         .collect()
 }
 
-/// A `perfpilot bench load` as `nobody`, from a copy of the binary that user may execute.
-struct Load(Child);
-
 impl Load {
+    /// A `perfpilot bench load` as `nobody`, from a copy of the binary that user may execute.
     fn spawn(exe: &Path, tag: &str) -> Load {
-        let mut c = Command::new("setpriv")
-            .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", "--"])
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", "--"])
             .arg(exe)
-            .args(["bench", "load", "--tag", tag, "--threads", "3"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("setpriv (util-linux)");
-        let mut line = String::new();
-        BufReader::new(c.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Load(c)
-    }
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+            .args(["bench", "load", "--tag", tag, "--threads", "3"]);
+        Load::ready(c)
     }
 }
 

@@ -8,46 +8,23 @@
 //! affinity is not exercised here: it needs two NUMA nodes, and this machine has one (its
 //! steps go through the same journaled step and its kill points).
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{Dir, EXE, status_json};
+use support::{Dir, EXE, Load, status_json};
 
 const SHMEM: &str = "sys/kernel/mm/transparent_hugepage/shmem_enabled";
 const SHMEM_START: &str = "always within_size advise [never] deny force\n";
 
-struct Load(Child);
-
 impl Load {
     fn spawn(tag: &str, args: &[&str]) -> Load {
         let tag = format!("{}-{tag}", std::process::id());
-        let mut c = Command::new(EXE)
-            .args(["bench", "load", "--tag", &tag])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(c.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Load(c)
-    }
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let mut c = Command::new(EXE);
+        c.args(["bench", "load", "--tag", &tag]).args(args);
+        Load::ready(c)
     }
 }
 

@@ -3,12 +3,45 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The perfpilot binary under test.
 pub const EXE: &str = env!("CARGO_BIN_EXE_perfpilot");
+
+/// A load the test started, killed and reaped when dropped (also when the test panics).
+pub struct Load(pub Child);
+
+impl Load {
+    /// Starts `c` (a `perfpilot bench load`, however launched) with its stdin and stdout piped,
+    /// and waits for the `ready` line it prints once its threads run.
+    pub fn ready(mut c: Command) -> Load {
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {c:?}: {e}"));
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "{c:?} did not start");
+        Load(child)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 pub struct Dir(pub PathBuf);
 
