@@ -311,6 +311,16 @@ pub fn measure(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Re
     })
 }
 
+/// The point labelled `label` and its sweep.
+fn point_labelled<'a>(
+    sweeps: &'a [SweepResult],
+    label: &str,
+) -> Option<(&'a SweepResult, &'a Point)> {
+    sweeps
+        .iter()
+        .find_map(|s| s.points.iter().find(|p| p.label == label).map(|p| (s, p)))
+}
+
 /// Why a point cannot be fitted from, if it cannot.
 fn unusable(p: &Point) -> Option<String> {
     if p.steady == Some(false) {
@@ -358,10 +368,7 @@ pub fn analyse(
     }
     let mut used: Vec<String> = Vec::new();
     for label in &wanted {
-        let Some((s, p)) = sweeps
-            .iter()
-            .find_map(|s| s.points.iter().find(|p| &p.label == label).map(|p| (s, p)))
-        else {
+        let Some((s, p)) = point_labelled(&sweeps, label) else {
             continue;
         };
         let Some(why) = unusable(p) else {
@@ -390,11 +397,7 @@ pub fn analyse(
     if fit_points.is_empty() {
         // Nothing settled (a short window on a busy machine): fit from the wanted points that
         // had no failed requests rather than throw the run away, and say so.
-        for (s, p) in wanted.iter().filter_map(|label| {
-            sweeps
-                .iter()
-                .find_map(|s| s.points.iter().find(|p| &p.label == label).map(|p| (s, p)))
-        }) {
+        for (s, p) in wanted.iter().filter_map(|l| point_labelled(&sweeps, l)) {
             if p.errors() == 0 {
                 notes.push(format!(
                     "{}: fitted from although it did not settle (no point to fit from did): read the predictions with care, or measure longer",

@@ -40,7 +40,7 @@ fn idle(kind: &SignalKind, v: f64) -> bool {
 struct Recent {
     /// The signal they are of (a change of signal starts afresh).
     signal: String,
-    /// The scan of the last reading (a gap starts afresh).
+    /// The scan of the last reading (`next_scan` forgets an entry not read in the last one).
     scan: u64,
     /// Up to [`STEADY_READINGS`] readings, oldest first.
     values: VecDeque<f64>,
@@ -106,7 +106,8 @@ impl Steady {
                 values: VecDeque::new(),
                 verdict: Ok(()),
             });
-        if r.signal != desc || r.scan + 1 < scan {
+        // (A gap in the readings needs no check here: `next_scan` forgot those entries.)
+        if r.signal != desc {
             r.signal = desc;
             r.values.clear();
         }
