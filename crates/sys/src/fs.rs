@@ -134,13 +134,14 @@ pub(crate) fn read_pid_file(path: &Path, buf: &mut Vec<u8>) -> Result<()> {
 /// Reads a small single-record procfs file (`stat`, `status`, `io`): such files are produced
 /// whole by the first `read`, so a read that does not fill the buffer is the end and the
 /// second, empty `read` is saved. With `dir`, `rel` is opened relative to that directory
-/// (which `base` names, for errors); without it, `base` itself is read.
+/// (which `base` names, for errors); without it, `base` itself is read. Returns the open file,
+/// which a caller may keep to read again from the start.
 pub(crate) fn read_single(
     dir: Option<&std::fs::File>,
     base: &Path,
     rel: &str,
     buf: &mut Vec<u8>,
-) -> Result<()> {
+) -> Result<std::fs::File> {
     use std::os::fd::{AsRawFd, FromRawFd};
     buf.clear();
     let full = || {
@@ -187,7 +188,7 @@ pub(crate) fn read_single(
         let n = f.read(&mut buf[len..]).map_err(err)?;
         buf.truncate(len + n);
         if n == 0 || len + n < cap {
-            return Ok(());
+            return Ok(f);
         }
         buf.reserve(cap);
     }

@@ -100,3 +100,36 @@ pub fn self_cpu_time() -> std::time::Duration {
     };
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
+
+/// This process's open-file limit, soft and hard (`getrlimit(RLIMIT_NOFILE)`).
+pub fn open_files_limit() -> (u64, u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid pointer to an rlimit struct, which getrlimit only writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return (1024, 1024);
+    }
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// Raises this process's soft open-file limit towards `want` (never past the hard limit, never
+/// lowering it) and returns the soft limit now. Only this process is changed: nothing to undo.
+pub fn raise_open_files_limit(want: u64) -> u64 {
+    let (soft, hard) = open_files_limit();
+    let target = want.min(hard);
+    if target <= soft {
+        return soft;
+    }
+    let r = libc::rlimit {
+        rlim_cur: target,
+        rlim_max: hard,
+    };
+    // SAFETY: valid pointer to an initialised rlimit struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+        target
+    } else {
+        soft
+    }
+}

@@ -178,19 +178,51 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
     }
     let pids: Vec<i32> = children.iter().map(|c| c.0.id() as i32).collect();
     let fs = Fs::live();
+    perfpilot_sys::raise_open_files_limit(1 << 18);
     let mut report = Vec::new();
+    // (threads, carry idle over, keep descriptors open, what): every path side by side in one
+    // run, so that their ratios hold on a noisy machine.
     let modes = [
-        (true, false, "threads read every time"),
-        (true, true, "idle processes carried over (default)"),
-        (false, false, "no threads"),
+        (
+            true,
+            false,
+            false,
+            "threads read every time, files opened each time",
+        ),
+        (
+            true,
+            false,
+            true,
+            "threads read every time, descriptors kept open",
+        ),
+        (
+            true,
+            true,
+            false,
+            "idle processes carried over, files opened each time",
+        ),
+        (
+            true,
+            true,
+            true,
+            "idle processes carried over, descriptors kept open (default)",
+        ),
+        (false, false, false, "no threads, files opened each time"),
+        (false, false, true, "no threads, descriptors kept open"),
     ];
-    for (threads, reuse_idle, what) in modes {
+    let mut means = Vec::new();
+    for (threads, reuse_idle, keep, what) in modes {
         let mut s = Sampler::new(
             &fs,
             SamplerConfig {
                 threads,
                 reuse_idle,
                 expensive_every: 0,
+                keep_open: if keep {
+                    SamplerConfig::default().keep_open
+                } else {
+                    0
+                },
                 ..SamplerConfig::default()
             },
         );
@@ -210,17 +242,32 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
         }
         drop(first);
         let mean = cpu.iter().sum::<f64>() / cpu.len().max(1) as f64;
+        means.push((mean, counted));
         cpu.sort_by(f64::total_cmp);
         wall.sort_by(f64::total_cmp);
         report.push(format!(
-            "cheap sample, {what}: {} processes, {} threads; CPU mean {mean:.1} ms, median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
+            "cheap sample, {what}: {} processes, {} threads, {} descriptors kept; CPU mean {mean:.1} ms, median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
             counted.0,
             counted.1,
+            s.kept_open(),
             cpu[cpu.len() / 2],
             cpu[0],
             cpu[cpu.len() - 1],
             wall[wall.len() / 2],
             mean / 5000.0 * 100.0
+        ));
+    }
+    // A thread's cost: reading every thread minus reading none, over the threads read.
+    for (with, without, what) in [
+        (0, 4, "files opened each time"),
+        (1, 5, "descriptors kept open"),
+    ] {
+        let (m1, (_, t)) = means[with];
+        let (m0, (p, _)) = means[without];
+        report.push(format!(
+            "per thread, {what}: {:.2} µs CPU; per process without threads: {:.2} µs",
+            (m1 - m0) * 1e3 / t.max(1) as f64,
+            m0 * 1e3 / p.max(1) as f64
         ));
     }
     let mut s = Sampler::new(&fs, SamplerConfig::default());

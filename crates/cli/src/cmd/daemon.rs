@@ -81,6 +81,8 @@ fn state_dir(p: Option<PathBuf>) -> PathBuf {
 
 pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
     super::init_log(&a.log);
+    // Room for the sampler's kept `stat` descriptors (half of the soft limit at most).
+    perfpilot_sys::raise_open_files_limit(1 << 18);
     let stop = Arc::new(AtomicBool::new(false));
     perfpilot_sys::signal::flag_on_stop(stop.clone())
         .context("installing the SIGINT/SIGTERM handler")?;

@@ -61,6 +61,8 @@ pub fn run(a: RecordArgs) -> anyhow::Result<()> {
     let s2 = stop.clone();
     ctrlc::set_handler(move || s2.store(true, Ordering::SeqCst))
         .context("installing the Ctrl-C handler")?;
+    // Room for the sampler's kept `stat` descriptors (half of the soft limit at most).
+    perfpilot_sys::raise_open_files_limit(1 << 18);
     let mut sampler = Sampler::new(
         &Fs::live(),
         SamplerConfig {

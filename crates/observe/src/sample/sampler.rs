@@ -35,6 +35,15 @@ pub struct SamplerConfig {
     /// the full reads spread over the samples): carried-over readings (context switches,
     /// affinity, I/O counters) are never older than N intervals.
     pub idle_refresh_every: u32,
+    /// Keep up to this many descriptors of `stat` (processes' and threads'), `status` and `io`
+    /// open between samples and re-read them instead of opening the files again (0: open every
+    /// time). At most half of the open-file limit is used, whatever this says.
+    #[serde(default = "default_keep_open")]
+    pub keep_open: usize,
+}
+
+fn default_keep_open() -> usize {
+    100_000
 }
 
 impl Default for SamplerConfig {
@@ -47,6 +56,7 @@ impl Default for SamplerConfig {
             per_cpu_ctxt: true,
             reuse_idle: true,
             idle_refresh_every: 6,
+            keep_open: default_keep_open(),
         }
     }
 }
@@ -85,6 +95,8 @@ impl Sampler {
             cpu_ctxt_unavailable: None,
             taken: 0,
         };
+        let half_limit = usize::try_from(perfpilot_sys::open_files_limit().0 / 2).unwrap_or(0);
+        s.reader.keep_stat_open(s.cfg.keep_open.min(half_limit));
         if !s.cfg.per_cpu_ctxt {
             s.cpu_ctxt_unavailable = Some("per-CPU context switches not requested".into());
         } else if !fs.is_live() {
@@ -119,6 +131,11 @@ impl Sampler {
     /// The configuration.
     pub fn config(&self) -> &SamplerConfig {
         &self.cfg
+    }
+
+    /// Descriptors kept open between samples now.
+    pub fn kept_open(&self) -> usize {
+        self.reader.kept_open()
     }
 
     /// Takes one sample. Only an unreadable `/proc/stat` fails it; everything else is skipped
@@ -255,6 +272,7 @@ impl Sampler {
             }
         }
         self.prev_full = full;
+        self.reader.end_pass();
         // Forget the command lines of processes that are gone.
         if self.cmdlines.len() > out.len() * 2 + 64 {
             let live: std::collections::HashSet<_> =
@@ -426,6 +444,71 @@ Anonymous: 2048 kB
 AnonHugePages: 0 kB
 ShmemPmdMapped: 4096 kB
 ";
+
+    #[test]
+    fn kept_descriptors_give_the_same_readings_as_files_opened_afresh() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let me = std::process::id() as i32;
+        let mut sampler = Sampler::new(
+            &Fs::live(),
+            SamplerConfig {
+                pids: Some(vec![me]),
+                reuse_idle: false,
+                per_cpu_ctxt: false,
+                expensive_every: 0,
+                ..SamplerConfig::default()
+            },
+        );
+        // A thread that spins until told to stop, then sleeps (its CPU time frozen).
+        let (spin, paused) = (
+            Arc::new(AtomicBool::new(true)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (s2, p2) = (spin.clone(), paused.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spinner = std::thread::spawn(move || {
+            let link = std::fs::read_link("/proc/thread-self").unwrap();
+            let tid: i32 = link.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            tx.send(tid).unwrap();
+            let mut x = 0u64;
+            while s2.load(Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            p2.store(true, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        });
+        let tid = rx.recv().unwrap();
+        let ticks = |s: &Sample| -> u64 {
+            let p = s.processes.iter().find(|p| p.pid == me).unwrap();
+            let t = p.threads.iter().find(|t| t.tid == tid).unwrap();
+            t.utime + t.stime
+        };
+        let afresh = || {
+            let t = ProcReader::new(&Fs::live()).task_stat(me, tid).unwrap();
+            t.utime + t.stime
+        };
+        let first = ticks(&sampler.sample().unwrap());
+        assert!(
+            sampler.kept_open() >= 2,
+            "stat of the process and of its threads kept"
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while afresh() < first + 5 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        spin.store(false, Ordering::SeqCst);
+        while !paused.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let second = ticks(&sampler.sample().unwrap());
+        assert!(
+            second >= first + 5,
+            "the kept descriptor read {first} then {second}"
+        );
+        assert_eq!(second, afresh());
+        drop(spinner);
+    }
 
     #[test]
     fn shared_anonymous_memory_is_counted_as_the_processs_shared_memory() {

@@ -8,6 +8,7 @@
 //!
 //! [`Error::Vanished`]: crate::Error::Vanished
 
+mod kept;
 mod maps;
 mod memory;
 mod reader;

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::kept::{KeptFds, KeptRead};
 use super::{
     MapRange, NumaRange, ProcIo, ProcStatus, ShmAttach, SmapsRollup, TaskStat, parse_io,
     parse_maps, parse_maps_shm, parse_numa_maps, parse_smaps_rollup, parse_stat, parse_status,
@@ -17,6 +18,8 @@ pub struct ProcReader {
     proc_root: String,
     path: String,
     buf: Vec<u8>,
+    /// `stat` descriptors kept open between passes, when asked for.
+    kept: Option<KeptFds>,
 }
 
 impl ProcReader {
@@ -27,7 +30,29 @@ impl ProcReader {
             fs: fs.clone(),
             path: String::with_capacity(64),
             buf: Vec::with_capacity(4096),
+            kept: None,
         }
+    }
+
+    /// Keeps up to `limit` descriptors of single-record files (`stat` of processes and threads,
+    /// `status`, `io`) open between passes and re-reads them from the start instead of opening
+    /// the files again; 0 turns it off. Only
+    /// on the live system: a captured tree's files are plain files that tests replace.
+    /// [`end_pass`](Self::end_pass) closes those not read since the previous pass.
+    pub fn keep_stat_open(&mut self, limit: usize) {
+        self.kept = (limit > 0 && self.fs.is_live()).then(|| KeptFds::new(limit));
+    }
+
+    /// Ends a pass over the processes: closes the kept descriptors not read in it.
+    pub fn end_pass(&mut self) {
+        if let Some(k) = &mut self.kept {
+            k.end_pass();
+        }
+    }
+
+    /// Descriptors kept open now.
+    pub fn kept_open(&self) -> usize {
+        self.kept.as_ref().map_or(0, KeptFds::len)
     }
 
     /// The filesystem this reader reads.
@@ -54,10 +79,20 @@ impl ProcReader {
         self.text()
     }
 
-    /// Loads a small single-record file (`stat`, `status`, `io`) with one `read`.
-    fn load_single(&mut self, pid: i32, tid: Option<i32>, file: &str) -> Result<&Path> {
+    /// Loads a small single-record file (`stat`, `status`, `io`) with one `read`, through its
+    /// kept descriptor when there is one.
+    fn load_single(&mut self, pid: i32, tid: Option<i32>, file: &'static str) -> Result<&Path> {
         self.set_path(pid, tid, file);
-        read_single(None, Path::new(&self.path), "", &mut self.buf)?;
+        let key = (pid, tid.unwrap_or(0), file);
+        if let Some(k) = &mut self.kept
+            && let KeptRead::Read = k.read(key, &mut self.buf)
+        {
+            return Ok(Path::new(&self.path));
+        }
+        let f = read_single(None, Path::new(&self.path), "", &mut self.buf)?;
+        if let Some(k) = &mut self.kept {
+            k.keep(key, f);
+        }
         Ok(Path::new(&self.path))
     }
 
@@ -89,12 +124,26 @@ impl ProcReader {
         })?;
         let mut tids = self.tids(pid)?;
         tids.sort_unstable();
+        if let Some(k) = &mut self.kept {
+            k.threads_are(pid, &tids);
+        }
         let mut rel = String::with_capacity(24);
         for tid in tids {
             rel.clear();
             let _ = write!(rel, "{tid}/stat");
-            let r = read_single(Some(&dir), &dir_path, &rel, &mut self.buf)
-                .and_then(|()| parse_stat(&self.buf, &dir_path.join(&rel)));
+            if let Some(k) = &mut self.kept
+                && let KeptRead::Read = k.read((pid, tid, "stat"), &mut self.buf)
+            {
+                each(parse_stat(&self.buf, &dir_path.join(&rel)));
+                continue;
+            }
+            let r = read_single(Some(&dir), &dir_path, &rel, &mut self.buf);
+            let r = r.and_then(|f| {
+                if let Some(k) = &mut self.kept {
+                    k.keep((pid, tid, "stat"), f);
+                }
+                parse_stat(&self.buf, &dir_path.join(&rel))
+            });
             each(r);
         }
         Ok(())

@@ -1,0 +1,257 @@
+//! Descriptors of single-record `/proc` files (`stat`, `status`, `io`) kept open between
+//! sampling passes: re-reading an open `/proc/PID/stat` with `pread` at offset 0 regenerates
+//! it, and saves the path walk, the `open` and the `close`
+//! of every pass (about half of a thread's reading cost; figures in `docs/reliability.md`).
+//!
+//! A descriptor stays bound to the task it was opened on: once that task has exited, reading
+//! it fails with `ESRCH`, so a recycled pid or tid is never read through an old descriptor. The
+//! caller then opens the new task's file as usual.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+/// Where a kept descriptor's reading stands.
+pub(crate) enum KeptRead {
+    /// The file's text is in the buffer.
+    Read,
+    /// No descriptor kept for this task: open the file.
+    Missing,
+    /// The task the descriptor was opened on is gone (or the read failed): it was closed; open
+    /// the file again to find out whether the pid now names another task.
+    Stale,
+}
+
+/// Whose file a kept descriptor reads: pid, tid (0 for the process's own) and file name.
+pub(crate) type Key = (i32, i32, &'static str);
+
+/// One process's kept descriptors, and the last pass that read any of them.
+#[derive(Debug)]
+struct ProcFds {
+    seen: u64,
+    files: HashMap<(i32, &'static str), File>,
+}
+
+/// Open descriptors by [`Key`], at most `limit` of them. A process's descriptors stay while any
+/// of its files is read in a pass (a sampler that carries an idle process over still reads its
+/// `stat`), so its threads' descriptors outlive the passes that skip them.
+#[derive(Debug)]
+pub(crate) struct KeptFds {
+    procs: HashMap<i32, ProcFds>,
+    count: usize,
+    limit: usize,
+    pass: u64,
+}
+
+impl KeptFds {
+    pub fn new(limit: usize) -> Self {
+        KeptFds {
+            procs: HashMap::new(),
+            count: 0,
+            limit,
+            pass: 0,
+        }
+    }
+
+    /// Reads the kept descriptor of `key` into `buf` (cleared first).
+    pub fn read(&mut self, key: Key, buf: &mut Vec<u8>) -> KeptRead {
+        let (pid, tid, name) = key;
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return KeptRead::Missing;
+        };
+        let Some(file) = p.files.get(&(tid, name)) else {
+            return KeptRead::Missing;
+        };
+        match read_from_start(file, buf) {
+            Ok(n) if n > 0 => {
+                p.seen = self.pass;
+                KeptRead::Read
+            }
+            // ESRCH (the task exited), an empty reading, or anything else: start afresh.
+            _ => {
+                p.files.remove(&(tid, name));
+                self.count -= 1;
+                KeptRead::Stale
+            }
+        }
+    }
+
+    /// Keeps `file` (just opened and read) for the next passes, if there is room.
+    pub fn keep(&mut self, key: Key, file: File) {
+        let (pid, tid, name) = key;
+        let p = self.procs.entry(pid).or_insert_with(|| ProcFds {
+            seen: self.pass,
+            files: HashMap::new(),
+        });
+        p.seen = self.pass;
+        if self.count < self.limit && p.files.insert((tid, name), file).is_none() {
+            self.count += 1;
+        }
+    }
+
+    /// The threads `pid` has now: descriptors of the others (threads that exited) are closed.
+    pub fn threads_are(&mut self, pid: i32, tids: &[i32]) {
+        if let Some(p) = self.procs.get_mut(&pid) {
+            let before = p.files.len();
+            p.files
+                .retain(|(tid, _), _| *tid == 0 || tids.binary_search(tid).is_ok());
+            self.count -= before - p.files.len();
+        }
+    }
+
+    /// Ends a pass: the descriptors of processes none of whose files were read in it (gone,
+    /// or no longer looked at) are closed.
+    pub fn end_pass(&mut self) {
+        let pass = self.pass;
+        let mut closed = 0;
+        self.procs.retain(|_, p| {
+            let keep = p.seen == pass;
+            if !keep {
+                closed += p.files.len();
+            }
+            keep
+        });
+        self.count -= closed;
+        self.pass += 1;
+    }
+
+    /// Descriptors kept now.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+}
+
+/// Reads `file` whole from offset 0 into `buf` (cleared first); returns the bytes read.
+fn read_from_start(file: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    buf.clear();
+    if buf.capacity() < 4096 {
+        buf.reserve(4096);
+    }
+    loop {
+        let len = buf.len();
+        let cap = buf.capacity();
+        buf.resize(cap, 0);
+        let n = file.read_at(&mut buf[len..], len as u64);
+        let n = match n {
+            Ok(n) => n,
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        };
+        buf.truncate(len + n);
+        // procfs produces a single-record file whole on the first read.
+        if n == 0 || len + n < cap {
+            return Ok(buf.len());
+        }
+        buf.reserve(cap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str, text: &str) -> (std::path::PathBuf, File) {
+        let p = std::env::temp_dir().join(format!("perfpilot-kept-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        let f = File::open(&p).unwrap();
+        (p, f)
+    }
+
+    #[test]
+    fn a_kept_descriptor_is_read_again_from_the_start() {
+        let (p, f) = temp("again", "1 (x) S 0");
+        let mut k = KeptFds::new(8);
+        k.keep((1, 0, "stat"), f);
+        let mut buf = Vec::new();
+        assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
+        assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
+        assert_eq!(buf, b"1 (x) S 0");
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn descriptors_not_read_in_a_pass_are_closed_at_its_end() {
+        let (p1, f1) = temp("pass1", "a");
+        let (p2, f2) = temp("pass2", "b");
+        let mut k = KeptFds::new(8);
+        k.keep((1, 0, "stat"), f1);
+        k.keep((2, 0, "stat"), f2);
+        k.end_pass();
+        let mut buf = Vec::new();
+        assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
+        k.end_pass();
+        assert_eq!(k.len(), 1);
+        assert!(matches!(
+            k.read((2, 0, "stat"), &mut buf),
+            KeptRead::Missing
+        ));
+        std::fs::remove_file(p1).unwrap();
+        std::fs::remove_file(p2).unwrap();
+    }
+
+    #[test]
+    fn the_descriptors_of_threads_that_exited_are_closed_when_the_threads_are_listed() {
+        let (p, f) = temp("threads", "a");
+        let mut k = KeptFds::new(8);
+        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        k.keep((1, 2, "stat"), f.try_clone().unwrap());
+        k.keep((1, 3, "stat"), f);
+        k.threads_are(1, &[1, 3]);
+        assert_eq!(k.len(), 2);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            k.read((1, 2, "stat"), &mut buf),
+            KeptRead::Missing
+        ));
+        assert!(matches!(k.read((1, 3, "stat"), &mut buf), KeptRead::Read));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_process_read_in_a_pass_keeps_its_threads_descriptors_unread_in_it() {
+        let (p, f) = temp("idle", "a");
+        let mut k = KeptFds::new(8);
+        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        k.keep((1, 5, "stat"), f);
+        k.end_pass();
+        let mut buf = Vec::new();
+        assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
+        k.end_pass();
+        assert_eq!(k.len(), 2);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn no_more_than_the_limit_are_kept() {
+        let (p, f) = temp("limit", "a");
+        let mut k = KeptFds::new(1);
+        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        k.keep((2, 0, "stat"), f);
+        assert_eq!(k.len(), 1);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn the_descriptor_of_an_exited_process_is_stale_and_closed() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let f = File::open(format!("/proc/{pid}/stat")).unwrap();
+        let mut k = KeptFds::new(8);
+        k.keep((pid, 0, "stat"), f);
+        let mut buf = Vec::new();
+        assert!(matches!(k.read((pid, 0, "stat"), &mut buf), KeptRead::Read));
+        assert!(buf.starts_with(format!("{pid} (sleep)").as_bytes()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(matches!(
+            k.read((pid, 0, "stat"), &mut buf),
+            KeptRead::Stale
+        ));
+        assert_eq!(k.len(), 0);
+    }
+}
