@@ -3,6 +3,8 @@
 //! skipped without copying. It runs inside the user's own task, so a request costs no task
 //! hand-off or channel, which is what keeps the driver level with wrk (see the benchmark).
 
+use std::future::Future;
+
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::client::ErrKind;
@@ -220,6 +222,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 std::str::from_utf8(&self.buf[start..start + n]).map_err(|_| ErrKind::Http)?;
             let size_text = text.split(';').next().unwrap_or("").trim();
             let size = usize::from_str_radix(size_text, 16).map_err(|_| ErrKind::Http)?;
+            // The chunk and its CRLF; a size that overflows is a malformed response.
+            let size_crlf = size.checked_add(2).ok_or(ErrKind::Http)?;
             if size == 0 {
                 // Trailers, then an empty line.
                 loop {
@@ -229,7 +233,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     }
                 }
             }
-            self.skip(size + 2).await?;
+            self.skip(size_crlf).await?;
         }
     }
 }
@@ -262,6 +266,93 @@ pub(crate) fn build_request(
         out.extend_from_slice(b"Content-Length: 0\r\n\r\n");
     } else {
         out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// The server's side of a replayed connection: each request written releases the next of
+/// `responses`, which is then handed out `step` bytes per read (so that every place a response
+/// can be cut is reached); bytes a response leaves unread stay in front of the next one.
+struct Replay<'a> {
+    responses: std::slice::Iter<'a, &'a [u8]>,
+    pending: std::collections::VecDeque<u8>,
+    step: usize,
+}
+
+impl AsyncRead for Replay<'_> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        out: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let n = self.step.min(self.pending.len()).min(out.remaining());
+        let bytes: Vec<u8> = self.pending.drain(..n).collect();
+        out.put_slice(&bytes);
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Replay<'_> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if let Some(r) = self.responses.next() {
+            self.pending.extend(r.iter());
+        }
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Replays `responses` as what a server sent on one keep-alive connection, one after each
+/// request, `step` bytes per read, and runs GET (or HEAD) exchanges until one fails, the
+/// connection closes or the responses run out: the status of each exchange, or the failure
+/// that ended them (as text). The fuzz target of the response parser; every read is ready at
+/// once (the end of the bytes reads as a close), so no runtime is needed.
+pub fn replay(responses: &[&[u8]], step: usize, head_request: bool) -> Vec<Result<u16, String>> {
+    let mut conn = Conn::new(Replay {
+        responses: responses.iter(),
+        pending: std::collections::VecDeque::new(),
+        step: step.max(1),
+    });
+    let request = build_request(
+        if head_request { "HEAD" } else { "GET" },
+        "/",
+        "h",
+        &[],
+        None,
+    );
+    let mut out = Vec::new();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for _ in responses {
+        let polled = {
+            let mut exchange = std::pin::pin!(conn.exchange(&request, head_request));
+            exchange.as_mut().poll(&mut cx)
+        };
+        let std::task::Poll::Ready(r) = polled else {
+            out.push(Err(
+                "the exchange waited on a stream that is always ready".into()
+            ));
+            break;
+        };
+        let end = r.is_err() || conn.closed;
+        out.push(r.map_err(|e| format!("{e:?}")));
+        if end {
+            break;
+        }
     }
     out
 }
@@ -324,6 +415,39 @@ mod tests {
         let addr = canned(vec![b"SMTP ready\r\n\r\n"]).await;
         let mut c = connect(addr).await;
         assert_eq!(c.exchange(&req, false).await, Err(ErrKind::Http));
+    }
+
+    #[test]
+    fn a_replayed_connection_reads_responses_cut_at_every_byte() {
+        let responses: [&[u8]; 2] = [
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            b"HTTP/1.1 404 No\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        ];
+        for step in [1, 2, 7, 4096] {
+            assert_eq!(
+                replay(&responses, step, false),
+                vec![Ok(200), Ok(404)],
+                "step {step}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_chunk_size_that_overflows_is_a_malformed_response() {
+        let r: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n";
+        assert_eq!(replay(&[r], 64, false), vec![Err("Http".to_string())]);
+    }
+
+    #[test]
+    fn bytes_a_response_did_not_announce_put_the_connection_out_of_sync() {
+        let responses: [&[u8]; 2] = [
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        ];
+        assert_eq!(
+            replay(&responses, 4096, false),
+            vec![Ok(200), Err("Http".to_string())]
+        );
     }
 
     #[test]

@@ -45,6 +45,8 @@ mod tls;
 
 pub use engine::{RunControl, run};
 pub use error::DriveError;
+#[doc(hidden)]
+pub use h1::replay as replay_http1;
 pub use hist::LatencyHistogram;
 pub use hlog::{HLOG_UNIT_COMMENT, write_hlog};
 pub use interval::Interval;

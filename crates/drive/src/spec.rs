@@ -90,7 +90,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, DriveError> {
             if !v.is_finite() || v < 0.0 {
                 return Err(invalid("duration", s, "must be a non-negative number"));
             }
-            return Ok(Duration::from_secs_f64(v * scale));
+            return Duration::try_from_secs_f64(v * scale).map_err(|_| {
+                invalid(
+                    "duration",
+                    s,
+                    "is too long (at most about 584 billion years)",
+                )
+            });
         }
     }
     humantime::parse_duration(s)

@@ -118,6 +118,28 @@ pub const TARGETS: &[Target] = &[
         },
     },
     Target {
+        name: "http1_response",
+        parses: "HTTP/1.1 responses as drive's keep-alive client reads them: NUL-separated, one per request (the first byte picks the read size and HEAD)",
+        run: |d| {
+            let Some((&first, rest)) = d.split_first() else {
+                return;
+            };
+            let step = [1, 2, 3, 7, 16, 61, 512, 16384][usize::from(first & 7)];
+            let responses: Vec<&[u8]> = rest.split(|&b| b == 0).take(64).collect();
+            let out = perfpilot_drive::replay_http1(&responses, step, first & 8 != 0);
+            assert!(out.len() <= responses.len(), "more exchanges than requests");
+            let (last, before) = out.split_last().unwrap_or((&Ok(200), &[]));
+            for r in before {
+                // Only the last exchange may fail: a failure ends the connection.
+                assert!(matches!(r, Ok(s) if *s < 1000), "{r:?} before the last");
+            }
+            assert!(
+                !matches!(last, Ok(s) if *s >= 1000),
+                "a status of four digits"
+            );
+        },
+    },
+    Target {
         name: "jmva",
         parses: "JMT's JMVA XML",
         run: |d| {

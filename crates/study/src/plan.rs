@@ -100,7 +100,7 @@ pub fn plan_study(study: &Study, topo: &Topology) -> Plan {
         max_trials,
         confirm_trials: confirm,
         seconds_per_trial: per,
-        max_duration: Duration::from_secs_f64(per * max_trials as f64),
+        max_duration: Duration::try_from_secs_f64(per * max_trials as f64).unwrap_or(Duration::MAX),
         budget_trials: study.run.budget.map(|b| b.trials(max_trials)),
     }
 }
@@ -160,7 +160,8 @@ impl Validation {
             .map(|(budget, trials)| BudgetPlan {
                 budget,
                 trials,
-                duration: Duration::from_secs_f64(trials as f64 * plan_.seconds_per_trial),
+                duration: Duration::try_from_secs_f64(trials as f64 * plan_.seconds_per_trial)
+                    .unwrap_or(Duration::MAX),
                 first_test_trials: plan_.feasible * study.run.min_rounds + plan_.confirm_trials,
             });
         Validation {

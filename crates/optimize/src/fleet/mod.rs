@@ -92,9 +92,9 @@ impl FleetConfig {
                 self.timeout_s
             ));
         }
-        if self.refresh_s.is_nan() || self.refresh_s < 1.0 {
+        if !(1.0..=86_400.0).contains(&self.refresh_s) {
             return Err(format!(
-                "fleet.refresh_s {} must be at least 1",
+                "fleet.refresh_s {} must be at least 1 and at most 86400 (a day)",
                 self.refresh_s
             ));
         }
