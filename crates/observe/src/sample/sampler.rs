@@ -327,7 +327,23 @@ impl Sampler {
             }
         };
         let mut threads = Vec::new();
-        if self.cfg.threads && !status.kernel_thread {
+        // An idle process read again only because its refresh is due: no thread of it can have
+        // used CPU, so if it still has the same threads their readings are carried over (their
+        // last CPU and state may be older; affinity actions ask the kernel anyway).
+        let same_threads = self.cfg.threads
+            && self.cfg.reuse_idle
+            && self.prev_full.get(&key).is_some_and(|prev| {
+                prev.utime + prev.stime == st.utime + st.stime
+                    && prev.num_threads == st.num_threads
+                    && !prev.threads.is_empty()
+                    && self.reader.tids(pid).is_ok_and(|tids| {
+                        tids.len() == prev.threads.len()
+                            && tids.iter().zip(&prev.threads).all(|(a, t)| *a == t.tid)
+                    })
+            });
+        if same_threads && let Some(prev) = self.prev_full.get(&key) {
+            threads = prev.threads.clone();
+        } else if self.cfg.threads && !status.kernel_thread {
             self.reader.task_stats(pid, |r| match r {
                 Ok(t) => threads.push(ThreadSample {
                     tid: t.pid,
