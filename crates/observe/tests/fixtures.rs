@@ -278,7 +278,7 @@ fn sampler_reads_each_fixture() {
 /// goes on.
 #[test]
 fn malformed_process_file_is_counted_not_fatal() {
-    let tmp = tempdir();
+    let tmp = tempdir("malformed");
     copy_tree(&root("epyc-2node-8llc"), &tmp);
     std::fs::write(
         tmp.join("proc/2841/stat"),
@@ -301,12 +301,9 @@ fn malformed_process_file_is_counted_not_fatal() {
     std::fs::remove_dir_all(&tmp).unwrap();
 }
 
-fn tempdir() -> PathBuf {
-    let p = std::env::temp_dir().join(format!(
-        "perfpilot-fixture-{}-{}",
-        std::process::id(),
-        line!()
-    ));
+/// A fresh directory of this test process; `name` keeps tests running side by side apart.
+fn tempdir(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("perfpilot-fixture-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&p);
     std::fs::create_dir_all(&p).unwrap();
     p
@@ -327,4 +324,43 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), dest).unwrap();
         }
     }
+}
+
+/// An idle process due for its refresh keeps its threads' readings while its task list is the
+/// same, and is read thread by thread again once a thread is replaced by another.
+#[test]
+fn an_idle_process_keeps_its_thread_readings_until_its_threads_change() {
+    let tmp = tempdir("idle-threads");
+    copy_tree(&root("epyc-2node-8llc"), &tmp);
+    let cfg = SamplerConfig {
+        // Every sample is a refresh: the only reason to skip reading threads is the check.
+        idle_refresh_every: 1,
+        per_cpu_ctxt: false,
+        expensive_every: 0,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(&Fs::at(&tmp), cfg);
+    let threads = |s: &perfpilot_observe::Sample| -> Vec<(i32, u64)> {
+        let p = s.processes.iter().find(|p| p.pid == 2841).unwrap();
+        p.threads.iter().map(|t| (t.tid, t.utime)).collect()
+    };
+    let first = threads(&sampler.sample().unwrap());
+    assert_eq!(first.len(), 5);
+    // A thread's file changes while the process's CPU total does not (as between two ticks):
+    // the carried-over reading stands.
+    let gc0 = tmp.join("proc/2841/task/2855/stat");
+    let text = std::fs::read_to_string(&gc0).unwrap();
+    std::fs::write(&gc0, text.replace(" 10233 1203 ", " 10300 1203 ")).unwrap();
+    assert_eq!(threads(&sampler.sample().unwrap()), first);
+    // Thread 2858 exits and 2859 starts: the same count, another task list.
+    let task = tmp.join("proc/2841/task");
+    let old = std::fs::read_to_string(task.join("2858/stat")).unwrap();
+    std::fs::remove_dir_all(task.join("2858")).unwrap();
+    std::fs::create_dir_all(task.join("2859")).unwrap();
+    std::fs::write(task.join("2859/stat"), old.replacen("2858 (", "2859 (", 1)).unwrap();
+    let third = threads(&sampler.sample().unwrap());
+    std::fs::remove_dir_all(&tmp).unwrap();
+    assert!(third.iter().any(|t| t.0 == 2859), "{third:?}");
+    assert!(third.iter().all(|t| t.0 != 2858), "{third:?}");
+    assert!(third.contains(&(2855, 10300)), "read again: {third:?}");
 }
