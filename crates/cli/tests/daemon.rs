@@ -576,3 +576,78 @@ fn a_daemons_log_to_a_pipe_has_no_colour_codes() {
         "escape codes in a piped log: {log:?}"
     );
 }
+
+/// A `[[workload]]` with a capacity model: `status` shows its tier's utilisation, the throughput
+/// its CPU use implies by the model's demand, and the headroom before the bottleneck saturates;
+/// a tier the model does not have is named at start.
+#[test]
+fn a_workload_with_a_capacity_model_shows_its_tiers_utilisation_and_headroom() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Dir::new("capacity");
+    let p = std::process::id();
+    // One spinning thread: about one core.
+    let _busy = Load::spawn("cap-app", &["--threads", "2", "--busy"], &[]);
+    std::fs::write(
+        dir.0.join("tiers.toml"),
+        "name = \"two tiers\"\n\n[[classes]]\nname = \"users\"\npopulation = 10\n\n\
+         [[stations]]\nname = \"app\"\nkind = \"multiserver\"\nservers = 2\ndemand = 0.010\n\n\
+         [[stations]]\nname = \"db\"\nkind = \"queue\"\ndemand = 0.002\n",
+    )
+    .unwrap();
+    let rules = format!(
+        "only_matched = true\n{FAST}cache_affinity = false\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-cap-app\" }}\nmodel = \"tiers.toml\"\ntier = \"app\"\n"
+    );
+    let cfg = dir.config(&rules);
+    let d = daemon(&cfg, &dir.state(), "60s");
+    let mut seen = None;
+    wait_until(Duration::from_secs(40), || {
+        seen = status_if_written(&dir.state()).and_then(|s| {
+            s["daemon"]["workloads"]
+                .as_array()?
+                .iter()
+                .find(|w| w["capacity"].is_object() && w["cpu_cores"].as_f64().unwrap_or(0.0) > 0.3)
+                .cloned()
+        });
+        seen.is_some()
+    });
+    let text = Command::new(EXE)
+        .args(["status", "--state-dir", dir.state().to_str().unwrap()])
+        .output()
+        .unwrap();
+    terminate(&d);
+    let log = finish(d);
+    let w = seen.unwrap_or_else(|| panic!("no workload with a capacity view:\n{log}"));
+    let c = &w["capacity"];
+    let cores = w["cpu_cores"].as_f64().unwrap();
+    let f = |k: &str| c[k].as_f64().unwrap();
+    // app: 2 servers at 10 ms a request saturate at 200 req/s; db's 1 server at 2 ms at 500.
+    assert_eq!(c["tier"], "app");
+    assert_eq!(c["bottleneck"], "app");
+    assert!((f("max_throughput") - 200.0).abs() < 1e-6, "{c}");
+    // The view is of the CPU the same scan measured (a status is one scan's).
+    assert!(
+        (f("utilisation") - cores / 2.0).abs() < 1e-9,
+        "{c} at {cores} cores"
+    );
+    assert!((f("throughput") - cores / 0.010).abs() < 1e-6, "{c}");
+    assert!(
+        (f("headroom") - 200.0 / f("throughput")).abs() < 1e-9,
+        "{c}"
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("tiers.toml: tier app")
+            && text.contains("bottleneck app saturates at 200 req/s"),
+        "{text}"
+    );
+
+    let cfg = dir.config(&rules.replace("tier = \"app\"", "tier = \"cache\""));
+    let out = daemon(&cfg, &dir.state(), "1s").wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:", cfg.display()))
+            && err.contains("no station `cache` (its stations: app, db)"),
+        "{err}"
+    );
+}

@@ -17,6 +17,11 @@
 //! [[workload]]
 //! match = { cgroup = "system.slice/backup.service" }
 //! action = "exclude"
+//!
+//! [[workload]]
+//! match = { comm = "scoring" }
+//! model = "capacity/model.toml"   # status shows its tier's utilisation and headroom
+//! tier = "app"
 //! ```
 //!
 //! Top-level `listen` and `textfile` and a `[fleet]` table configure the live metrics and the
@@ -210,6 +215,14 @@ pub struct Rule {
     pub action: RuleAction,
     /// Their benefit signal, when the application has one.
     pub signal: Option<ProbeSpec>,
+    /// A capacity model of their deployment (`perfpilot model` file; relative to the config
+    /// file): `status` shows their tier's utilisation and headroom.
+    pub model: Option<PathBuf>,
+    /// Which station of `model` they are (needed when it has several).
+    pub tier: Option<String>,
+    /// `model` loaded (when the configuration is read).
+    #[serde(skip)]
+    pub capacity: Option<crate::capacity::TierCapacity>,
 }
 
 /// The daemon's whole configuration file.
@@ -334,6 +347,21 @@ impl DaemonConfig {
                 return Err(invalid(
                     line,
                     format!("workload: signal url {url:?} must start with http://"),
+                ));
+            }
+            let mut rule = rule;
+            if let Some(m) = &rule.model {
+                let m = match path.parent() {
+                    Some(dir) if m.is_relative() => dir.join(m),
+                    _ => m.clone(),
+                };
+                let tier = crate::capacity::TierCapacity::load(&m, rule.tier.as_deref())
+                    .map_err(|e| invalid(line, format!("workload: {e}")))?;
+                rule.capacity = Some(tier);
+            } else if rule.tier.is_some() {
+                return Err(invalid(
+                    line,
+                    "workload: `tier` names a station of a `model`; add `model = \"FILE\"`".into(),
                 ));
             }
             workloads.push(rule);

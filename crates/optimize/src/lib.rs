@@ -11,6 +11,7 @@
 //! alone, and a workload whose mask someone else changed becomes manual.
 
 pub mod admin;
+pub mod capacity;
 pub mod config;
 pub mod counters;
 pub mod cpu;

@@ -11,6 +11,7 @@ use perfpilot_optimize::admin;
 use perfpilot_optimize::cpu::CpuShare;
 use perfpilot_optimize::daemon::{self, Options};
 use perfpilot_store::Store;
+use perfpilot_units as units;
 
 use crate::fmt;
 
@@ -186,6 +187,9 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                 if !passed.is_empty() {
                     println!("{:<18} not used: {}", "", passed.join("; "));
                 }
+                if let Some(line) = capacity_line(&w["capacity"]) {
+                    println!("{:<18} {line}", "");
+                }
             }
         }
         for t in s["trials"].as_array().into_iter().flatten() {
@@ -305,4 +309,23 @@ pub fn run_tunables(a: TunablesArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A workload's tier in its capacity model, for `status`: `model M: tier app 25 % busy
+/// (≈ 55.6 req/s by its CPU); bottleneck app saturates at 222 req/s: headroom ×4.00`.
+fn capacity_line(c: &serde_json::Value) -> Option<String> {
+    let model = c["model"].as_str()?;
+    let f = |k: &str| c[k].as_f64().unwrap_or(0.0);
+    let headroom = match c["headroom"].as_f64() {
+        Some(h) => format!("headroom ×{h:.2}"),
+        None => "idle".to_string(),
+    };
+    Some(format!(
+        "model {model}: tier {} {} busy (≈ {} by its CPU); bottleneck {} saturates at {}: {headroom}",
+        c["tier"].as_str().unwrap_or("?"),
+        units::percent(f("utilisation") * 100.0),
+        units::rate(f("throughput"), "req"),
+        c["bottleneck"].as_str().unwrap_or("?"),
+        units::rate(f("max_throughput"), "req"),
+    ))
 }

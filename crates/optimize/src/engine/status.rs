@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::Engine;
 use super::signals::Choice;
 use super::trial::Trial;
+use crate::capacity::CapacityView;
 use crate::cpu::{CpuShare, CpuTime};
 use crate::signal::SignalSource;
 use crate::strategy::StrategyKind;
@@ -76,6 +77,9 @@ pub struct WorkloadStatus {
     pub state: String,
     /// The same in one word.
     pub class: WorkloadClass,
+    /// Its tier in the capacity model its `[[workload]]` names: utilisation and headroom.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityView>,
 }
 
 /// What the engine reports after each scan (written to `status.json` by the daemon).
@@ -165,6 +169,7 @@ pub(super) fn workload_status(
             format!("{}; {state}", held.join(", "))
         },
         class: WorkloadClass::Managed,
+        capacity: None,
     }
 }
 
@@ -243,6 +248,11 @@ impl Engine {
             let class = self.class_of(w, held.is_empty(), &choice);
             let mut s = workload_status(w, state.clone(), &held, Some(&choice));
             s.class = class;
+            s.capacity = self
+                .policy
+                .rule_for(w)
+                .and_then(|r| r.capacity.as_ref())
+                .map(|t| t.view(w.cpu_cores));
             listed.push(s);
         }
         self.status.workloads = listed;
