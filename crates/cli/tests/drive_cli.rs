@@ -416,3 +416,52 @@ fn csv_and_hlog_are_written_and_a_remote_write_receiver_that_is_down_only_warns(
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--summary-export` writes k6's summary data object: the same counts and percentiles as the
+/// Measurement JSON of the same run, and each threshold under its metric with its verdict.
+#[test]
+fn a_k6_summary_export_agrees_with_the_measurement_and_carries_the_thresholds() {
+    let url = format!("http://{}/", serve());
+    let (json, k6) = (tmp("k6-m.json"), tmp("k6-summary.json"));
+    let out = perfpilot(&[
+        "drive",
+        "--users",
+        "2",
+        "--duration",
+        "300ms",
+        "--no-progress",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+        "--summary-export",
+        k6.to_str().unwrap(),
+        "--fail-if",
+        "p99<10s",
+        "--fail-if",
+        "p50<1us",
+        &url,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&k6).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let _ = std::fs::remove_file(&k6);
+    let metrics = &s["metrics"];
+    assert!(m["requests"].as_u64().unwrap() > 0);
+    assert_eq!(metrics["http_reqs"]["values"]["count"], m["requests"]);
+    assert_eq!(metrics["http_req_failed"]["values"]["passes"], m["errors"]);
+    let d = &metrics["http_req_duration"];
+    assert_eq!(d["contains"], "time");
+    assert_eq!(d["values"]["p(99)"], m["latency"]["p99_ms"]);
+    assert_eq!(d["values"]["med"], m["latency"]["p50_ms"]);
+    assert_eq!(d["thresholds"]["p(99)<10000"]["ok"], true, "{d}");
+    assert_eq!(d["thresholds"]["med<0.001"]["ok"], false, "{d}");
+    assert_eq!(metrics["vus"]["values"]["value"], 2);
+}

@@ -31,6 +31,7 @@ mod h1;
 mod hist;
 mod hlog;
 mod interval;
+mod k6;
 mod link;
 mod measurement;
 mod outcome;
@@ -50,6 +51,7 @@ pub use h1::replay as replay_http1;
 pub use hist::LatencyHistogram;
 pub use hlog::{HLOG_UNIT_COMMENT, write_hlog};
 pub use interval::Interval;
+pub use k6::k6_summary;
 pub use measurement::{
     CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
 };

@@ -145,6 +145,33 @@ impl Threshold {
         })
     }
 
+    /// The k6 metric this threshold is about and its k6 expression (`http_req_duration`,
+    /// `p(99)<50`), for the k6-style summary; an error count, which k6 has no expression for,
+    /// keeps its text.
+    pub fn k6(&self) -> (&'static str, String) {
+        let op = match self.op {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        };
+        let v = self.value;
+        match self.metric {
+            Metric::Latency(name) => {
+                let stat = match name {
+                    "mean" => "avg".to_string(),
+                    "p50" => "med".to_string(),
+                    "max" => "max".to_string(),
+                    p => format!("p({})", p.trim_start_matches('p')),
+                };
+                ("http_req_duration", format!("{stat}{op}{v}"))
+            }
+            Metric::ErrorRatio => ("http_req_failed", format!("rate{op}{v}")),
+            Metric::ErrorCount => ("http_req_failed", self.text.clone()),
+            Metric::Throughput => ("http_reqs", format!("rate{op}{v}")),
+        }
+    }
+
     /// Checks the threshold against a measurement.
     pub fn check(&self, m: &Measurement) -> ThresholdOutcome {
         let (actual, unit, limit) = match self.metric {

@@ -140,6 +140,10 @@ struct OutputArgs {
     /// Do not print the human summary.
     #[arg(long, short)]
     quiet: bool,
+    /// Write the k6-style end-of-run summary (the data object of k6's handleSummary) to FILE,
+    /// with the --fail-if thresholds under their metrics.
+    #[arg(long, value_name = "FILE")]
+    summary_export: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -461,6 +465,17 @@ fn finish(ms: &[Measurement], out: &OutputArgs, ran: Ran) -> Result<()> {
             std::fs::write(path, text + "\n")
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
+    }
+    if let Some(path) = &out.summary_export {
+        let [m] = ms else {
+            bail!(
+                "--summary-export writes one run's summary; this gave {} measurements (e.g. one per redis-benchmark test): write them with --json instead",
+                ms.len()
+            );
+        };
+        let text = serde_json::to_string_pretty(&perfpilot_drive::k6_summary(m, &thresholds))?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     let to_stdout = out.json.as_ref().is_none_or(|p| p.as_os_str() != "-");
     if !out.quiet {
