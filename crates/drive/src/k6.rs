@@ -23,18 +23,9 @@ pub fn k6_summary(m: &Measurement, thresholds: &[Threshold]) -> Value {
     );
     let mut trend = Map::new();
     if let Some(l) = &m.latency {
-        for (k, v) in [
-            ("avg", l.mean_ms),
-            ("min", l.min_ms),
-            ("med", l.p50_ms),
-            ("max", l.max_ms),
-            ("p(90)", l.p90_ms),
-            ("p(95)", l.p95_ms),
-            ("p(99)", l.p99_ms),
-            ("p(99.9)", l.p99_9_ms),
-        ] {
-            if let Some(v) = v {
-                trend.insert(k.into(), json!(v));
+        for name in ["mean", "min", "p50", "max", "p90", "p95", "p99", "p99.9"] {
+            if let Some(v) = l.by_name(name) {
+                trend.insert(k6_stat(name), json!(v));
             }
         }
     }
@@ -101,6 +92,16 @@ pub fn k6_summary(m: &Measurement, thresholds: &[Threshold]) -> Value {
         },
         "metrics": metrics,
     })
+}
+
+/// k6's name of a latency statistic: `avg`, `min`, `med`, `max`, `p(99)`.
+pub(crate) fn k6_stat(name: &str) -> String {
+    match name {
+        "mean" => "avg".into(),
+        "p50" => "med".into(),
+        "min" | "max" => name.into(),
+        p => format!("p({})", p.trim_start_matches('p')),
+    }
 }
 
 fn rate(n: u64, secs: f64) -> f64 {

@@ -155,6 +155,7 @@ impl Latency {
     pub fn by_name(&self, name: &str) -> Option<f64> {
         match name {
             "mean" => self.mean_ms,
+            "min" => self.min_ms,
             "p50" => self.p50_ms,
             "p75" => self.p75_ms,
             "p90" => self.p90_ms,

@@ -157,15 +157,10 @@ impl Threshold {
         };
         let v = self.value;
         match self.metric {
-            Metric::Latency(name) => {
-                let stat = match name {
-                    "mean" => "avg".to_string(),
-                    "p50" => "med".to_string(),
-                    "max" => "max".to_string(),
-                    p => format!("p({})", p.trim_start_matches('p')),
-                };
-                ("http_req_duration", format!("{stat}{op}{v}"))
-            }
+            Metric::Latency(name) => (
+                "http_req_duration",
+                format!("{}{op}{v}", crate::k6::k6_stat(name)),
+            ),
             Metric::ErrorRatio => ("http_req_failed", format!("rate{op}{v}")),
             Metric::ErrorCount => ("http_req_failed", self.text.clone()),
             Metric::Throughput => ("http_reqs", format!("rate{op}{v}")),

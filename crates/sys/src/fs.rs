@@ -178,6 +178,18 @@ pub(crate) fn read_single(
         }
         None => std::fs::File::open(base).map_err(err)?,
     };
+    fill_single(buf, |b, _| f.read(b)).map_err(err)?;
+    Ok(f)
+}
+
+/// Fills `buf` (cleared first) with a single-record procfs file through `read(into, offset)`:
+/// such files are produced whole by the first read, so a read that does not fill the buffer is
+/// the end and the second, empty read is saved.
+pub(crate) fn fill_single(
+    buf: &mut Vec<u8>,
+    mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
+) -> std::io::Result<()> {
+    buf.clear();
     if buf.capacity() < 4096 {
         buf.reserve(4096);
     }
@@ -185,10 +197,16 @@ pub(crate) fn read_single(
         let len = buf.len();
         let cap = buf.capacity();
         buf.resize(cap, 0);
-        let n = f.read(&mut buf[len..]).map_err(err)?;
+        let n = match read(&mut buf[len..], len as u64) {
+            Ok(n) => n,
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        };
         buf.truncate(len + n);
         if n == 0 || len + n < cap {
-            return Ok(f);
+            return Ok(());
         }
         buf.reserve(cap);
     }

@@ -123,29 +123,8 @@ impl KeptFds {
 
 /// Reads `file` whole from offset 0 into `buf` (cleared first); returns the bytes read.
 fn read_from_start(file: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    buf.clear();
-    if buf.capacity() < 4096 {
-        buf.reserve(4096);
-    }
-    loop {
-        let len = buf.len();
-        let cap = buf.capacity();
-        buf.resize(cap, 0);
-        let n = file.read_at(&mut buf[len..], len as u64);
-        let n = match n {
-            Ok(n) => n,
-            Err(e) => {
-                buf.truncate(len);
-                return Err(e);
-            }
-        };
-        buf.truncate(len + n);
-        // procfs produces a single-record file whole on the first read.
-        if n == 0 || len + n < cap {
-            return Ok(buf.len());
-        }
-        buf.reserve(cap);
-    }
+    crate::fs::fill_single(buf, |into, offset| file.read_at(into, offset))?;
+    Ok(buf.len())
 }
 
 #[cfg(test)]
