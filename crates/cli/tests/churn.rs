@@ -203,10 +203,15 @@ fn the_daemon_survives_thousands_of_short_lived_processes_and_touches_no_other()
     // The daemon's own account of its CPU, from its last status.json.
     let own: serde_json::Value =
         serde_json::from_slice(&std::fs::read(state.join("status.json")).unwrap()).unwrap();
+    let status_age_s =
+        (perfpilot_sys::clock::now_ms() - own["time_ms"].as_i64().unwrap_or(0)) as f64 / 1000.0;
     terminate(&d);
     let out = d.wait_with_output().unwrap();
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the daemon failed at stop:\n{log}");
+    if std::env::var_os("PERFPILOT_CHURN_LOG").is_some() {
+        eprintln!("{log}");
+    }
     // Nothing it was not given was touched: every process that lived through the churn has
     // the masks it had (a pid seen again with another start time is another process).
     let after = snapshot(&|pid| pid == me);
@@ -228,10 +233,13 @@ fn the_daemon_survives_thousands_of_short_lived_processes_and_touches_no_other()
     let actions = s["actions"].as_array().map_or(0, Vec::len);
     let rate = spawned as f64 / elapsed * 60.0;
     println!(
-        "churn: {spawned} processes and {threads_started} threads in {elapsed:.0} s ({rate:.0} processes/min, {execs} pinning themselves and exec'ing); daemon RSS {rss_start} KiB after 3 s, {rss_end} KiB at the end; daemon CPU {:.1} % of one CPU (its own count: monitoring {:.2} %, budget {} %); {actions} actions journaled; {checked} other processes unchanged",
+        "churn: {spawned} processes and {threads_started} threads in {elapsed:.0} s ({rate:.0} processes/min, {execs} pinning themselves and exec'ing); daemon RSS {rss_start} KiB after 3 s, {rss_end} KiB at the end; daemon CPU {:.1} % of one CPU (its own count: monitoring {:.2} %, budget {} %); {} scans, the last {:.1} s before the end at an interval of {} s; {actions} actions journaled; {checked} other processes unchanged",
         cpu / elapsed * 100.0,
         own["monitoring_cpu_pct"].as_f64().unwrap_or(f64::NAN),
         own["cpu_budget_pct"].as_f64().unwrap_or(f64::NAN),
+        own["scans"],
+        status_age_s,
+        own["interval_s"],
     );
     assert!(checked > 0, "no process outlived the churn to compare");
     assert!(

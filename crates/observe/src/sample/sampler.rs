@@ -37,13 +37,15 @@ pub struct SamplerConfig {
     pub idle_refresh_every: u32,
     /// Keep up to this many descriptors of `stat` (processes' and threads'), `status` and `io`
     /// open between samples and re-read them instead of opening the files again (0: open every
-    /// time). At most half of the open-file limit is used, whatever this says.
+    /// time); only files read in two samples in a row are kept. At most half of the open-file
+    /// limit is used, whatever this says.
     #[serde(default = "default_keep_open")]
     pub keep_open: usize,
 }
 
 fn default_keep_open() -> usize {
-    100_000
+    // About 4.4 KiB of kernel memory each once read (docs/reliability.md): at most ~70 MiB.
+    16_384
 }
 
 impl Default for SamplerConfig {
@@ -504,6 +506,8 @@ ShmemPmdMapped: 4096 kB
             let t = ProcReader::new(&Fs::live()).task_stat(me, tid).unwrap();
             t.utime + t.stime
         };
+        // Files are kept once they were opened in two samples in a row.
+        sampler.sample().unwrap();
         let first = ticks(&sampler.sample().unwrap());
         assert!(
             sampler.kept_open() >= 2,

@@ -7,7 +7,7 @@
 //! it fails with `ESRCH`, so a recycled pid or tid is never read through an old descriptor. The
 //! caller then opens the new task's file as usual.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -32,15 +32,21 @@ struct ProcFds {
     files: HashMap<(i32, &'static str), File>,
 }
 
-/// Open descriptors by [`Key`], at most `limit` of them. A process's descriptors stay while any
-/// of its files is read in a pass (a sampler that carries an idle process over still reads its
-/// `stat`), so its threads' descriptors outlive the passes that skip them.
+/// Open descriptors by [`Key`], at most `limit` of them. Only files opened in two passes in a
+/// row are kept: an open procfs file holds about 4.4 KiB of kernel memory once read (its
+/// seq_file page), worth it for what every pass reads (processes' `stat`, busy threads), not
+/// for what a sampler reads now and then (idle processes' refreshes). A process's descriptors
+/// stay while any of its files is read in a pass (a sampler that carries an idle process over
+/// still reads its `stat`), so its threads' descriptors outlive the passes that skip them.
 #[derive(Debug)]
 pub(crate) struct KeptFds {
     procs: HashMap<i32, ProcFds>,
     count: usize,
     limit: usize,
     pass: u64,
+    /// Files opened (not kept) in this pass and in the previous one.
+    opened: HashSet<Key>,
+    opened_before: HashSet<Key>,
 }
 
 impl KeptFds {
@@ -50,6 +56,8 @@ impl KeptFds {
             count: 0,
             limit,
             pass: 0,
+            opened: HashSet::new(),
+            opened_before: HashSet::new(),
         }
     }
 
@@ -76,8 +84,13 @@ impl KeptFds {
         }
     }
 
-    /// Keeps `file` (just opened and read) for the next passes, if there is room.
+    /// Keeps `file` (just opened and read) for the next passes, if it was opened in the
+    /// previous pass too and there is room; else it is closed.
     pub fn keep(&mut self, key: Key, file: File) {
+        if !self.opened_before.contains(&key) {
+            self.opened.insert(key);
+            return;
+        }
         let (pid, tid, name) = key;
         let p = self.procs.entry(pid).or_insert_with(|| ProcFds {
             seen: self.pass,
@@ -113,6 +126,7 @@ impl KeptFds {
         });
         self.count -= closed;
         self.pass += 1;
+        self.opened_before = std::mem::take(&mut self.opened);
     }
 
     /// Descriptors kept now.
@@ -131,6 +145,12 @@ fn read_from_start(file: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
 mod tests {
     use super::*;
 
+    /// Keeps `file` as a file opened in two passes in a row is.
+    fn keep_now(k: &mut KeptFds, key: Key, file: File) {
+        k.opened_before.insert(key);
+        k.keep(key, file);
+    }
+
     fn temp(name: &str, text: &str) -> (std::path::PathBuf, File) {
         let p = std::env::temp_dir().join(format!("perfpilot-kept-{}-{name}", std::process::id()));
         std::fs::write(&p, text).unwrap();
@@ -142,7 +162,7 @@ mod tests {
     fn a_kept_descriptor_is_read_again_from_the_start() {
         let (p, f) = temp("again", "1 (x) S 0");
         let mut k = KeptFds::new(8);
-        k.keep((1, 0, "stat"), f);
+        keep_now(&mut k, (1, 0, "stat"), f);
         let mut buf = Vec::new();
         assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
         assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
@@ -155,8 +175,8 @@ mod tests {
         let (p1, f1) = temp("pass1", "a");
         let (p2, f2) = temp("pass2", "b");
         let mut k = KeptFds::new(8);
-        k.keep((1, 0, "stat"), f1);
-        k.keep((2, 0, "stat"), f2);
+        keep_now(&mut k, (1, 0, "stat"), f1);
+        keep_now(&mut k, (2, 0, "stat"), f2);
         k.end_pass();
         let mut buf = Vec::new();
         assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
@@ -174,9 +194,9 @@ mod tests {
     fn the_descriptors_of_threads_that_exited_are_closed_when_the_threads_are_listed() {
         let (p, f) = temp("threads", "a");
         let mut k = KeptFds::new(8);
-        k.keep((1, 0, "stat"), f.try_clone().unwrap());
-        k.keep((1, 2, "stat"), f.try_clone().unwrap());
-        k.keep((1, 3, "stat"), f);
+        keep_now(&mut k, (1, 0, "stat"), f.try_clone().unwrap());
+        keep_now(&mut k, (1, 2, "stat"), f.try_clone().unwrap());
+        keep_now(&mut k, (1, 3, "stat"), f);
         k.threads_are(1, &[1, 3]);
         assert_eq!(k.len(), 2);
         let mut buf = Vec::new();
@@ -192,8 +212,8 @@ mod tests {
     fn a_process_read_in_a_pass_keeps_its_threads_descriptors_unread_in_it() {
         let (p, f) = temp("idle", "a");
         let mut k = KeptFds::new(8);
-        k.keep((1, 0, "stat"), f.try_clone().unwrap());
-        k.keep((1, 5, "stat"), f);
+        keep_now(&mut k, (1, 0, "stat"), f.try_clone().unwrap());
+        keep_now(&mut k, (1, 5, "stat"), f);
         k.end_pass();
         let mut buf = Vec::new();
         assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
@@ -203,11 +223,27 @@ mod tests {
     }
 
     #[test]
+    fn a_file_is_kept_only_once_it_was_opened_in_two_passes_in_a_row() {
+        let (p, f) = temp("twice", "a");
+        let mut k = KeptFds::new(8);
+        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        assert_eq!(k.len(), 0, "opened once");
+        k.end_pass();
+        k.end_pass();
+        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        assert_eq!(k.len(), 0, "opened again, but not in the pass before");
+        k.end_pass();
+        k.keep((1, 0, "stat"), f);
+        assert_eq!(k.len(), 1, "opened in two passes in a row");
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
     fn no_more_than_the_limit_are_kept() {
         let (p, f) = temp("limit", "a");
         let mut k = KeptFds::new(1);
-        k.keep((1, 0, "stat"), f.try_clone().unwrap());
-        k.keep((2, 0, "stat"), f);
+        keep_now(&mut k, (1, 0, "stat"), f.try_clone().unwrap());
+        keep_now(&mut k, (2, 0, "stat"), f);
         assert_eq!(k.len(), 1);
         std::fs::remove_file(p).unwrap();
     }
@@ -221,7 +257,7 @@ mod tests {
         let pid = child.id() as i32;
         let f = File::open(format!("/proc/{pid}/stat")).unwrap();
         let mut k = KeptFds::new(8);
-        k.keep((pid, 0, "stat"), f);
+        keep_now(&mut k, (pid, 0, "stat"), f);
         let mut buf = Vec::new();
         assert!(matches!(k.read((pid, 0, "stat"), &mut buf), KeptRead::Read));
         assert!(buf.starts_with(format!("{pid} (sleep)").as_bytes()));
