@@ -275,7 +275,10 @@ pub(crate) fn hosts_note(trials: &[TrialRecord]) -> Option<String> {
     }
     let parts: Vec<String> = by_host
         .iter()
-        .map(|(h, rounds)| format!("{h} ran rounds {}", rounds.join(", ")))
+        .map(|(h, rounds)| {
+            let s = if rounds.len() == 1 { "" } else { "s" };
+            format!("{h} ran round{s} {}", rounds.join(", "))
+        })
         .collect();
     Some(format!(
         "trials ran on {} host(s), each round on one host: {}",

@@ -206,6 +206,8 @@ impl<'a> Pool<'a> {
                                 // A trial that the stop cut short is not a measurement.
                                 Ok(_) if stop.load(Ordering::SeqCst) => break,
                                 Ok(o) => outcomes.push(o),
+                                // Lost while stopping: the stop, not the host, ended it.
+                                Err(_) if stop.load(Ordering::SeqCst) => break,
                                 Err(reason) => {
                                     let _ = tx.send(Msg::Lost {
                                         job: j,

@@ -191,6 +191,7 @@ impl Host for RemoteHost {
             match link.replies.recv_timeout(Duration::from_millis(250)) {
                 Ok(Ok(Some(Reply::Outcome { outcome }))) => return Ok(*outcome),
                 Ok(Ok(Some(Reply::Alive))) => heard = Instant::now(),
+                Ok(Ok(Some(Reply::Refused { reason }))) => return Err(reason),
                 Ok(Ok(Some(other))) => return Err(format!("unexpected {other:?}")),
                 Ok(Ok(None)) | Err(RecvTimeoutError::Disconnected) => {
                     return Err("the worker closed the connection".into());

@@ -211,6 +211,24 @@ pub fn serve_session(
             }
         };
         trials += 1;
+        if stop.load(Ordering::SeqCst) {
+            // A trial cut short is no measurement: the coordinator runs the round elsewhere
+            // (or, having said stop itself, drops it).
+            let reason = match cfg.quit.load(Ordering::SeqCst) {
+                true => {
+                    "the worker was stopped (Ctrl-C or SIGTERM) during a trial; it restored the trial's knobs"
+                }
+                false => "the trial was stopped",
+            };
+            log(&format!(
+                "coordinator {peer}: {phase} round {round} {}: stopped",
+                config.key()
+            ));
+            let _ = say(&Reply::Refused {
+                reason: reason.into(),
+            });
+            break;
+        }
         log(&format!(
             "coordinator {peer}: {phase} round {round} {}: {}{}",
             config.key(),
@@ -222,9 +240,6 @@ pub fn serve_session(
         say(&Reply::Outcome {
             outcome: Box::new(outcome),
         })?;
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
     }
     Ok(trials)
 }
