@@ -286,7 +286,7 @@ mod tests {
         };
         assert_eq!(w.to_interval().unwrap(), i);
         assert_eq!(recv(&mut r).unwrap(), Some(Msg::Stop));
-        assert_eq!(recv(&mut r).unwrap(), None);
+        assert_eq!(recv::<Msg>(&mut r).unwrap(), None);
     }
 
     #[test]

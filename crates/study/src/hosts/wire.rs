@@ -134,4 +134,26 @@ mod tests {
         assert_eq!(outcome.value, Some(1234.5));
         assert!(recv::<Reply>(&mut r).unwrap().is_none());
     }
+
+    #[test]
+    fn the_fuzz_seeds_are_messages_of_the_current_shapes() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fuzz/corpus/worker_messages"
+        );
+        for (file, request) in [
+            ("hello.jsonl", true),
+            ("study.jsonl", true),
+            ("trial.jsonl", true),
+            ("outcome.jsonl", false),
+        ] {
+            let text = std::fs::read(format!("{dir}/{file}")).unwrap();
+            let mut r = std::io::BufReader::new(text.as_slice());
+            let ok = match request {
+                true => recv::<Request>(&mut r).map(|m| m.is_some()),
+                false => recv::<Reply>(&mut r).map(|m| m.is_some()),
+            };
+            assert!(matches!(ok, Ok(true)), "{file}: {ok:?}");
+        }
+    }
 }
