@@ -416,6 +416,9 @@ fn compare(a: CompareArgs) -> Result<()> {
 /// and restores its knobs first).
 fn worker(a: WorkerArgs) -> Result<()> {
     let path = store_path(a.store.store)?;
+    // Absolute: a session runs from its coordinator's directory.
+    let path = std::path::absolute(&path)
+        .with_context(|| format!("resolving the store path {}", path.display()))?;
     let knob_journal = path.with_extension("knobs-journal.json");
     if let Some(dir) = knob_journal.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
@@ -452,7 +455,7 @@ fn worker(a: WorkerArgs) -> Result<()> {
         cfg.version,
         l.local_addr().map_or(a.listen.clone(), |a| a.to_string())
     );
-    hosts::serve(&l, &cfg, &|line| eprintln!("{line}"))?;
+    hosts::serve(&l, &cfg, |line| eprintln!("{line}"))?;
     Ok(())
 }
 

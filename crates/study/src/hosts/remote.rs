@@ -95,7 +95,12 @@ impl RemoteHost {
             protocol: PROTOCOL,
         })
         .map_err(|e| host_err(addr, e))?;
-        match h.next(READY_TIMEOUT).map_err(|e| host_err(addr, e))? {
+        // A worker serves one coordinator at a time: one busy with another answers late.
+        let hello = h.next(
+            READY_TIMEOUT,
+            "to the hello: is the worker serving another coordinator?",
+        );
+        match hello.map_err(|e| host_err(addr, e))? {
             Reply::Hello {
                 version: theirs,
                 protocol,
@@ -118,7 +123,10 @@ impl RemoteHost {
             workdir: workdir.display().to_string(),
         })
         .map_err(|e| host_err(addr, e))?;
-        match h.next(READY_TIMEOUT).map_err(|e| host_err(addr, e))? {
+        match h
+            .next(READY_TIMEOUT, "to the study: is its check slow there?")
+            .map_err(|e| host_err(addr, e))?
+        {
             Reply::Ready { topology, facts } => Ok(RemoteHost {
                 link: h,
                 topology: *topology,
@@ -144,8 +152,9 @@ impl Link {
         send(&mut w, r).map_err(|e| format!("cannot send: {e}"))
     }
 
-    /// The next reply other than `alive`, within `within`.
-    fn next(&self, within: Duration) -> Result<Reply, String> {
+    /// The next reply other than `alive`, within `within` (`late` ends the message when it
+    /// does not come).
+    fn next(&self, within: Duration, late: &str) -> Result<Reply, String> {
         let until = Instant::now() + within;
         loop {
             let left = until.saturating_duration_since(Instant::now());
@@ -158,7 +167,7 @@ impl Link {
                 Ok(Err(e)) => return Err(e.to_string()),
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(format!(
-                        "no answer within {}",
+                        "no answer within {} {late}",
                         perfpilot_units::clock(within)
                     ));
                 }

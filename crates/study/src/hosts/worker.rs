@@ -53,33 +53,80 @@ fn wire_err(peer: &str, reason: impl std::fmt::Display) -> StudyError {
 }
 
 /// Serves coordinators one after the other until `cfg.quit` is set; knobs a killed worker
-/// left changed are restored first. Each session's end (or error) goes to `log`.
-pub fn serve(
-    listener: &TcpListener,
-    cfg: &WorkerConfig,
-    log: &dyn Fn(&str),
-) -> Result<(), StudyError> {
+/// left changed are restored first. A coordinator that comes while another is served is
+/// refused at once, naming the other. Each session's end (or error) goes to `log`.
+pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Result<(), StudyError> {
     for line in
         deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal).map_err(StudyError::Failed)?
     {
         log(&line);
     }
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let peer = stream
-            .peer_addr()
-            .map_or_else(|_| "?".to_string(), |a| a.to_string());
-        match serve_session(stream, cfg, log) {
+    let incoming = listener
+        .try_clone()
+        .map_err(|e| StudyError::Failed(format!("cannot accept coordinators: {e}")))?;
+    // The coordinator being served, if one is.
+    let serving: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let (tx, sessions) = std::sync::mpsc::channel::<(TcpStream, String)>();
+    {
+        let serving = serving.clone();
+        // Accepts for as long as the process lives; the sessions run on the caller's thread.
+        std::thread::spawn(move || {
+            for stream in incoming.incoming() {
+                let Ok(stream) = stream else { continue };
+                let peer = stream
+                    .peer_addr()
+                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
+                let mut now = serving.lock().unwrap_or_else(|p| p.into_inner());
+                match now.as_ref() {
+                    Some(other) => {
+                        let other = other.clone();
+                        drop(now);
+                        refuse_busy(stream, &other);
+                        log(&format!("coordinator {peer}: refused, busy with {other}"));
+                    }
+                    None => {
+                        *now = Some(peer.clone());
+                        if tx.send((stream, peer)).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    for (stream, peer) in sessions {
+        match serve_session(stream, cfg, &log) {
             Ok(n) => log(&format!(
                 "coordinator {peer}: {n} trial(s) run; session ended"
             )),
             Err(e) => log(&e.to_string()),
         }
+        *serving.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if cfg.quit.load(Ordering::SeqCst) {
             break;
         }
     }
     Ok(())
+}
+
+/// Refuses the coordinator on `stream`, this worker being busy with `other`: after its hello
+/// (so that the refusal is read, not lost to a reset), then the connection closes.
+fn refuse_busy(stream: TcpStream, other: &str) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut reader = BufReader::new(&stream);
+    if !matches!(
+        recv::<Request>(&mut reader),
+        Ok(Some(Request::Hello { .. }))
+    ) {
+        return;
+    }
+    let reason = format!(
+        "this worker runs the trials of coordinator {other}; a worker serves one coordinator at a time: start another worker (another port) for this run"
+    );
+    let _ = send(&mut &stream, &Reply::Refused { reason });
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    // Until the coordinator closes (or 2 s): its close, not ours, ends the connection.
+    let _ = std::io::copy(&mut reader, &mut std::io::sink());
 }
 
 /// Serves one coordinator on `stream`; returns the trials run.
