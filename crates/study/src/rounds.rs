@@ -10,6 +10,7 @@ use perfpilot_store::{RunState, Store, TrialPhase, TrialRecord, TrialStatus};
 
 use crate::error::{Result, StudyError};
 use crate::hosts::{Event, Pool, PoolEnd, RoundJob};
+use crate::plan::within_budget;
 use crate::progress::Progress;
 use crate::spec::Config;
 use crate::trial::{TrialContext, TrialOutcome, driver_saturation, run_trial, to_record};
@@ -252,6 +253,34 @@ impl Session<'_> {
     }
 }
 
+/// The race rounds of the next batch, from `next`: as many as `width` (the hosts; one round
+/// without `--hosts`) up to `reps`, each within the budget (`(cap, reserve)`: trials in all,
+/// trials kept for the confirmation) counting the `used` race trials before `next` and, for
+/// the rounds of the batch before it, `size(round)` trials each (with `alive` configurations
+/// left, every batch round holds them all). Also the last round before the budget ended the
+/// race, if it did.
+pub(crate) fn batch_rounds(
+    next: usize,
+    width: usize,
+    reps: usize,
+    budget: Option<(usize, usize)>,
+    mut used: usize,
+    alive: usize,
+    size: impl Fn(usize) -> usize,
+) -> (Vec<usize>, Option<usize>) {
+    let mut rounds = Vec::new();
+    for round in next..(next + width.max(1)).min(reps + 1) {
+        if let Some((cap, reserve)) = budget
+            && !within_budget(cap, used, round, alive, reserve)
+        {
+            return (rounds, Some(round - 1));
+        }
+        used += size(round);
+        rounds.push(round);
+    }
+    (rounds, None)
+}
+
 /// Which host ran which rounds, from the trials' details: a note for the summary when the
 /// run had hosts (`None` otherwise).
 pub(crate) fn hosts_note(trials: &[TrialRecord]) -> Option<String> {
@@ -285,4 +314,55 @@ pub(crate) fn hosts_note(trials: &[TrialRecord]) -> Option<String> {
         by_host.len(),
         parts.join("; ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_holds_one_round_per_host_up_to_the_repetitions() {
+        // No budget: rounds 1–2 on two hosts, then 3–4, then 5 alone.
+        assert_eq!(batch_rounds(1, 2, 5, None, 0, 3, |_| 3), (vec![1, 2], None));
+        assert_eq!(batch_rounds(3, 2, 5, None, 6, 3, |_| 3), (vec![3, 4], None));
+        assert_eq!(batch_rounds(5, 2, 5, None, 12, 3, |_| 3), (vec![5], None));
+        // Without hosts: one round at a time, as the sequential runner always ran.
+        assert_eq!(batch_rounds(2, 1, 5, None, 3, 3, |_| 3), (vec![2], None));
+        assert_eq!(batch_rounds(2, 0, 5, None, 3, 3, |_| 3), (vec![2], None));
+    }
+
+    #[test]
+    fn the_budget_ends_a_batch_where_a_sequential_race_would_stop_or_earlier() {
+        // 3 configurations, a cap of 13 trials with 4 kept for the confirmation: round 1 (3),
+        // round 2 (6) and round 3 (9) fit; round 4 would need 12 + 4 > 13.
+        let budget = Some((13, 4));
+        assert_eq!(
+            batch_rounds(1, 4, 8, budget, 0, 3, |_| 3),
+            (vec![1, 2, 3], Some(3))
+        );
+        // Sequentially the same end.
+        let mut used = 0;
+        let mut ran = Vec::new();
+        let mut end = None;
+        for next in 1..=8 {
+            let (r, e) = batch_rounds(next, 1, 8, budget, used, 3, |_| 3);
+            ran.extend(&r);
+            used += 3 * r.len();
+            if e.is_some() {
+                end = e;
+                break;
+            }
+        }
+        assert_eq!((ran, end), (vec![1, 2, 3], Some(3)));
+        // A batch from round 2 counts its round 2 before judging round 3: the same end.
+        assert_eq!(
+            batch_rounds(2, 3, 8, budget, 3, 3, |_| 3),
+            (vec![2, 3], Some(3))
+        );
+        // The first round always runs.
+        assert_eq!(
+            batch_rounds(1, 2, 8, Some((2, 4)), 0, 3, |_| 3),
+            (vec![1], Some(1))
+        );
+    }
 }

@@ -15,10 +15,10 @@ use perfpilot_sys::Fs;
 use crate::deploy;
 use crate::error::{Result, StudyError};
 use crate::hosts::{self, Host, LocalHost, Pool};
-use crate::plan::{confirm_trials, plan_study, within_budget};
+use crate::plan::{confirm_trials, plan_study};
 use crate::progress::Progress;
 use crate::race::{Elimination, Left, chance_of_best, race_round, race_step};
-use crate::rounds::{Round, Session, hosts_note};
+use crate::rounds::{Round, Session, batch_rounds, hosts_note};
 use crate::scores::{best_mean, blocks, race_trial};
 use crate::spec::{Budget, Config, Study};
 use crate::stats::Rng;
@@ -176,31 +176,32 @@ impl Session<'_> {
         // `--hosts`), every round of a batch with the configurations left before it; the
         // racing rules then see the rounds one by one, in order, as a sequential run would.
         while next <= reps && budget_end.is_none() && (next == 1 || alive.len() > 1) {
-            // The budget: no round that would leave too few trials for the confirmation
-            // (the first round always runs). Rounds before this one count, so a resumed run
-            // whose store holds later rounds is judged as it was when it ran; so do the
-            // rounds of the batch before it.
-            let mut used = self
+            // Rounds before this one count against the budget, so a resumed run whose store
+            // holds later rounds is judged as it was when it ran.
+            let used = self
                 .trials
                 .iter()
                 .filter(|t| t.phase == TrialPhase::Race && t.round < next as i64)
                 .count();
-            let mut batch = Vec::new();
-            for round in next..(next + self.width().max(1)).min(reps + 1) {
-                if let Some(cap) = cap
-                    && !within_budget(cap, used, round, alive.len(), reserve)
-                {
-                    budget_end = Some(round - 1);
-                    break;
-                }
-                used += self.round_size(round, &alive);
-                batch.push(Round {
+            let (rounds, end) = batch_rounds(
+                next,
+                self.width(),
+                reps,
+                cap.map(|c| (c, reserve)),
+                used,
+                alive.len(),
+                |r| self.round_size(r, &alive),
+            );
+            budget_end = end;
+            let batch: Vec<Round> = rounds
+                .into_iter()
+                .map(|round| Round {
                     phase: TrialPhase::Race,
                     round,
                     order: race_order(study.run.seed, round, &alive),
                     label: format!("race round {round} of at most {reps}"),
-                });
-            }
+                })
+                .collect();
             let Some(last) = batch.last().map(|r| r.round) else {
                 break;
             };
