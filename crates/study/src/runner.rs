@@ -1,6 +1,8 @@
 //! The runner: a study run's trials in randomized interleaved rounds, racing after each round
 //! ([`crate::race`]), the winner's confirmation against the baseline, the summary, and
-//! `--resume`. One trial is [`crate::trial`]; the load sweep is [`crate::scale`].
+//! `--resume`. Rounds run here or, with `--hosts`, a batch of them at once, one per host
+//! (`crate::rounds`, [`crate::hosts`]); the racing rules see them in order either way. One
+//! trial is [`crate::trial`]; the load sweep is [`crate::scale`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
