@@ -1,6 +1,7 @@
 //! Fuzz targets: every parser of input from outside perfpilot (procfs and sysfs files, the
 //! Prometheus text format, the outputs of load drivers, JMVA XML, model, study and daemon files,
-//! the Measurement JSON, the store's stored blobs and journal entries), each behind one
+//! the Measurement JSON, the lines workers and coordinators send, the store's stored blobs and
+//! journal entries), each behind one
 //! function that must return for any bytes: an error is fine, a panic is the bug.
 //!
 //! `fuzz/` runs them under libFuzzer (`scripts/fuzz [SECONDS]`); this crate's test replays the
@@ -175,6 +176,20 @@ pub const TARGETS: &[Target] = &[
         parses: "the Measurement JSON (drive results, study trials)",
         run: |d| {
             let _ = perfpilot_drive::Measurement::from_json(text(d));
+        },
+    },
+    Target {
+        name: "worker_messages",
+        parses: "the lines coordinators and workers send (`study worker`, `drive --worker`)",
+        run: |d| {
+            use perfpilot_drive::coord::wire::{Msg, recv};
+            use perfpilot_study::hosts::wire::{Reply, Request};
+            let mut r = std::io::BufReader::new(d);
+            let _ = recv::<Request>(&mut r);
+            let mut r = std::io::BufReader::new(d);
+            let _ = recv::<Reply>(&mut r);
+            let mut r = std::io::BufReader::new(d);
+            let _ = recv::<Msg>(&mut r);
         },
     },
     Target {

@@ -80,6 +80,36 @@ pub enum StudyError {
         /// Why.
         error: std::io::Error,
     },
+    /// A host of `--hosts` cannot be used: not reachable, another version, or the study
+    /// cannot run there.
+    #[error("host {addr}: {reason}")]
+    Host {
+        /// The host as `--hosts` named it.
+        addr: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// A study worker's session with a coordinator failed.
+    #[error("coordinator {peer}: {reason}")]
+    Coordinator {
+        /// The coordinator's address.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
+    /// Every host of `--hosts` was lost during the run; the rounds completed are stored.
+    #[error(
+        "every host was lost ({lost}); the rounds completed so far are stored: start the workers again, then `perfpilot study run --resume {run} --store {store} --hosts …` continues the run",
+        store = .store.display()
+    )]
+    HostsLost {
+        /// The study run.
+        run: i64,
+        /// The store holding it.
+        store: PathBuf,
+        /// Each host and why it was lost.
+        lost: String,
+    },
     /// The run was stopped (Ctrl-C); every knob was restored.
     #[error("interrupted; every knob was restored and every instance stopped")]
     Interrupted,

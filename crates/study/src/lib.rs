@@ -22,6 +22,8 @@
 //!   (`scores`);
 //! - [`runner`]: randomized interleaved rounds, racing, the winner confirmed against the
 //!   baseline with a 95 % CI on the gain, `--resume`; [`summary`]: what a run concluded;
+//! - [`hosts`]: parallel trials across hosts — study workers, whole rounds per host, a lost
+//!   host's round run again on another;
 //! - [`scale`]: the scaling mode (saturation point and knee);
 //! - [`compare`]: two runs side by side — the same winner, or winners not significantly
 //!   different over both runs' rounds together, or one significantly better;
@@ -36,6 +38,7 @@ pub mod batch;
 pub mod compare;
 pub mod deploy;
 pub mod error;
+pub mod hosts;
 pub mod layout;
 mod measure;
 pub mod plan;
@@ -43,6 +46,7 @@ mod progress;
 pub mod race;
 pub mod replay;
 pub mod report;
+mod rounds;
 pub mod runner;
 pub mod scale;
 mod scores;

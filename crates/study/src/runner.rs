@@ -1,22 +1,26 @@
 //! The runner: a study run's trials in randomized interleaved rounds, racing after each round
 //! ([`crate::race`]), the winner's confirmation against the baseline, the summary, and
-//! `--resume`. One trial is [`crate::trial`]; the load sweep is [`crate::scale`].
+//! `--resume`. Rounds run here or, with `--hosts`, a batch of them at once, one per host
+//! (`crate::rounds`, [`crate::hosts`]); the racing rules see them in order either way. One
+//! trial is [`crate::trial`]; the load sweep is [`crate::scale`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use perfpilot_observe::Topology;
-use perfpilot_store::{RunState, Store, TrialPhase, TrialRecord, TrialStatus};
+use perfpilot_store::{RunState, Store, TrialPhase, TrialStatus};
 use perfpilot_sys::Fs;
 
 use crate::deploy;
 use crate::error::{Result, StudyError};
-use crate::plan::{confirm_trials, plan_study, within_budget};
+use crate::hosts::{self, Host, LocalHost, Pool};
+use crate::plan::{confirm_trials, plan_study};
 use crate::progress::Progress;
 use crate::race::{Elimination, Left, chance_of_best, race_round, race_step};
+use crate::rounds::{Round, Session, batch_rounds, hosts_note};
 use crate::scores::{best_mean, blocks, race_trial};
 use crate::spec::{Budget, Config, Study};
 use crate::stats::Rng;
@@ -24,7 +28,7 @@ use crate::summary::{
     Summary, against_baseline, indistinguishable, measurement_notes, measurement_warnings,
     no_trial_completed, paired_gain, phase_figures, verdict,
 };
-use crate::trial::{TrialContext, driver_saturation, run_trial, to_record};
+use crate::trial::TrialContext;
 
 /// How a run is carried out.
 #[derive(Clone, Debug)]
@@ -43,6 +47,9 @@ pub struct RunOptions {
     pub racing: Option<bool>,
     /// Override the study file's `run.budget`.
     pub budget: Option<Budget>,
+    /// Hosts that run the trials, whole rounds at a time (`local`, or `HOST:PORT` of a
+    /// `perfpilot study worker`); empty: this process, one trial after another.
+    pub hosts: Vec<String>,
 }
 
 impl RunOptions {
@@ -56,6 +63,7 @@ impl RunOptions {
             knob_fs: Fs::live(),
             racing: None,
             budget: None,
+            hosts: Vec::new(),
         }
     }
 }
@@ -114,6 +122,16 @@ pub(crate) fn host_json(topo: &Topology) -> String {
     .to_string()
 }
 
+/// Machine facts `facts` (as [`host_json`] gives them) with the hosts that ran the trials.
+fn with_hosts(facts: &str, hosts: &[String]) -> String {
+    let mut v: serde_json::Value =
+        serde_json::from_str(facts).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(m) = v.as_object_mut() {
+        m.insert("trial_hosts".into(), hosts.join(", ").into());
+    }
+    v.to_string()
+}
+
 /// The knob journal next to the store (`<store>.knobs-journal.json`): knobs a killed run left
 /// changed are restored from it first.
 pub(crate) fn knob_journal(opts: &RunOptions) -> Result<PathBuf, StudyError> {
@@ -122,19 +140,6 @@ pub(crate) fn knob_journal(opts: &RunOptions) -> Result<PathBuf, StudyError> {
         eprintln!("perfpilot study: {line}");
     }
     Ok(journal)
-}
-
-/// A run in progress: its store, its trials so far (a resumed run's too) and its progress.
-struct Session<'a> {
-    ctx: TrialContext<'a>,
-    store: Store,
-    run_id: i64,
-    progress: Progress,
-    trials: Vec<TrialRecord>,
-    /// Trials this invocation ran.
-    trials_run: usize,
-    /// Whether the saturated driver has been reported (once per run).
-    driver_warned: bool,
 }
 
 /// Where the race stopped.
@@ -150,63 +155,6 @@ struct RaceEnd {
 }
 
 impl Session<'_> {
-    /// Runs one trial of `c` and stores it; a trial the store already holds (a resumed run)
-    /// is not run again.
-    fn trial(&mut self, phase: TrialPhase, round: usize, c: &Config) -> Result<()> {
-        let study = self.ctx.study;
-        let progress = &self.progress;
-        if self
-            .trials
-            .iter()
-            .any(|t| t.phase == phase && t.round == round as i64 && t.config == c.key())
-        {
-            progress.inc();
-            return Ok(());
-        }
-        if self.ctx.stop.load(Ordering::SeqCst) {
-            return Err(StudyError::Interrupted);
-        }
-        progress.message(format!("{phase} round {round}: {}", c.key()));
-        let o = run_trial(&self.ctx, c, None);
-        if self.ctx.stop.load(Ordering::SeqCst) {
-            return Err(StudyError::Interrupted);
-        }
-        self.trials_run += 1;
-        let rec = to_record(self.run_id, phase, round, c, &o);
-        if o.status != TrialStatus::Ok {
-            progress.println(format!(
-                "trial {phase} {round} {}: {}: {}",
-                c.key(),
-                o.status,
-                o.reason
-            ));
-        }
-        if let Some(m) = &o.detail.mser
-            && !m.steady
-        {
-            progress.println(format!(
-                "warning: {} ({phase} round {round}) never reached a steady state (MSER-5 truncation point {} s of {} s); lengthen warmup or measure",
-                c.key(),
-                m.truncate,
-                study.run.measure.as_secs()
-            ));
-        }
-        if !self.driver_warned
-            && let Some(why) = driver_saturation(study, &o.detail)
-        {
-            self.driver_warned = true;
-            progress.println(format!(
-                "warning: {} ({phase} round {round}): {why}",
-                c.key()
-            ));
-        }
-        self.store.trial_add(&rec)?;
-        self.trials.push(rec);
-        progress.inc();
-        std::thread::sleep(study.run.cooldown);
-        Ok(())
-    }
-
     /// The race: rounds of every configuration left in a seeded random order, those failing
     /// twice leaving, and with `racing` the racing rules after each round; it stops at
     /// `run.repetitions`, with one configuration left, or before a round that would pass `cap`
@@ -219,80 +167,63 @@ impl Session<'_> {
         reserve: usize,
     ) -> Result<RaceEnd> {
         let study = self.ctx.study;
-        let baseline = &study.run.baseline;
         let mut alive: Vec<Config> = feasible.to_vec();
         let mut eliminated: Vec<Elimination> = Vec::new();
         let mut failures: BTreeMap<String, usize> = BTreeMap::new();
         let mut rounds_done = 0;
         let mut budget_end = None;
-        for round in 1..=study.run.repetitions {
-            // The budget: no round that would leave too few trials for the confirmation
-            // (the first round always runs). Rounds before this one count, so a resumed run
-            // whose store holds later rounds is judged as it was when it ran.
+        let reps = study.run.repetitions;
+        let mut next = 1;
+        // Batches of rounds: one round per host at the same time (one round without
+        // `--hosts`), every round of a batch with the configurations left before it; the
+        // racing rules then see the rounds one by one, in order, as a sequential run would.
+        while next <= reps && budget_end.is_none() && (next == 1 || alive.len() > 1) {
+            // Rounds before this one count against the budget, so a resumed run whose store
+            // holds later rounds is judged as it was when it ran.
             let used = self
                 .trials
                 .iter()
-                .filter(|t| t.phase == TrialPhase::Race && t.round < round as i64)
+                .filter(|t| t.phase == TrialPhase::Race && t.round < next as i64)
                 .count();
-            if let Some(cap) = cap
-                && !within_budget(cap, used, round, alive.len(), reserve)
-            {
-                budget_end = Some(round - 1);
+            let (rounds, end) = batch_rounds(
+                next,
+                self.width(),
+                reps,
+                cap.map(|c| (c, reserve)),
+                used,
+                alive.len(),
+                |r| self.round_size(r, &alive),
+            );
+            budget_end = end;
+            let batch: Vec<Round> = rounds
+                .into_iter()
+                .map(|round| Round {
+                    phase: TrialPhase::Race,
+                    round,
+                    order: race_order(study.run.seed, round, &alive),
+                    label: format!("race round {round} of at most {reps}"),
+                })
+                .collect();
+            let Some(last) = batch.last().map(|r| r.round) else {
                 break;
-            }
-            let mut order = alive.clone();
-            Rng::new(
-                study
-                    .run
-                    .seed
-                    .wrapping_mul(1_000_003)
-                    .wrapping_add(round as u64),
-            )
-            .shuffle(&mut order);
-            for c in &order {
-                self.trial(TrialPhase::Race, round, c)?;
-            }
-            self.progress.round(format!(
-                "race round {round} of at most {}",
-                study.run.repetitions
-            ));
-            rounds_done = round;
-            // Configurations that keep failing leave the race.
-            let keys: Vec<String> = alive.iter().map(Config::key).collect();
-            for k in &keys {
-                if let Some(t) = race_trial(&self.trials, k, round as i64)
-                    && t.status == TrialStatus::Failed
-                {
-                    let f = failures.entry(k.clone()).or_default();
-                    *f += 1;
-                    if *f >= 2 && k != &baseline.key() {
-                        eliminated.push(Elimination {
-                            config: k.clone(),
-                            round,
-                            reason: format!("failed twice, last: {}", t.reason),
-                            p_value: None,
-                            kind: Left::Failed,
-                        });
-                        alive.retain(|c| &c.key() != k);
-                        self.progress.shrink(study.run.repetitions - round);
-                    }
+            };
+            self.run_rounds(batch)?;
+            for round in next..=last {
+                // Every configuration left has a trial in each round of the batch.
+                rounds_done = last;
+                self.leave(
+                    round,
+                    last,
+                    racing,
+                    &mut alive,
+                    &mut failures,
+                    &mut eliminated,
+                );
+                if alive.len() <= 1 {
+                    break;
                 }
             }
-            if racing && alive.len() > 1 {
-                let keys: Vec<String> = alive.iter().map(Config::key).collect();
-                for e in race_round(study, &self.trials, &keys, round) {
-                    self.progress.println(format!(
-                        "round {round}: {} left the race: {}",
-                        e.config, e.reason
-                    ));
-                    alive.retain(|c| c.key() != e.config);
-                    self.progress.shrink(study.run.repetitions - round);
-                    eliminated.push(e);
-                }
-            }
-            if alive.len() <= 1 {
-                break;
-            }
+            next = last + 1;
         }
         Ok(RaceEnd {
             alive,
@@ -302,43 +233,106 @@ impl Session<'_> {
         })
     }
 
+    /// After race round `round` (of a batch ending at `last`): configurations that failed
+    /// twice leave, and with `racing` those the racing rules rule out.
+    fn leave(
+        &mut self,
+        round: usize,
+        last: usize,
+        racing: bool,
+        alive: &mut Vec<Config>,
+        failures: &mut BTreeMap<String, usize>,
+        eliminated: &mut Vec<Elimination>,
+    ) {
+        let study = self.ctx.study;
+        // Trials of the rounds after `last` that a configuration leaving will not run.
+        let spared = study.run.repetitions - last;
+        let keys: Vec<String> = alive.iter().map(Config::key).collect();
+        for k in &keys {
+            if let Some(t) = race_trial(&self.trials, k, round as i64)
+                && t.status == TrialStatus::Failed
+            {
+                let f = failures.entry(k.clone()).or_default();
+                *f += 1;
+                if *f >= 2 && k != &study.run.baseline.key() {
+                    eliminated.push(Elimination {
+                        config: k.clone(),
+                        round,
+                        reason: format!("failed twice, last: {}", t.reason),
+                        p_value: None,
+                        kind: Left::Failed,
+                    });
+                    alive.retain(|c| &c.key() != k);
+                    self.progress.shrink(spared);
+                }
+            }
+        }
+        if racing && alive.len() > 1 {
+            let keys: Vec<String> = alive.iter().map(Config::key).collect();
+            for e in race_round(study, &self.trials, &keys, round) {
+                self.progress.println(format!(
+                    "round {round}: {} left the race: {}",
+                    e.config, e.reason
+                ));
+                alive.retain(|c| c.key() != e.config);
+                self.progress.shrink(spared);
+                eliminated.push(e);
+            }
+        }
+    }
+
     /// The confirmation: `run.confirm_rounds` pairs of `winner` and the baseline, each pair
     /// in a seeded random order.
     fn confirm(&mut self, winner: &Config) -> Result<()> {
         let study = self.ctx.study;
-        for round in 1..=study.run.confirm_rounds {
-            let mut pair = [winner.clone(), study.run.baseline.clone()];
-            Rng::new(study.run.seed ^ 0xC0FF_EE00 ^ round as u64).shuffle(&mut pair);
-            for c in &pair {
-                self.trial(TrialPhase::Confirm, round, c)?;
-            }
-            self.progress.round(format!(
-                "confirmation round {round} of {}",
-                study.run.confirm_rounds
-            ));
-        }
-        Ok(())
+        let n = study.run.confirm_rounds;
+        let rounds = (1..=n)
+            .map(|round| {
+                let mut pair = vec![winner.clone(), study.run.baseline.clone()];
+                Rng::new(study.run.seed ^ 0xC0FF_EE00 ^ round as u64).shuffle(&mut pair);
+                Round {
+                    phase: TrialPhase::Confirm,
+                    round,
+                    order: pair,
+                    label: format!("confirmation round {round} of {n}"),
+                }
+            })
+            .collect();
+        self.run_rounds(rounds)
     }
+}
 
-    /// Ends a run that stopped on `e`: the progress bar, and the run's state in the store
-    /// (interrupted or failed). Returns the error to report (the store's, if that write fails).
-    fn end(&mut self, e: StudyError) -> StudyError {
-        self.progress.finish();
-        let state = if matches!(e, StudyError::Interrupted) {
-            RunState::Interrupted
-        } else {
-            RunState::Failed
-        };
-        match self.store.study_set_state(self.run_id, state, None) {
-            Ok(()) => e,
-            Err(se) => se.into(),
-        }
-    }
+/// Race round `round`'s order of `alive`: a shuffle seeded by the run's seed and the round.
+fn race_order(seed: u64, round: usize, alive: &[Config]) -> Vec<Config> {
+    let mut order = alive.to_vec();
+    Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(round as u64)).shuffle(&mut order);
+    order
 }
 
 /// Runs (or resumes) a study and stores every trial and the summary.
 pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
+    // The hosts first: one that cannot be used is refused before anything is stored.
+    let remotes = match opts.hosts.is_empty() {
+        true => Vec::new(),
+        false => hosts::connect(&opts.hosts, study)?,
+    };
+    // Layouts are planned on the first host's machine (this one without `--hosts`).
+    let (plan_topo, facts) = match remotes.first() {
+        Some(Some(r)) => (r.topology.clone(), r.facts.clone()),
+        _ => (topo.clone(), host_json(topo)),
+    };
+    let names: Vec<String> = opts.hosts.iter().map(|h| h.trim().to_string()).collect();
+    let facts = match remotes.is_empty() {
+        true => facts,
+        false => with_hosts(&facts, &names),
+    };
+    let shapes: Vec<(&str, &Topology)> = names
+        .iter()
+        .zip(&remotes)
+        .map(|(n, r)| (n.as_str(), r.as_ref().map_or(topo, |r| &r.topology)))
+        .collect();
+    let mut warnings = hosts::shape_warnings(&shapes);
     let mut store = Store::open(&opts.store)?;
     let (run_id, existing) = match opts.resume {
         Some(id) => {
@@ -356,12 +350,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                 &study.name,
                 &study.path.display().to_string(),
                 &study.source,
-                &host_json(topo),
+                &facts,
             )?,
             Vec::new(),
         ),
     };
-    let plan_ = plan_study(study, topo);
+    let plan_ = plan_study(study, &plan_topo);
     let racing = opts.racing.unwrap_or(study.run.racing);
     let goal = &study.objective.goal;
     let infeasible = plan_.infeasible.clone();
@@ -387,25 +381,40 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         cap.map_or(plan_.max_trials, |c| c.min(plan_.max_trials)),
     );
     let journal = knob_journal(opts)?;
+    let ctx = || TrialContext {
+        study,
+        topo,
+        knob_fs: &opts.knob_fs,
+        knob_journal: Some(&journal),
+        stop: &opts.stop,
+    };
+    let pool = (!remotes.is_empty()).then(|| {
+        let hosts: Vec<Box<dyn Host + '_>> = remotes
+            .into_iter()
+            .map(|r| match r {
+                Some(r) => Box::new(r) as Box<dyn Host>,
+                None => Box::new(LocalHost { ctx: ctx() }),
+            })
+            .collect();
+        Pool::new(hosts, study.run.cooldown)
+    });
     let mut session = Session {
-        ctx: TrialContext {
-            study,
-            topo,
-            knob_fs: &opts.knob_fs,
-            knob_journal: Some(&journal),
-            stop: &opts.stop,
-        },
+        ctx: ctx(),
         store,
+        store_path: opts.store.clone(),
         run_id,
         progress,
         trials: existing,
         trials_run: 0,
         driver_warned: false,
+        pool,
+        host_warnings: Vec::new(),
     };
-    let mut warnings: Vec<String> = infeasible
-        .iter()
-        .map(|i| format!("skipped {}: {}", i.config, i.reason))
-        .collect();
+    warnings.extend(
+        infeasible
+            .iter()
+            .map(|i| format!("skipped {}: {}", i.config, i.reason)),
+    );
 
     let race = match session.race(&feasible, racing, cap, reserve) {
         Ok(r) => r,
@@ -483,6 +492,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     session.progress.finish();
 
     let trials = &session.trials;
+    warnings.append(&mut session.host_warnings);
     warnings.extend(measurement_warnings(study, trials, &baseline.key()));
     let winner_key = winner.as_ref().map(Config::key);
     let keys: Vec<String> = feasible.iter().map(Config::key).collect();
@@ -516,7 +526,10 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         eliminated,
         infeasible,
         warnings,
-        notes: measurement_notes(study, trials),
+        notes: measurement_notes(study, trials)
+            .into_iter()
+            .chain(hosts_note(trials))
+            .collect(),
         rounds: rounds_done,
         trials_run: session.trials_run,
         elapsed_s: started.elapsed().as_secs_f64(),

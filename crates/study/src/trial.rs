@@ -47,6 +47,10 @@ pub struct TrialDetail {
     /// The scratch file system's loop device (`loop3`), when the study has `[storage]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// The host that ran the trial, as `--hosts` named it (`local`, `10.0.0.2:7071`); `None`
+    /// for a run without `--hosts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// The built-in driver counts as saturated from this share of its threads' CPU on.
@@ -67,8 +71,8 @@ pub fn driver_saturation(study: &Study, detail: &TrialDetail) -> Option<String> 
     })
 }
 
-/// One trial's outcome.
-#[derive(Clone, Debug)]
+/// One trial's outcome (also what a study worker sends back, `crate::hosts`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrialOutcome {
     /// Ok, violated (a constraint failed) or failed.
     pub status: TrialStatus,

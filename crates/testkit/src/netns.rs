@@ -114,9 +114,35 @@ impl NetLab {
     }
 }
 
+impl NetLab {
+    /// Kills (SIGKILL) every process left in namespace `ns`, such as the instances a killed
+    /// study worker started; returns how many it killed.
+    pub fn kill_all_in(&self, ns: &str) -> usize {
+        let out = Command::new("ip")
+            .args(["netns", "pids", ns])
+            .stdin(Stdio::null())
+            .output();
+        let pids: Vec<String> = out
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for pid in &pids {
+            let _ = Command::new("kill").args(["-9", pid]).status();
+        }
+        pids.len()
+    }
+}
+
 impl Drop for NetLab {
     fn drop(&mut self) {
         for ns in self.hosts.iter().chain(std::iter::once(&self.hub)) {
+            // Leftovers first (a killed process's children): a deleted namespace's
+            // processes would live on.
+            self.kill_all_in(ns);
             let _ = ip(&["netns", "del", ns]);
         }
     }

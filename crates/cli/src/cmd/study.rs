@@ -3,14 +3,17 @@
 
 mod print;
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use perfpilot_observe::{Fs, Topology};
 use perfpilot_store::Store;
 use perfpilot_study::compare::compare_runs;
+use perfpilot_study::hosts::{self, WorkerConfig};
 use perfpilot_study::replay::{ReplayOptions, replay_run};
 use perfpilot_study::report::{self, ReportOptions};
 use perfpilot_study::spec::{Finding, Severity, preflight};
@@ -52,6 +55,10 @@ enum StudySub {
     /// Compare two runs of a study (e.g. the same file run twice): the same winner, different
     /// winners not significantly different over both runs' rounds, or one really better.
     Compare(CompareArgs),
+    /// Serve study coordinators (`study run --hosts`): run the trials they send on this host,
+    /// one coordinator after the other. It runs whatever the study's commands say, as this
+    /// user: listen on a network you trust.
+    Worker(WorkerArgs),
     /// List the study runs in the store.
     List {
         #[command(flatten)]
@@ -83,6 +90,26 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Run the trials on these hosts, comma-separated: HOST:PORT of a `perfpilot study
+    /// worker`, or `local` for this process. Each host runs whole rounds, one at a time, so
+    /// as many rounds run at once as there are hosts; a host lost mid-round loses that round,
+    /// which runs again on another host.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT|local")]
+    hosts: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct WorkerArgs {
+    /// The address to listen on (an address of this host, e.g. 0.0.0.0:7071).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: String,
+    /// The store whose knob journal (`<store>.knobs-journal.json`) holds the undo records of
+    /// the knobs trials change here (no trial is stored here: the coordinator stores them).
+    #[command(flatten)]
+    store: StoreArg,
+    /// Claim this perfpilot version in the hello (tests of the version check).
+    #[arg(long, hide = true)]
+    pretend_version: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -197,6 +224,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
         StudySub::Report(a) => report(a),
         StudySub::Replay(a) => replay(a),
         StudySub::Compare(a) => compare(a),
+        StudySub::Worker(a) => worker(a),
         StudySub::List { store } => list(store),
     }
 }
@@ -267,10 +295,14 @@ fn run_one(a: RunArgs) -> Result<()> {
         (None, Some(run)) => stored_study(&path, run)?,
         (None, None) => bail!("give a study file (or --resume RUN)"),
     };
-    check_before_run(&study)?;
+    // With hosts only elsewhere, each worker checks the study on its own host.
+    if a.hosts.is_empty() || a.hosts.iter().any(|h| h.trim() == hosts::LOCAL) {
+        check_before_run(&study)?;
+    }
     let topo = topology()?;
     let mut opts = options(path.clone(), a.quiet)?;
     opts.resume = a.resume;
+    opts.hosts = a.hosts;
     if a.exhaustive {
         opts.racing = Some(false);
     }
@@ -377,6 +409,53 @@ fn compare(a: CompareArgs) -> Result<()> {
         None => (format!("run {}", a.a), format!("run {}", a.b)),
     };
     print_comparison(&c, &la, &lb);
+    Ok(())
+}
+
+/// `study worker`: serves coordinators until Ctrl-C (which, during a trial, ends the trial
+/// and restores its knobs first).
+fn worker(a: WorkerArgs) -> Result<()> {
+    let path = store_path(a.store.store)?;
+    // Absolute: a session runs from its coordinator's directory.
+    let path = std::path::absolute(&path)
+        .with_context(|| format!("resolving the store path {}", path.display()))?;
+    let knob_journal = path.with_extension("knobs-journal.json");
+    if let Some(dir) = knob_journal.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating {} for the knob journal", dir.display()))?;
+    }
+    let cfg = WorkerConfig {
+        version: a
+            .pretend_version
+            .unwrap_or_else(|| hosts::VERSION.to_string()),
+        topology: topology()?,
+        knob_fs: Fs::live(),
+        knob_journal,
+        quit: Arc::new(AtomicBool::new(false)),
+        busy: Arc::new(AtomicBool::new(false)),
+    };
+    let (quit, busy) = (cfg.quit.clone(), cfg.busy.clone());
+    ctrlc::set_handler(move || {
+        if !busy.load(Ordering::SeqCst) {
+            // No trial runs: nothing to restore.
+            std::process::exit(130);
+        }
+        quit.store(true, Ordering::SeqCst);
+        eprintln!("\nperfpilot study worker: Ctrl-C: ending the trial, restoring every knob");
+    })
+    .context("installing the Ctrl-C handler")?;
+    let l = TcpListener::bind(&a.listen).with_context(|| {
+        format!(
+            "cannot listen on {} (an address of this host, e.g. 0.0.0.0:7071)",
+            a.listen
+        )
+    })?;
+    eprintln!(
+        "perfpilot {} study worker listening on {}",
+        cfg.version,
+        l.local_addr().map_or(a.listen.clone(), |a| a.to_string())
+    );
+    hosts::serve(&l, &cfg, |line| eprintln!("{line}"))?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DriveError, invalid};
@@ -240,16 +241,17 @@ pub enum Msg {
     },
 }
 
-/// Writes one message as a line.
-pub fn send(w: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
+/// Writes one message as a line: the line-per-message JSON framing of every perfpilot
+/// protocol over TCP (this one, and the study's hosts in `perfpilot_study::hosts`).
+pub fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
     line.push(b'\n');
     w.write_all(&line)?;
     w.flush()
 }
 
-/// Reads one message; `Ok(None)` at the end of the stream.
-pub fn recv(r: &mut impl BufRead) -> std::io::Result<Option<Msg>> {
+/// Reads one message as [`send`] writes it; `Ok(None)` at the end of the stream.
+pub fn recv<T: DeserializeOwned>(r: &mut impl BufRead) -> std::io::Result<Option<T>> {
     let mut line = String::new();
     if r.read_line(&mut line)? == 0 {
         return Ok(None);
@@ -257,7 +259,7 @@ pub fn recv(r: &mut impl BufRead) -> std::io::Result<Option<Msg>> {
     serde_json::from_str(&line).map(Some).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("not a perfpilot drive message: {e}"),
+            format!("not a message of this perfpilot protocol: {e}"),
         )
     })
 }
@@ -284,7 +286,7 @@ mod tests {
         };
         assert_eq!(w.to_interval().unwrap(), i);
         assert_eq!(recv(&mut r).unwrap(), Some(Msg::Stop));
-        assert_eq!(recv(&mut r).unwrap(), None);
+        assert_eq!(recv::<Msg>(&mut r).unwrap(), None);
     }
 
     #[test]

@@ -1,0 +1,358 @@
+//! `perfpilot study worker`: serves study coordinators one after the other. For each it
+//! answers the hello (refusing another version, both named), parses the study it is sent and
+//! checks it on this host (the preflight of `study validate`, relative paths from the
+//! coordinator's working directory), then runs the trials it is asked for on this host's
+//! topology, with knobs journaled next to `--store` as the local runner does, saying `alive`
+//! every second while one runs. A coordinator that goes away (or says stop) ends the trial
+//! early; the trial's guards restore every knob and stop every instance, and the worker
+//! listens again.
+
+use std::io::BufReader;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use perfpilot_drive::coord::wire::{recv, send};
+use perfpilot_observe::Topology;
+use perfpilot_store::TrialStatus;
+use perfpilot_sys::Fs;
+
+use super::wire::{PROTOCOL, Reply, Request};
+use crate::deploy;
+use crate::error::StudyError;
+use crate::spec::{Study, preflight};
+use crate::trial::{TrialContext, TrialOutcome, run_trial};
+
+/// How long a coordinator has for its hello and its study.
+const OPENING: Duration = Duration::from_secs(60);
+
+/// Who a worker is and where it runs trials.
+pub struct WorkerConfig {
+    /// perfpilot's version, compared with the coordinator's.
+    pub version: String,
+    /// This host's topology (layouts are planned on it).
+    pub topology: Topology,
+    /// Where knob paths are rooted (the live system).
+    pub knob_fs: Fs,
+    /// The knob journal: undo records written before each change, replayed at start.
+    pub knob_journal: PathBuf,
+    /// Set (by Ctrl-C) to end the trial running now, restore, and stop serving.
+    pub quit: Arc<AtomicBool>,
+    /// Set while a trial runs (a Ctrl-C handler may exit at once otherwise).
+    pub busy: Arc<AtomicBool>,
+}
+
+fn wire_err(peer: &str, reason: impl std::fmt::Display) -> StudyError {
+    StudyError::Coordinator {
+        peer: peer.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Serves coordinators one after the other until `cfg.quit` is set; knobs a killed worker
+/// left changed are restored first. A coordinator that comes while another is served is
+/// refused at once, naming the other. Each session's end (or error) goes to `log`.
+pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Result<(), StudyError> {
+    for line in
+        deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal).map_err(StudyError::Failed)?
+    {
+        log(&line);
+    }
+    let incoming = listener
+        .try_clone()
+        .map_err(|e| StudyError::Failed(format!("cannot accept coordinators: {e}")))?;
+    // The coordinator being served, if one is.
+    let serving: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let (tx, sessions) = std::sync::mpsc::channel::<(TcpStream, String)>();
+    {
+        let serving = serving.clone();
+        // Accepts for as long as the process lives; the sessions run on the caller's thread.
+        std::thread::spawn(move || {
+            for stream in incoming.incoming() {
+                let Ok(stream) = stream else { continue };
+                let peer = stream
+                    .peer_addr()
+                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
+                let mut now = serving.lock().unwrap_or_else(|p| p.into_inner());
+                match now.as_ref() {
+                    Some(other) => {
+                        let other = other.clone();
+                        drop(now);
+                        refuse_busy(stream, &other);
+                        log(&format!("coordinator {peer}: refused, busy with {other}"));
+                    }
+                    None => {
+                        *now = Some(peer.clone());
+                        if tx.send((stream, peer)).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    for (stream, peer) in sessions {
+        match serve_session(stream, cfg, &log) {
+            Ok(n) => log(&format!(
+                "coordinator {peer}: {n} trial(s) run; session ended"
+            )),
+            Err(e) => log(&e.to_string()),
+        }
+        *serving.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if cfg.quit.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses the coordinator on `stream`, this worker being busy with `other`: after its hello
+/// (so that the refusal is read, not lost to a reset), then the connection closes.
+fn refuse_busy(stream: TcpStream, other: &str) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut reader = BufReader::new(&stream);
+    if !matches!(
+        recv::<Request>(&mut reader),
+        Ok(Some(Request::Hello { .. }))
+    ) {
+        return;
+    }
+    let reason = format!(
+        "this worker runs the trials of coordinator {other}; a worker serves one coordinator at a time: start another worker (another port) for this run"
+    );
+    let _ = send(&mut &stream, &Reply::Refused { reason });
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    // Until the coordinator closes (or 2 s): its close, not ours, ends the connection.
+    let _ = std::io::copy(&mut reader, &mut std::io::sink());
+}
+
+/// Serves one coordinator on `stream`; returns the trials run.
+pub fn serve_session(
+    stream: TcpStream,
+    cfg: &WorkerConfig,
+    log: &dyn Fn(&str),
+) -> Result<usize, StudyError> {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let _ = stream.set_nodelay(true);
+    let mut reader = BufReader::new(stream.try_clone().map_err(|e| wire_err(&peer, e))?);
+    // Requests on a thread of their own: a stop, or the coordinator gone, ends the trial
+    // that runs meanwhile.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, requests) = std::sync::mpsc::channel();
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            loop {
+                match recv::<Request>(&mut reader) {
+                    Ok(Some(Request::Stop)) | Ok(None) | Err(_) => break,
+                    Ok(Some(r)) => {
+                        if tx.send(r).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
+    let writer = Mutex::new(stream);
+    let say = |r: &Reply| -> Result<(), StudyError> {
+        let w = writer.lock().unwrap_or_else(|p| p.into_inner());
+        send(&mut &*w, r).map_err(|e| wire_err(&peer, e))
+    };
+    let opening = |what: &str| -> Result<Option<Request>, StudyError> {
+        match requests.recv_timeout(OPENING) {
+            Ok(r) => Ok(Some(r)),
+            Err(RecvTimeoutError::Disconnected) => Ok(None),
+            Err(RecvTimeoutError::Timeout) => Err(wire_err(
+                &peer,
+                format!("no {what} within {}", perfpilot_units::clock(OPENING)),
+            )),
+        }
+    };
+    match opening("hello")? {
+        Some(Request::Hello { version, protocol }) => {
+            if version != cfg.version || protocol != PROTOCOL {
+                let reason = format!(
+                    "this worker runs perfpilot {} (protocol {PROTOCOL}), the coordinator perfpilot {version} (protocol {protocol}): run the same version on both",
+                    cfg.version
+                );
+                say(&Reply::Refused {
+                    reason: reason.clone(),
+                })?;
+                return Err(wire_err(&peer, reason));
+            }
+            say(&Reply::Hello {
+                version: cfg.version.clone(),
+                protocol: PROTOCOL,
+            })?;
+        }
+        Some(other) => return Err(wire_err(&peer, format!("expected hello, got {other:?}"))),
+        None => return Ok(0),
+    }
+    let (study, workdir) = match opening("study")? {
+        Some(Request::Study {
+            source,
+            path,
+            workdir,
+        }) => match check(&source, Path::new(&path), Path::new(&workdir)) {
+            Ok(s) => (s, PathBuf::from(workdir)),
+            Err(errors) => {
+                say(&Reply::Unready {
+                    errors: errors.clone(),
+                })?;
+                return Err(wire_err(
+                    &peer,
+                    format!("the study cannot run here: {}", errors.join("; ")),
+                ));
+            }
+        },
+        Some(other) => return Err(wire_err(&peer, format!("expected a study, got {other:?}"))),
+        None => return Ok(0),
+    };
+    say(&Reply::Ready {
+        topology: Box::new(cfg.topology.clone()),
+        facts: crate::runner::host_json(&cfg.topology),
+    })?;
+    log(&format!(
+        "coordinator {peer}: study {} ({}), relative paths from {}",
+        study.name,
+        study.path.display(),
+        workdir.display()
+    ));
+    let ctx = TrialContext {
+        study: &study,
+        topo: &cfg.topology,
+        knob_fs: &cfg.knob_fs,
+        knob_journal: Some(&cfg.knob_journal),
+        stop: &stop,
+    };
+    let configs = study.configurations();
+    let mut trials = 0;
+    while let Some(req) = next(&requests, &stop) {
+        let Request::Trial {
+            phase,
+            round,
+            config,
+        } = req
+        else {
+            return Err(wire_err(&peer, format!("expected a trial, got {req:?}")));
+        };
+        let outcome = if configs.contains(&config) {
+            cfg.busy.store(true, Ordering::SeqCst);
+            let o = while_alive(&say, &stop, &cfg.quit, || run_trial(&ctx, &config, None));
+            cfg.busy.store(false, Ordering::SeqCst);
+            o
+        } else {
+            TrialOutcome {
+                status: TrialStatus::Failed,
+                reason: format!("{} is not a configuration of this study", config.key()),
+                value: None,
+                measurement: None,
+                detail: Default::default(),
+            }
+        };
+        trials += 1;
+        if stop.load(Ordering::SeqCst) {
+            // A trial cut short is no measurement: the coordinator runs the round elsewhere
+            // (or, having said stop itself, drops it).
+            let reason = match cfg.quit.load(Ordering::SeqCst) {
+                true => {
+                    "the worker was stopped (Ctrl-C or SIGTERM) during a trial; it restored the trial's knobs"
+                }
+                false => "the trial was stopped",
+            };
+            log(&format!(
+                "coordinator {peer}: {phase} round {round} {}: stopped",
+                config.key()
+            ));
+            let _ = say(&Reply::Refused {
+                reason: reason.into(),
+            });
+            break;
+        }
+        log(&format!(
+            "coordinator {peer}: {phase} round {round} {}: {}{}",
+            config.key(),
+            outcome.status,
+            outcome
+                .value
+                .map_or(String::new(), |v| format!(" ({v:.4})"))
+        ));
+        say(&Reply::Outcome {
+            outcome: Box::new(outcome),
+        })?;
+    }
+    Ok(trials)
+}
+
+/// The next request, or `None` when the coordinator is gone or said stop.
+fn next(requests: &Receiver<Request>, stop: &AtomicBool) -> Option<Request> {
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        match requests.recv_timeout(Duration::from_millis(500)) {
+            Ok(r) => return Some(r),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return None,
+        }
+    }
+}
+
+/// Runs `f` while saying `alive` every second; a `quit` (Ctrl-C) stops the trial.
+fn while_alive<T>(
+    say: &(dyn Fn(&Reply) -> Result<(), StudyError> + Sync),
+    stop: &AtomicBool,
+    quit: &AtomicBool,
+    f: impl FnOnce() -> T,
+) -> T {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                for _ in 0..10 {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if done.load(Ordering::SeqCst) {
+                        return;
+                    }
+                }
+                if quit.load(Ordering::SeqCst) {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                // A coordinator gone shows in the reader; the trial ends through `stop`.
+                let _ = say(&Reply::Alive);
+            }
+        });
+        let out = f();
+        done.store(true, Ordering::SeqCst);
+        out
+    })
+}
+
+/// The study parsed and checked on this host, or the errors found (as `validate` words
+/// them). Relative paths resolve from `workdir`, which becomes this process's directory.
+fn check(source: &str, path: &Path, workdir: &Path) -> Result<Study, Vec<String>> {
+    if let Err(e) = std::env::set_current_dir(workdir) {
+        return Err(vec![format!(
+            "the coordinator's directory {} is not usable here: {e}; a host needs the study's files at the same paths",
+            workdir.display()
+        )]);
+    }
+    let study = Study::parse(source, path).map_err(|e| vec![e.to_string()])?;
+    let errors: Vec<String> = preflight(&study, workdir)
+        .iter()
+        .filter(|f| f.is_error())
+        .map(ToString::to_string)
+        .collect();
+    if errors.is_empty() {
+        Ok(study)
+    } else {
+        Err(errors)
+    }
+}
