@@ -43,6 +43,7 @@ fn status() -> Status {
                 signal_passed_over: vec![],
                 state: "optimized: nothing more to do".into(),
                 class: classes[i % classes.len()],
+                capacity: None,
             })
             .collect(),
         ..Status::default()
