@@ -60,7 +60,16 @@ pub const TARGETS: &[Target] = &[
         name: "numa_maps",
         parses: "/proc/PID/numa_maps",
         run: |d| {
-            let _ = perfpilot_sys::process::parse_numa_maps(text(d), path());
+            if let Ok(ranges) = perfpilot_sys::process::parse_numa_maps(text(d), path()) {
+                // As the sampler adds them up per node.
+                let mut total = 0u64;
+                for r in &ranges {
+                    for (_, bytes) in r.bytes_per_node() {
+                        total = total.saturating_add(bytes);
+                    }
+                }
+                std::hint::black_box(total);
+            }
         },
     },
     Target {

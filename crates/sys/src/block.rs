@@ -154,7 +154,8 @@ pub fn read_queue(fs: &Fs, dev: &str) -> Result<QueueSettings> {
                 .to_string()
         }),
         logical_block_size: num(format!("{q}/logical_block_size"))?,
-        size_bytes: num(format!("sys/block/{dev}/size"))?.map(|sectors| sectors * 512),
+        size_bytes: num(format!("sys/block/{dev}/size"))?
+            .map(|sectors| sectors.saturating_mul(512)),
     })
 }
 

@@ -253,8 +253,10 @@ pub(crate) fn parse_kb(path: &Path, line: usize, key: &str, v: &str) -> Result<u
         .next()
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| Error::parse(path, line, format!("{key}: {v:?} is not a number")))?;
-    Ok(match it.next() {
-        Some("kB") => n * 1024,
-        _ => n,
-    })
+    match it.next() {
+        Some("kB") => n
+            .checked_mul(1024)
+            .ok_or_else(|| Error::parse(path, line, format!("{key}: {v:?} is too large"))),
+        _ => Ok(n),
+    }
 }

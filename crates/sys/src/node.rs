@@ -109,7 +109,7 @@ fn parse_size(s: &str) -> Option<u64> {
         'G' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
         _ => (s, 1),
     };
-    num.parse::<u64>().ok().map(|n| n * mult)
+    num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 /// Reads the topology of one CPU; `Ok(None)` when the CPU has no `topology/` directory (offline).

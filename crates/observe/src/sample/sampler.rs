@@ -306,7 +306,7 @@ impl Sampler {
             p.state = st.state;
             p.minflt = st.minflt;
             p.majflt = st.majflt;
-            p.rss = st.rss_pages * page;
+            p.rss = st.rss_pages.saturating_mul(page);
             p.processor = st.processor;
             return Ok(p);
         }
@@ -371,7 +371,7 @@ impl Sampler {
             minflt: st.minflt,
             majflt: st.majflt,
             num_threads: st.num_threads,
-            rss: st.rss_pages * page,
+            rss: st.rss_pages.saturating_mul(page),
             processor: st.processor,
             ctxt_voluntary: status.voluntary_ctxt_switches,
             ctxt_involuntary: status.nonvoluntary_ctxt_switches,
@@ -422,14 +422,16 @@ impl Sampler {
         };
         for r in &ranges {
             for (node, bytes) in r.bytes_per_node() {
-                *m.per_node.entry(node).or_default() += bytes;
+                let add = |map: &mut BTreeMap<u32, u64>| {
+                    let v = map.entry(node).or_default();
+                    *v = v.saturating_add(bytes);
+                };
+                add(&mut m.per_node);
                 match r.kind {
-                    MappingKind::Anon => *m.anon_per_node.entry(node).or_default() += bytes,
+                    MappingKind::Anon => add(&mut m.anon_per_node),
                     MappingKind::SysvShm { .. }
                     | MappingKind::PosixShm { .. }
-                    | MappingKind::SharedAnon { .. } => {
-                        *m.shm_per_node.entry(node).or_default() += bytes
-                    }
+                    | MappingKind::SharedAnon { .. } => add(&mut m.shm_per_node),
                     MappingKind::File { .. } => {}
                 }
             }

@@ -96,7 +96,10 @@ pub struct NumaRange {
 impl NumaRange {
     /// Resident bytes on each node.
     pub fn bytes_per_node(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.pages.iter().map(|(&n, &p)| (n, p * self.page_size))
+        // Saturating: a malformed line cannot make a node's bytes wrap around.
+        self.pages
+            .iter()
+            .map(|(&n, &p)| (n, p.saturating_mul(self.page_size)))
     }
 }
 
@@ -138,7 +141,11 @@ pub fn parse_numa_maps(text: &str, path: &Path) -> Result<Vec<NumaRange>> {
                 "file" => r.kind = classify_path(&unescape_path(v)),
                 "anon" => r.anon_pages = num()?,
                 "dirty" => r.dirty_pages = num()?,
-                "kernelpagesize_kB" => r.page_size = num()? * 1024,
+                "kernelpagesize_kB" => {
+                    r.page_size = num()?.checked_mul(1024).ok_or_else(|| {
+                        Error::parse(path, lineno, format!("{k}: {v} is not a page size"))
+                    })?
+                }
                 _ if k.len() > 1
                     && k.starts_with('N')
                     && k[1..].bytes().all(|b| b.is_ascii_digit()) =>
