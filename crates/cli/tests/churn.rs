@@ -131,6 +131,14 @@ fn the_daemon_survives_thousands_of_short_lived_processes_and_touches_no_other()
         .spawn()
         .unwrap();
     let dpid = d.id();
+    // Read the daemon's log as it comes: a pipe nobody reads fills up (64 KiB) and blocks the
+    // daemon's next log line, which a long churn writes plenty of.
+    let mut stderr = d.stderr.take().unwrap();
+    let drain = std::thread::spawn(move || {
+        let mut log = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut log);
+        log
+    });
     let mut pick = Pick(0x9e37_79b9_7f4a_7c15 ^ u64::from(me));
     let mut alive: Vec<(Child, Instant)> = Vec::new();
     let (mut spawned, mut execs, mut threads_started, mut rss_start) = (0u64, 0u64, 0u64, 0u64);
@@ -207,7 +215,8 @@ fn the_daemon_survives_thousands_of_short_lived_processes_and_touches_no_other()
         (perfpilot_sys::clock::now_ms() - own["time_ms"].as_i64().unwrap_or(0)) as f64 / 1000.0;
     terminate(&d);
     let out = d.wait_with_output().unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
+    let log = drain.join().unwrap();
+    let log = String::from_utf8_lossy(&log);
     assert!(out.status.success(), "the daemon failed at stop:\n{log}");
     if std::env::var_os("PERFPILOT_CHURN_LOG").is_some() {
         eprintln!("{log}");
@@ -242,6 +251,11 @@ fn the_daemon_survives_thousands_of_short_lived_processes_and_touches_no_other()
         own["interval_s"],
     );
     assert!(checked > 0, "no process outlived the churn to compare");
+    // It kept scanning to the end (the interval stretches to at most ten times 0.5 s).
+    assert!(
+        status_age_s < 30.0,
+        "the daemon's last scan was {status_age_s:.0} s before the end:\n{log}"
+    );
     assert!(
         rss_end < 2 * rss_start.max(1) + 32 * 1024,
         "the daemon's memory grew from {rss_start} KiB to {rss_end} KiB"
