@@ -594,8 +594,11 @@ fn a_workload_with_a_capacity_model_shows_its_tiers_utilisation_and_headroom() {
          [[stations]]\nname = \"db\"\nkind = \"queue\"\ndemand = 0.002\n",
     )
     .unwrap();
+    let textfile = dir.0.join("textfile");
+    std::fs::create_dir_all(&textfile).unwrap();
     let rules = format!(
-        "only_matched = true\n{FAST}cache_affinity = false\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-cap-app\" }}\nmodel = \"tiers.toml\"\ntier = \"app\"\n"
+        "only_matched = true\ntextfile = \"{}\"\n{FAST}cache_affinity = false\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-cap-app\" }}\nmodel = \"tiers.toml\"\ntier = \"app\"\n",
+        textfile.display()
     );
     let cfg = dir.config(&rules);
     let d = daemon(&cfg, &dir.state(), "60s");
@@ -639,6 +642,24 @@ fn a_workload_with_a_capacity_model_shows_its_tiers_utilisation_and_headroom() {
         text.contains("tiers.toml: tier app")
             && text.contains("bottleneck app saturates at 200 req/s"),
         "{text}"
+    );
+
+    // The same figures for Prometheus (node_exporter's textfile collector here).
+    let metrics = std::fs::read_dir(&textfile)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .collect::<String>();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("perfpilot_tier_max_throughput{"))
+        .unwrap_or_else(|| panic!("no tier metric:\n{metrics}"));
+    assert!(
+        line.contains("tier=\"app\"") && line.ends_with(" 200.0"),
+        "{line}"
+    );
+    assert!(
+        metrics.contains("perfpilot_tier_utilisation_ratio{"),
+        "{metrics}"
     );
 
     let cfg = dir.config(&rules.replace("tier = \"app\"", "tier = \"cache\""));

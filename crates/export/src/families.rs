@@ -65,6 +65,13 @@ struct StateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TierLabels {
+    signature: String,
+    workload: String,
+    tier: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: String,
 }
@@ -255,6 +262,38 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "workloads",
         "Listed workloads by what perfpilot does with them (managed, manual, excluded, needs_signal)",
         workloads,
+    );
+
+    // Workloads whose configuration names a capacity model: their tier (a few, by config).
+    let busy = Family::<TierLabels, FloatGauge>::default();
+    let implied = Family::<TierLabels, FloatGauge>::default();
+    let saturates = Family::<TierLabels, FloatGauge>::default();
+    for w in &f.status.workloads {
+        let Some(c) = &w.capacity else { continue };
+        let labels = TierLabels {
+            signature: w.signature.clone(),
+            workload: w.name.clone(),
+            tier: c.tier.clone(),
+        };
+        busy.get_or_create(&labels).set(c.utilisation);
+        implied.get_or_create(&labels).set(c.throughput);
+        saturates.get_or_create(&labels).set(c.max_throughput);
+    }
+    r.register_with_unit(
+        "tier_utilisation",
+        "The share of its capacity-model tier's servers a workload's CPU fills",
+        Unit::Other("ratio".into()),
+        busy,
+    );
+    r.register(
+        "tier_implied_throughput",
+        "Requests per second a workload's CPU implies by its capacity model's demand",
+        implied,
+    );
+    r.register(
+        "tier_max_throughput",
+        "Requests per second at which the workload's capacity model's bottleneck saturates",
+        saturates,
     );
 
     // The engine's totals.
