@@ -4,13 +4,13 @@
 
 mod support;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfpilot_drive::Measurement;
 use perfpilot_testkit as kit;
-use perfpilot_testkit::netns::{NetLab, NsProcess, unavailable, wait_in};
-use support::EXE;
+use perfpilot_testkit::netns::{NetLab, NsProcess, wait_in};
+use support::{EXE, lab_or_skip, text};
 
 /// nginx on host 0 of the lab, port 8080.
 fn nginx(lab: &NetLab, dir: &kit::TempDir) -> NsProcess {
@@ -72,23 +72,6 @@ fn coordinator(lab: &NetLab, workers: &[usize], extra: &[&str]) -> Command {
     c.args(extra);
     c.arg(format!("http://{}:8080/", lab.addr(0)));
     c
-}
-
-fn lab_or_skip(hosts: usize) -> Option<NetLab> {
-    if let Some(why) = unavailable() {
-        println!("skipped: {why}");
-        return None;
-    }
-    Some(NetLab::new(hosts).expect("create the namespace lab"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

@@ -9,13 +9,13 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfpilot_store::{Store, TrialRecord};
 use perfpilot_testkit as kit;
-use perfpilot_testkit::netns::{NetLab, NsProcess, unavailable, wait_in};
-use support::EXE;
+use perfpilot_testkit::netns::{NetLab, NsProcess, wait_in};
+use support::{EXE, lab_or_skip, text};
 
 /// The port each worker's nginx listens on, on its own host's loopback.
 const PORT: u16 = 18480;
@@ -94,23 +94,6 @@ fn coordinator(lab: &NetLab, dir: &Path, hosts: &[usize], args: &[&str]) -> Comm
         .args(args)
         .args(["--hosts", &hosts.join(",")]);
     c
-}
-
-fn lab_or_skip(hosts: usize) -> Option<NetLab> {
-    if let Some(why) = unavailable() {
-        println!("skipped: {why}");
-        return None;
-    }
-    Some(NetLab::new(hosts).expect("create the namespace lab"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The host each stored trial ran on, by (phase, round).
