@@ -156,6 +156,7 @@ impl Trial {
         match obs {
             Some(Ok(Some(v))) => {
                 self.failures = 0;
+                debug!(action = self.id, workload = %self.name, phase = ?self.phase, on = self.on, "window: {v}");
                 match self.phase {
                     Phase::Baseline => self.off_obs.push(*v),
                     Phase::Applying => {}
