@@ -7,7 +7,7 @@ use perfpilot_sys::CpuSet;
 use perfpilot_sys::change::{Change, Undo};
 
 use super::super::enforce::Held;
-use super::super::trial::{Ending, Phase, TrialIo, judge};
+use super::super::trial::{Ending, Phase, TrialIo, WindowPlan, judge};
 use super::super::watch::{Observation, Window};
 use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
 use crate::journal::ActionDoc;
@@ -162,7 +162,8 @@ fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in(
             main: Ok(Some(v)),
             shadow: None,
         };
-        t.advance(Some(&w), Some(&obs), 2, &mut io).unwrap()
+        t.advance(Some(&w), Some(&obs), &WindowPlan::fixed(2), &mut io)
+            .unwrap()
     };
     // One baseline window, then the step: on.
     assert_eq!(scan(&mut t, 100.0), None);
@@ -205,7 +206,8 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
             main: Ok(Some(v)),
             shadow: Some(v),
         };
-        t.advance(Some(&w), Some(&obs), 6, &mut io).unwrap()
+        t.advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
+            .unwrap()
     };
     // A server still loading its data for two windows, then steady: the two are dropped and
     // the baseline waits for two more before the change is applied.
@@ -242,6 +244,63 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
 }
 
 #[test]
+fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let id = e
+        .store
+        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
+        .unwrap();
+    let step = Change::Sysfs {
+        rel: VDA_READ_AHEAD.into(),
+        value: "512".into(),
+    };
+    let mut t = trial(id, Some(SignalKind::Io), false, vec![step]);
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    // Windows varying by 5 %: ±3 % needs about 23 a side; the plan allows 12.
+    let plan = WindowPlan {
+        min: 6,
+        max: 12,
+        resolution: 0.03,
+        confidence: 0.95,
+    };
+    let noisy = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
+    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
+        let obs = Window {
+            main: Ok(Some(v)),
+            shadow: None,
+        };
+        t.advance(Some(&w), Some(&obs), &plan, &mut io).unwrap()
+    };
+    for v in noisy {
+        assert_eq!(scan(&mut t, v), None);
+    }
+    assert_eq!(t.phase, Phase::Baseline, "six noisy windows are not enough");
+    assert_eq!(t.needed, Some(12));
+    for v in noisy {
+        assert_eq!(scan(&mut t, v), None);
+    }
+    assert_eq!(t.phase, Phase::Measuring);
+    assert_eq!(t.off_obs.len(), 12);
+    for v in noisy.iter().chain(&noisy[..5]) {
+        assert_eq!(scan(&mut t, v * 1.1), None);
+    }
+    assert_eq!(scan(&mut t, noisy[5] * 1.1), Some(Ending::Complete));
+    assert_eq!(t.on_obs.len(), 12);
+    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    assert_eq!(v.decision, Decision::Keep, "{v:?}");
+    let note = e.store.action(id).unwrap().unwrap().note;
+    assert!(
+        note.contains("vary by 4.5 %, so 12 windows a side"),
+        "the journal says why the trial takes longer: {note}"
+    );
+}
+
+#[test]
 fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
@@ -258,7 +317,9 @@ fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
             main: Ok(Some(10.0 * (i as f64 + 1.0))),
             shadow: None,
         };
-        end = t.advance(Some(&w), Some(&obs), 6, &mut io).unwrap();
+        end = t
+            .advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
+            .unwrap();
         if end.is_some() {
             break;
         }
