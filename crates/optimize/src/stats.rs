@@ -135,6 +135,23 @@ pub fn windows_needed(
         .max(min)
 }
 
+/// The least move of the rest of the machine's CPU, in cores, that [`rest_moved`] reports
+/// whatever the machine's size.
+pub const REST_MIN_CORES: f64 = 0.25;
+
+/// The mean busy cores of the rest of the machine before and after a change, when they moved
+/// by more than `share` of its `cpus` (and at least [`REST_MIN_CORES`]): a sequential verdict
+/// would then judge that move rather than the change. `None` when they did not, when a side has
+/// no reading, or with `share` 0 (the check off).
+pub fn rest_moved(before: &[f64], after: &[f64], cpus: usize, share: f64) -> Option<(f64, f64)> {
+    if share <= 0.0 || before.is_empty() || after.is_empty() {
+        return None;
+    }
+    let (b, a) = (perfpilot_stats::mean(before), perfpilot_stats::mean(after));
+    let limit = (share * cpus as f64).max(REST_MIN_CORES);
+    ((a - b).abs() > limit).then_some((b, a))
+}
+
 /// Keep when the interval's low end clears `1 + min_effect`, revert when its high end is below
 /// 1, neutral otherwise.
 pub fn decide(g: &Gain, min_effect: f64) -> Decision {
@@ -150,6 +167,25 @@ pub fn decide(g: &Gain, min_effect: f64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_move_of_the_rest_of_the_machine_is_reported_past_its_share_of_the_cpus() {
+        // A build of 0.6 cores starting after the change on a 2-CPU machine.
+        assert_eq!(
+            rest_moved(&[0.1, 0.2], &[0.7, 0.8], 2, 0.1),
+            Some((0.15000000000000002, 0.75))
+        );
+        assert_eq!(
+            rest_moved(&[0.1, 0.2], &[0.3, 0.2], 2, 0.1),
+            None,
+            "0.1 cores: noise"
+        );
+        // On 64 CPUs a tenth is 6.4 cores; the quarter-core floor rules on small machines.
+        assert_eq!(rest_moved(&[1.0], &[5.0], 64, 0.1), None);
+        assert!(rest_moved(&[1.0], &[8.0], 64, 0.1).is_some());
+        assert_eq!(rest_moved(&[0.1], &[0.9], 2, 0.0), None, "switched off");
+        assert_eq!(rest_moved(&[], &[0.9], 2, 0.1), None, "no reading before");
+    }
 
     #[test]
     fn a_noisy_baseline_needs_more_windows_up_to_the_cap_and_a_steady_one_the_minimum() {

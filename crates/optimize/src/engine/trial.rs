@@ -121,6 +121,13 @@ pub(super) struct Trial {
     /// The windows each side of a sequential trial measures, fixed from its settled baseline's
     /// noise (`None` until then: the plan's minimum).
     pub(super) needed: Option<usize>,
+    /// Busy cores of the rest of the machine in the scans before and after the change
+    /// (sequential trials), and its CPUs.
+    pub(super) rest_off: Vec<f64>,
+    /// As `rest_off`, with the change.
+    pub(super) rest_on: Vec<f64>,
+    /// The machine's CPUs, as the last reading of the rest of it saw them.
+    pub(super) cpus: usize,
 }
 
 /// How many windows a trial measures: at least `min` a side; a sequential trial as many as its
@@ -131,6 +138,8 @@ pub(super) struct WindowPlan {
     pub(super) max: usize,
     pub(super) resolution: f64,
     pub(super) confidence: f64,
+    /// `rest_change_max`: how far the rest of the machine may move (0: not checked).
+    pub(super) rest_share: f64,
 }
 
 impl WindowPlan {
@@ -141,6 +150,7 @@ impl WindowPlan {
             max: tun.max_windows as usize,
             resolution: tun.resolution,
             confidence: tun.confidence,
+            rest_share: tun.rest_change_max,
         }
     }
 
@@ -152,6 +162,7 @@ impl WindowPlan {
             max: n,
             resolution: 1.0,
             confidence: 0.95,
+            rest_share: 0.0,
         }
     }
 }
@@ -221,12 +232,38 @@ impl Trial {
         None
     }
 
+    /// Takes in what the rest of the machine used this scan, on its side of a sequential trial.
+    fn record_rest(&mut self, obs: Option<&Window>) {
+        let Some(rest) = obs.and_then(|o| o.rest) else {
+            return;
+        };
+        if self.doc.interleave {
+            return;
+        }
+        self.cpus = rest.cpus;
+        match self.phase {
+            Phase::Baseline => self.rest_off.push(rest.cores),
+            Phase::Measuring => self.rest_on.push(rest.cores),
+            Phase::Applying => {}
+        }
+    }
+
+    /// Why a complete sequential trial cannot be judged: the rest of the machine moved.
+    fn rest_moved(&self, plan: &WindowPlan) -> Option<String> {
+        let (before, after) =
+            stats::rest_moved(&self.rest_off, &self.rest_on, self.cpus, plan.rest_share)?;
+        Some(format!(
+            "the rest of the machine changed during the trial: other processes used {before:.2} cores before the change and {after:.2} after (more than rest_change_max allows); abandoned, not judged"
+        ))
+    }
+
     /// Takes in the shadow proxy's observation of a window whose signal observation was
     /// recorded, on the same side.
     fn record_shadow(&mut self, obs: Option<&Window>) {
         let Some(Window {
             main: Ok(Some(_)),
             shadow: Some(v),
+            ..
         }) = obs
         else {
             return;
@@ -287,6 +324,7 @@ impl Trial {
             )?;
         }
         self.record_shadow(obs);
+        self.record_rest(obs);
         if let Some(end) = self.record(obs.map(|o| &o.main), windows) {
             return Ok(Some(end));
         }
@@ -397,7 +435,13 @@ impl Trial {
                 if let Some(end) = self.settle(true, windows, io)? {
                     return Ok(Some(end));
                 }
-                Ok((self.on_obs.len() >= self.windows_each_side(plan)).then_some(Ending::Complete))
+                if self.on_obs.len() < self.windows_each_side(plan) {
+                    return Ok(None);
+                }
+                Ok(Some(match self.rest_moved(plan) {
+                    Some(why) => Ending::Abandoned(why),
+                    None => Ending::Complete,
+                }))
             }
             Phase::Measuring => Ok(None),
         }
@@ -634,6 +678,9 @@ impl Engine {
             last_problem: None,
             dropped: 0,
             needed: None,
+            rest_off: Vec::new(),
+            rest_on: Vec::new(),
+            cpus: 0,
         });
         Ok(id)
     }

@@ -8,7 +8,7 @@ use perfpilot_sys::change::{Change, Undo};
 
 use super::super::enforce::Held;
 use super::super::trial::{Ending, Phase, TrialIo, WindowPlan, judge};
-use super::super::watch::{Observation, Window};
+use super::super::watch::{Observation, Rest, Window};
 use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
 use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
@@ -161,6 +161,7 @@ fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in(
         let obs = Window {
             main: Ok(Some(v)),
             shadow: None,
+            rest: None,
         };
         t.advance(Some(&w), Some(&obs), &WindowPlan::fixed(2), &mut io)
             .unwrap()
@@ -205,6 +206,7 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
         let obs = Window {
             main: Ok(Some(v)),
             shadow: Some(v),
+            rest: None,
         };
         t.advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
             .unwrap()
@@ -267,12 +269,14 @@ fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides(
         max: 12,
         resolution: 0.03,
         confidence: 0.95,
+        rest_share: 0.0,
     };
     let noisy = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
     let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
         let obs = Window {
             main: Ok(Some(v)),
             shadow: None,
+            rest: None,
         };
         t.advance(Some(&w), Some(&obs), &plan, &mut io).unwrap()
     };
@@ -316,6 +320,7 @@ fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
         let obs = Window {
             main: Ok(Some(10.0 * (i as f64 + 1.0))),
             shadow: None,
+            rest: None,
         };
         end = t
             .advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
@@ -366,6 +371,7 @@ fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
                 Window {
                     main: Ok(Some(v)),
                     shadow: Some(v * 10.0),
+                    rest: None,
                 },
             )]
             .into();
@@ -400,6 +406,63 @@ fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
         let proxy = verdict.shadow[0].gain.unwrap();
         assert!((proxy.ratio - gain).abs() < 0.02, "{proxy:?}");
     }
+}
+
+#[test]
+fn a_sequential_trial_during_which_the_rest_of_the_machine_got_busy_is_abandoned_not_judged() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let windows = e.tun.window_count();
+    perfpilot_sys::knob::write_knob(&e.fs, VDA_READ_AHEAD, "8192").unwrap();
+    let id = e
+        .store
+        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
+        .unwrap();
+    let step = Change::Sysfs {
+        rel: VDA_READ_AHEAD.into(),
+        value: "512".into(),
+    };
+    e.actions
+        .trials
+        .push(trial(id, Some(SignalKind::Io), false, vec![step]));
+    // The signal drops by a fifth after the change, but a build of 0.8 cores started with it
+    // on this 2-CPU machine: the verdict would be the build's, so there is none.
+    for i in 0..(2 * windows + 1) {
+        let on = e.actions.trials.first().is_some_and(|t| t.on);
+        let v = if on { 80.0 } else { 100.0 } + [0.0, 1.0, -1.0][i % 3];
+        let rest = Rest {
+            cores: if on { 0.9 } else { 0.1 },
+            cpus: 2,
+        };
+        let obs: HashMap<String, Window> = [(
+            w.signature.clone(),
+            Window {
+                main: Ok(Some(v)),
+                shadow: None,
+                rest: Some(rest),
+            },
+        )]
+        .into();
+        e.advance_trials(std::slice::from_ref(&w), &obs).unwrap();
+    }
+    assert!(e.actions.trials.is_empty(), "the trial ended");
+    let rec = e.store.action(id).unwrap().unwrap();
+    assert_eq!(rec.state, ActionState::Reverted, "{}", rec.note);
+    assert!(
+        rec.note.starts_with(
+            "the rest of the machine changed during the trial: other processes used 0.10 cores before the change and 0.90 after"
+        ),
+        "{}",
+        rec.note
+    );
+    assert_eq!(knob(&e.fs), "8192", "undone");
+    assert!(
+        e.store
+            .backoff_get(&w.signature, "read_ahead")
+            .unwrap()
+            .is_none(),
+        "not judged, so not backed off: it is tried again"
+    );
 }
 
 #[test]
@@ -454,6 +517,7 @@ fn a_trial_whose_server_restarted_is_abandoned_undone_and_not_backed_off() {
         Window {
             main: Ok(Some(100.0)),
             shadow: None,
+            rest: None,
         },
     )]
     .into();
