@@ -28,6 +28,23 @@ fn verdict_of(
     judge(&t, &Ending::Complete, 0.95, 0.02)
 }
 
+/// A journaled read-ahead trial on `w` (vda to 512 KiB, judged by I/O), not yet started.
+fn read_ahead_trial(
+    e: &mut super::super::Engine,
+    w: &perfpilot_observe::workload::Workload,
+    interleave: bool,
+) -> (i64, super::super::trial::Trial) {
+    let id = e
+        .store
+        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
+        .unwrap();
+    let step = Change::Sysfs {
+        rel: VDA_READ_AHEAD.into(),
+        value: "512".into(),
+    };
+    (id, trial(id, Some(SignalKind::Io), interleave, vec![step]))
+}
+
 #[test]
 fn a_clear_gain_is_kept() {
     let v = verdict_of(
@@ -143,15 +160,7 @@ fn a_signal_failing_more_times_than_there_are_windows_ends_the_trial() {
 fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let id = e
-        .store
-        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
-        .unwrap();
-    let step = Change::Sysfs {
-        rel: VDA_READ_AHEAD.into(),
-        value: "512".into(),
-    };
-    let mut t = trial(id, Some(SignalKind::Io), true, vec![step]);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, true);
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -188,15 +197,7 @@ fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in(
 fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_windows() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let id = e
-        .store
-        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
-        .unwrap();
-    let step = Change::Sysfs {
-        rel: VDA_READ_AHEAD.into(),
-        value: "512".into(),
-    };
-    let mut t = trial(id, Some(SignalKind::Io), false, vec![step]);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -249,15 +250,7 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
 fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let id = e
-        .store
-        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
-        .unwrap();
-    let step = Change::Sysfs {
-        rel: VDA_READ_AHEAD.into(),
-        value: "512".into(),
-    };
-    let mut t = trial(id, Some(SignalKind::Io), false, vec![step]);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -414,17 +407,8 @@ fn a_sequential_trial_during_which_the_rest_of_the_machine_got_busy_is_abandoned
     let w = two_threads(0.3);
     let windows = e.tun.window_count();
     perfpilot_sys::knob::write_knob(&e.fs, VDA_READ_AHEAD, "8192").unwrap();
-    let id = e
-        .store
-        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
-        .unwrap();
-    let step = Change::Sysfs {
-        rel: VDA_READ_AHEAD.into(),
-        value: "512".into(),
-    };
-    e.actions
-        .trials
-        .push(trial(id, Some(SignalKind::Io), false, vec![step]));
+    let (id, t) = read_ahead_trial(&mut e, &w, false);
+    e.actions.trials.push(t);
     // The signal drops by a fifth after the change, but a build of 0.8 cores started with it
     // on this 2-CPU machine: the verdict would be the build's, so there is none.
     for i in 0..(2 * windows + 1) {
@@ -500,15 +484,7 @@ fn huge_pages_judged_against_end_rather_than_revert_and_say_their_pages_stay() {
 fn a_trial_whose_server_restarted_is_abandoned_undone_and_not_backed_off() {
     let (_tmp, mut e) = engine("");
     let mut w = two_threads(0.3);
-    let id = e
-        .store
-        .journal_begin(&w.signature, "vda", "read_ahead", "{}", "[]", "test")
-        .unwrap();
-    let step = Change::Sysfs {
-        rel: VDA_READ_AHEAD.into(),
-        value: "512".into(),
-    };
-    let mut t = trial(id, Some(SignalKind::Io), false, vec![step]);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
     t.doc.members = vec![(100, 1)];
     t.off_obs = vec![100.0; 6];
     e.actions.trials.push(t);
