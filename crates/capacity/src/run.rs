@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use perfpilot_model::{ClassLoad, TierCheck, TierModel, TierPoint, TierSpec, fit_tiers};
+use perfpilot_model::{
+    ClassLoad, Discipline, TierCheck, TierModel, TierPoint, TierSpec, fit_tiers,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::deploy::{self, machine_cores};
@@ -27,6 +29,9 @@ pub struct TierInfo {
     pub quota: Option<f64>,
     /// Price per instance for the cost ranking (1 when not given).
     pub price: f64,
+    /// How an instance takes requests (PS unless the file says `fcfs`).
+    #[serde(default)]
+    pub discipline: Discipline,
 }
 
 /// One sweep as measured.
@@ -160,6 +165,7 @@ pub fn tier_infos(cap: &Capacity) -> Vec<TierInfo> {
             cores: t.cpu_quota.or(t.cores).unwrap_or_else(machine_cores),
             quota: t.cpu_quota,
             price: t.price.unwrap_or(1.0),
+            discipline: t.discipline.unwrap_or_default(),
         })
         .collect();
     tiers.push(TierInfo {
@@ -168,6 +174,7 @@ pub fn tier_infos(cap: &Capacity) -> Vec<TierInfo> {
         cores: (cap.driver_threads as f64).min(machine_cores()),
         quota: None,
         price: 0.0,
+        discipline: Discipline::Ps,
     });
     tiers
 }
@@ -344,6 +351,7 @@ pub fn analyse(
         .map(|t| TierSpec {
             name: t.name.clone(),
             cores: t.cores,
+            discipline: t.discipline,
         })
         .collect();
     let wanted = cap.fit_labels();

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use perfpilot_drive::{ThinkTime, parse_duration};
+use perfpilot_model::Discipline;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CapacityError, Result};
@@ -53,6 +54,10 @@ pub struct TierFile {
     /// Price of one instance, for the cost ranking.
     #[serde(default)]
     pub price: Option<f64>,
+    /// How an instance takes requests: `ps` (default) or `fcfs` for a pool of workers taking
+    /// them in arrival order, so that a short request waits behind long ones.
+    #[serde(default)]
+    pub discipline: Option<Discipline>,
     /// PostgreSQL settings (`-c name=value`) of a `postgres` tier.
     #[serde(default)]
     pub settings: BTreeMap<String, String>,

@@ -47,6 +47,7 @@ fn run(cap: &Capacity, unsteady: &[&str]) -> Vec<SweepResult> {
         name: n.into(),
         cores: c,
         demand: d.to_vec(),
+        discipline: Default::default(),
     };
     let truth = TierModel {
         classes: vec!["score".into(), "lookup".into()],

@@ -247,6 +247,7 @@ fn capacity_run() -> perfpilot_capacity::CapacityRun {
         name: n.into(),
         cores: c,
         demand: vec![d],
+        discipline: Default::default(),
     };
     let truth = TierModel {
         classes: vec!["score".into()],

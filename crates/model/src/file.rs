@@ -84,7 +84,8 @@ pub struct StationSpec {
     /// How the station serves (default: queue).
     #[serde(default)]
     pub kind: KindSpec,
-    /// PS (default) or FCFS; the same mean values, kept for JMVA output.
+    /// PS (default) or FCFS; they differ only where classes of different demands visit (see
+    /// [`Discipline`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discipline: Option<Discipline>,
     /// Servers of a queue or multi-server station (at least 1).

@@ -20,8 +20,11 @@ pub enum StationKind {
 }
 
 /// Scheduling discipline of a queueing station. Both give the same mean values in a
-/// product-form network (FCFS needs class-independent service times there); the discipline is
-/// kept for documentation and for JMVA output.
+/// product-form network (FCFS needs class-independent service times there). A single-server
+/// FCFS station (or the queue part of a multi-server one under Seidmann's approximation)
+/// visited by classes of different demands is solved with the FCFS heuristic: an arriving
+/// request waits for the work of those ahead of it, each at its own class's demand, where PS
+/// would let a short request pass long ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Discipline {
@@ -39,7 +42,7 @@ pub struct Station {
     pub name: String,
     /// How it serves.
     pub kind: StationKind,
-    /// Scheduling discipline (documentation and JMVA output only).
+    /// Scheduling discipline (see [`Discipline`]).
     #[serde(default)]
     pub discipline: Discipline,
     /// Service demand per class in seconds per request (visit ratio × service time per visit),

@@ -40,6 +40,14 @@ pub struct TierSpec {
     pub name: String,
     /// Cores one instance can use (its CPU quota, its core set, or its threads).
     pub cores: f64,
+    /// How an instance takes requests: PS (default), or FCFS for a pool of workers taking
+    /// them in arrival order (a short request then waits behind long ones).
+    #[serde(default, skip_serializing_if = "is_ps")]
+    pub discipline: Discipline,
+}
+
+fn is_ps(d: &Discipline) -> bool {
+    *d == Discipline::Ps
 }
 
 /// What one class of users did at a load point.
@@ -150,6 +158,9 @@ pub struct FittedTier {
     pub cores: f64,
     /// CPU seconds per request of each class over all instances (indexed like the classes).
     pub demand: Vec<f64>,
+    /// How an instance takes requests (see [`TierSpec::discipline`]).
+    #[serde(default, skip_serializing_if = "is_ps")]
+    pub discipline: Discipline,
 }
 
 /// Utilization-law residual of one tier at one fitted point.
@@ -416,6 +427,7 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
             name: t.name.clone(),
             cores: t.cores,
             demand: d,
+            discipline: t.discipline,
         });
     }
     let mut model = TierModel {
@@ -530,7 +542,7 @@ impl TierModel {
             stations.push(Station {
                 name: t.name.clone(),
                 kind,
-                discipline: Discipline::Ps,
+                discipline: t.discipline,
                 demand: present.iter().map(|&i| t.demand[i] * factor).collect(),
             });
         }
@@ -662,6 +674,7 @@ impl TierModel {
             .map(|t| TierSpec {
                 name: t.name.clone(),
                 cores: t.cores,
+                discipline: t.discipline,
             })
             .collect();
         points

@@ -11,18 +11,22 @@ fn tiers() -> Vec<TierSpec> {
         TierSpec {
             name: "proxy".into(),
             cores: 1.0,
+            discipline: Default::default(),
         },
         TierSpec {
             name: "app".into(),
             cores: 0.4,
+            discipline: Default::default(),
         },
         TierSpec {
             name: "db".into(),
             cores: 0.5,
+            discipline: Default::default(),
         },
         TierSpec {
             name: "driver".into(),
             cores: 1.0,
+            discipline: Default::default(),
         },
     ]
 }
@@ -33,6 +37,7 @@ fn truth() -> TierModel {
         name: name.into(),
         cores,
         demand: vec![d],
+        discipline: Default::default(),
     };
     TierModel {
         classes: vec!["score".into()],

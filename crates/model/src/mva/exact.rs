@@ -71,7 +71,9 @@ fn station_types(it: &Internal) -> Vec<u16> {
     let same = |a: usize, b: usize| {
         it.demand[a] == it.demand[b]
             && match (&it.kind[a], &it.kind[b]) {
-                (IKind::Delay, IKind::Delay) | (IKind::Queue, IKind::Queue) => true,
+                (IKind::Delay, IKind::Delay)
+                | (IKind::Queue, IKind::Queue)
+                | (IKind::Fcfs, IKind::Fcfs) => true,
                 (IKind::Ld(x), IKind::Ld(y)) => x == y,
                 _ => false,
             }
@@ -118,6 +120,13 @@ impl Exact<'_> {
         let strides = &self.strides;
         let mut x = vec![0.0; states * nc];
         let mut q = vec![0.0; states * ka];
+        // Per class, for FCFS stations only: qc[(s·ka + a)·nc + c].
+        let fcfs = active.iter().any(|&k| matches!(it.kind[k], IKind::Fcfs));
+        let mut qc = if fcfs {
+            vec![0.0; states * ka * nc]
+        } else {
+            Vec::new()
+        };
         let mut dead = vec![false; states];
         let mut p0 = if top {
             vec![0.0; states * ld.len()]
@@ -166,6 +175,12 @@ impl Exact<'_> {
                         match &it.kind[k] {
                             IKind::Delay => d,
                             IKind::Queue => d * (1.0 + q[prev * ka + a]),
+                            // The work of those ahead, each at its own class's demand.
+                            IKind::Fcfs => {
+                                d + (0..nc)
+                                    .map(|j| it.demand[k][j] * qc[(prev * ka + a) * nc + j])
+                                    .sum::<f64>()
+                            }
                             IKind::Ld(inv) => {
                                 let l = ld.iter().position(|&b| b == a).unwrap_or(0);
                                 let pm = &marg[l][prev];
@@ -183,6 +198,9 @@ impl Exact<'_> {
                 x[s * nc + c] = xc;
                 for a in 0..ka {
                     q[s * ka + a] += xc * r[a];
+                    if fcfs {
+                        qc[(s * ka + a) * nc + c] = xc * r[a];
+                    }
                     if last {
                         r_final[a * nc + c] = r[a];
                     }
@@ -370,16 +388,23 @@ pub(super) fn exact(
             });
         }
     }
-    let method = match opts.multiserver {
-        MultiServerMethod::Seidmann
-            if net
-                .stations
-                .iter()
-                .any(|s| matches!(s.kind, StationKind::MultiServer(m) if m > 1)) =>
-        {
-            "exact MVA, Seidmann approximation for multi-server stations"
+    let seidmann = opts.multiserver == MultiServerMethod::Seidmann
+        && net
+            .stations
+            .iter()
+            .any(|s| matches!(s.kind, StationKind::MultiServer(m) if m > 1));
+    // FCFS with class-dependent demands is not product form: the recursion is exact, the
+    // FCFS stations' residence times are the arrival-instant heuristic.
+    let fcfs = it.kind.iter().any(|k| matches!(k, IKind::Fcfs));
+    let method = match (seidmann, fcfs) {
+        (true, false) => "exact MVA, Seidmann approximation for multi-server stations",
+        (false, true) => "exact MVA recursion, FCFS heuristic for class-dependent demands",
+        (true, true) => {
+            "exact MVA recursion, Seidmann approximation for multi-server stations, FCFS heuristic for class-dependent demands"
         }
-        _ => "exact MVA",
+        (false, false) => "exact MVA",
     };
-    Ok(finish(net, method, true, true, 0, &x_last, stations, curve))
+    Ok(finish(
+        net, method, !fcfs, true, 0, &x_last, stations, curve,
+    ))
 }

@@ -3,7 +3,7 @@
 //! for Bard–Schweitzer) a queue with demand `D/m` followed by a delay of `D(m-1)/m`.
 
 use crate::error::ModelError;
-use crate::network::{Network, StationKind};
+use crate::network::{Discipline, Network, Station, StationKind};
 
 use super::{Method, MultiServerMethod, SolveOptions};
 
@@ -12,8 +12,14 @@ use super::{Method, MultiServerMethod, SolveOptions};
 pub(super) enum IKind {
     /// Infinite server.
     Delay,
-    /// One server.
+    /// One server, processor sharing (or FCFS with the same demand for every class: the same
+    /// mean values).
     Queue,
+    /// One server, first come first served, with class-dependent demands: not product form.
+    /// An arriving request waits for the work of those ahead of it, each at its own class's
+    /// demand (the arrival-instant heuristic of approximate MVA for FCFS; one visit per
+    /// request, so a demand is a service time).
+    Fcfs,
     /// 1/α(j) for j = 0..=Ntot (index 0 unused).
     Ld(Vec<f64>),
 }
@@ -57,12 +63,12 @@ pub(super) fn internal(net: &Network, opts: &SolveOptions) -> Result<Internal, M
                 it.push(k, IKind::Delay, s.demand.clone());
             }
             (StationKind::Queue, _, _) | (StationKind::MultiServer(1), _, _) => {
-                it.push(k, IKind::Queue, s.demand.clone());
+                it.push(k, queue_kind(s), s.demand.clone());
             }
             (StationKind::MultiServer(m), MultiServerMethod::Seidmann, _)
             | (StationKind::MultiServer(m), _, Method::Schweitzer) => {
                 let m = f64::from(*m);
-                it.push(k, IKind::Queue, s.demand.iter().map(|d| d / m).collect());
+                it.push(k, queue_kind(s), s.demand.iter().map(|d| d / m).collect());
                 it.push(
                     k,
                     IKind::Delay,
@@ -85,6 +91,19 @@ pub(super) fn internal(net: &Network, opts: &SolveOptions) -> Result<Internal, M
         }
     }
     Ok(it)
+}
+
+/// A single-server station's kind: FCFS where its discipline is FCFS and the classes that
+/// visit it have different demands (else PS gives the same mean values, exactly).
+fn queue_kind(s: &Station) -> IKind {
+    let mut visiting = s.demand.iter().filter(|d| **d > 0.0);
+    let first = visiting.next().copied();
+    let differ = first.is_some_and(|f| visiting.any(|d| (d - f).abs() > 1e-12 * f));
+    if s.discipline == Discipline::Fcfs && differ {
+        IKind::Fcfs
+    } else {
+        IKind::Queue
+    }
 }
 
 impl Internal {

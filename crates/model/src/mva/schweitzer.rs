@@ -47,6 +47,16 @@ pub(super) fn schweitzer(
                 let d = it.demand[k][c];
                 r[k][c] = match it.kind[k] {
                     IKind::Delay => d,
+                    _ if d == 0.0 => 0.0,
+                    // The work of those ahead, each at its own class's demand.
+                    IKind::Fcfs => {
+                        d + (0..nc)
+                            .map(|j| {
+                                let seen = q[k][j] - if j == c { q[k][c] / pops[c] } else { 0.0 };
+                                it.demand[k][j] * seen
+                            })
+                            .sum::<f64>()
+                    }
                     _ => {
                         let qk: f64 = q[k].iter().sum();
                         d * (1.0 + qk - q[k][c] / pops[c])
