@@ -206,11 +206,12 @@ impl Drop for Daemon {
 }
 
 /// The config: only the reader (matched by its progress file, which carries this test's pid),
-/// judged by the bytes it has read; only `dev`; read-ahead the one strategy on; fast windows.
+/// judged by the bytes it has read; only `dev`; read-ahead the one strategy on; fast windows
+/// (the CPU budget raised so that the daemon does not stretch them on a busy machine).
 fn config(dir: &Dir, dev: &str, progress: &Path) -> PathBuf {
     let p = progress.display();
     dir.config(&format!(
-        "only_matched = true\nread_ahead_devices = [\"{dev}\"]\n\n[tunables]\ninterval_s = 0.5\nwindows = 6\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\ncache_affinity = false\nmemory_affinity = false\nlarge_pages = false\nread_ahead = true\nread_ahead_min_mb_per_s = 1\nbackoff_s = 3600\n\n[[workload]]\nmatch = {{ cmdline = \"--progress {p}\" }}\nsignal = {{ command = \"cat {p}\", kind = \"counter\" }}\n"
+        "only_matched = true\nread_ahead_devices = [\"{dev}\"]\n\n[tunables]\ninterval_s = 0.5\nwindows = 6\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\ncache_affinity = false\nmemory_affinity = false\nlarge_pages = false\nread_ahead = true\nread_ahead_min_mb_per_s = 1\nbackoff_s = 3600\ncpu_budget_pct = 20\n\n[[workload]]\nmatch = {{ cmdline = \"--progress {p}\" }}\nsignal = {{ command = \"cat {p}\", kind = \"counter\" }}\n"
     ))
 }
 
@@ -263,6 +264,7 @@ fn a_sequential_scan_under_a_small_read_ahead_gets_it_raised_and_kept_with_a_gai
     let small = reader_mb_s(&progress, 1.0);
     let cfg = config(&dir, &fs.dev, &progress);
     let d = Daemon::start(&cfg, &dir.state(), "info");
+    let t0 = Instant::now();
     let decided = wait_until(Duration::from_secs(45), || {
         status_if_written(&dir.state()).is_some_and(|s| {
             device_actions(&s, &fs.dev)
@@ -270,6 +272,7 @@ fn a_sequential_scan_under_a_small_read_ahead_gets_it_raised_and_kept_with_a_gai
                 .any(|a| a["verdict"]["decision"].is_string())
         })
     });
+    let took = t0.elapsed().as_secs_f64();
     // While kept, the raised value holds.
     let held = fs.read_ahead();
     let s = status_json(&dir.state());
@@ -297,7 +300,7 @@ fn a_sequential_scan_under_a_small_read_ahead_gets_it_raised_and_kept_with_a_gai
     assert_eq!(fs.read_ahead(), SMALL_KB);
     let (before, after) = (&v["before"], &v["after"]);
     println!(
-        "{}: read_ahead_kb {SMALL_KB} -> 512 kept: gain x{gain:.2} [{low:.2}, {:.2}] over {} off/on window pairs of 0.5 s; reader {:.0} MB/s off (sd {:.0}), {:.0} MB/s on (sd {:.0}); {small:.0} MB/s before the daemon started",
+        "{}: read_ahead_kb {SMALL_KB} -> 512 kept: gain x{gain:.2} [{low:.2}, {:.2}] over {} off/on window pairs of 0.5 s; reader {:.0} MB/s off (sd {:.0}), {:.0} MB/s on (sd {:.0}); {small:.0} MB/s before the daemon started; verdict {took:.1} s after the daemon started",
         fs.dev,
         v["gain"]["ci_high"].as_f64().unwrap(),
         after["n"],
