@@ -338,8 +338,7 @@ fn random_reads_under_a_small_read_ahead_get_no_action() {
     let why = log
         .lines()
         .filter(|l| l.contains("read_ahead: no action") && l.contains(&fs.dev))
-        .filter(|l| l.contains("already suits its random reads"))
-        .last()
+        .rfind(|l| l.contains("already suits its random reads"))
         .unwrap_or_else(|| panic!("no random-read decision on {} in the log:\n{log}", fs.dev));
     assert_eq!(fs.read_ahead(), SMALL_KB);
     let why = why.split_once("no action: ").map_or(why, |(_, w)| w);

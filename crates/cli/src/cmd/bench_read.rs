@@ -145,7 +145,7 @@ fn random(
     let mut buf = vec![0u8; block];
     let mut reads = 0u64;
     loop {
-        if reads % RANDOM_DROP_EVERY == 0 {
+        if reads.is_multiple_of(RANDOM_DROP_EVERY) {
             for (f, p, _) in &open {
                 drop_cached(f, p)?;
             }

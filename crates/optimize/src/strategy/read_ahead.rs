@@ -68,8 +68,7 @@ impl ReadAhead {
         let seq = merged as f64 / (merged + reads) as f64;
         let max_kb = ctx.tun.read_ahead_max_kb as u64;
         // Requests that fill a small read-ahead window: a stream held back by the read-ahead.
-        let window_full = current >= WINDOW_MIN_KB
-            && current < SEQUENTIAL_MIN_KB
+        let window_full = (WINDOW_MIN_KB..SEQUENTIAL_MIN_KB).contains(&current)
             && avg_kb >= WINDOW_FULL * current as f64;
         let (target, why) = if avg_kb >= 64.0 || seq >= 0.5 || window_full {
             (
