@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use perfpilot_chart::{BarChart, LineChart, Panel, Series, Style, esc, inline, page};
+use perfpilot_units::MarkdownTable;
 
 use crate::run::CapacityRun;
 
@@ -42,41 +43,47 @@ pub fn to_markdown(r: &CapacityRun) -> String {
         r.elapsed_s
     );
     let tiers: Vec<&str> = r.tiers.iter().map(|t| t.name.as_str()).collect();
-    let _ = write!(
-        s,
-        "| point | fitted | X measured (req/s) | X predicted | X error | R measured (ms) | R predicted | R error | bottleneck |"
+    let mut header: Vec<String> = [
+        "point",
+        "fitted",
+        "X measured (req/s)",
+        "X predicted",
+        "X error",
+        "R measured (ms)",
+        "R predicted",
+        "R error",
+        "bottleneck",
+    ]
+    .map(String::from)
+    .into();
+    header.extend(
+        tiers
+            .iter()
+            .map(|t| format!("{t} busy cores (meas / pred)")),
     );
-    for t in &tiers {
-        let _ = write!(s, " {t} busy cores (meas / pred) |");
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "|{}", "---|".repeat(9 + tiers.len()));
+    let mut checks = MarkdownTable::new(&header);
     for c in &r.checks {
-        let _ = write!(
-            s,
-            "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
-            c.label,
-            if c.fitted { "yes" } else { "" },
-            c.measured_throughput,
-            c.predicted_throughput,
+        let mut row = vec![
+            c.label.clone(),
+            if c.fitted { "yes" } else { "" }.to_string(),
+            format!("{:.1}", c.measured_throughput),
+            format!("{:.1}", c.predicted_throughput),
             pct(c.throughput_error_pct),
             ms(c.measured_response),
             ms(c.predicted_response),
             pct(c.response_error_pct),
-            c.bottleneck
-        );
+            c.bottleneck.clone(),
+        ];
         for t in &tiers {
             let (m, p) = c.busy.get(*t).copied().unwrap_or((0.0, 0.0));
-            let _ = write!(s, " {m:.3} / {p:.3} |");
+            row.push(format!("{m:.3} / {p:.3}"));
         }
-        let _ = writeln!(s);
+        checks.row(&row);
     }
+    s.push_str(&checks.render());
     let _ = writeln!(s, "\n## Fitted model\n");
-    let _ = writeln!(
-        s,
-        "| tier | cores per instance | demand (ms CPU per request) |"
-    );
-    let _ = writeln!(s, "|---|---|---|");
+    let mut fitted =
+        MarkdownTable::new(&["tier", "cores per instance", "demand (ms CPU per request)"]);
     for t in &r.model.tiers {
         let d: Vec<String> = r
             .model
@@ -85,8 +92,9 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             .zip(&t.demand)
             .map(|(c, d)| format!("{c} {:.4}", d * 1e3))
             .collect();
-        let _ = writeln!(s, "| {} | {} | {} |", t.name, t.cores, d.join(", "));
+        fitted.row(&[t.name.clone(), t.cores.to_string(), d.join(", ")]);
     }
+    s.push_str(&fitted.render());
     let _ = writeln!(
         s,
         "\nClient and network path (a delay station): {:.4} ms per request. Cycle time outside the driver's latency window: {}.\n",
@@ -104,20 +112,17 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             s,
             "Utilization-law residuals at the fitted points (busy cores):\n"
         );
-        let _ = writeln!(s, "| point | tier | measured | fitted | residual |");
-        let _ = writeln!(s, "|---|---|---|---|---|");
+        let mut t = MarkdownTable::new(&["point", "tier", "measured", "fitted", "residual"]);
         for x in &r.model.residuals {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {:.4} | {:.4} | {:+.4} |",
-                x.label,
-                x.tier,
-                x.measured,
-                x.fitted,
-                x.measured - x.fitted
-            );
+            t.row(&[
+                x.label.clone(),
+                x.tier.clone(),
+                format!("{:.4}", x.measured),
+                format!("{:.4}", x.fitted),
+                format!("{:+.4}", x.measured - x.fitted),
+            ]);
         }
-        let _ = writeln!(s);
+        let _ = writeln!(s, "{}", t.render());
     }
     if !r.scale_out.is_empty() {
         let _ = writeln!(
@@ -126,24 +131,25 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             r.scaled_tier,
             r.scale_out.first().map_or(0, |x| x.users)
         );
-        let _ = writeln!(
-            s,
-            "| instances | throughput (req/s) | response (ms) | bottleneck | price | req/s per price |"
-        );
-        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        let mut t = MarkdownTable::new(&[
+            "instances",
+            "throughput (req/s)",
+            "response (ms)",
+            "bottleneck",
+            "price",
+            "req/s per price",
+        ]);
         for x in &r.scale_out {
-            let _ = writeln!(
-                s,
-                "| {} | {:.1} | {} | {} | {:.1} | {:.1} |",
-                x.instances,
-                x.throughput,
+            t.row(&[
+                x.instances.to_string(),
+                format!("{:.1}", x.throughput),
                 ms(x.response_time),
-                x.bottleneck,
-                x.cost,
-                x.per_cost
-            );
+                x.bottleneck.clone(),
+                format!("{:.1}", x.cost),
+                format!("{:.1}", x.per_cost),
+            ]);
         }
-        let _ = writeln!(s);
+        let _ = writeln!(s, "{}", t.render());
     }
     let noise: Vec<f64> = r
         .sweeps

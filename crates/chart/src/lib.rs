@@ -127,6 +127,26 @@ pub fn tick_label(v: f64) -> String {
     }
 }
 
+/// Draws a panel's horizontal grid and y tick labels from 0 to a round top above `max`,
+/// between `py0` (top) and `py1` (bottom); returns the mapping from a value to its y.
+fn y_axis(body: &mut String, max: f64, py0: f64, py1: f64) -> impl Fn(f64) -> f64 + use<> {
+    let ticks = nice_ticks(max);
+    let ytop = ticks.last().copied().unwrap_or(1.0).max(1e-12);
+    let ty = move |y: f64| py1 - y / ytop * (py1 - py0);
+    for t in &ticks {
+        let y = ty(*t);
+        let _ = write!(
+            body,
+            "<path d=\"M{LEFT},{y:.1} H{:.1}\" stroke=\"#e4e4e4\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            tick_label(*t)
+        );
+    }
+    ty
+}
+
 /// "Nice" ticks (1, 2, 5 × 10^k) from 0 to at least `max`.
 pub fn nice_ticks(max: f64) -> Vec<f64> {
     if !(max.is_finite() && max > 0.0) {
@@ -284,22 +304,8 @@ impl LineChart {
                 .filter(|y| y.is_finite())
                 .collect();
             let ymax = ys.iter().copied().fold(0.0, f64::max);
-            let ticks = nice_ticks(ymax);
-            let ytop = ticks.last().copied().unwrap_or(1.0).max(1e-12);
             let (py0, py1) = (top, top + PANEL_H);
-            let ty = |y: f64| py1 - y / ytop * (py1 - py0);
-            // Grid and y ticks.
-            for t in &ticks {
-                let y = ty(*t);
-                let _ = write!(
-                    body,
-                    "<path d=\"M{LEFT},{y:.1} H{:.1}\" stroke=\"#e4e4e4\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-                    WIDTH - RIGHT,
-                    LEFT - 6.0,
-                    y + 4.0,
-                    tick_label(*t)
-                );
-            }
+            let ty = y_axis(&mut body, ymax, py0, py1);
             for t in &x_ticks {
                 let x = tx(*t);
                 let _ = write!(
@@ -422,20 +428,7 @@ impl BarChart {
             .flat_map(|g| g.1.iter().copied())
             .chain(self.reference)
             .fold(0.0, f64::max);
-        let ticks = nice_ticks(max);
-        let ytop = ticks.last().copied().unwrap_or(1.0).max(1e-12);
-        let ty = |y: f64| py1 - y / ytop * (py1 - py0);
-        for t in &ticks {
-            let y = ty(*t);
-            let _ = write!(
-                body,
-                "<path d=\"M{LEFT},{y:.1} H{:.1}\" stroke=\"#e4e4e4\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-                WIDTH - RIGHT,
-                LEFT - 6.0,
-                y + 4.0,
-                tick_label(*t)
-            );
-        }
+        let ty = y_axis(&mut body, max, py0, py1);
         let ng = self.groups.len().max(1) as f64;
         let gw = plot_w / ng;
         let bw = (gw * 0.8 / self.series.len().max(1) as f64).min(40.0);

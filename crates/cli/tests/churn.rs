@@ -109,7 +109,7 @@ fn the_daemon_survives_thousands_of_short_lived_processes_and_touches_no_other()
     let tag = format!("{me}-churn");
     let dir = Dir::new("churn");
     let cfg = dir.config(&format!(
-        "only_matched = true\n[tunables]\ninterval_s = {interval}\nmin_age_s = {min_age}\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 2\nread_ahead = false\nlarge_pages = false\nshmem_advise_at_start = false\nbackoff_s = 5\n\n[[workload]]\nmatch = {{ cmdline = \"{tag}\" }}\nsignal = {{ command = \"echo 100\", kind = \"gauge\" }}\n"
+        "only_matched = true\n[tunables]\ninterval_s = {interval}\nmin_age_s = {min_age}\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 2\nmax_windows = 2\nrest_change_max = 0\nread_ahead = false\nlarge_pages = false\nshmem_advise_at_start = false\nbackoff_s = 5\n\n[[workload]]\nmatch = {{ cmdline = \"{tag}\" }}\nsignal = {{ command = \"echo 100\", kind = \"gauge\" }}\n"
     ));
     let state = dir.state();
     // Processes present before the churn (ours excluded): none of them may be touched.

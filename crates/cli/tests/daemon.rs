@@ -29,7 +29,7 @@ impl Load {
 }
 
 /// Tunables for fast trials on a small machine (core-level domains exist on 2 CPUs).
-const FAST: &str = "[tunables]\ninterval_s = 0.5\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 4\nread_ahead = false\nlarge_pages = false\nmemory_affinity = false\nbackoff_s = 3600\n";
+const FAST: &str = "[tunables]\ninterval_s = 0.5\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 4\nmax_windows = 4\nrest_change_max = 0\nread_ahead = false\nlarge_pages = false\nmemory_affinity = false\nbackoff_s = 3600\n";
 
 fn masks(pid: u32) -> Vec<String> {
     let mut v = Vec::new();

@@ -71,7 +71,7 @@ fn redis_with_no_signal_configured_is_judged_by_its_preset() {
     );
     let dir = Dir::new("redis-preset");
     let cfg = dir.config(
-        "only_matched = true\n[[workload]]\nmatch = { comm = \"redis-server\" }\n[tunables]\ninterval_s = 1\nmin_age_s = 1\nmin_cpu_cores = 0.05\nlarge_pages = false\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
+        "only_matched = true\n[[workload]]\nmatch = { comm = \"redis-server\" }\n[tunables]\ninterval_s = 1\nmin_age_s = 1\nmin_cpu_cores = 0.05\nrest_change_max = 0\nlarge_pages = false\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
     );
     let d = daemon(&cfg, &dir.state(), "120s");
     let mut last = serde_json::Value::Null;
@@ -118,7 +118,7 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_judged_on_
     let _shmem = ShmemGuard::take();
     let dir = Dir::new("pg-pool");
     let cfg = dir.config(
-        "only_matched = true\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 5\nmin_age_s = 40\nmin_cpu_cores = 0.2\nwindows = 8\nmin_effect = 0.005\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
+        "only_matched = true\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 5\nmin_age_s = 40\nmin_cpu_cores = 0.2\nwindows = 8\nmax_windows = 8\nrest_change_max = 0\nmin_effect = 0.005\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
     );
     // min_age_s leaves PostgreSQL time to load and prewarm its pool before a trial: huge pages
     // are made of populated memory only. A database gains a few per cent (×1.04 here with a

@@ -81,7 +81,7 @@ fn daemon_with(caps: &[String], config: &Path, state: &Path, run_for: &str) -> C
         .unwrap()
 }
 
-const FAST: &str = "only_matched = true\n[tunables]\ninterval_s = 0.5\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 4\nheadroom = 2.5\nread_ahead = false\nlarge_pages = false\nmemory_affinity = false\nallow_unverified = true\n";
+const FAST: &str = "only_matched = true\n[tunables]\ninterval_s = 0.5\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 4\nmax_windows = 4\nrest_change_max = 0\nheadroom = 2.5\nread_ahead = false\nlarge_pages = false\nmemory_affinity = false\nallow_unverified = true\n";
 
 #[test]
 fn the_units_capabilities_bind_another_users_threads_and_cap_sys_nice_is_needed() {

@@ -115,7 +115,7 @@ impl Rig {
         std::fs::write(
             dir.0.join("perfpilot.toml"),
             format!(
-                "only_matched = true\n[tunables]\ninterval_s = 0.2\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 2\nread_ahead = false\nmemory_affinity = false\nbackoff_s = 3600\n{strategies}\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-{tag}\" }}\nsignal = {{ command = \"{signal}\", kind = \"gauge\" }}\n"
+                "only_matched = true\n[tunables]\ninterval_s = 0.2\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 2\nmax_windows = 2\nrest_change_max = 0\nread_ahead = false\nmemory_affinity = false\nbackoff_s = 3600\n{strategies}\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-{tag}\" }}\nsignal = {{ command = \"{signal}\", kind = \"gauge\" }}\n"
             ),
         )
         .unwrap();

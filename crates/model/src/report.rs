@@ -202,8 +202,21 @@ impl ModelFile {
             counted(self.classes.len() as u64, "class", "classes"),
             counted(self.stations.len() as u64, "station", "stations"),
         ];
+        holds.extend(self.sections(false));
+        Ok(Rendered {
+            text,
+            format,
+            holds: holds.join(", "),
+            left_out: Vec::new(),
+        })
+    }
+
+    /// The parts of the file beyond the network, in words: measured points, `[fit]`,
+    /// `[predict]`, a `[solver]` other than the default (when `solver` is asked), configurations.
+    fn sections(&self, solver: bool) -> Vec<String> {
+        let mut parts = Vec::new();
         if !self.measurements.is_empty() {
-            holds.push(counted(
+            parts.push(counted(
                 self.measurements.len() as u64,
                 "measured point",
                 "measured points",
@@ -212,24 +225,20 @@ impl ModelFile {
         for (present, section) in [
             (self.fit.is_some(), "[fit]"),
             (self.predict.is_some(), "[predict]"),
+            (solver && self.solver != SolveOptions::default(), "[solver]"),
         ] {
             if present {
-                holds.push(section.to_string());
+                parts.push(section.to_string());
             }
         }
         if !self.configurations.is_empty() {
-            holds.push(counted(
+            parts.push(counted(
                 self.configurations.len() as u64,
                 "configuration",
                 "configurations",
             ));
         }
-        Ok(Rendered {
-            text,
-            format,
-            holds: holds.join(", "),
-            left_out: Vec::new(),
-        })
+        parts
     }
 
     /// JMVA holds the resolved network only: fitted demands, not the points they came from.
@@ -252,29 +261,7 @@ impl ModelFile {
         if !self.name.is_empty() || !self.description.is_empty() {
             left_out.push("name and description".to_string());
         }
-        if !self.measurements.is_empty() {
-            left_out.push(counted(
-                self.measurements.len() as u64,
-                "measured point",
-                "measured points",
-            ));
-        }
-        for (present, section) in [
-            (self.fit.is_some(), "[fit]"),
-            (self.predict.is_some(), "[predict]"),
-            (self.solver != SolveOptions::default(), "[solver]"),
-        ] {
-            if present {
-                left_out.push(section.to_string());
-            }
-        }
-        if !self.configurations.is_empty() {
-            left_out.push(counted(
-                self.configurations.len() as u64,
-                "configuration",
-                "configurations",
-            ));
-        }
+        left_out.extend(self.sections(true));
         Ok(Rendered {
             text,
             format: "JMT JMVA XML",

@@ -27,6 +27,9 @@ use crate::error::ModelError;
 use crate::mva::{SolveOptions, solve};
 use crate::network::{Class, Discipline, Network, Station, StationKind};
 
+/// Per class: its name, users and think time, as the solver takes a load.
+type ClassLoads = Vec<(String, u32, f64)>;
+
 /// The name of the delay station for the client and network path.
 pub const PATH_STATION: &str = "client-path";
 
@@ -542,19 +545,26 @@ impl TierModel {
         Ok((Network::new(stations, classes)?, present))
     }
 
-    /// Per class throughput and the model's cycle response time `N/X − Z`, for the point's
-    /// load and instances (internal: before the latency-window correction).
-    fn raw(&self, p: &TierPoint) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
-        let load: Vec<(String, u32, f64)> = p
+    /// A point's load (class, users, think time) and instances per tier, as the solver takes
+    /// them.
+    fn load_of(&self, p: &TierPoint) -> (ClassLoads, BTreeMap<String, u32>) {
+        let load = p
             .classes
             .iter()
             .map(|c| (c.class.clone(), c.users, c.think_time))
             .collect();
-        let instances: BTreeMap<String, u32> = self
+        let instances = self
             .tiers
             .iter()
             .map(|t| (t.name.clone(), p.instances_of(&t.name)))
             .collect();
+        (load, instances)
+    }
+
+    /// Per class throughput and the model's cycle response time `N/X − Z`, for the point's
+    /// load and instances (internal: before the latency-window correction).
+    fn raw(&self, p: &TierPoint) -> Result<(Vec<f64>, Vec<f64>), ModelError> {
+        let (load, instances) = self.load_of(p);
         let pred = self.solve_raw(&load, &instances)?;
         Ok((
             pred.iter().map(|c| c.1).collect(),
@@ -658,16 +668,7 @@ impl TierModel {
             .iter()
             .map(|p| {
                 p.check(&tiers)?;
-                let load: Vec<(String, u32, f64)> = p
-                    .classes
-                    .iter()
-                    .map(|c| (c.class.clone(), c.users, c.think_time))
-                    .collect();
-                let instances: BTreeMap<String, u32> = self
-                    .tiers
-                    .iter()
-                    .map(|t| (t.name.clone(), p.instances_of(&t.name)))
-                    .collect();
+                let (load, instances) = self.load_of(p);
                 let pred = self.predict(&load, &instances)?;
                 let mx = p.throughput();
                 let mr = if mx > 0.0 {

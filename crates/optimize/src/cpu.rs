@@ -96,7 +96,7 @@ impl CpuShare {
 }
 
 /// Keeps the daemon's monitoring CPU under its budget by stretching the scan interval, judged
-/// over spans of at least six intervals.
+/// over spans of at least six intervals and [`MIN_SPAN_S`].
 pub struct Governor {
     /// The interval in force, seconds (at least the configured one).
     effective: f64,
@@ -116,12 +116,12 @@ impl Governor {
         }
     }
 
-    /// After a scan: judges the monitoring CPU once a span of six intervals has passed, and
-    /// returns the interval to wait (never below `interval_s`).
+    /// After a scan: judges the monitoring CPU once a span of six intervals (and at least
+    /// [`MIN_SPAN_S`]) has passed, and returns the interval to wait (never below `interval_s`).
     pub fn after_scan(&mut self, interval_s: f64, budget_pct: f64) -> f64 {
         let (cpu, t) = (CpuTime::now(), Instant::now());
         let span = t.duration_since(self.since.1).as_secs_f64();
-        if span >= interval_s * 6.0 {
+        if span >= (interval_s * 6.0).max(MIN_SPAN_S) {
             let used = cpu.monitoring.saturating_sub(self.since.0.monitoring);
             let share = used.as_secs_f64() / span;
             let budget = budget_pct / 100.0;
@@ -148,13 +148,18 @@ impl Governor {
     }
 }
 
-/// The next interval: stretched by how far `share` (of one CPU) is over `budget`, at most ten
-/// times `interval`; relaxed by a fifth towards `interval` when under it.
+/// The shortest span the budget is judged over: one costly scan (a large server's memory read
+/// once, when a strategy is first asked) is averaged over it rather than taken for a rate.
+pub const MIN_SPAN_S: f64 = 30.0;
+
+/// The next interval: the one at which `share` (of one CPU) would meet `budget` if each scan
+/// cost the same — stretched by the excess (at most ten times `interval`), shortened by the
+/// room left (at most halved per span, never below `interval`).
 fn next_interval(effective: f64, interval: f64, share: f64, budget: f64) -> f64 {
     if share > budget {
         (effective * share / budget).min(interval * 10.0)
     } else {
-        interval.max(effective * 0.8)
+        interval.max(effective * (share / budget).max(0.5))
     }
 }
 
@@ -169,8 +174,9 @@ mod tests {
     }
 
     #[test]
-    fn under_budget_the_interval_relaxes_back_to_the_configured_one() {
-        assert_eq!(next_interval(10.0, 2.0, 0.001, 0.01), 8.0);
+    fn under_budget_the_interval_shortens_by_the_room_left_at_most_halving_per_span() {
+        assert_eq!(next_interval(10.0, 2.0, 0.001, 0.01), 5.0);
+        assert_eq!(next_interval(10.0, 2.0, 0.008, 0.01), 8.0);
         assert_eq!(next_interval(2.2, 2.0, 0.001, 0.01), 2.0);
     }
 

@@ -108,6 +108,50 @@ pub fn transient(windows: &[f64]) -> usize {
 /// for them to be a transient rather than noise.
 const TRANSIENT_SDS: f64 = 2.0;
 
+/// The windows each side of a sequential trial needs for its gain's interval to be about
+/// ±`resolution` wide when the windows after the change are as noisy as `baseline`: the smallest
+/// n in `min..=max` with t(2n − 2) · cv · √(2/n) ≤ ln(1 + resolution) (the interval of the log
+/// ratio of two means of n windows each), `max` when none is. A steady signal needs `min`; one
+/// whose windows vary by 10 % needs far more than six for a gain of 5 % to clear the noise.
+pub fn windows_needed(
+    baseline: &[f64],
+    resolution: f64,
+    confidence: f64,
+    min: usize,
+    max: usize,
+) -> usize {
+    let max = max.max(min);
+    let cv = perfpilot_stats::cv(baseline);
+    if !cv.is_finite() || baseline.len() < 2 || resolution <= 0.0 {
+        return min;
+    }
+    let target = resolution.ln_1p();
+    (min.max(2)..=max)
+        .find(|&n| {
+            let t = perfpilot_stats::t_quantile(2.0 * n as f64 - 2.0, 0.5 + confidence / 2.0);
+            t * cv * (2.0 / n as f64).sqrt() <= target
+        })
+        .unwrap_or(max)
+        .max(min)
+}
+
+/// The least move of the rest of the machine's CPU, in cores, that [`rest_moved`] reports
+/// whatever the machine's size.
+pub const REST_MIN_CORES: f64 = 0.25;
+
+/// The mean busy cores of the rest of the machine before and after a change, when they moved
+/// by more than `share` of its `cpus` (and at least [`REST_MIN_CORES`]): a sequential verdict
+/// would then judge that move rather than the change. `None` when they did not, when a side has
+/// no reading, or with `share` 0 (the check off).
+pub fn rest_moved(before: &[f64], after: &[f64], cpus: usize, share: f64) -> Option<(f64, f64)> {
+    if share <= 0.0 || before.is_empty() || after.is_empty() {
+        return None;
+    }
+    let (b, a) = (perfpilot_stats::mean(before), perfpilot_stats::mean(after));
+    let limit = (share * cpus as f64).max(REST_MIN_CORES);
+    ((a - b).abs() > limit).then_some((b, a))
+}
+
 /// Keep when the interval's low end clears `1 + min_effect`, revert when its high end is below
 /// 1, neutral otherwise.
 pub fn decide(g: &Gain, min_effect: f64) -> Decision {
@@ -123,6 +167,59 @@ pub fn decide(g: &Gain, min_effect: f64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_move_of_the_rest_of_the_machine_is_reported_past_its_share_of_the_cpus() {
+        // A build of 0.6 cores starting after the change on a 2-CPU machine.
+        assert_eq!(
+            rest_moved(&[0.1, 0.2], &[0.7, 0.8], 2, 0.1),
+            Some((0.15000000000000002, 0.75))
+        );
+        assert_eq!(
+            rest_moved(&[0.1, 0.2], &[0.3, 0.2], 2, 0.1),
+            None,
+            "0.1 cores: noise"
+        );
+        // On 64 CPUs a tenth is 6.4 cores; the quarter-core floor rules on small machines.
+        assert_eq!(rest_moved(&[1.0], &[5.0], 64, 0.1), None);
+        assert!(rest_moved(&[1.0], &[8.0], 64, 0.1).is_some());
+        assert_eq!(rest_moved(&[0.1], &[0.9], 2, 0.0), None, "switched off");
+        assert_eq!(rest_moved(&[], &[0.9], 2, 0.1), None, "no reading before");
+    }
+
+    #[test]
+    fn a_noisy_baseline_needs_more_windows_up_to_the_cap_and_a_steady_one_the_minimum() {
+        let steady = [100.0, 101.0, 99.0, 100.0, 100.5, 99.5];
+        assert_eq!(windows_needed(&steady, 0.03, 0.95, 6, 30), 6);
+        // Windows varying by about 5 %: t · 0.05 · √(2/n) ≤ ln 1.03 needs n ≈ 23.
+        let five = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
+        let cv = perfpilot_stats::cv(&five);
+        let n = windows_needed(&five, 0.03, 0.95, 6, 100);
+        let half = |n: usize| {
+            perfpilot_stats::t_quantile(2.0 * n as f64 - 2.0, 0.975) * cv * (2.0 / n as f64).sqrt()
+        };
+        assert!(
+            half(n) <= 0.03f64.ln_1p() && half(n - 1) > 0.03f64.ln_1p(),
+            "n {n}"
+        );
+        assert!((18..=30).contains(&n), "n {n}");
+        assert_eq!(windows_needed(&five, 0.03, 0.95, 6, 12), 12, "capped");
+        assert_eq!(
+            windows_needed(&five, 0.5, 0.95, 6, 30),
+            6,
+            "a coarse resolution needs no more"
+        );
+        assert_eq!(
+            windows_needed(&[0.0, 0.0], 0.03, 0.95, 6, 30),
+            6,
+            "no mean: the minimum"
+        );
+        assert_eq!(
+            windows_needed(&five, 0.03, 0.95, 8, 4),
+            8,
+            "a cap below the minimum"
+        );
+    }
 
     #[test]
     fn a_transient_at_the_start_of_a_run_of_windows_is_found_and_a_steady_run_is_left_whole() {

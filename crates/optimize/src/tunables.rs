@@ -263,6 +263,12 @@ tunables! {
         "a workload whose huge-page coverage is above this is not promoted";
     windows: f64 = 6 [2.0, 100.0], "windows",
         "evaluation windows before and after an action (or on/off pairs when interleaved)";
+    max_windows: f64 = 30 [2.0, 1000.0], "windows",
+        "a sequential trial whose baseline is noisy measures up to this many windows on each side (at least `windows`), as many as `resolution` needs";
+    resolution: f64 = 0.03 [0.001, 1.0], "share",
+        "the half-width of the gain's interval a sequential trial aims for: its window count follows from its baseline's noise";
+    rest_change_max: f64 = 0.1 [0.0, 1.0], "share of the CPUs",
+        "a sequential trial during which the rest of the machine's CPU moved by more than this share of its CPUs (at least a quarter of a core) is abandoned, not judged; 0 switches the check off";
     min_effect: f64 = 0.02 [0.0, 1.0], "share",
         "keep an action only when the lower end of its gain's confidence interval clears this";
     confidence: f64 = 0.95 [0.5, 0.999], "share",

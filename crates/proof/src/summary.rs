@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use perfpilot_stats::{mean, ratio_of_means_ci};
 use perfpilot_units as units;
+use perfpilot_units::MarkdownTable;
 
 use crate::options::{CellName, ServerName};
 use crate::record::{CellRecord, GainCi, Outcome};
@@ -314,9 +315,17 @@ fn throughput_text(r: &CellSummary) -> String {
 /// The Markdown tables: cells, targets, agreement.
 pub fn markdown(records: &[CellRecord]) -> String {
     let rows = summarize(records);
-    let mut s = String::new();
-    s.push_str("| server | cell | runs | throughput | ratio to untuned (95 % CI) | p99 | first kept action | perfpilot CPU | notes |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    let mut cells = MarkdownTable::new(&[
+        "server",
+        "cell",
+        "runs",
+        "throughput",
+        "ratio to untuned (95 % CI)",
+        "p99",
+        "first kept action",
+        "perfpilot CPU",
+        "notes",
+    ]);
     for r in &rows {
         let ratio = match (&r.ratio, r.cell == CellName::Untuned.name()) {
             (_, true) if !r.throughputs.is_empty() => "1 (baseline)".to_string(),
@@ -342,18 +351,12 @@ pub fn markdown(records: &[CellRecord]) -> String {
         let notes = r
             .not_measured
             .as_ref()
-            .map(|(n, why)| {
-                format!(
-                    "{n} not measured: {}",
-                    why.replace('|', "/").replace('\n', " ")
-                )
-            })
+            .map(|(n, why)| format!("{n} not measured: {why}"))
             .unwrap_or_default();
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            r.server,
-            r.cell,
-            r.throughputs.len(),
+        cells.row(&[
+            r.server.clone(),
+            r.cell.clone(),
+            r.throughputs.len().to_string(),
             throughput_text(r),
             ratio,
             r.p99_ms
@@ -361,24 +364,30 @@ pub fn markdown(records: &[CellRecord]) -> String {
                 .unwrap_or_else(|| "—".to_string()),
             kept,
             cpu,
-            notes
-        ));
+            notes,
+        ]);
     }
+    let mut s = cells.render();
     let checks = targets(&rows);
     if !checks.is_empty() {
         s.push_str(
             "\nTargets (perfpilot ≥ 0.95 × the best peer; never below untuned beyond noise):\n\n",
         );
-        s.push_str("| server | best peer | perfpilot | ≥ 0.95 × best | not below untuned |\n|---|---|---|---|---|\n");
+        let mut t = MarkdownTable::new(&[
+            "server",
+            "best peer",
+            "perfpilot",
+            "≥ 0.95 × best",
+            "not below untuned",
+        ]);
         let yn = |b: Option<bool>| match b {
             Some(true) => "yes",
             Some(false) => "**no**",
             None => "—",
         };
         for c in &checks {
-            s.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                c.server,
+            t.row(&[
+                c.server.clone(),
                 c.best_peer
                     .as_ref()
                     .map(|(n, r)| format!("{n} ×{r:.2}"))
@@ -386,10 +395,11 @@ pub fn markdown(records: &[CellRecord]) -> String {
                 c.perfpilot
                     .map(|r| r.describe())
                     .unwrap_or_else(|| "—".to_string()),
-                yn(c.near_best),
-                yn(c.no_loss)
-            ));
+                yn(c.near_best).to_string(),
+                yn(c.no_loss).to_string(),
+            ]);
         }
+        s.push_str(&t.render());
     }
     s.push_str(&actions_section(records));
     let agree = agreement(records);
@@ -397,20 +407,29 @@ pub fn markdown(records: &[CellRecord]) -> String {
     if agree.is_empty() {
         s.push_str("no verdict carried a proxy gain (`shadow`) in this run.\n");
     } else {
-        s.push_str("| server | round | action | judged by | gain | proxy | proxy gain | agree |\n|---|---|---|---|---|---|---|---|\n");
+        let mut t = MarkdownTable::new(&[
+            "server",
+            "round",
+            "action",
+            "judged by",
+            "gain",
+            "proxy",
+            "proxy gain",
+            "agree",
+        ]);
         for a in &agree {
-            s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                a.server,
-                a.round,
-                a.action,
-                a.signal.replace('|', "/"),
+            t.row(&[
+                a.server.clone(),
+                a.round.to_string(),
+                a.action.clone(),
+                a.signal.clone(),
                 gain_text(&a.gain),
-                a.proxy.replace('|', "/"),
+                a.proxy.clone(),
                 gain_text(&a.proxy_gain),
-                a.accord.text()
-            ));
+                a.accord.text().to_string(),
+            ]);
         }
+        s.push_str(&t.render());
     }
     s
 }
@@ -422,10 +441,13 @@ fn actions_section(records: &[CellRecord]) -> String {
     if runs.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
-        "\nThe daemon (empty configuration) at the end of each perfpilot run:\n\n| server | round | the server's signal | its state | actions (state, verdict, judged by) |\n|---|---|---|---|---|\n",
-    );
-    let clean = |t: &str| t.replace('|', "/").replace('\n', " ");
+    let mut t = MarkdownTable::new(&[
+        "server",
+        "round",
+        "the server's signal",
+        "its state",
+        "actions (state, verdict, judged by)",
+    ]);
     for r in runs {
         let Some(d) = &r.perfpilot else { continue };
         let process = ServerName::ALL
@@ -462,21 +484,22 @@ fn actions_section(records: &[CellRecord]) -> String {
                 )
             })
             .collect();
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            r.server,
-            r.round,
-            clean(w.and_then(|w| w.signal.as_deref()).unwrap_or("none")),
-            clean(
-                w.map(|w| w.state.as_str())
-                    .unwrap_or("not seen in the last scan")
-            ),
-            clean(&if actions.is_empty() {
+        t.row(&[
+            r.server.clone(),
+            r.round.to_string(),
+            w.and_then(|w| w.signal.clone())
+                .unwrap_or_else(|| "none".into()),
+            w.map(|w| w.state.clone())
+                .unwrap_or_else(|| "not seen in the last scan".into()),
+            if actions.is_empty() {
                 "none".to_string()
             } else {
                 actions.join("; ")
-            })
-        ));
+            },
+        ]);
     }
-    s
+    format!(
+        "\nThe daemon (empty configuration) at the end of each perfpilot run:\n\n{}",
+        t.render()
+    )
 }

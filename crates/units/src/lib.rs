@@ -14,10 +14,15 @@
 //!   in the same units per second (`12.3 MiB/s`).
 //! - **Rates** of things per second with the thing's name: `1,234 req/s`, or `1,234/s`.
 //!
+//! [`MarkdownTable`] lays figures out in the tables reports write.
+//!
 //! [`decimal`] is the one exception, for files people open in a spreadsheet (CSV): no unit, no
 //! grouping, four significant digits and every integer digit kept.
 
 use std::time::Duration;
+
+mod table;
+pub use table::MarkdownTable;
 
 /// The largest number of decimals shown, so that a tiny value ends instead of running on.
 const MAX_DECIMALS: usize = 12;

@@ -141,6 +141,17 @@ impl Engine {
                 state = format!("{kind} backed off for {left_s:.0} s: {why}");
                 continue;
             }
+            // Waiting at the gate: read the signal first; the strategy proposes afresh (with
+            // the memory it reads) only once the signal is steady.
+            if !self.dry
+                && let Ok(s) = &signal
+                && self.steady.waits(&w.signature, kind)
+                && let Err(why) = self.steady_signal(w, s, rates)
+            {
+                self.steady.wait(&w.signature, kind);
+                state = format!("would try {kind}: {why}");
+                break;
+            }
             let (memory, maps) = if kind == StrategyKind::CacheAffinity {
                 (None, None)
             } else {
@@ -186,6 +197,7 @@ impl Engine {
                     if let Ok(s) = &signal
                         && let Err(why) = self.steady_signal(w, s, rates)
                     {
+                        self.steady.wait(&w.signature, kind);
                         state = format!("would try {kind}: {why}");
                         break;
                     }

@@ -227,7 +227,7 @@ impl Engine {
         rates: &Rates,
         states: HashMap<String, String>,
     ) {
-        let windows = self.tun.window_count();
+        let plan = super::trial::WindowPlan::of(&self.tun);
         self.status.time_ms = perfpilot_sys::clock::now_ms();
         self.status.interval_s = self.tun.interval_s;
         self.status.scans += 1;
@@ -260,7 +260,7 @@ impl Engine {
             .actions
             .trials
             .iter()
-            .map(|t| TrialStatus::of(t, windows))
+            .map(|t| TrialStatus::of(t, t.windows_each_side(&plan)))
             .collect();
     }
 }

@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use super::signals::{CPU_SIGNAL_MIN_CORES, IO_SIGNAL_MIN_BYTES_PER_S};
 use super::watch::Observation;
 use crate::signal::SignalKind;
+use crate::strategy::StrategyKind;
 
 /// Readings in a row that must be steady before a trial starts.
 pub(super) const STEADY_READINGS: usize = 3;
@@ -58,6 +59,10 @@ pub(super) struct Steady {
     /// This scan's observations made for running trials, by judged signature: a gate on the
     /// same workload takes these rather than reading a counter twice in one window.
     by_trials: HashMap<String, Observation>,
+    /// The strategy each workload waits to try (by its signature) and the scan it last waited
+    /// in: until its signal is steady, the next scans read only the signal, not the workload's
+    /// memory the strategy would need (a 6 GB server's page tables cost the scan its budget).
+    waiting: HashMap<String, (StrategyKind, u64)>,
 }
 
 impl Steady {
@@ -67,7 +72,21 @@ impl Steady {
         self.t_s = t_s;
         let scan = self.scan;
         self.recent.retain(|_, r| r.scan + 1 >= scan);
+        self.waiting.retain(|_, (_, at)| *at + 1 >= scan);
         self.by_trials.clear();
+    }
+
+    /// Notes that `kind` would act on `signature` but waits for a steady signal.
+    pub(super) fn wait(&mut self, signature: &str, kind: StrategyKind) {
+        self.waiting
+            .insert(signature.to_string(), (kind, self.scan));
+    }
+
+    /// Whether `kind` waited on `signature` in the last scan (or this one).
+    pub(super) fn waits(&self, signature: &str, kind: StrategyKind) -> bool {
+        self.waiting
+            .get(signature)
+            .is_some_and(|(k, at)| *k == kind && *at + 1 >= self.scan)
     }
 
     /// Notes a trial's observation of `signature` this scan.
@@ -139,6 +158,7 @@ impl Steady {
     /// without the change, so a sequential trial's baseline starts with them, and the next
     /// trial needs fresh ones).
     pub(super) fn take(&mut self, signature: &str) -> Vec<f64> {
+        self.waiting.remove(signature);
         self.recent
             .remove(signature)
             .filter(|r| r.verdict.is_ok())

@@ -21,6 +21,7 @@ use crate::journal::{self, ActionDoc};
 use crate::signal::SignalKind;
 use crate::stats::{self, Decision, Gain, Stats};
 use crate::strategy::StrategyKind;
+use crate::tunables::Tunables;
 
 /// The evidence behind a decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,6 +118,53 @@ pub(super) struct Trial {
     pub(super) last_problem: Option<String>,
     /// Sequential windows dropped as a transient (before or after the change).
     pub(super) dropped: usize,
+    /// The windows each side of a sequential trial measures, fixed from its settled baseline's
+    /// noise (`None` until then: the plan's minimum).
+    pub(super) needed: Option<usize>,
+    /// Busy cores of the rest of the machine in the scans before and after the change
+    /// (sequential trials), and its CPUs.
+    pub(super) rest_off: Vec<f64>,
+    /// As `rest_off`, with the change.
+    pub(super) rest_on: Vec<f64>,
+    /// The machine's CPUs, as the last reading of the rest of it saw them.
+    pub(super) cpus: usize,
+}
+
+/// How many windows a trial measures: at least `min` a side; a sequential trial as many as its
+/// baseline's noise needs for an interval of about ±`resolution`, up to `max`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct WindowPlan {
+    pub(super) min: usize,
+    pub(super) max: usize,
+    pub(super) resolution: f64,
+    pub(super) confidence: f64,
+    /// `rest_change_max`: how far the rest of the machine may move (0: not checked).
+    pub(super) rest_share: f64,
+}
+
+impl WindowPlan {
+    /// The plan the tunables give.
+    pub(super) fn of(tun: &Tunables) -> WindowPlan {
+        WindowPlan {
+            min: tun.window_count(),
+            max: tun.max_windows as usize,
+            resolution: tun.resolution,
+            confidence: tun.confidence,
+            rest_share: tun.rest_change_max,
+        }
+    }
+
+    /// Exactly `n` windows a side, whatever the noise.
+    #[cfg(test)]
+    pub(super) fn fixed(n: usize) -> WindowPlan {
+        WindowPlan {
+            min: n,
+            max: n,
+            resolution: 1.0,
+            confidence: 0.95,
+            rest_share: 0.0,
+        }
+    }
 }
 
 /// How many times `windows` a sequential trial drops as transients before it gives up on a
@@ -150,6 +198,11 @@ pub(super) struct TrialIo<'a> {
 }
 
 impl Trial {
+    /// The windows each side measures: the noise-fixed count once known, else the minimum.
+    pub(super) fn windows_each_side(&self, plan: &WindowPlan) -> usize {
+        self.needed.unwrap_or(plan.min)
+    }
+
     /// Takes in this window's observation; ends the trial when its signal failed more than
     /// `windows` times in a row.
     pub(super) fn record(&mut self, obs: Option<&Observation>, windows: usize) -> Option<Ending> {
@@ -179,12 +232,38 @@ impl Trial {
         None
     }
 
+    /// Takes in what the rest of the machine used this scan, on its side of a sequential trial.
+    fn record_rest(&mut self, obs: Option<&Window>) {
+        let Some(rest) = obs.and_then(|o| o.rest) else {
+            return;
+        };
+        if self.doc.interleave {
+            return;
+        }
+        self.cpus = rest.cpus;
+        match self.phase {
+            Phase::Baseline => self.rest_off.push(rest.cores),
+            Phase::Measuring => self.rest_on.push(rest.cores),
+            Phase::Applying => {}
+        }
+    }
+
+    /// Why a complete sequential trial cannot be judged: the rest of the machine moved.
+    fn rest_moved(&self, plan: &WindowPlan) -> Option<String> {
+        let (before, after) =
+            stats::rest_moved(&self.rest_off, &self.rest_on, self.cpus, plan.rest_share)?;
+        Some(format!(
+            "the rest of the machine changed during the trial: other processes used {before:.2} cores before the change and {after:.2} after (more than rest_change_max allows); abandoned, not judged"
+        ))
+    }
+
     /// Takes in the shadow proxy's observation of a window whose signal observation was
     /// recorded, on the same side.
     fn record_shadow(&mut self, obs: Option<&Window>) {
         let Some(Window {
             main: Ok(Some(_)),
             shadow: Some(v),
+            ..
         }) = obs
         else {
             return;
@@ -203,9 +282,10 @@ impl Trial {
         &mut self,
         w: Option<&Workload>,
         obs: Option<&Window>,
-        windows: usize,
+        plan: &WindowPlan,
         io: &mut TrialIo,
     ) -> Result<Option<Ending>, EngineError> {
+        let windows = plan.min;
         let Some(w) = w else {
             return Ok(Some(Ending::Early("its workload exited".into())));
         };
@@ -244,10 +324,11 @@ impl Trial {
             )?;
         }
         self.record_shadow(obs);
+        self.record_rest(obs);
         if let Some(end) = self.record(obs.map(|o| &o.main), windows) {
             return Ok(Some(end));
         }
-        self.step(w, windows, io)
+        self.step(w, plan, io)
     }
 
     /// Drops a transient from the start of the sequential windows of one side (`on`: after the
@@ -294,9 +375,10 @@ impl Trial {
     fn step(
         &mut self,
         w: &Workload,
-        windows: usize,
+        plan: &WindowPlan,
         io: &mut TrialIo,
     ) -> Result<Option<Ending>, EngineError> {
+        let windows = plan.min;
         // Interleaved trials need one baseline window before alternating; sequential ones all,
         // steady: a run that opens with a transient loses it and waits for more windows.
         let baseline = if self.doc.interleave { 1 } else { windows };
@@ -306,6 +388,12 @@ impl Trial {
                     return Ok(Some(end));
                 }
                 if self.off_obs.len() < windows {
+                    return Ok(None);
+                }
+                if self.needed.is_none() {
+                    self.plan_windows(plan, io)?;
+                }
+                if self.off_obs.len() < self.windows_each_side(plan) {
                     return Ok(None);
                 }
             }
@@ -343,14 +431,49 @@ impl Trial {
                 }
                 Ok(None)
             }
-            Phase::Measuring if self.on_obs.len() >= windows => {
+            Phase::Measuring if self.on_obs.len() >= self.windows_each_side(plan) => {
                 if let Some(end) = self.settle(true, windows, io)? {
                     return Ok(Some(end));
                 }
-                Ok((self.on_obs.len() >= windows).then_some(Ending::Complete))
+                if self.on_obs.len() < self.windows_each_side(plan) {
+                    return Ok(None);
+                }
+                Ok(Some(match self.rest_moved(plan) {
+                    Some(why) => Ending::Abandoned(why),
+                    None => Ending::Complete,
+                }))
             }
             Phase::Measuring => Ok(None),
         }
+    }
+
+    /// Fixes how many windows each side measures from the settled baseline's noise, once; a
+    /// count above the minimum is logged and journaled, since the trial takes longer.
+    fn plan_windows(&mut self, plan: &WindowPlan, io: &mut TrialIo) -> Result<(), EngineError> {
+        let n = stats::windows_needed(
+            &self.off_obs,
+            plan.resolution,
+            plan.confidence,
+            plan.min,
+            plan.max,
+        );
+        self.needed = Some(n);
+        if n > plan.min {
+            let cv = perfpilot_stats::cv(&self.off_obs) * 100.0;
+            let note = format!(
+                "measuring the baseline: its windows vary by {cv:.1} %, so {n} windows a side (for an interval of ±{:.0} %{})",
+                plan.resolution * 100.0,
+                if n == plan.max {
+                    ", at most max_windows"
+                } else {
+                    ""
+                }
+            );
+            info!(action = self.id, workload = %self.name, "{note}");
+            io.store
+                .journal_set_state(self.id, ActionState::Trial, &note)?;
+        }
+        Ok(())
     }
 
     /// Applies the next paced step (journaled first); once none is left, measuring starts, or
@@ -554,6 +677,10 @@ impl Engine {
             effective: false,
             last_problem: None,
             dropped: 0,
+            needed: None,
+            rest_off: Vec::new(),
+            rest_on: Vec::new(),
+            cpus: 0,
         });
         Ok(id)
     }
@@ -564,7 +691,7 @@ impl Engine {
         workloads: &[Workload],
         obs: &HashMap<String, Window>,
     ) -> Result<(), EngineError> {
-        let windows = self.tun.window_count();
+        let plan = WindowPlan::of(&self.tun);
         let mut finished = Vec::new();
         for (i, t) in self.actions.trials.iter_mut().enumerate() {
             // A device's trial is judged by a workload; any workload stands for "still running".
@@ -582,7 +709,7 @@ impl Engine {
                 fs: &self.fs,
                 manual: &mut self.policy.manual,
             };
-            if let Some(end) = t.advance(w, obs.get(&t.judge), windows, &mut io)? {
+            if let Some(end) = t.advance(w, obs.get(&t.judge), &plan, &mut io)? {
                 finished.push((i, end));
             }
         }

@@ -31,6 +31,31 @@ pub(super) struct Window {
     pub(super) main: Observation,
     /// System calls per CPU-second, when the signal is something else and it could be read.
     pub(super) shadow: Option<f64>,
+    /// What the rest of the machine used this scan, when it could be read.
+    pub(super) rest: Option<Rest>,
+}
+
+/// The CPU the rest of the machine (everything but the judged workload) used in a scan: a
+/// build or a batch job starting between the windows before and after a change would be
+/// judged as the change's effect.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Rest {
+    /// Busy cores outside the workload.
+    pub(super) cores: f64,
+    /// The machine's CPUs.
+    pub(super) cpus: usize,
+}
+
+/// What the machine used outside `w` over the rates' interval; `None` without per-CPU rows.
+pub(super) fn rest_of_machine(w: &Workload, rates: &Rates) -> Option<Rest> {
+    if rates.cpus.is_empty() {
+        return None;
+    }
+    let busy: f64 = rates.cpus.iter().map(|c| c.busy / 100.0).sum();
+    Some(Rest {
+        cores: (busy - w.cpu_cores).max(0.0),
+        cpus: rates.cpus.len(),
+    })
 }
 
 /// The engine's view of the machine between scans.
@@ -222,7 +247,8 @@ impl Engine {
             let shadow = (kind != SignalKind::Syscalls)
                 .then(|| syscalls_per_cpu_s(w, rates))
                 .flatten();
-            out.insert(sig, Window { main, shadow });
+            let rest = rest_of_machine(w, rates);
+            out.insert(sig, Window { main, shadow, rest });
         }
         out
     }

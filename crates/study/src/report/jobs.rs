@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use perfpilot_store::{TrialRecord, TrialStatus};
+use perfpilot_units::MarkdownTable;
 use serde::Serialize;
 
 use perfpilot_drive::Measurement;
@@ -100,25 +101,26 @@ pub fn totals_markdown(s: &mut String, rows: &[BatchTotals]) {
 Means over the completed trials; core-equivalent CPU weighs CPU time by the share of a core a thread gets while its SMT siblings are busy.
 "
     );
-    let _ = writeln!(
-        s,
-        "| configuration | trials | elapsed s | CPU s | core-equivalent CPU s | MiB/s |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let mut t = MarkdownTable::new(&[
+        "configuration",
+        "trials",
+        "elapsed s",
+        "CPU s",
+        "core-equivalent CPU s",
+        "MiB/s",
+    ]);
     let opt = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.2}"));
     for r in rows {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.2} | {:.2} | {} | {} |",
-            r.config,
-            r.trials,
-            r.elapsed_s,
-            r.cpu_s,
+        t.row(&[
+            r.config.clone(),
+            r.trials.to_string(),
+            format!("{:.2}", r.elapsed_s),
+            format!("{:.2}", r.cpu_s),
             opt(r.core_cpu_s),
-            opt(r.mib_per_s)
-        );
+            opt(r.mib_per_s),
+        ]);
     }
-    let _ = writeln!(s);
+    let _ = writeln!(s, "{}", t.render());
 }
 
 /// The per-job figures of the trials that completed, by configuration then job name.
@@ -168,19 +170,29 @@ pub fn markdown(s: &mut String, rows: &[JobTimes]) {
         s,
         "## Job times\n\nMeans per job run over the completed trials (from the job logs).\n"
     );
-    let _ = writeln!(
-        s,
-        "| configuration | job | runs | real s | user s | system s | MiB read | MiB written |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    let mut t = MarkdownTable::new(&[
+        "configuration",
+        "job",
+        "runs",
+        "real s",
+        "user s",
+        "system s",
+        "MiB read",
+        "MiB written",
+    ]);
     for r in rows {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
-            r.config, r.job, r.runs, r.real_s, r.user_s, r.sys_s, r.read_mib, r.written_mib
-        );
+        t.row(&[
+            r.config.clone(),
+            r.job.clone(),
+            r.runs.to_string(),
+            format!("{:.2}", r.real_s),
+            format!("{:.2}", r.user_s),
+            format!("{:.2}", r.sys_s),
+            format!("{:.1}", r.read_mib),
+            format!("{:.1}", r.written_mib),
+        ]);
     }
-    let _ = writeln!(s);
+    let _ = writeln!(s, "{}", t.render());
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use super::{Report, TrialRow, chance_best_line, figures_line};
 use crate::race::{Elimination, Left};
 use crate::summary::ConfigSummary;
 use perfpilot_store::TrialPhase;
+use perfpilot_units::MarkdownTable;
 
 /// How a configuration left the race, in a word for the table.
 fn left_word(kind: Left) -> &'static str {
@@ -122,23 +123,25 @@ pub fn to_markdown(r: &Report) -> String {
     }
     if let Some(sc) = &r.scaling {
         let _ = writeln!(s, "## Load sweep of {}\n", sc.config);
-        let _ = writeln!(
-            s,
-            "| users | throughput | mean response (ms) | p99 (ms) | errors | CPU cores |"
-        );
-        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        let mut t = MarkdownTable::new(&[
+            "users",
+            "throughput",
+            "mean response (ms)",
+            "p99 (ms)",
+            "errors",
+            "CPU cores",
+        ]);
         for p in &sc.points {
-            let _ = writeln!(
-                s,
-                "| {} | {:.1} | {} | {} | {} | {} |",
-                p.users,
-                p.throughput,
+            t.row(&[
+                p.users.to_string(),
+                format!("{:.1}", p.throughput),
                 f(p.response_time_s.map(|v| v * 1000.0), 2),
                 f(p.p99_ms, 2),
-                p.errors,
-                f(p.cpu.get("app").copied(), 2)
-            );
+                p.errors.to_string(),
+                f(p.cpu.get("app").copied(), 2),
+            ]);
         }
+        s.push_str(&t.render());
         let _ = writeln!(
             s,
             "\nSaturation (95 % of the peak throughput) at {} users; knee (highest throughput / response time) at {} users.\n",
@@ -153,23 +156,23 @@ pub fn to_markdown(r: &Report) -> String {
     }
     if !r.scaling_view.is_empty() {
         let _ = writeln!(s, "## Scaling: throughput and CPU vs instances\n");
-        let _ = writeln!(
-            s,
-            "| instances | best configuration | throughput | CPU cores | per core |"
-        );
-        let _ = writeln!(s, "|---|---|---|---|---|");
+        let mut t = MarkdownTable::new(&[
+            "instances",
+            "best configuration",
+            "throughput",
+            "CPU cores",
+            "per core",
+        ]);
         for v in &r.scaling_view {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {:.1} | {} | {} |",
-                v.instances,
-                v.config,
-                v.throughput,
+            t.row(&[
+                v.instances.to_string(),
+                v.config.clone(),
+                format!("{:.1}", v.throughput),
                 f(v.cpu_cores, 2),
-                f(v.per_core, 1)
-            );
+                f(v.per_core, 1),
+            ]);
         }
-        let _ = writeln!(s);
+        let _ = writeln!(s, "{}", t.render());
     }
     if !r.effects.is_empty() {
         let _ = writeln!(
@@ -218,68 +221,71 @@ fn config_table(
     rows: &[ConfigSummary],
     eliminated: Option<&[Elimination]>,
 ) {
-    let left = if eliminated.is_some() {
-        " left the race |"
-    } else {
-        ""
-    };
-    let _ = writeln!(
-        s,
-        "| configuration | trials | ok | mean ({unit}) | stdev | throughput | CPU cores |{left}"
-    );
-    let _ = writeln!(
-        s,
-        "|---|---|---|---|---|---|---|{}",
-        if left.is_empty() { "" } else { "---|" }
-    );
+    let mut header: Vec<String> = [
+        "configuration".to_string(),
+        "trials".into(),
+        "ok".into(),
+        format!("mean ({unit})"),
+        "stdev".into(),
+        "throughput".into(),
+        "CPU cores".into(),
+    ]
+    .into();
+    if eliminated.is_some() {
+        header.push("left the race".into());
+    }
+    let mut t = MarkdownTable::new(&header);
     for c in rows {
-        let mut line = format!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            c.config,
-            c.trials,
-            c.ok,
+        let mut row = vec![
+            c.config.clone(),
+            c.trials.to_string(),
+            c.ok.to_string(),
             f(c.mean, 2),
             f(c.stdev, 2),
             f(c.throughput, 1),
             f(c.cpu_cores, 2),
-        );
+        ];
         if let Some(elim) = eliminated {
-            let word = match elim.iter().find(|e| e.config == c.config) {
+            row.push(match elim.iter().find(|e| e.config == c.config) {
                 Some(e) => format!("round {} ({})", e.round, left_word(e.kind)),
                 None => "–".into(),
-            };
-            let _ = write!(line, " {word} |");
+            });
         }
-        let _ = writeln!(s, "{line}");
+        t.row(&row);
     }
-    let _ = writeln!(s);
+    let _ = writeln!(s, "{}", t.render());
 }
 
 /// A section of trials: one row each.
 fn trial_table(s: &mut String, title: &str, rows: &[&TrialRow]) {
     let _ = writeln!(s, "## {title}\n");
-    let _ = writeln!(
-        s,
-        "| id | round | configuration | status | value | throughput | p99 ms | errors | CPU cores | reason |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    let mut table = MarkdownTable::new(&[
+        "id",
+        "round",
+        "configuration",
+        "status",
+        "value",
+        "throughput",
+        "p99 ms",
+        "errors",
+        "CPU cores",
+        "reason",
+    ]);
     for t in rows {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            t.id,
-            t.round,
-            t.config,
-            t.status,
+        table.row(&[
+            t.id.to_string(),
+            t.round.to_string(),
+            t.config.clone(),
+            t.status.to_string(),
             f(t.value, 2),
             f(t.throughput, 1),
             f(t.p99_ms, 2),
             t.errors.map_or("–".into(), |e| e.to_string()),
             f(t.cpu_cores, 2),
-            t.reason.replace('|', "/")
-        );
+            t.reason.clone(),
+        ]);
     }
-    let _ = writeln!(s);
+    let _ = writeln!(s, "{}", table.render());
 }
 
 /// `line` with its first letter in upper case, to open a sentence.

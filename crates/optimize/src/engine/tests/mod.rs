@@ -157,6 +157,10 @@ fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Chang
         effective: false,
         last_problem: None,
         dropped: 0,
+        needed: None,
+        rest_off: Vec::new(),
+        rest_on: Vec::new(),
+        cpus: 0,
     }
 }
 

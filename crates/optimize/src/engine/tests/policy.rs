@@ -218,6 +218,37 @@ fn a_backed_off_strategy_is_not_proposed_and_is_once_the_back_off_ends() {
 }
 
 #[test]
+fn while_a_strategy_waits_for_a_steady_signal_it_is_not_asked_again_until_the_signal_is_steady() {
+    let (_tmp, mut e) = engine("");
+    e.tun.affinity_level = Level::Core;
+    e.tun.memory_affinity = false;
+    e.tun.large_pages = false;
+    let w = two_threads(0.3);
+    let r = rates(2, 0.0);
+    e.steady.next_scan(0.0);
+    let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    assert!(states[&w.signature].starts_with("would try cache_affinity: waiting"));
+    assert!(e.steady.waits(&w.signature, StrategyKind::CacheAffinity));
+    // Meanwhile the strategy would no longer act (no headroom), but it is not asked: the scan
+    // reads only the signal (asking may read a large server's memory).
+    e.tun.headroom = 0.1;
+    e.steady.next_scan(1.0);
+    let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    assert_eq!(
+        states[&w.signature],
+        "would try cache_affinity: waiting for a steady signal: 2 of 3 readings so far"
+    );
+    // Steady: it is asked afresh, says no, and nothing starts.
+    e.steady.next_scan(2.0);
+    let states = e.propose_workloads(std::slice::from_ref(&w), &r).unwrap();
+    assert!(
+        states[&w.signature].starts_with("cache_affinity: "),
+        "{states:?}"
+    );
+    assert!(e.actions.trials.is_empty());
+}
+
+#[test]
 fn a_strategy_already_kept_or_switched_off_is_not_proposed_again() {
     let (_tmp, mut e) = engine("");
     e.tun.affinity_level = Level::Core;
