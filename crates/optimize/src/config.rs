@@ -25,7 +25,8 @@
 //! ```
 //!
 //! Top-level `listen` and `textfile` and a `[fleet]` table configure the live metrics and the
-//! fleet's priors; `conf.d/*.toml` beside the main file are read after it (`dropins.rs`).
+//! fleet's priors; `read_ahead_devices = ["sdb", "nvme*"]` limits the read-ahead strategy to
+//! those block devices; `conf.d/*.toml` beside the main file are read after it (`dropins.rs`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -242,6 +243,9 @@ pub struct DaemonConfig {
     pub textfile: Option<PathBuf>,
     /// The `[fleet]` table: verdicts of other hosts read from Prometheus.
     pub fleet: Option<FleetConfig>,
+    /// The block devices the read-ahead strategy may tune (`read_ahead_devices = ["sdb",
+    /// "nvme*"]`: a name, or a prefix ending in `*`); every device when absent.
+    pub read_ahead_devices: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -257,6 +261,7 @@ struct Raw {
     listen: Option<toml::Spanned<String>>,
     textfile: Option<PathBuf>,
     fleet: Option<toml::Spanned<FleetConfig>>,
+    read_ahead_devices: Option<toml::Spanned<Vec<String>>>,
 }
 
 /// The default port of the metrics endpoint (the one the DaemonSet and the docs use).
@@ -271,6 +276,15 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     s.parse().map_err(|_| {
         format!("listen {s:?}: expected ADDRESS:PORT (e.g. 127.0.0.1:{DEFAULT_PORT}) or a port")
     })
+}
+
+/// A device name of `/sys/block` (no `/`, no blank), or such a prefix ending in one `*`.
+fn device_pattern_ok(p: &str) -> bool {
+    let name = p.strip_suffix('*').unwrap_or(p);
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -389,6 +403,22 @@ impl DaemonConfig {
             }
             None => None,
         };
+        let read_ahead_devices = match raw.read_ahead_devices {
+            Some(d) => {
+                let line = line_of(text, d.span().start);
+                let d = d.into_inner();
+                if let Some(bad) = d.iter().find(|n| !device_pattern_ok(n)) {
+                    return Err(invalid(
+                        line,
+                        format!(
+                            "read_ahead_devices: {bad:?} is not a block device name (as in /sys/block: `sdb`, `nvme0n1`) or a prefix ending in `*` (`nvme*`)"
+                        ),
+                    ));
+                }
+                Some(d)
+            }
+            None => None,
+        };
         let config = DaemonConfig {
             tunables,
             workloads,
@@ -397,8 +427,20 @@ impl DaemonConfig {
             listen,
             textfile: raw.textfile,
             fleet,
+            read_ahead_devices,
         };
         Ok((config, raw.only_matched))
+    }
+
+    /// Whether the read-ahead strategy may tune the block device `name` (see
+    /// [`DaemonConfig::read_ahead_devices`]).
+    pub fn read_ahead_device(&self, name: &str) -> bool {
+        self.read_ahead_devices.as_ref().is_none_or(|list| {
+            list.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == p,
+            })
+        })
     }
 
     /// The first rule matching a process.
@@ -478,6 +520,33 @@ action = "exclude"
         let mut t = Tunables::default();
         c.apply_tunables(&mut t);
         assert_eq!(t.interval_s, 2.0);
+    }
+
+    #[test]
+    fn read_ahead_devices_limit_the_strategy_to_names_and_prefixes() {
+        let all = DaemonConfig::parse("", Path::new("c.toml")).unwrap();
+        assert!(all.read_ahead_device("vda") && all.read_ahead_device("loop3"));
+        let c = DaemonConfig::parse(
+            "read_ahead_devices = [\"loop3\", \"nvme*\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert!(c.read_ahead_device("loop3"));
+        assert!(c.read_ahead_device("nvme0n1"));
+        assert!(!c.read_ahead_device("loop31"));
+        assert!(!c.read_ahead_device("vda"));
+        for bad in ["\"/dev/sdb\"", "\"\"", "\"*\"", "\"sd*b\""] {
+            let e = DaemonConfig::parse(
+                &format!("\nread_ahead_devices = [{bad}]\n"),
+                Path::new("c.toml"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with("c.toml:2: read_ahead_devices:") && e.contains("/sys/block"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

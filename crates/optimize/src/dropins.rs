@@ -1,6 +1,6 @@
 //! A configuration in layers: the main file (`/etc/perfpilot/perfpilot.toml`) and then the
 //! drop-ins of `conf.d/*.toml` beside it, in name order. A later file overrides what it sets:
-//! each `[tunables]` value, `only_matched`, `listen`, `textfile` and `[fleet]`; its
+//! each `[tunables]` value, `only_matched`, `listen`, `textfile`, `read_ahead_devices` and `[fleet]`; its
 //! `[[workload]]` rules are tried before the earlier files' (the first match wins), and its
 //! `[[preset]]` tables come after theirs. One file with an error fails the whole load, naming
 //! that file and line, so a reload keeps the configuration in force.
@@ -72,6 +72,9 @@ impl DaemonConfig {
         }
         if later.fleet.is_some() {
             self.fleet = later.fleet;
+        }
+        if later.read_ahead_devices.is_some() {
+            self.read_ahead_devices = later.read_ahead_devices;
         }
     }
 }

@@ -49,6 +49,7 @@ pub mod mapping;
 pub mod net;
 pub mod netns;
 pub mod node;
+pub mod pagecache;
 pub mod pages;
 pub mod perf;
 pub mod process;

@@ -5,6 +5,7 @@
 //! - `bench load` is that population's member: threads that sleep or spin, memory that is
 //!   touched (optionally with `MADV_HUGEPAGE`). It prints `ready` and runs until its standard
 //!   input closes. Tests use it as a workload they spawn and own.
+//! - `bench read` (`bench_read.rs`) reads files, sequentially or at random, likewise.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -27,6 +28,8 @@ enum BenchWhat {
     Sample(SampleBench),
     /// A synthetic process: N threads that sleep or spin, and touched memory.
     Load(LoadArgs),
+    /// A reader of a directory's files: sequential passes (cold) or random blocks.
+    Read(super::bench_read::ReadArgs),
 }
 
 #[derive(Args)]
@@ -69,6 +72,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Sample(s) => sample(s),
         BenchWhat::Load(l) => load(l),
+        BenchWhat::Read(r) => super::bench_read::run(r),
     }
 }
 

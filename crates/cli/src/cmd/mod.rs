@@ -2,6 +2,7 @@
 
 pub mod advise;
 pub mod bench;
+pub mod bench_read;
 pub mod capacity;
 pub mod daemon;
 pub mod drive;

@@ -1,6 +1,7 @@
 //! Proposing: for each eligible workload, the enabled strategies are asked in order (cache
 //! affinity, memory affinity, large pages) until one proposes an action, which starts a trial;
-//! block devices are asked about read-ahead, judged by the workload reading the most.
+//! block devices are asked about read-ahead (those `read_ahead_devices` lists, or all), judged by
+//! the workload reading the most among those the config does not leave alone.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -228,7 +229,8 @@ impl Engine {
         Ok(Some(state))
     }
 
-    /// Asks read-ahead about every block device not already in a trial, kept or backed off.
+    /// Asks read-ahead about every block device the config lets it tune that is not already in
+    /// a trial, kept or backed off.
     fn propose_devices(
         &mut self,
         workloads: &[Workload],
@@ -240,6 +242,9 @@ impl Engine {
         let interval = self.tun.interval_s;
         let thp = ThpSettings::default();
         for d in &cur.disks {
+            if !self.policy.config.read_ahead_device(&d.name) {
+                continue;
+            }
             let sig = format!("device:{}", d.name);
             if self.actions.trials.iter().any(|t| t.signature == sig)
                 || self.actions.held.iter().any(|h| h.signature == sig)
@@ -272,18 +277,23 @@ impl Engine {
                 after: d,
                 interval_s: rates.interval_s,
             };
-            let Proposal::Act {
-                changes,
-                reason,
-                interleave,
-                irreversible,
-            } = ReadAhead.propose(&dv, &ctx)
-            else {
-                continue;
+            let (changes, reason, interleave, irreversible) = match ReadAhead.propose(&dv, &ctx) {
+                Proposal::Act {
+                    changes,
+                    reason,
+                    interleave,
+                    irreversible,
+                } => (changes, reason, interleave, irreversible),
+                Proposal::Skip(why) => {
+                    debug!(device = %d.name, "read_ahead: no action: {why}");
+                    continue;
+                }
             };
-            // The judge: the workload reading the most bytes from storage.
+            // The judge: the workload reading the most bytes, of those the config does not
+            // leave alone (under only_matched, a matched one: not someone else's reader).
             let judge = workloads
                 .iter()
+                .filter(|w| !self.policy.excluded(w))
                 .max_by(|a, b| read_bytes_per_s(a, rates).total_cmp(&read_bytes_per_s(b, rates)))
                 .filter(|w| read_bytes_per_s(w, rates) > 0.0);
             let (judge_sig, signal) = match judge.map(|w| (w, self.signal_of(w, rates))) {
@@ -295,7 +305,10 @@ impl Engine {
                     (w.signature.clone(), Some(s))
                 }
                 _ if self.tun.allow_unverified => (sig.clone(), None),
-                _ => continue,
+                _ => {
+                    debug!(device = %d.name, "read_ahead waits: no workload to judge it reads ({reason})");
+                    continue;
+                }
             };
             let pseudo = Workload {
                 signature: sig.clone(),

@@ -22,6 +22,9 @@ impl Engine {
             changed.push("presets (servers are looked at again)".to_string());
             self.watch.servers = Servers::new(&self.fs, config.preset.clone());
         }
+        if old.read_ahead_devices != config.read_ahead_devices {
+            changed.push("read_ahead_devices".to_string());
+        }
         if old.fleet != config.fleet {
             changed.push("fleet".to_string());
         }

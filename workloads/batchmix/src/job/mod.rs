@@ -118,7 +118,6 @@ pub(crate) fn open_input(cfg: &BatchConfig, files: &SessionFiles) -> Result<File
 /// Writes the file's dirty pages back and asks the kernel to drop its cached pages (only
 /// this file's: `posix_fadvise(DONTNEED)`).
 pub(crate) fn drop_cached(f: &File, path: &Path) -> Result<(), Error> {
-    f.sync_data().map_err(|e| Error::io("sync", path, e))?;
-    rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::DontNeed)
-        .map_err(|e| Error::io("drop the cached pages of", path, e.into()))
+    perfpilot_sys::pagecache::drop_cached(f, path)
+        .map_err(|e| Error::io("drop the cached pages of", path, std::io::Error::other(e)))
 }
