@@ -212,8 +212,9 @@ pub struct RunArgs {
     /// In the perfpilot cell, the warm-up goes on (in 20 s loads) while the daemon has a trial
     /// running, up to this much longer, so that the measured window shows what it decided
     /// rather than a trial half done (a daemon runs for days; the cell lasts minutes). `0s`:
-    /// the fixed warm-up only.
-    #[arg(long, default_value = "5m", value_parser = duration)]
+    /// the fixed warm-up only. A noisy signal takes up to `max_windows` (30) windows a side:
+    /// PostgreSQL's 8 s windows then need 8 minutes.
+    #[arg(long, default_value = "12m", value_parser = duration)]
     pub decide_within: Duration,
     /// Seed of the round orders (a resumed run takes the seed of its file).
     #[arg(long, default_value_t = 1)]
