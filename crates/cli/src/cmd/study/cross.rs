@@ -60,18 +60,18 @@ pub(super) fn print_ratios(c: &CrossSystem, la: &str, lb: &str) {
     }
     let width = c.configs.iter().map(|r| r.config.len()).max().unwrap_or(0).max(13);
     println!(
-        "  {:<width$} {:>7} {:>12} {:>12} {:>26} {:>26} {:>26}",
+        "  {:<width$} {:>7} {:>14} {:>14} {:>26} {:>26} {:>26}",
         "configuration",
         "trials",
-        format!("mean a {}", c.unit),
-        format!("mean b {}", c.unit),
+        format!("a mean ({})", c.unit),
+        format!("b mean ({})", c.unit),
         "result",
         format!("{} per core", c.rate_unit),
         format!("{} per instance", c.rate_unit),
     );
     for r in &c.configs {
         println!(
-            "  {:<width$} {:>7} {:>12} {:>12} {:>26} {:>26} {:>26}",
+            "  {:<width$} {:>7} {:>14} {:>14} {:>26} {:>26} {:>26}",
             r.config,
             format!("{}/{}", r.trials_a, r.trials_b),
             number(r.mean_a),
