@@ -113,7 +113,11 @@ fn compare_across_two_stores_prints_the_machines_and_the_ratio_per_configuration
     let (sa, sb) = (a.to_str().unwrap(), b.to_str().unwrap());
     let out = perfpilot(&["study", "compare", "1", "1", "--store", sa, "--store-b", sb]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     // The machines first, side by side.
     assert!(lines[0].starts_with("machine"), "{stdout}");
@@ -150,7 +154,10 @@ fn compare_across_two_stores_prints_the_machines_and_the_ratio_per_configuration
     };
     // Result ×1.2, per core ×0.6, per instance ×1.2 (same instances on both).
     let one = row("instances=1 ");
-    assert!(one.contains("4/4") && one.matches("×1.200").count() == 2, "{one}");
+    assert!(
+        one.contains("4/4") && one.matches("×1.200").count() == 2,
+        "{one}"
+    );
     assert!(one.contains("×0.600"), "{one}");
     assert!(row("instances=2 ").contains("×1.200 (1."), "{stdout}");
     assert!(
@@ -159,7 +166,15 @@ fn compare_across_two_stores_prints_the_machines_and_the_ratio_per_configuration
     );
 
     let json = perfpilot(&[
-        "study", "compare", "1", "1", "--store", sa, "--store-b", sb, "--json",
+        "study",
+        "compare",
+        "1",
+        "1",
+        "--store",
+        sa,
+        "--store-b",
+        sb,
+        "--json",
     ]);
     assert!(json.status.success());
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();

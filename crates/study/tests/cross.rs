@@ -108,11 +108,17 @@ fn a_configuration_twenty_percent_faster_on_b_gives_1_2_per_core_and_per_instanc
     assert!(holds(&res, 1.2) && res.low.unwrap() > 1.0, "{res:?}");
     // Per busy core b does 600 to a's 500: b is 0.6× as good per core.
     let core = r.per_core.expect("a per-core ratio");
-    assert!((core.ratio - 0.6).abs() < 1e-9 && holds(&core, 0.6), "{core:?}");
+    assert!(
+        (core.ratio - 0.6).abs() < 1e-9 && holds(&core, 0.6),
+        "{core:?}"
+    );
     assert!(core.high.unwrap() < 1.0, "{core:?}");
     // Two instances on both: per instance is the result's ratio.
     let inst = r.per_instance.expect("a per-instance ratio");
-    assert!((inst.ratio - 1.2).abs() < 1e-9 && holds(&inst, 1.2), "{inst:?}");
+    assert!(
+        (inst.ratio - 1.2).abs() < 1e-9 && holds(&inst, 1.2),
+        "{inst:?}"
+    );
 }
 
 #[test]
@@ -132,7 +138,10 @@ fn a_lower_is_better_goal_turns_the_ratio_round() {
     let r = &x.configs[0];
     let res = r.result.unwrap();
     assert!((res.ratio - 10.0 / 12.0).abs() < 1e-9, "{res:?}");
-    assert!(holds(&res, 10.0 / 12.0) && res.high.unwrap() < 1.0, "{res:?}");
+    assert!(
+        holds(&res, 10.0 / 12.0) && res.high.unwrap() < 1.0,
+        "{res:?}"
+    );
     let core = r.per_core.unwrap();
     assert!((core.ratio - 2.0).abs() < 1e-9, "{core:?}");
 }

@@ -6,36 +6,28 @@ use perfpilot_units::{bytes, number};
 
 /// The two machines side by side (`la`, `lb`: how the runs are named).
 pub(super) fn print_machines(c: &CrossSystem, la: &str, lb: &str) {
-    let known = |s: Option<String>| s.unwrap_or_else(|| "–".into());
-    let cpus = |m: &Machine| {
-        let mut s = known(m.cpus().map(|n| n.to_string()));
-        if let (Some(cores), Some(smt)) = (m.cores, m.smt) {
-            s.push_str(&format!(" ({cores} cores × SMT{smt})"));
-        }
-        s
-    };
-    let rows: [(&str, fn(&Machine) -> Option<String>); 4] = [
-        ("CPU model", |m| m.cpu_model.clone()),
-        ("memory", |m| m.memory_bytes.map(bytes)),
-        ("kernel", |m| m.kernel.clone()),
-        ("hostname", |m| m.hostname.clone()),
-    ];
-    let width = la.len().max(20);
+    let width = la.chars().count().max(20);
     println!("{:<10} {:<width$} {}", "machine", la, lb);
-    println!(
-        "{:<10} {:<width$} {}",
-        "CPUs",
-        cpus(&c.machine_a),
-        cpus(&c.machine_b)
-    );
-    for (name, f) in rows {
-        println!(
-            "{:<10} {:<width$} {}",
-            name,
-            known(f(&c.machine_a)),
-            known(f(&c.machine_b))
-        );
+    let (a, b) = (facts(&c.machine_a), facts(&c.machine_b));
+    for ((name, x), (_, y)) in a.into_iter().zip(b) {
+        println!("{name:<10} {x:<width$} {y}");
     }
+}
+
+/// A machine's rows: name and value (`–` when the run did not record it).
+fn facts(m: &Machine) -> [(&'static str, String); 5] {
+    let known = |s: Option<String>| s.unwrap_or_else(|| "–".into());
+    let mut cpus = known(m.cpus().map(|n| n.to_string()));
+    if let (Some(cores), Some(smt)) = (m.cores, m.smt) {
+        cpus.push_str(&format!(" ({cores} cores × SMT{smt})"));
+    }
+    [
+        ("CPUs", cpus),
+        ("CPU model", known(m.cpu_model.clone())),
+        ("memory", known(m.memory_bytes.map(bytes))),
+        ("kernel", known(m.kernel.clone())),
+        ("hostname", known(m.hostname.clone())),
+    ]
 }
 
 /// `×1.20 (1.15–1.26)`, or `–` when there is no ratio.
@@ -58,7 +50,13 @@ pub(super) fn print_ratios(c: &CrossSystem, la: &str, lb: &str) {
         println!("  no ratios: {why}");
         return;
     }
-    let width = c.configs.iter().map(|r| r.config.len()).max().unwrap_or(0).max(13);
+    let width = c
+        .configs
+        .iter()
+        .map(|r| r.config.len())
+        .max()
+        .unwrap_or(0)
+        .max(13);
     println!(
         "  {:<width$} {:>7} {:>14} {:>14} {:>26} {:>26} {:>26}",
         "configuration",
