@@ -16,11 +16,17 @@ fn perfpilot(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn summary(winner: &str) -> Summary {
+/// A finished run's summary: a throughput goal, or with `latency` a p99 goal.
+fn summary(winner: &str, latency: bool) -> Summary {
+    let (goal, unit) = if latency {
+        ("minimize p99 latency (ms)", "ms")
+    } else {
+        ("maximize throughput (requests/s)", "req/s")
+    };
     Summary {
-        goal: "maximize throughput (requests/s)".into(),
-        unit: "req/s".into(),
-        higher_is_better: true,
+        goal: goal.into(),
+        unit: unit.into(),
+        higher_is_better: !latency,
         baseline: "instances=1".into(),
         winner: Some(winner.into()),
         indistinguishable: Vec::new(),
@@ -42,9 +48,14 @@ fn summary(winner: &str) -> Summary {
     }
 }
 
-/// A store at `path` holding one finished run on machine `host` (stored host facts): four
-/// race rounds of each `(instances, req/s, busy cores)`.
+/// A store at `path` holding one finished run of a throughput goal on machine `host` (stored
+/// host facts): four race rounds of each `(instances, req/s, busy cores)`.
 fn store_with_run(path: &Path, host: &str, configs: &[(i64, f64, f64)]) {
+    store_with_goal(path, host, configs, false);
+}
+
+/// As [`store_with_run`], with a p99 goal when `latency`.
+fn store_with_goal(path: &Path, host: &str, configs: &[(i64, f64, f64)], latency: bool) {
     let mut s = Store::open(path).unwrap();
     let run = s
         .study_begin("synthetic", "synthetic.toml", "name = \"synthetic\"", host)
@@ -83,7 +94,7 @@ fn store_with_run(path: &Path, host: &str, configs: &[(i64, f64, f64)]) {
             .unwrap();
         }
     }
-    let sum = serde_json::to_string(&summary("instances=2")).unwrap();
+    let sum = serde_json::to_string(&summary("instances=2", latency)).unwrap();
     s.study_set_state(run, RunState::Done, Some(&sum)).unwrap();
 }
 
@@ -189,6 +200,27 @@ fn compare_across_two_stores_prints_the_machines_and_the_ratio_per_configuration
     );
     assert!(lo < 1.2 && 1.2 < hi && lo > 1.0, "{r}");
     assert!((r["per_core"]["ratio"].as_f64().unwrap() - 0.6).abs() < 1e-9);
+
+    // A run of another goal: no ratios, and a line saying why.
+    let c = dir.path().join("latency.db");
+    store_with_goal(&c, P8, &[(1, 1200.0, 2.0)], true);
+    let out = perfpilot(&[
+        "study",
+        "compare",
+        "1",
+        "1",
+        "--store",
+        sa,
+        "--store-b",
+        c.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("no ratios: the runs have different goals (maximize throughput (requests/s) in req/s, minimize p99 latency (ms) in ms)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("×1.200"), "{stdout}");
 }
 
 #[test]
