@@ -161,6 +161,31 @@ impl Store {
         Store::with_connection(conn, path)
     }
 
+    /// The schema version of the store at `path`, read without upgrading or writing anything
+    /// (so two stores can be checked against each other before either is opened); 0 for a
+    /// file with no perfpilot schema. Fails as [`Store::open_existing`] does when there is no
+    /// file or it cannot be read.
+    pub fn schema_version_at(path: impl AsRef<Path>) -> Result<i64> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |reason: String| Error::Open {
+            path: path.clone(),
+            reason,
+        };
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::Missing { path });
+            }
+            Err(e) => return Err(fail(e.to_string())),
+            Ok(m) if m.is_dir() => return Err(fail("it is a directory".into())),
+            Ok(_) => {}
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| fail(e.to_string()))?;
+        schema::version(&conn).map_err(|e| fail(e.to_string()))
+    }
+
     /// Where the store lives unless `--store` says otherwise:
     /// `$XDG_STATE_HOME/perfpilot/perfpilot.db` when that is set (to an absolute path), else
     /// `/var/lib/perfpilot/perfpilot.db` for root, else `~/.local/state/perfpilot/perfpilot.db`.

@@ -170,6 +170,10 @@ fn a_store_of_a_newer_schema_is_refused_by_every_opener() {
         assert!(e.to_string().contains("upgrade perfpilot"), "{e}");
         assert_names(&e, &path);
     }
+    // The version is read as it is, without opening (or upgrading) the store.
+    assert_eq!(Store::schema_version_at(&path).unwrap(), 99);
+    let gone = Store::schema_version_at(dir.path().join("missing.db")).unwrap_err();
+    assert!(matches!(gone, Error::Missing { .. }), "{gone:?}");
 }
 
 /// The pages of the samples table and its index: everything after the last page written before

@@ -17,9 +17,12 @@
 //! A race may have dropped the other's winner on a one-sided test repeated round after round,
 //! which is a decision to stop spending on it, not this comparison; it is shown, not counted.
 
+use std::path::Path;
+
 use perfpilot_store::{Store, TrialPhase, TrialRecord};
 use serde::{Deserialize, Serialize};
 
+use crate::cross::{CrossSystem, cross_system};
 use crate::error::{Result, StudyError};
 use crate::race::Elimination;
 use crate::scores::paired_values;
@@ -81,6 +84,10 @@ pub struct Comparison {
     pub agreement: Agreement,
     /// Whether the two runs ran the same study file text.
     pub same_study: bool,
+    /// The two runs' machines and, per configuration both measured, run `b`'s result over
+    /// run `a`'s (`None`: not loaded from stores).
+    #[serde(default)]
+    pub cross: Option<CrossSystem>,
 }
 
 /// Compares two runs from their summaries and trials (`a` and `b`: run id, summary, trials).
@@ -156,6 +163,7 @@ pub fn compare(
         contradict,
         agreement,
         same_study,
+        cross: None,
     }
 }
 
@@ -182,10 +190,12 @@ fn pairs(trials: &[TrialRecord], x: &str, y: &str) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// Loads run `a` from `store_a` and run `b` from `store_b` (the same store or another) and
-/// compares them; a run that has not finished has no summary and is an error that says how to
+/// compares them, with the machines they ran on and the ratio of their results per
+/// configuration; a run that has not finished has no summary and is an error that says how to
 /// finish it.
 pub fn compare_runs(store_a: &Store, a: i64, store_b: &Store, b: i64) -> Result<Comparison> {
-    let load = |store: &Store, run: i64| -> Result<(String, Summary, Vec<TrialRecord>)> {
+    type Loaded = (String, String, Summary, Vec<TrialRecord>);
+    let load = |store: &Store, run: i64| -> Result<Loaded> {
         let rec = store.study(run)?.ok_or_else(|| StudyError::NoRun {
             store: store.path().to_path_buf(),
             run,
@@ -201,9 +211,42 @@ pub fn compare_runs(store_a: &Store, a: i64, store_b: &Store, b: i64) -> Result<
                     rec.state
                 ))
             })?;
-        Ok((rec.spec, summary, store.trials(run)?))
+        Ok((rec.spec, rec.host, summary, store.trials(run)?))
     };
-    let (spec_a, sa, ta) = load(store_a, a)?;
-    let (spec_b, sb, tb) = load(store_b, b)?;
-    Ok(compare((a, &sa, &ta), (b, &sb, &tb), spec_a == spec_b))
+    let (spec_a, host_a, sa, ta) = load(store_a, a)?;
+    let (spec_b, host_b, sb, tb) = load(store_b, b)?;
+    let mut c = compare((a, &sa, &ta), (b, &sb, &tb), spec_a == spec_b);
+    c.cross = Some(cross_system((&sa, &ta, &host_a), (&sb, &tb, &host_b)));
+    Ok(c)
+}
+
+/// Refuses two stores of different schema versions before either is opened (opening would
+/// upgrade an older one in place, and a newer one cannot be read), naming both and what to do.
+pub fn check_schemas(a: &Path, b: &Path) -> Result<()> {
+    let (va, vb) = (Store::schema_version_at(a)?, Store::schema_version_at(b)?);
+    if va == vb {
+        return Ok(());
+    }
+    let supported = perfpilot_store::schema::SCHEMA_VERSION;
+    let (newer, older) = if va > vb { (a, b) } else { (b, a) };
+    let advice = if va.max(vb) > supported {
+        format!(
+            "compare them with the perfpilot that wrote {} (or a newer one), which reads both",
+            newer.display()
+        )
+    } else {
+        format!(
+            "upgrade {} first by opening it with this perfpilot (`perfpilot study list --store {}` upgrades it in place; copy it first to keep the original), then compare again",
+            older.display(),
+            older.display()
+        )
+    };
+    Err(StudyError::SchemaMismatch {
+        a: a.to_path_buf(),
+        version_a: va,
+        b: b.to_path_buf(),
+        version_b: vb,
+        supported,
+        advice,
+    })
 }

@@ -110,6 +110,27 @@ pub enum StudyError {
         /// Each host and why it was lost.
         lost: String,
     },
+    /// Two stores compared have different schema versions (written by different perfpilot
+    /// versions).
+    #[error(
+        "cannot compare the stores {a} (schema version {version_a}) and {b} (schema version {version_b}): they were written by different perfpilot versions and this one reads schema version {supported}; {advice}",
+        a = .a.display(),
+        b = .b.display()
+    )]
+    SchemaMismatch {
+        /// The first store.
+        a: PathBuf,
+        /// Its schema version.
+        version_a: i64,
+        /// The second store.
+        b: PathBuf,
+        /// Its schema version.
+        version_b: i64,
+        /// The version this build reads and writes.
+        supported: i64,
+        /// What to do.
+        advice: String,
+    },
     /// The run was stopped (Ctrl-C); every knob was restored.
     #[error("interrupted; every knob was restored and every instance stopped")]
     Interrupted,

@@ -26,7 +26,9 @@
 //!   host's round run again on another;
 //! - [`scale`]: the scaling mode (saturation point and knee);
 //! - [`compare`]: two runs side by side — the same winner, or winners not significantly
-//!   different over both runs' rounds together, or one significantly better;
+//!   different over both runs' rounds together, or one significantly better; [`cross`]: two
+//!   runs across machines — the machines, and per configuration the ratio of the results,
+//!   per core and per instance, with intervals;
 //! - [`replay`]: racing replayed on an exhaustive run's trials, over many round orders: the
 //!   trials a race would have spent and how often it picks the exhaustive winner;
 //! - [`stats`]: the rank tests, the Hodges–Lehmann interval and the equivalence check, and the
@@ -36,6 +38,7 @@
 
 pub mod batch;
 pub mod compare;
+pub mod cross;
 pub mod deploy;
 pub mod error;
 pub mod hosts;

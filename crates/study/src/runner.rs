@@ -97,14 +97,7 @@ pub(crate) fn host_json(topo: &Topology) -> String {
     // The machine, so that runs on two machines can be told apart and compared per core.
     let fs = perfpilot_sys::Fs::live();
     let text = |rel: &str| fs.read(rel).ok().map(|t| t.trim().to_string());
-    let cpu_model = text("proc/cpuinfo").and_then(|t| {
-        t.lines()
-            .find(|l| {
-                l.starts_with("model name") || l.starts_with("cpu\t") || l.starts_with("cpu ")
-            })
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    });
+    let cpu_model = text("proc/cpuinfo").and_then(|t| cpu_model(&t));
     let memory = perfpilot_sys::stat::read_meminfo(&fs)
         .ok()
         .and_then(|m| m.get("MemTotal").copied());
@@ -120,6 +113,19 @@ pub(crate) fn host_json(topo: &Topology) -> String {
         "memory_bytes": memory,
     })
     .to_string()
+}
+
+/// The CPU model in /proc/cpuinfo's text: x86's `model name`, else POWER's `cpu` (matched
+/// whole: x86's `cpu family` is a number, not the model).
+pub(crate) fn cpu_model(cpuinfo: &str) -> Option<String> {
+    let field = |name: &str| {
+        cpuinfo
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim() == name)
+            .map(|(_, v)| v.trim().to_string())
+    };
+    field("model name").or_else(|| field("cpu"))
 }
 
 /// Machine facts `facts` (as [`host_json`] gives them) with the hosts that ran the trials.
@@ -561,4 +567,21 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         race_trials,
         exhaustive_race_trials: feasible.len() * study.run.repetitions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_model;
+
+    #[test]
+    fn the_cpu_model_is_the_model_name_not_the_cpu_family() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2445.434\n";
+        assert_eq!(cpu_model(x86).as_deref(), Some("AMD EPYC"));
+        let power = "processor\t: 0\ncpu\t\t: POWER8E (raw), altivec supported\nclock\t\t: 3690.000000MHz\n";
+        assert_eq!(
+            cpu_model(power).as_deref(),
+            Some("POWER8E (raw), altivec supported")
+        );
+        assert_eq!(cpu_model("processor\t: 0\n"), None);
+    }
 }

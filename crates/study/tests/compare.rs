@@ -195,3 +195,17 @@ fn two_runs_agree_tie_or_disagree() {
     );
     assert_eq!(no_winner.agreement, Agreement::NoWinner);
 }
+
+#[test]
+fn a_comparison_written_before_the_cross_system_figures_still_reads() {
+    let apart = trials([0.95; 5]);
+    let c = compare(
+        (1, &summary(Some("x"), &[], &[], true), &apart),
+        (2, &summary(Some("x"), &[], &[], true), &apart),
+        true,
+    );
+    let mut v = serde_json::to_value(&c).unwrap();
+    assert!(v.as_object_mut().unwrap().remove("cross").is_some());
+    let back: perfpilot_study::compare::Comparison = serde_json::from_value(v).unwrap();
+    assert_eq!(back, c);
+}

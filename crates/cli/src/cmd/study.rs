@@ -1,6 +1,7 @@
 //! `perfpilot study`: validate, run, resume and report configuration studies. Each command
 //! parses its arguments, calls the study library and prints what it returns.
 
+mod cross;
 mod print;
 
 use std::net::TcpListener;
@@ -12,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use perfpilot_observe::{Fs, Topology};
 use perfpilot_store::Store;
-use perfpilot_study::compare::compare_runs;
+use perfpilot_study::compare::{check_schemas, compare_runs};
 use perfpilot_study::hosts::{self, WorkerConfig};
 use perfpilot_study::replay::{ReplayOptions, replay_run};
 use perfpilot_study::report::{self, ReportOptions};
@@ -53,7 +54,10 @@ enum StudySub {
     /// often it picks the exhaustive run's winner.
     Replay(ReplayArgs),
     /// Compare two runs of a study (e.g. the same file run twice): the same winner, different
-    /// winners not significantly different over both runs' rounds, or one really better.
+    /// winners not significantly different over both runs' rounds, or one really better; the
+    /// machines they ran on, and per configuration both measured, run B's result over run A's
+    /// (per core and per instance too) with 95 % intervals (--store-b: a run from another
+    /// machine's store).
     Compare(CompareArgs),
     /// Serve study coordinators (`study run --hosts`): run the trials they send on this host,
     /// one coordinator after the other. It runs whatever the study's commands say, as this
@@ -390,6 +394,9 @@ fn replay(a: ReplayArgs) -> Result<()> {
 
 fn compare(a: CompareArgs) -> Result<()> {
     let path = store_path(a.store.store)?;
+    if let Some(pb) = &a.store_b {
+        check_schemas(&path, pb)?;
+    }
     let s = Store::open_existing(&path)?;
     let other = match &a.store_b {
         Some(p) => Some(Store::open_existing(p)?),

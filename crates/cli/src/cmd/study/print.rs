@@ -241,6 +241,9 @@ pub(super) fn print_replay(run: i64, r: &Replay) {
 
 /// The comparison of runs named `la` and `lb`.
 pub(super) fn print_comparison(c: &Comparison, la: &str, lb: &str) {
+    if let Some(x) = &c.cross {
+        super::cross::print_machines(x, la, lb);
+    }
     if !c.same_study {
         println!("note: {la} and {lb} ran different study files");
     }
@@ -280,6 +283,9 @@ pub(super) fn print_comparison(c: &Comparison, la: &str, lb: &str) {
             Agreement::NoWinner => "no comparison: a run has no winner".to_string(),
         }
     );
+    if let Some(x) = &c.cross {
+        super::cross::print_ratios(x, la, lb);
+    }
 }
 
 /// One run's view of the other run's winner (`me_label`, `other_label`: how to name them).
