@@ -1,0 +1,69 @@
+//! `filestore`: the reference content store (see the library docs for the routes).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use perfpilot_filestore::{Store, StoreConfig, serve};
+
+/// A content store over HTTP: PUT/GET /docs/ID, GET /docs, GET /search?KEY=VALUE, GET /metrics.
+#[derive(Parser, Debug)]
+#[command(name = "filestore", version, about)]
+struct Args {
+    /// Directory of the document tree and (by default) the catalog; created if missing.
+    #[arg(long)]
+    dir: PathBuf,
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// The SQLite catalog (default DIR/catalog.sqlite).
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+    /// Worker threads serving requests (default: one per CPU).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// The largest document accepted, bytes (413 beyond).
+    #[arg(long, default_value_t = 64 << 20)]
+    max_doc_bytes: u64,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        eprintln!("filestore: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let config = StoreConfig {
+        dir: args.dir.clone(),
+        catalog: args.catalog.clone(),
+        max_doc_bytes: args.max_doc_bytes,
+    };
+    let store = Arc::new(Store::open(&config).map_err(|e| e.to_string())?);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = rt
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("cannot read the bound address: {e}"))?;
+        println!(
+            "filestore: listening on http://{addr} (dir {})",
+            args.dir.display()
+        );
+        tokio::select! {
+            r = serve(listener, store) => r.map_err(|e| format!("accept failed: {e}")),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    })
+}
