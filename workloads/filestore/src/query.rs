@@ -99,11 +99,20 @@ pub fn metadata(
     Ok(meta)
 }
 
+/// A page request and the fields besides `after` and `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// The last id of the previous page (empty: from the start).
+    pub after: String,
+    /// How many documents at most.
+    pub limit: usize,
+    /// The other fields, checked as metadata (a search's filters).
+    pub filters: Vec<(String, String)>,
+}
+
 /// A page request: `after` (an id, default before all) and `limit` (1 to [`MAX_PAGE`]),
-/// taken out of `fields`; the rest are returned (a search's filters).
-pub fn page(
-    fields: Vec<(String, String)>,
-) -> Result<(String, usize, Vec<(String, String)>), StoreError> {
+/// taken out of `fields`; the rest are a search's filters.
+pub fn page(fields: Vec<(String, String)>) -> Result<PageRequest, StoreError> {
     let (mut after, mut limit, mut rest) = (String::new(), DEFAULT_PAGE, Vec::new());
     for (k, v) in fields {
         match k.as_str() {
@@ -125,7 +134,11 @@ pub fn page(
             }
         }
     }
-    Ok((after, limit, rest))
+    Ok(PageRequest {
+        after,
+        limit,
+        filters: rest,
+    })
 }
 
 #[cfg(test)]
@@ -170,10 +183,10 @@ mod tests {
 
     #[test]
     fn page_takes_after_and_limit_and_refuses_a_bad_limit() {
-        let (after, limit, rest) = page(fields(Some("dept=hr&limit=5&after=d3")).unwrap()).unwrap();
-        assert_eq!((after.as_str(), limit), ("d3", 5));
-        assert_eq!(rest, [("dept".to_string(), "hr".to_string())]);
-        assert_eq!(page(Vec::new()).unwrap().1, DEFAULT_PAGE);
+        let p = page(fields(Some("dept=hr&limit=5&after=d3")).unwrap()).unwrap();
+        assert_eq!((p.after.as_str(), p.limit), ("d3", 5));
+        assert_eq!(p.filters, [("dept".to_string(), "hr".to_string())]);
+        assert_eq!(page(Vec::new()).unwrap().limit, DEFAULT_PAGE);
         for bad in ["0", "1001", "ten", "-1"] {
             let e = page(vec![("limit".into(), bad.into())]).unwrap_err();
             assert!(e.to_string().contains("from 1 to 1000"), "{e}");

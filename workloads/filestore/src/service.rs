@@ -223,11 +223,11 @@ impl Store {
     fn list(&self, q: Option<&str>) -> Reply {
         let page = query::fields(q)
             .and_then(query::page)
-            .and_then(|(after, limit, rest)| match rest.first() {
+            .and_then(|p| match p.filters.first() {
                 Some((k, _)) => Err(StoreError::BadRequest(format!(
                     "GET /docs takes after and limit; {k} is a metadata field: use GET /search?{k}=VALUE"
                 ))),
-                None => self.catalog.list(&after, limit),
+                None => self.catalog.list(&p.after, p.limit),
             });
         match page {
             Ok(p) => json_reply(StatusCode::OK, &json!(p)),
@@ -238,13 +238,13 @@ impl Store {
     fn search(&self, q: Option<&str>) -> Reply {
         let page = query::fields(q)
             .and_then(query::page)
-            .and_then(|(after, limit, filters)| {
-                if filters.is_empty() {
+            .and_then(|p| {
+                if p.filters.is_empty() {
                     Err(StoreError::BadRequest(
                         "GET /search needs at least one metadata field, e.g. /search?dept=hr (GET /docs lists all)".into(),
                     ))
                 } else {
-                    self.catalog.search(&filters, &after, limit)
+                    self.catalog.search(&p.filters, &p.after, p.limit)
                 }
             });
         match page {
