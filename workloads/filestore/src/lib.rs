@@ -9,6 +9,7 @@ pub mod blobs;
 pub mod catalog;
 pub mod error;
 pub mod metrics;
+pub mod preload;
 pub mod query;
 pub mod service;
 pub mod store;

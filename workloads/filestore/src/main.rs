@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
+use perfpilot_filestore::preload::preload;
 use perfpilot_filestore::{Store, StoreConfig, serve};
 
 /// A content store over HTTP: PUT/GET /docs/ID, GET /docs, GET /search?KEY=VALUE, GET /metrics.
@@ -25,6 +26,13 @@ struct Args {
     /// The largest document accepted, bytes (413 beyond).
     #[arg(long, default_value_t = 64 << 20)]
     max_doc_bytes: u64,
+    /// Before listening, store generated documents doc-1 … doc-N (metadata dept and year), so
+    /// that a study's every trial serves the same corpus.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    preload: u64,
+    /// The size of each preloaded document, bytes.
+    #[arg(long, default_value_t = 4096, value_name = "BYTES")]
+    preload_bytes: usize,
 }
 
 fn main() {
@@ -41,7 +49,16 @@ fn run(args: Args) -> Result<(), String> {
         catalog: args.catalog.clone(),
         max_doc_bytes: args.max_doc_bytes,
     };
-    let store = Arc::new(Store::open(&config).map_err(|e| e.to_string())?);
+    let store = Store::open(&config).map_err(|e| e.to_string())?;
+    if args.preload > 0 {
+        let new = preload(&store, args.preload, args.preload_bytes)
+            .map_err(|e| format!("preloading {} documents: {e}", args.preload))?;
+        println!(
+            "filestore: preloaded {} documents of {} bytes ({new} new)",
+            args.preload, args.preload_bytes
+        );
+    }
+    let store = Arc::new(store);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
         rt.worker_threads(n.max(1));
