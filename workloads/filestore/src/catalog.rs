@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -52,28 +53,65 @@ pub struct Page {
     pub next: Option<String>,
 }
 
-/// The catalog database (one connection; SQLite serializes writers anyway, and a lookup by
-/// key takes microseconds).
+/// Connections that only read, so that lookups, pages and searches go on beside each other
+/// and beside a write (WAL mode lets readers run during a write transaction).
+const READERS: usize = 4;
+
+/// The catalog database: one writing connection (SQLite has one writer at a time anyway) and
+/// [`READERS`] reading ones.
 pub struct Catalog {
-    conn: Mutex<Connection>,
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next: AtomicUsize,
 }
 
 impl Catalog {
     /// Opens (creating) the catalog at `path`, in WAL mode so that reads go on during a write.
     pub fn open(path: &Path) -> Result<Catalog, StoreError> {
-        let conn = Connection::open(path)
-            .map_err(|e| StoreError::Catalog(format!("cannot open {}: {e}", path.display())))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .and_then(|()| conn.pragma_update(None, "synchronous", "NORMAL"))
-            .and_then(|()| conn.execute_batch(SCHEMA))
-            .map_err(|e| StoreError::Catalog(format!("cannot set up {}: {e}", path.display())))?;
+        let open = || {
+            Connection::open(path)
+                .map_err(|e| StoreError::Catalog(format!("cannot open {}: {e}", path.display())))
+        };
+        let setup = |e: rusqlite::Error| {
+            StoreError::Catalog(format!("cannot set up {}: {e}", path.display()))
+        };
+        let writer = open()?;
+        writer
+            .pragma_update(None, "journal_mode", "WAL")
+            .and_then(|()| writer.pragma_update(None, "synchronous", "NORMAL"))
+            .and_then(|()| writer.execute_batch(SCHEMA))
+            .map_err(setup)?;
+        let readers = (0..READERS)
+            .map(|_| {
+                let r = open()?;
+                r.pragma_update(None, "query_only", true).map_err(setup)?;
+                Ok(Mutex::new(r))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(Catalog {
-            conn: Mutex::new(conn),
+            writer: Mutex::new(writer),
+            readers,
+            next: AtomicUsize::new(0),
         })
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    fn writer(&self) -> MutexGuard<'_, Connection> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A free reading connection (or, when all are busy, the next in turn, waited for).
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for i in 0..self.readers.len() {
+            match self.readers[(start + i) % self.readers.len()].try_lock() {
+                Ok(g) => return g,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        self.readers[start % self.readers.len()]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records document `id` with its metadata (replacing an older version's); runs `place`
@@ -87,7 +125,7 @@ impl Catalog {
         meta: &BTreeMap<String, String>,
         place: impl FnOnce() -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.conn();
+        let mut conn = self.writer();
         let tx = conn.transaction().map_err(StoreError::from_sqlite)?;
         let existed = tx
             .query_row("SELECT 1 FROM documents WHERE id = ?1", [id], |_| Ok(()))
@@ -117,7 +155,7 @@ impl Catalog {
 
     /// The size and content type of document `id` (the GET path: no metadata).
     pub fn head(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut st = conn
             .prepare_cached("SELECT size, content_type FROM documents WHERE id = ?1")
             .map_err(StoreError::from_sqlite)?;
@@ -128,7 +166,7 @@ impl Catalog {
 
     /// Document `id` with its metadata.
     pub fn get(&self, id: &str) -> Result<Option<DocInfo>, StoreError> {
-        let conn = self.conn();
+        let conn = self.reader();
         let found = conn
             .prepare_cached("SELECT id, size, content_type, stored_ms FROM documents WHERE id = ?1")
             .and_then(|mut st| st.query_row([id], row_to_doc).optional())
@@ -153,34 +191,46 @@ impl Catalog {
     }
 
     /// Up to `limit` documents after `after` whose metadata has every `key = value` of
-    /// `filters` (at least one).
+    /// `filters` (all documents when there are none).
     pub fn search(
         &self,
         filters: &[(String, String)],
         after: &str,
         limit: usize,
     ) -> Result<Page, StoreError> {
-        let mut sql =
-            String::from("SELECT id, size, content_type, stored_ms FROM documents WHERE id > ?1");
-        let mut args = vec![Value::Text(after.to_string())];
-        for (k, v) in filters {
+        // The first field drives the query through meta_by_value (key, value, doc), which
+        // yields its documents in id order from `after` on; the others are checked by key.
+        let Some(((k0, v0), rest)) = filters.split_first() else {
+            return self.list(after, limit);
+        };
+        let mut sql = String::from(
+            "SELECT d.id, d.size, d.content_type, d.stored_ms FROM meta f
+             JOIN documents d ON d.id = f.doc
+             WHERE f.key = ?1 AND f.value = ?2 AND f.doc > ?3",
+        );
+        let mut args = vec![
+            Value::Text(k0.clone()),
+            Value::Text(v0.clone()),
+            Value::Text(after.to_string()),
+        ];
+        for (k, v) in rest {
             let n = args.len();
             sql.push_str(&format!(
-                " AND id IN (SELECT doc FROM meta WHERE key = ?{} AND value = ?{})",
+                " AND EXISTS (SELECT 1 FROM meta m WHERE m.doc = f.doc AND m.key = ?{} AND m.value = ?{})",
                 n + 1,
                 n + 2
             ));
             args.push(Value::Text(k.clone()));
             args.push(Value::Text(v.clone()));
         }
-        sql.push_str(&format!(" ORDER BY id LIMIT ?{}", args.len() + 1));
+        sql.push_str(&format!(" ORDER BY f.doc LIMIT ?{}", args.len() + 1));
         args.push(page_size(limit));
         self.page(&sql, args, limit)
     }
 
     /// Runs a page query (its last argument is `limit + 1`, to tell whether a next page exists).
     fn page(&self, sql: &str, args: Vec<Value>, limit: usize) -> Result<Page, StoreError> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut documents = conn
             .prepare_cached(sql)
             .and_then(|mut st| {
@@ -202,7 +252,7 @@ impl Catalog {
 
     /// How many documents the catalog holds.
     pub fn count(&self) -> Result<u64, StoreError> {
-        self.conn()
+        self.reader()
             .query_row("SELECT count(*) FROM documents", [], |r| r.get::<_, i64>(0))
             .map(|n| n as u64)
             .map_err(StoreError::from_sqlite)
