@@ -190,6 +190,7 @@ fn the_examples_are_valid() {
     for f in [
         "examples/studies/scoring-quick.toml",
         "examples/studies/scoring-spss.toml",
+        "examples/studies/filestore-users.toml",
     ] {
         match Study::load(Path::new(f)) {
             Ok(s) => assert!(!s.configurations().is_empty()),
