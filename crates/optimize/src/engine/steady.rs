@@ -136,13 +136,14 @@ impl Steady {
                 r.values.clear();
                 Err(format!("its signal failed: {e}"))
             }
-            // A counter's first reading, or no CPU used this window: nothing to judge by yet.
-            Ok(None) => {
-                r.values.clear();
-                Err(format!(
-                    "waiting for a steady signal: no reading this window (0 of {STEADY_READINGS})"
-                ))
-            }
+            // No new reading this scan: a counter's first reading, no CPU used, or a window
+            // that spans several scans still filling (PostgreSQL's 8 s windows at a 5 s
+            // interval give a reading every other scan). The readings so far stay; the gate
+            // opens only on a fresh one.
+            Ok(None) => Err(format!(
+                "waiting for a steady signal: no reading this window ({} of {STEADY_READINGS} so far)",
+                r.values.len()
+            )),
             Ok(Some(v)) => {
                 r.values.push_back(v);
                 while r.values.len() > STEADY_READINGS {
@@ -229,6 +230,21 @@ mod tests {
         assert_eq!(opens_at(&preset(), &v), Some(14));
         // Idle all along: never.
         assert_eq!(opens_at(&preset(), &[Some(0.5); 30]), None);
+    }
+
+    #[test]
+    fn a_window_spanning_several_scans_opens_the_gate_on_its_third_reading() {
+        // A reading every other scan, as PostgreSQL's 8 s windows give at a 5 s interval: the
+        // scans between keep the count (they reset it once, and the gate never opened).
+        let v: Vec<Option<f64>> = [None, Some(5_000.0)].into_iter().cycle().take(8).collect();
+        assert_eq!(opens_at(&preset(), &v), Some(5));
+        let mut s = Steady::default();
+        s.next_scan(0.0);
+        let why = s.check("w", &preset(), Ok(None)).unwrap_err();
+        assert_eq!(
+            why,
+            "waiting for a steady signal: no reading this window (0 of 3 so far)"
+        );
     }
 
     #[test]
