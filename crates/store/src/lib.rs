@@ -132,22 +132,8 @@ impl Store {
             path: path.clone(),
             reason,
         };
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::Missing { path });
-            }
-            Err(e) => return Err(fail(e.to_string())),
-            Ok(m) if m.is_dir() => return Err(fail("it is a directory".into())),
-            Ok(_) => {}
-        }
-        // Read-write without CREATE: SQLite falls back to reading when the file is write
-        // protected, and the last connection to close removes the -wal and -shm files (a
-        // read-only connection would leave them behind).
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn =
-            Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+        let mut conn = connect_existing(&path)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| fail(e.to_string()))?;
         let found = schema::version(&conn).map_err(|e| fail(e.to_string()))?;
         if found == 0 {
@@ -166,24 +152,12 @@ impl Store {
     /// file with no perfpilot schema. Fails as [`Store::open_existing`] does when there is no
     /// file or it cannot be read.
     pub fn schema_version_at(path: impl AsRef<Path>) -> Result<i64> {
-        let path = path.as_ref().to_path_buf();
-        let fail = |reason: String| Error::Open {
-            path: path.clone(),
-            reason,
-        };
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::Missing { path });
-            }
-            Err(e) => return Err(fail(e.to_string())),
-            Ok(m) if m.is_dir() => return Err(fail("it is a directory".into())),
-            Ok(_) => {}
-        }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&path, flags).map_err(|e| fail(e.to_string()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| fail(e.to_string()))?;
-        schema::version(&conn).map_err(|e| fail(e.to_string()))
+        let path = path.as_ref();
+        let conn = connect_existing(path)?;
+        schema::version(&conn).map_err(|e| Error::Open {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
     }
 
     /// Where the store lives unless `--store` says otherwise:
@@ -238,6 +212,33 @@ impl Store {
             source,
         }
     }
+}
+
+/// A connection to the existing store file at `path` (never created): [`Error::Missing`]
+/// when there is none, [`Error::Open`] for a directory or a file SQLite cannot open.
+/// Read-write without CREATE: SQLite falls back to reading when the file is write protected,
+/// and the last connection to close removes the -wal and -shm files (a read-only connection
+/// would leave them behind).
+fn connect_existing(path: &Path) -> Result<Connection> {
+    let fail = |reason: String| Error::Open {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(fail(e.to_string())),
+        Ok(m) if m.is_dir() => return Err(fail("it is a directory".into())),
+        Ok(_) => {}
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| fail(e.to_string()))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(conn)
 }
 
 /// A failed migration as the store's error, naming `path`.
