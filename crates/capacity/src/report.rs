@@ -23,6 +23,33 @@ fn pct(v: f64) -> String {
     format!("{v:+.1} %")
 }
 
+/// The scale-out table's columns, in the Markdown and the HTML report alike.
+const SCALE_OUT_COLUMNS: [&str; 6] = [
+    "instances",
+    "throughput (req/s)",
+    "response (ms)",
+    "bottleneck",
+    "price",
+    "req/s per price",
+];
+
+/// The scale-out predictions as table rows, best throughput per price first.
+fn scale_out_rows(r: &CapacityRun) -> Vec<Vec<String>> {
+    r.scale_out
+        .iter()
+        .map(|x| {
+            vec![
+                x.instances.to_string(),
+                format!("{:.1}", x.throughput),
+                ms(x.response_time),
+                x.bottleneck.clone(),
+                format!("{:.1}", x.cost),
+                format!("{:.1}", x.per_cost),
+            ]
+        })
+        .collect()
+}
+
 /// The measured-vs-predicted table and the fitted demands, as Markdown.
 pub fn to_markdown(r: &CapacityRun) -> String {
     let mut s = String::new();
@@ -131,23 +158,9 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             r.scaled_tier,
             r.scale_out.first().map_or(0, |x| x.users)
         );
-        let mut t = MarkdownTable::new(&[
-            "instances",
-            "throughput (req/s)",
-            "response (ms)",
-            "bottleneck",
-            "price",
-            "req/s per price",
-        ]);
-        for x in &r.scale_out {
-            t.row(&[
-                x.instances.to_string(),
-                format!("{:.1}", x.throughput),
-                ms(x.response_time),
-                x.bottleneck.clone(),
-                format!("{:.1}", x.cost),
-                format!("{:.1}", x.per_cost),
-            ]);
+        let mut t = MarkdownTable::new(&SCALE_OUT_COLUMNS);
+        for row in scale_out_rows(r) {
+            t.row(&row);
         }
         let _ = writeln!(s, "{}", t.render());
     }
@@ -341,31 +354,7 @@ pub fn to_html(r: &CapacityRun) -> String {
             r.scale_out.first().map_or(0, |x| x.users),
             chart.svg()
         );
-        let rows: Vec<Vec<String>> = r
-            .scale_out
-            .iter()
-            .map(|x| {
-                vec![
-                    x.instances.to_string(),
-                    format!("{:.1}", x.throughput),
-                    ms(x.response_time),
-                    x.bottleneck.clone(),
-                    format!("{:.1}", x.cost),
-                    format!("{:.1}", x.per_cost),
-                ]
-            })
-            .collect();
-        s.push_str(&table(
-            &[
-                "instances",
-                "throughput (req/s)",
-                "response (ms)",
-                "bottleneck",
-                "price",
-                "req/s per price",
-            ],
-            &rows,
-        ));
+        s.push_str(&table(&SCALE_OUT_COLUMNS, &scale_out_rows(r)));
     }
     s.push_str("<h2>Measured vs predicted</h2>\n");
     let rows: Vec<Vec<String>> = r
