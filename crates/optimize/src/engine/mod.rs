@@ -47,6 +47,7 @@ mod status;
 mod steady;
 mod stop;
 mod trial;
+mod verdict;
 mod watch;
 
 #[cfg(test)]
@@ -54,7 +55,7 @@ mod tests;
 
 pub use apply::describe;
 pub use status::{Status, TrialStatus, WorkloadClass, WorkloadStatus};
-pub use trial::Verdict;
+pub use verdict::Verdict;
 
 use enforce::Held;
 use policy::Policy;

@@ -227,7 +227,7 @@ impl Engine {
         rates: &Rates,
         states: HashMap<String, String>,
     ) {
-        let plan = super::trial::WindowPlan::of(&self.tun);
+        let plan = super::verdict::WindowPlan::of(&self.tun);
         self.status.time_ms = perfpilot_sys::clock::now_ms();
         self.status.interval_s = self.tun.interval_s;
         self.status.scans += 1;

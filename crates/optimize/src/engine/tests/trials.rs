@@ -7,7 +7,8 @@ use perfpilot_sys::CpuSet;
 use perfpilot_sys::change::{Change, Undo};
 
 use super::super::enforce::Held;
-use super::super::trial::{Ending, Phase, TrialIo, WindowPlan, judge};
+use super::super::trial::{Ending, Phase, TrialIo};
+use super::super::verdict::{WindowPlan, judge};
 use super::super::watch::{Observation, Rest, Window};
 use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
 use crate::journal::ActionDoc;
