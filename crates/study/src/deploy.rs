@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use perfpilot_drive::fetch;
-use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
 use perfpilot_sys::failpoint::kill_point;
+use perfpilot_sys::{Fs, net};
 
 use crate::layout::{InstanceLayout, Layout};
 use crate::spec::{Config, Ready, Study, render, split_words};
@@ -281,11 +281,6 @@ pub fn shell(cmd: &str, workdir: Option<&Path>) -> Result<(), String> {
     }
 }
 
-/// Whether `port` on 127.0.0.1 is free to listen on.
-pub fn port_free(port: u16) -> bool {
-    TcpListener::bind(("127.0.0.1", port)).is_ok()
-}
-
 /// `n` free ports from `base` up; notes say which wanted ports were in use.
 pub fn free_ports(base: u16, n: usize, notes: &mut Vec<String>) -> Result<Vec<u16>, String> {
     let mut ports = Vec::with_capacity(n);
@@ -297,7 +292,7 @@ pub fn free_ports(base: u16, n: usize, notes: &mut Vec<String>) -> Result<Vec<u1
             ));
         }
         let port = p as u16;
-        if port_free(port) {
+        if net::port_free(port) {
             ports.push(port);
         } else {
             notes.push(format!("port {port} is in use; skipped it"));

@@ -1,8 +1,9 @@
 //! Ports in use are skipped; HTTP readiness; the binding wrapper.
 
 use perfpilot_study::InstanceLayout;
-use perfpilot_study::deploy::{free_ports, http_ok, port_free, wrapper};
+use perfpilot_study::deploy::{free_ports, http_ok, wrapper};
 use perfpilot_sys::CpuSet;
+use perfpilot_sys::net::port_free;
 
 #[test]
 fn a_port_in_use_is_skipped_and_noted() {

@@ -2,12 +2,14 @@
 //! on (`/proc/net/{tcp,tcp6,unix}` with `/proc/<pid>/fd`), which tell what a process serves.
 
 mod listen;
+mod port;
 mod sockets;
 
 pub use listen::{
     Listener, ListeningSocket, SocketOwner, TcpPortHolder, holder_of_tcp_port, listeners_of,
     listening_sockets, socket_inodes, socket_owner, tcp_sockets, unix_sockets,
 };
+pub use port::port_free;
 pub use sockets::{TcpSocket, TcpState, UnixSocket, UnixType, parse_tcp, parse_unix};
 
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,6 @@
 //! The ports a study's instances will take: `deployment.base_port` up to the largest instance
-//! count, each bound on 127.0.0.1 as the runner's own free-port check does; a busy one is
+//! count, each checked by the runner's own free-port check (`net::port_free`); a busy one is
 //! named with its holder (`perfpilot_sys::net` reads `/proc/net/tcp{,6}` and `/proc/*/fd`).
-
-use std::net::{Ipv4Addr, TcpListener};
 
 use perfpilot_sys::{Fs, net};
 
@@ -21,7 +19,7 @@ pub(super) fn check(study: &Study, configs: &[Config], out: &mut Findings) {
         let Ok(port) = u16::try_from(base + instance) else {
             break;
         };
-        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+        if net::port_free(port) {
             continue;
         }
         let holder = holder(&fs, port);
