@@ -15,7 +15,7 @@ fn tiers() -> Vec<TierSpec> {
         },
         TierSpec {
             name: "app".into(),
-            cores: 0.4,
+            cores: 0.8,
             discipline: Default::default(),
         },
         TierSpec {
@@ -31,7 +31,10 @@ fn tiers() -> Vec<TierSpec> {
     ]
 }
 
-/// The "true" system: known demands and path delay, solved by the same MVA.
+/// The "true" system: known demands and path delay, solved by the same MVA. The database's
+/// quota stretches a request more than the app's (3 ms against 1.25 ms) and hides 3 ms of the
+/// time elsewhere, which is more than 3 ms, so the path delay still shows in the cycle and can
+/// be fitted.
 fn truth() -> TierModel {
     let demand = |name: &str, cores: f64, d: f64| perfpilot_model::tiered::FittedTier {
         name: name.into(),
@@ -43,7 +46,7 @@ fn truth() -> TierModel {
         classes: vec!["score".into()],
         tiers: vec![
             demand("proxy", 1.0, 0.000_05),
-            demand("app", 0.4, 0.004),
+            demand("app", 0.8, 0.005),
             demand("db", 0.5, 0.003),
             demand("driver", 1.0, 0.000_03),
         ],
@@ -128,7 +131,13 @@ fn a_point_without_a_tiers_cpu_is_refused() {
 fn two_classes_get_their_own_demands_from_their_own_throughputs() {
     let mut t = truth();
     t.classes = vec!["score".into(), "lookup".into()];
-    for (tier, lookup) in t.tiers.iter_mut().zip([0.000_05, 0.000_3, 0.001, 0.000_03]) {
+    // A lookup's database stretch (0.2 ms) hides less than its time elsewhere, so the path
+    // delay shows in both classes' cycles.
+    for (tier, lookup) in t
+        .tiers
+        .iter_mut()
+        .zip([0.000_05, 0.000_3, 0.000_2, 0.000_03])
+    {
         tier.demand.push(lookup);
     }
     t.outside_latency = vec![0.000_01, 0.000_01];
@@ -159,7 +168,7 @@ fn two_classes_get_their_own_demands_from_their_own_throughputs() {
     let model = fit_tiers(&tiers(), &[point(1, 1), point(2, 1)]).unwrap();
     let db = model.tiers.iter().find(|x| x.name == "db").unwrap();
     assert!(
-        (db.demand[0] - 0.003).abs() < 1e-9 && (db.demand[1] - 0.001).abs() < 1e-9,
+        (db.demand[0] - 0.003).abs() < 1e-9 && (db.demand[1] - 0.000_2).abs() < 1e-9,
         "{db:?}"
     );
     let checks = model.validate(&[point(4, 4), point(8, 2)]).unwrap();
@@ -167,4 +176,59 @@ fn two_classes_get_their_own_demands_from_their_own_throughputs() {
         assert!(c.throughput_error_pct.abs() < 0.01, "{c:?}");
         assert_eq!(c.per_class.len(), 2);
     }
+}
+
+/// The measured reference deployment's shape (docs/capacity.md): an app under a 0.4-core quota
+/// with 8.6 ms of CPU per request, a database under 0.5 with 1.66 ms, and `path` seconds of
+/// client and network path.
+fn quota_bound(path: f64) -> TierModel {
+    let tier = |name: &str, cores: f64, d: f64| perfpilot_model::tiered::FittedTier {
+        name: name.into(),
+        cores,
+        demand: vec![d],
+        discipline: Default::default(),
+    };
+    TierModel {
+        classes: vec!["score".into()],
+        tiers: vec![
+            tier("proxy", 1.0, 0.000_17),
+            tier("app", 0.4, 0.008_6),
+            tier("db", 0.5, 0.001_66),
+            tier("driver", 1.0, 0.000_11),
+        ],
+        path_delay: path,
+        outside_latency: vec![0.0],
+        fitted_from: Vec::new(),
+        residuals: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+#[test]
+fn a_quota_tiers_stretch_hides_the_time_a_request_spends_elsewhere() {
+    let one = |m: &TierModel| {
+        m.predict(&[("score".into(), 1, 0.0)], &BTreeMap::new())
+            .unwrap()
+            .throughput()
+    };
+    // The app's stretch, 8.6 ms × (1/0.4 − 1) = 12.9 ms, is more than the 6 ms elsewhere
+    // (the database's 3.32 ms, proxy, driver, 2.4 ms of path): one user's cycle is the app's
+    // 21.5 ms alone, where summing the stations gives 27.5 ms.
+    let x = one(&quota_bound(0.002_4));
+    assert!((1.0 / x - 0.021_5).abs() < 1e-6, "cycle {} s", 1.0 / x);
+    // With 20 ms of path the stretch hides 12.9 ms of the 23.6 ms elsewhere.
+    let x = one(&quota_bound(0.020));
+    let sum = 0.021_5 + 0.003_32 + 0.000_28 + 0.020;
+    assert!(
+        (1.0 / x - (sum - 0.012_9)).abs() < 1e-6,
+        "cycle {} s",
+        1.0 / x
+    );
+    // Saturated, the quota caps the throughput at c/D whatever is hidden.
+    let m = quota_bound(0.002_4);
+    let x16 = m
+        .predict(&[("score".into(), 16, 0.0)], &BTreeMap::new())
+        .unwrap()
+        .throughput();
+    assert!((x16 - 0.4 / 0.008_6).abs() / x16 < 1e-3, "{x16}");
 }

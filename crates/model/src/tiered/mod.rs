@@ -15,7 +15,8 @@
 //!   per class and taken off the model's response time, so predicted and measured response
 //!   times are the same quantity.
 //! * A tier with capacity `c ≤ 1` core per instance is a queue with demand `D/c` (a quota
-//!   slows the tier down); `c` whole cores a multi-server station; a fractional `c > 1` a
+//!   slows the tier down), whose stretch `D/c − D` hides a request's time elsewhere
+//!   (`quota.rs`); `c` whole cores a multi-server station; a fractional `c > 1` a
 //!   load-dependent station with rates `1, 2, …, ⌊c⌋, c`. More instances of a tier behind a
 //!   balancer are one load-dependent station: `n` requests spread evenly over the instances.
 
@@ -23,9 +24,19 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod nnls;
+mod quota;
+mod stations;
+
 use crate::error::ModelError;
 use crate::mva::{SolveOptions, solve};
-use crate::network::{Class, Discipline, Network, Station, StationKind};
+use crate::network::Discipline;
+use nnls::nnls;
+use quota::Overlap;
+
+/// A fitted point shows the path delay when a tenth of its cycle added as delay lowers the
+/// model's throughput by at least this share.
+const PATH_SHOWS: f64 = 0.01;
 
 /// Per class: its name, users and think time, as the solver takes a load.
 type ClassLoads = Vec<(String, u32, f64)>;
@@ -269,98 +280,6 @@ fn err_pct(predicted: f64, measured: f64) -> f64 {
     }
 }
 
-/// Non-negative least squares `min |A x − b|²`, `x ≥ 0`, for a handful of unknowns: every
-/// subset of free unknowns is solved by its normal equations and the best feasible one kept
-/// (exact, and cheap for the one to four request classes a capacity model has).
-fn nnls(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
-    let n = a.first().map_or(0, Vec::len);
-    let mut best = (f64::INFINITY, vec![0.0; n]);
-    for mask in 0u32..(1 << n) {
-        let free: Vec<usize> = (0..n).filter(|j| mask >> j & 1 == 1).collect();
-        let k = free.len();
-        let mut m = vec![vec![0.0; k + 1]; k];
-        for (r, &i) in free.iter().enumerate() {
-            for (c, &j) in free.iter().enumerate() {
-                m[r][c] = a.iter().map(|row| row[i] * row[j]).sum();
-            }
-            m[r][k] = a.iter().zip(b).map(|(row, y)| row[i] * y).sum();
-        }
-        let Some(sol) = gauss(m) else { continue };
-        if sol.iter().any(|&v| v < 0.0) {
-            continue;
-        }
-        let mut x = vec![0.0; n];
-        for (&j, &v) in free.iter().zip(&sol) {
-            x[j] = v;
-        }
-        let resid: f64 = a
-            .iter()
-            .zip(b)
-            .map(|(row, y)| (row.iter().zip(&x).map(|(p, q)| p * q).sum::<f64>() - y).powi(2))
-            .sum();
-        if resid < best.0 - 1e-18 {
-            best = (resid, x);
-        }
-    }
-    best.1
-}
-
-/// Solves an augmented `k × (k+1)` system by Gaussian elimination; `None` when singular.
-fn gauss(mut m: Vec<Vec<f64>>) -> Option<Vec<f64>> {
-    let k = m.len();
-    for col in 0..k {
-        let piv = (col..k).max_by(|&p, &q| m[p][col].abs().total_cmp(&m[q][col].abs()))?;
-        if m[piv][col].abs() < 1e-300 {
-            return None;
-        }
-        m.swap(col, piv);
-        let pivot = m[col].clone();
-        for (r, row) in m.iter_mut().enumerate() {
-            if r != col {
-                let f = row[col] / pivot[col];
-                for (v, p) in row.iter_mut().zip(&pivot).skip(col) {
-                    *v -= f * p;
-                }
-            }
-        }
-    }
-    Some((0..k).map(|r| m[r][k] / m[r][r]).collect())
-}
-
-/// The station kind and the demand factor of an instance with `cores` of capacity.
-fn kind_for(cores: f64) -> (StationKind, f64) {
-    if cores <= 1.0 {
-        (StationKind::Queue, 1.0 / cores)
-    } else if (cores - cores.round()).abs() < 1e-9 {
-        (StationKind::MultiServer(cores.round() as u32), 1.0)
-    } else {
-        let whole = cores.floor() as u32;
-        let mut rates: Vec<f64> = (1..=whole).map(f64::from).collect();
-        rates.push(cores);
-        (StationKind::LoadDependent(rates), 1.0)
-    }
-}
-
-/// `m` instances of `cores` each behind a balancing front (round robin under closed load):
-/// one load-dependent station whose `n` requests are spread evenly, each instance serving
-/// `min(its requests, cores)`. Separate stations each seeing `1/m` of the requests model random
-/// routing instead, whose queueing at low load a balancer does not have (two app hosts at 2
-/// users: 64 req/s predicted that way against 82.6 measured, docs/capacity.md).
-fn balanced(cores: f64, m: u32) -> StationKind {
-    let full = m * (cores.ceil() as u32).max(1);
-    let rates = (1..=full)
-        .map(|n| {
-            (0..m)
-                .map(|i| {
-                    let share = n / m + u32::from(i < n % m);
-                    f64::from(share).min(cores)
-                })
-                .sum()
-        })
-        .collect();
-    StationKind::LoadDependent(rates)
-}
-
 /// Fits a tiered model from `points` (use the lowest loads only; the caller picks them).
 pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, ModelError> {
     if points.is_empty() {
@@ -440,8 +359,11 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
         notes,
     };
     // The path delay: the value that makes the model's total throughput at each fitted point
-    // the measured one (bisection; throughput falls as the delay grows), averaged.
+    // the measured one (bisection; throughput falls as the delay grows), averaged over the
+    // points that show it. A saturated point, or one whose quota stretch hides the path, barely
+    // moves when a tenth of its cycle is added as delay: it cannot say what the delay is.
     let mut delays = Vec::with_capacity(points.len());
+    let mut silent = Vec::new();
     for p in points {
         let target = p.throughput();
         let at = |d: f64, m: &mut TierModel| -> Result<f64, ModelError> {
@@ -454,12 +376,16 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
             .filter(|c| c.users > 0)
             .map(|c| f64::from(c.users) / c.throughput)
             .fold(0.0, f64::max);
-        if at(0.0, &mut model)? < target {
-            let short = target / at(0.0, &mut model)?;
+        let x0 = at(0.0, &mut model)?;
+        if (x0 - at(0.1 * cycle, &mut model)?) / target < PATH_SHOWS {
+            silent.push(p.label.clone());
+            continue;
+        }
+        if x0 < target {
             model.notes.push(format!(
                 "{}: the measured throughput is {:.1} % above the model's with no path delay; the tier demands overstate the cycle (residuals below), the path delay is 0 there",
                 p.label,
-                (short - 1.0) * 100.0
+                (target / x0 - 1.0) * 100.0
             ));
             delays.push(0.0);
             continue;
@@ -475,7 +401,22 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
         }
         delays.push(0.5 * (lo + hi));
     }
-    model.path_delay = delays.iter().sum::<f64>() / delays.len() as f64;
+    if !silent.is_empty() {
+        model.notes.push(format!(
+            "{}: the throughput barely moves with the path delay (saturated, or the path hidden by a quota's stretch); {}",
+            silent.join(", "),
+            if delays.is_empty() {
+                "no fitted point shows the path delay, it is taken as 0"
+            } else {
+                "the path delay is fitted from the other points"
+            }
+        ));
+    }
+    model.path_delay = if delays.is_empty() {
+        0.0
+    } else {
+        delays.iter().sum::<f64>() / delays.len() as f64
+    };
     // Per class, the cycle time outside the driver's latency window.
     let mut outside = vec![Vec::new(); model.classes.len()];
     for p in points {
@@ -500,63 +441,6 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
 }
 
 impl TierModel {
-    /// The queueing network for `load` (per class: users, think time; a class left out or
-    /// with 0 users is absent) with `instances` per tier (1 when not given).
-    pub fn network(
-        &self,
-        load: &[(String, u32, f64)],
-        instances: &BTreeMap<String, u32>,
-    ) -> Result<(Network, Vec<usize>), ModelError> {
-        let present: Vec<usize> = self
-            .classes
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| load.iter().any(|(n, u, _)| n == *c && *u > 0))
-            .map(|(i, _)| i)
-            .collect();
-        if present.is_empty() {
-            return Err(ModelError::NoClasses);
-        }
-        let classes: Vec<Class> = present
-            .iter()
-            .map(|&i| {
-                let (_, u, z) = load
-                    .iter()
-                    .find(|(n, u, _)| n == &self.classes[i] && *u > 0)
-                    .cloned()
-                    .unwrap_or_default();
-                Class::closed(&self.classes[i], u, z)
-            })
-            .collect();
-        let mut stations = Vec::new();
-        for t in &self.tiers {
-            if present.iter().all(|&i| t.demand[i] == 0.0) {
-                continue;
-            }
-            let m = instances.get(&t.name).copied().unwrap_or(1).max(1);
-            let (kind, factor) = if m == 1 {
-                kind_for(t.cores)
-            } else {
-                (balanced(t.cores, m), 1.0)
-            };
-            stations.push(Station {
-                name: t.name.clone(),
-                kind,
-                discipline: t.discipline,
-                demand: present.iter().map(|&i| t.demand[i] * factor).collect(),
-            });
-        }
-        if self.path_delay > 0.0 {
-            stations.push(Station {
-                name: PATH_STATION.into(),
-                kind: StationKind::Delay,
-                discipline: Discipline::Ps,
-                demand: vec![self.path_delay; present.len()],
-            });
-        }
-        Ok((Network::new(stations, classes)?, present))
-    }
-
     /// A point's load (class, users, think time) and instances per tier, as the solver takes
     /// them.
     fn load_of(&self, p: &TierPoint) -> (ClassLoads, BTreeMap<String, u32>) {
@@ -589,19 +473,30 @@ impl TierModel {
         load: &[(String, u32, f64)],
         instances: &BTreeMap<String, u32>,
     ) -> Result<Vec<(String, f64, f64)>, ModelError> {
-        let (net, present) = self.network(load, instances)?;
-        let sol = solve(
-            &net,
-            &SolveOptions {
-                curve: false,
-                ..SolveOptions::default()
-            },
-        )?;
-        Ok(present
-            .iter()
-            .zip(&sol.classes)
-            .map(|(&i, c)| (self.classes[i].clone(), c.throughput, c.response_time))
-            .collect())
+        let opts = SolveOptions {
+            curve: false,
+            ..SolveOptions::default()
+        };
+        let mut overlap = Overlap::of(self);
+        let mut round = 0;
+        loop {
+            let lowered = self.network(load, instances, &overlap)?;
+            let sol = solve(&lowered.network, &opts)?;
+            let moved = if overlap.any() {
+                overlap.step(&sol, &lowered.present, &lowered.tiers)
+            } else {
+                0.0
+            };
+            if Overlap::settled(moved, round) {
+                return Ok(lowered
+                    .present
+                    .iter()
+                    .zip(&sol.classes)
+                    .map(|(&i, c)| (self.classes[i].clone(), c.throughput, c.response_time))
+                    .collect());
+            }
+            round += 1;
+        }
     }
 
     /// Predicts `load` (per class: users, think time) on `instances` per tier.
@@ -740,42 +635,5 @@ impl TierModel {
                 })
             })
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nnls_recovers_two_class_demands_and_holds_a_negative_one_at_zero() {
-        let a = vec![vec![10.0, 0.0], vec![0.0, 20.0], vec![10.0, 20.0]];
-        let b = vec![0.2, 0.1, 0.3];
-        let x = nnls(&a, &b);
-        assert!((x[0] - 0.02).abs() < 1e-12 && (x[1] - 0.005).abs() < 1e-12);
-        // b says the second unknown is negative: it is held at 0.
-        let x = nnls(&[vec![1.0, 1.0], vec![1.0, 2.0]], &[2.0, 1.0]);
-        assert_eq!(x[1], 0.0);
-        assert!(x[0] > 0.0);
-    }
-
-    #[test]
-    fn a_quota_below_one_core_is_a_slower_queue() {
-        let (k, f) = kind_for(0.5);
-        assert_eq!(k, StationKind::Queue);
-        assert_eq!(f, 2.0);
-        assert_eq!(kind_for(2.0).0, StationKind::MultiServer(2));
-        assert_eq!(kind_for(1.5).0, StationKind::LoadDependent(vec![1.0, 1.5]));
-    }
-
-    #[test]
-    fn balanced_instances_serve_in_parallel_until_each_is_busy() {
-        // Two app instances under 0.4-core quotas: one request 0.4 cores, two 0.8, then no more.
-        assert_eq!(balanced(0.4, 2), StationKind::LoadDependent(vec![0.4, 0.8]));
-        // Two of 1.5 cores: requests spread 1/0, 1/1, 2/1, 2/2.
-        assert_eq!(
-            balanced(1.5, 2),
-            StationKind::LoadDependent(vec![1.0, 2.0, 2.5, 3.0])
-        );
     }
 }
