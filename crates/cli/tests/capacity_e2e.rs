@@ -5,7 +5,7 @@
 //! writes run.json, validation.md and report.html. Timing figures are not asserted (they are
 //! the command's output, quoted in docs/capacity.md from a quiet run).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfpilot");
@@ -14,34 +14,14 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The `scoring` binary of this build (cargo test --workspace builds it; else build it).
+/// The `scoring` binary of this build.
 fn scoring() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let bin = dir.join("scoring");
-    if !bin.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-p", "perfpilot-scoring", "--bin", "scoring"])
-            .current_dir(repo())
-            .status()
-            .unwrap();
-        assert!(st.success(), "building the scoring service");
-    }
-    assert!(bin.is_file(), "{} is missing", bin.display());
-    bin
-}
-
-fn root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    perfpilot_testkit::workspace_bin("scoring", "perfpilot-scoring")
 }
 
 #[test]
 fn a_capacity_run_on_three_tiers_fits_from_two_points_and_checks_the_rest() {
-    if !root() {
+    if !perfpilot_testkit::is_root() {
         eprintln!("skipped: CPU groups and network namespaces need root");
         return;
     }

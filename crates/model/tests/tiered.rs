@@ -31,31 +31,43 @@ fn tiers() -> Vec<TierSpec> {
     ]
 }
 
+fn tier(name: &str, cores: f64, d: f64) -> perfpilot_model::tiered::FittedTier {
+    perfpilot_model::tiered::FittedTier {
+        name: name.into(),
+        cores,
+        demand: vec![d],
+        discipline: Default::default(),
+    }
+}
+
+/// One class, `score`, over `tiers`, with `path` seconds of client and network path.
+fn model(tiers: Vec<perfpilot_model::tiered::FittedTier>, path: f64, outside: f64) -> TierModel {
+    TierModel {
+        classes: vec!["score".into()],
+        tiers,
+        path_delay: path,
+        outside_latency: vec![outside],
+        fitted_from: Vec::new(),
+        residuals: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
 /// The "true" system: known demands and path delay, solved by the same MVA. The database's
 /// quota stretches a request more than the app's (3 ms against 1.25 ms) and hides 3 ms of the
 /// time elsewhere, which is more than 3 ms, so the path delay still shows in the cycle and can
 /// be fitted.
 fn truth() -> TierModel {
-    let demand = |name: &str, cores: f64, d: f64| perfpilot_model::tiered::FittedTier {
-        name: name.into(),
-        cores,
-        demand: vec![d],
-        discipline: Default::default(),
-    };
-    TierModel {
-        classes: vec!["score".into()],
-        tiers: vec![
-            demand("proxy", 1.0, 0.000_05),
-            demand("app", 0.8, 0.005),
-            demand("db", 0.5, 0.003),
-            demand("driver", 1.0, 0.000_03),
+    model(
+        vec![
+            tier("proxy", 1.0, 0.000_05),
+            tier("app", 0.8, 0.005),
+            tier("db", 0.5, 0.003),
+            tier("driver", 1.0, 0.000_03),
         ],
-        path_delay: 0.000_2,
-        outside_latency: vec![0.000_01],
-        fitted_from: Vec::new(),
-        residuals: Vec::new(),
-        notes: Vec::new(),
-    }
+        0.000_2,
+        0.000_01,
+    )
 }
 
 fn measured(model: &TierModel, users: u32, think: f64, app: u32) -> TierPoint {
@@ -182,26 +194,16 @@ fn two_classes_get_their_own_demands_from_their_own_throughputs() {
 /// with 8.6 ms of CPU per request, a database under 0.5 with 1.66 ms, and `path` seconds of
 /// client and network path.
 fn quota_bound(path: f64) -> TierModel {
-    let tier = |name: &str, cores: f64, d: f64| perfpilot_model::tiered::FittedTier {
-        name: name.into(),
-        cores,
-        demand: vec![d],
-        discipline: Default::default(),
-    };
-    TierModel {
-        classes: vec!["score".into()],
-        tiers: vec![
+    model(
+        vec![
             tier("proxy", 1.0, 0.000_17),
             tier("app", 0.4, 0.008_6),
             tier("db", 0.5, 0.001_66),
             tier("driver", 1.0, 0.000_11),
         ],
-        path_delay: path,
-        outside_latency: vec![0.0],
-        fitted_from: Vec::new(),
-        residuals: Vec::new(),
-        notes: Vec::new(),
-    }
+        path,
+        0.0,
+    )
 }
 
 #[test]

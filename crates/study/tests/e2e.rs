@@ -3,7 +3,6 @@
 //! knob (under a temporary tree) set per trial and restored.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::Ordering;
 
 use perfpilot_observe::{Fs, Topology};
@@ -15,22 +14,9 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The `scoring` binary of this build (cargo test --workspace builds it; else build it).
+/// The `scoring` binary of this build.
 fn scoring() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let bin = dir.join("scoring");
-    if !bin.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-p", "perfpilot-scoring", "--bin", "scoring"])
-            .current_dir(repo())
-            .status()
-            .unwrap();
-        assert!(st.success(), "building the scoring service");
-    }
-    assert!(bin.is_file(), "{} is missing", bin.display());
-    bin
+    perfpilot_testkit::workspace_bin("scoring", "perfpilot-scoring")
 }
 
 #[test]

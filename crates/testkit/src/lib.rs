@@ -260,6 +260,30 @@ pub fn start_memcached() -> ServerProcess {
     }
 }
 
+/// A binary of this workspace next to the running test's own (cargo test --workspace builds
+/// them all); built with `cargo build -p PACKAGE --bin BIN` when a narrower test run did not.
+pub fn workspace_bin(bin: &str, package: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary sits in target/<profile>/deps")
+        .to_path_buf();
+    let path = dir.join(bin);
+    if !path.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let st = Command::new(cargo)
+            .args(["build", "-p", package, "--bin", bin])
+            .current_dir(repo)
+            .status()
+            .expect("running cargo");
+        assert!(st.success(), "building {bin} (package {package})");
+    }
+    assert!(path.is_file(), "{} is missing", path.display());
+    path
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     Command::new("id")
