@@ -301,6 +301,41 @@ fn a_knob_this_kernel_lacks_is_an_error() {
 }
 
 #[test]
+fn knob_paths_are_checked_with_their_placeholders_filled_and_a_loop_device_for_the_scratch_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = study(
+        "command = \"sh\"\n\n[[deployment.knobs]]\npath = \"sys/block/{device}/queue/read_ahead_kb\"\nvalue = \"{ra}\"\n\n[[deployment.knobs]]\npath = \"sys/block/{device}/queue/{missing}\"\nvalue = \"1\"",
+        "\n[storage]\nsize = \"1G\"\nmount = \"/var/tmp/pp-preflight/mnt\"\nbacking = \"/var/tmp/pp-preflight/img\"\nfilesystem = \"ext4\"\n\n[factors]\nra = [16, 128]\nmissing = [\"no_such_knob_a\", \"no_such_knob_b\"]\n",
+    );
+    let found = preflight(&s, dir.path());
+    // The read-ahead knob exists for every block device: nothing to say about it.
+    assert!(about(&found, "deployment.knobs[0]").is_empty(), "{found:?}");
+    let loops: Vec<String> = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("loop"))
+        .collect();
+    let f = about(&found, "deployment.knobs[1]");
+    if loops.is_empty() {
+        // No loop device yet: the trial that makes one checks the knob.
+        assert!(f.is_empty(), "{found:?}");
+        return;
+    }
+    // Each level of the factor in the path is its own file, on a real loop device's queue.
+    assert_eq!(f.len(), 2, "{found:?}");
+    for (finding, level) in f.iter().zip(["no_such_knob_a", "no_such_knob_b"]) {
+        let FindingKind::Missing { path } = &finding.kind else {
+            panic!("{finding:?}");
+        };
+        let text = path.display().to_string();
+        assert!(
+            text.starts_with("/sys/block/loop") && text.ends_with(&format!("/queue/{level}")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
 fn a_busy_port_is_named_with_the_process_holding_it() {
     let dir = tempfile::tempdir().unwrap();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();

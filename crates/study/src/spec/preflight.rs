@@ -9,6 +9,7 @@
 mod ports;
 mod programs;
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::File;
 use std::io::ErrorKind;
@@ -16,7 +17,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::raw::RawStudy;
-use super::{DEFAULT_ALLOCATORS, LoadKind, Study};
+use super::{Config, DEFAULT_ALLOCATORS, LoadKind, Study, render};
 
 /// How much a finding matters to a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -226,7 +227,7 @@ pub fn preflight(study: &Study, workdir: &Path) -> Vec<Finding> {
     programs::check(study, &configs, dir.as_deref(), workdir, &mut out);
     load_files(study, workdir, &mut out);
     allocator_libraries(study, dir.as_deref(), &mut out);
-    knobs(study, &mut out);
+    knobs(study, &configs, &mut out);
     ports::check(study, &configs, &mut out);
     let mut found = out.0;
     found.sort_by_key(|f| f.severity);
@@ -357,36 +358,71 @@ fn allocator_libraries(study: &Study, dir: Option<&Path>, out: &mut Findings) {
 }
 
 /// Each knob's file exists (else this kernel lacks the knob) and, unless running as root,
-/// is writable by this user.
-fn knobs(study: &Study, out: &mut Findings) {
+/// is writable by this user: its path rendered for every configuration, a scratch file
+/// system's `{device}` standing for any loop device this machine has (each trial makes its
+/// own); with none yet, such a knob is checked when its trial makes the device.
+fn knobs(study: &Study, configs: &[Config], out: &mut Findings) {
     let uid = perfpilot_sys::user::euid();
+    let stand_in = study.storage.as_ref().and_then(|_| loop_device());
     for (i, k) in study.deployment.knobs.iter().enumerate() {
         let field = format!("deployment.knobs[{i}]");
-        let path = Path::new("/").join(k.path.trim_start_matches('/'));
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == ErrorKind::NotFound => out.push(
-                Severity::Error,
-                field,
-                FindingKind::Missing { path },
-                "this kernel has no such knob: remove it or fix the path",
-            ),
-            Err(e) => out.push(
-                Severity::Error,
-                field,
-                FindingKind::Unreadable {
-                    path,
-                    reason: e.to_string(),
-                },
-                "run the study as root, or remove the knob",
-            ),
-            Ok(m) if uid != 0 && !may_write(&m, uid) => out.push(
-                Severity::Error,
-                field,
-                FindingKind::NotWritable { path, uid },
-                "run the study as root (knobs under /sys and /proc need it), or remove the knob",
-            ),
-            Ok(_) => {}
+        let mut paths = BTreeSet::new();
+        for config in configs {
+            let mut values = programs::harmless_values(study, config);
+            if let Some(st) = &study.storage {
+                values.insert("mount".into(), st.mount.display().to_string());
+            }
+            if let Some(d) = &stand_in {
+                values.insert("device".into(), d.clone());
+            }
+            let rendered = render(&k.path, &values);
+            if rendered.contains("{device}") {
+                continue;
+            }
+            paths.insert(Path::new("/").join(rendered.trim_start_matches('/')));
         }
+        for path in paths {
+            knob_file(path, &field, uid, out);
+        }
+    }
+}
+
+/// The name of a loop device (`loop0`) under `/sys/block`, if any.
+fn loop_device() -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/block")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("loop"))
+        .collect();
+    names.sort();
+    names.into_iter().next()
+}
+
+/// One knob file: existing, readable, and writable by `uid` unless root.
+fn knob_file(path: PathBuf, field: &str, uid: u32, out: &mut Findings) {
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == ErrorKind::NotFound => out.push(
+            Severity::Error,
+            field,
+            FindingKind::Missing { path },
+            "this kernel has no such knob: remove it or fix the path",
+        ),
+        Err(e) => out.push(
+            Severity::Error,
+            field,
+            FindingKind::Unreadable {
+                path,
+                reason: e.to_string(),
+            },
+            "run the study as root, or remove the knob",
+        ),
+        Ok(m) if uid != 0 && !may_write(&m, uid) => out.push(
+            Severity::Error,
+            field,
+            FindingKind::NotWritable { path, uid },
+            "run the study as root (knobs under /sys and /proc need it), or remove the knob",
+        ),
+        Ok(_) => {}
     }
 }
 

@@ -306,7 +306,7 @@ fn is_assignment(word: &str) -> bool {
 
 /// Values for a configuration's deployment and trial placeholders: its levels, its instance
 /// count, and instance 0's port, CPUs and nodes as if unbound.
-fn harmless_values(study: &Study, config: &Config) -> BTreeMap<String, String> {
+pub(super) fn harmless_values(study: &Study, config: &Config) -> BTreeMap<String, String> {
     let mut v: BTreeMap<String, String> = config
         .0
         .iter()
