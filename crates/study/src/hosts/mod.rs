@@ -20,7 +20,7 @@ pub use pool::LOCAL;
 pub(crate) use pool::{Event, Host, LocalHost, Pool, PoolEnd, RoundJob};
 pub use remote::HOST_SILENCE;
 pub(crate) use remote::RemoteHost;
-pub use worker::{WorkerConfig, serve, serve_session};
+pub use worker::{WorkerConfig, serve};
 
 /// perfpilot's version: a coordinator and its workers must run the same.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -66,42 +66,47 @@ pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Resul
         .map_err(|e| StudyError::Failed(format!("cannot accept coordinators: {e}")))?;
     // The coordinator being served, if one is.
     let serving: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-    let (tx, sessions) = std::sync::mpsc::channel::<(TcpStream, String)>();
-    {
-        let serving = serving.clone();
-        // Accepts for as long as the process lives; the sessions run on the caller's thread.
-        std::thread::spawn(move || {
-            for stream in incoming.incoming() {
-                let Ok(stream) = stream else { continue };
-                let peer = stream
-                    .peer_addr()
-                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let (tx, sessions) = std::sync::mpsc::channel::<Greeted>();
+    let claim = serving.clone();
+    // Accepts for as long as the process lives; each connection is greeted on a thread of its
+    // own and claims the worker only with a hello, so that a port check or a stray connection
+    // does not make the coordinator that comes next find it busy.
+    std::thread::spawn(move || {
+        for stream in incoming.incoming() {
+            let Ok(stream) = stream else { continue };
+            let (serving, tx) = (serving.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let Some(g) = greet(stream) else { return };
                 let mut now = serving.lock().unwrap_or_else(|p| p.into_inner());
                 match now.as_ref() {
                     Some(other) => {
                         let other = other.clone();
                         drop(now);
-                        refuse_busy(stream, &other);
-                        log(&format!("coordinator {peer}: refused, busy with {other}"));
+                        log(&format!(
+                            "coordinator {}: refused, busy with {other}",
+                            g.peer
+                        ));
+                        refuse_busy(g, &other);
                     }
                     None => {
-                        *now = Some(peer.clone());
-                        if tx.send((stream, peer)).is_err() {
-                            break;
-                        }
+                        *now = Some(g.peer.clone());
+                        drop(now);
+                        // An error: the worker has stopped serving; the connection just closes.
+                        let _ = tx.send(g);
                     }
                 }
-            }
-        });
-    }
-    for (stream, peer) in sessions {
-        match serve_session(stream, cfg, &log) {
+            });
+        }
+    });
+    for g in sessions {
+        let peer = g.peer.clone();
+        match serve_session(g, cfg, &log) {
             Ok(n) => log(&format!(
                 "coordinator {peer}: {n} trial(s) run; session ended"
             )),
             Err(e) => log(&e.to_string()),
         }
-        *serving.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *claim.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if cfg.quit.load(Ordering::SeqCst) {
             break;
         }
@@ -109,37 +114,64 @@ pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Resul
     Ok(())
 }
 
-/// Refuses the coordinator on `stream`, this worker being busy with `other`: after its hello
-/// (so that the refusal is read, not lost to a reset), then the connection closes.
-fn refuse_busy(stream: TcpStream, other: &str) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut reader = BufReader::new(&stream);
-    if !matches!(
-        recv::<Request>(&mut reader),
-        Ok(Some(Request::Hello { .. }))
-    ) {
-        return;
-    }
+/// A connection that said hello: what a session starts from.
+struct Greeted {
+    /// The coordinator's address.
+    peer: String,
+    stream: TcpStream,
+    /// The connection's reader, past the hello (it may hold what came after it).
+    reader: BufReader<TcpStream>,
+    /// The hello's perfpilot version and wire protocol.
+    version: String,
+    protocol: u32,
+}
+
+/// Reads the hello a coordinator opens with (within [`OPENING`]); `None` for a connection
+/// that closes or says anything else first.
+fn greet(stream: TcpStream) -> Option<Greeted> {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "?".to_string(), |a| a.to_string());
+    let _ = stream.set_read_timeout(Some(OPENING));
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let Ok(Some(Request::Hello { version, protocol })) = recv::<Request>(&mut reader) else {
+        return None;
+    };
+    let _ = stream.set_read_timeout(None);
+    Some(Greeted {
+        peer,
+        stream,
+        reader,
+        version,
+        protocol,
+    })
+}
+
+/// Refuses the coordinator of `g`, this worker being busy with `other`, then the connection
+/// closes (the coordinator's close, not ours, ends it, so the refusal is read, not reset).
+fn refuse_busy(g: Greeted, other: &str) {
+    let Greeted {
+        stream, mut reader, ..
+    } = g;
     let reason = format!(
         "this worker runs the trials of coordinator {other}; a worker serves one coordinator at a time: start another worker (another port) for this run"
     );
     let _ = send(&mut &stream, &Reply::Refused { reason });
     let _ = stream.shutdown(std::net::Shutdown::Write);
-    // Until the coordinator closes (or 2 s): its close, not ours, ends the connection.
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = std::io::copy(&mut reader, &mut std::io::sink());
 }
 
-/// Serves one coordinator on `stream`; returns the trials run.
-pub fn serve_session(
-    stream: TcpStream,
-    cfg: &WorkerConfig,
-    log: &dyn Fn(&str),
-) -> Result<usize, StudyError> {
-    let peer = stream
-        .peer_addr()
-        .map_or_else(|_| "?".to_string(), |a| a.to_string());
+/// Serves the coordinator that said hello on `g`; returns the trials run.
+fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<usize, StudyError> {
+    let Greeted {
+        peer,
+        stream,
+        mut reader,
+        version,
+        protocol,
+    } = g;
     let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream.try_clone().map_err(|e| wire_err(&peer, e))?);
     // Requests on a thread of their own: a stop, or the coordinator gone, ends the trial
     // that runs meanwhile.
     let stop = Arc::new(AtomicBool::new(false));
@@ -175,26 +207,20 @@ pub fn serve_session(
             )),
         }
     };
-    match opening("hello")? {
-        Some(Request::Hello { version, protocol }) => {
-            if version != cfg.version || protocol != PROTOCOL {
-                let reason = format!(
-                    "this worker runs perfpilot {} (protocol {PROTOCOL}), the coordinator perfpilot {version} (protocol {protocol}): run the same version on both",
-                    cfg.version
-                );
-                say(&Reply::Refused {
-                    reason: reason.clone(),
-                })?;
-                return Err(wire_err(&peer, reason));
-            }
-            say(&Reply::Hello {
-                version: cfg.version.clone(),
-                protocol: PROTOCOL,
-            })?;
-        }
-        Some(other) => return Err(wire_err(&peer, format!("expected hello, got {other:?}"))),
-        None => return Ok(0),
+    if version != cfg.version || protocol != PROTOCOL {
+        let reason = format!(
+            "this worker runs perfpilot {} (protocol {PROTOCOL}), the coordinator perfpilot {version} (protocol {protocol}): run the same version on both",
+            cfg.version
+        );
+        say(&Reply::Refused {
+            reason: reason.clone(),
+        })?;
+        return Err(wire_err(&peer, reason));
     }
+    say(&Reply::Hello {
+        version: cfg.version.clone(),
+        protocol: PROTOCOL,
+    })?;
     let (study, workdir) = match opening("study")? {
         Some(Request::Study {
             source,
