@@ -29,22 +29,9 @@ fn summary(winner: &str, latency: bool) -> Summary {
         higher_is_better: !latency,
         baseline: "instances=1".into(),
         winner: Some(winner.into()),
-        indistinguishable: Vec::new(),
-        chance_best: Vec::new(),
-        gain: None,
-        gain_p_value: None,
         verdict: "better".into(),
-        against_baseline: None,
-        configurations: Vec::new(),
-        confirmation: Vec::new(),
-        eliminated: Vec::new(),
-        infeasible: Vec::new(),
-        warnings: Vec::new(),
-        notes: Vec::new(),
         rounds: 4,
-        trials_run: 0,
-        elapsed_s: 0.0,
-        racing: false,
+        ..Summary::default()
     }
 }
 

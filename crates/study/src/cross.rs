@@ -190,18 +190,10 @@ pub fn cross_system(
     (sb, tb, host_b): (&Summary, &[TrialRecord], &str),
 ) -> CrossSystem {
     let higher = sa.higher_is_better;
-    let batch = ta.iter().chain(tb).any(|t| {
-        t.measurement
-            .as_deref()
-            .and_then(|j| Measurement::from_json(j).ok())
-            .is_some_and(|m| m.source == "batch")
-    });
     let rate_unit = if higher {
         sa.unit.clone()
-    } else if batch {
-        "jobs/s".into()
     } else {
-        "req/s".into()
+        sa.rate_unit.clone()
     };
     let mut out = CrossSystem {
         machine_a: Machine::from_host_json(host_a),

@@ -367,7 +367,7 @@ pub fn figures_line(sum: &Summary) -> Option<String> {
     let figures = |value: f64, throughput: Option<f64>| match (throughput_goal, throughput) {
         (true, _) => format!("{value:.1} {}", sum.unit),
         (false, None) => format!("{value:.2} {}", sum.unit),
-        (false, Some(t)) => format!("{value:.2} {} at {t:.1} req/s", sum.unit),
+        (false, Some(t)) => format!("{value:.2} {} at {t:.1} {}", sum.unit, sum.rate_unit),
     };
     if let Some(a) = &sum.against_baseline {
         return Some(format!(

@@ -512,6 +512,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     let summary = Summary {
         goal: goal.describe(),
         unit: goal.unit().into(),
+        rate_unit: crate::summary::rate_unit(study),
         higher_is_better: goal.higher_is_better(),
         baseline: baseline.key(),
         winner: winner_key.clone(),

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::Infeasible;
 use crate::race::{Elimination, Left};
 use crate::scores::paired_values;
-use crate::spec::{Goal, Study};
+use crate::spec::{Goal, LoadKind, Study};
 use crate::stats::{self, Alternative, RatioCi};
 use crate::trial::{TrialDetail, driver_saturation};
 
@@ -67,6 +67,9 @@ pub struct Summary {
     pub goal: String,
     /// The objective's unit.
     pub unit: String,
+    /// The unit of a trial's throughput: `req/s`, or `jobs/s` for a batch study.
+    #[serde(default = "requests_per_second")]
+    pub rate_unit: String,
     /// Whether a higher objective is better.
     pub higher_is_better: bool,
     /// The baseline configuration's key.
@@ -117,6 +120,36 @@ pub struct Summary {
     pub elapsed_s: f64,
     /// Whether configurations could leave the race.
     pub racing: bool,
+}
+
+/// An empty summary of a throughput goal: what tests and callers fill in part of.
+impl Default for Summary {
+    fn default() -> Summary {
+        Summary {
+            goal: String::new(),
+            unit: requests_per_second(),
+            rate_unit: requests_per_second(),
+            higher_is_better: true,
+            baseline: String::new(),
+            winner: None,
+            indistinguishable: Vec::new(),
+            chance_best: Vec::new(),
+            gain: None,
+            gain_p_value: None,
+            verdict: String::new(),
+            against_baseline: None,
+            configurations: Vec::new(),
+            confirmation: Vec::new(),
+            eliminated: Vec::new(),
+            infeasible: Vec::new(),
+            warnings: Vec::new(),
+            notes: Vec::new(),
+            rounds: 0,
+            trials_run: 0,
+            elapsed_s: 0.0,
+            racing: false,
+        }
+    }
 }
 
 impl Summary {
@@ -400,9 +433,28 @@ pub(crate) fn measurement_warnings(
     warnings
 }
 
+fn requests_per_second() -> String {
+    "req/s".into()
+}
+
+/// The unit of `study`'s trial throughputs.
+pub(crate) fn rate_unit(study: &Study) -> String {
+    match study.load.kind {
+        LoadKind::Batch { .. } => "jobs/s".into(),
+        _ => requests_per_second(),
+    }
+}
+
 /// Notes on what the run could not check because of how the study is set up: measurements
-/// too short for MSER-5 (a quick study's choice, not a fault of the measurements).
+/// too short for MSER-5 (a quick study's choice, not a fault of the measurements). Only the
+/// built-in driver records the per-second series MSER-5 reads; a batch or a load command
+/// has none whatever the measure.
 pub(crate) fn measurement_notes(study: &Study, trials: &[TrialRecord]) -> Vec<String> {
+    if !matches!(study.load.kind, LoadKind::Builtin { .. })
+        || study.run.measure >= std::time::Duration::from_secs(20)
+    {
+        return Vec::new();
+    }
     // Measured trials only: a failed deployment has no series to judge.
     let mut race = trials
         .iter()

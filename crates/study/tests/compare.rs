@@ -15,13 +15,6 @@ fn summary(winner: Option<&str>, tied: &[&str], left: &[(&str, Left)], higher: b
         baseline: "x".into(),
         winner: winner.map(str::to_string),
         indistinguishable: tied.iter().map(|s| s.to_string()).collect(),
-        chance_best: Vec::new(),
-        gain: None,
-        gain_p_value: None,
-        verdict: String::new(),
-        against_baseline: None,
-        configurations: Vec::new(),
-        confirmation: Vec::new(),
         eliminated: left
             .iter()
             .map(|(c, kind)| Elimination {
@@ -32,13 +25,9 @@ fn summary(winner: Option<&str>, tied: &[&str], left: &[(&str, Left)], higher: b
                 kind: *kind,
             })
             .collect(),
-        infeasible: Vec::new(),
-        warnings: Vec::new(),
-        notes: Vec::new(),
         rounds: 5,
-        trials_run: 0,
-        elapsed_s: 0.0,
         racing: true,
+        ..Summary::default()
     }
 }
 

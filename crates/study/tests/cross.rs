@@ -13,23 +13,8 @@ fn summary(goal: &str, unit: &str, higher: bool) -> Summary {
         unit: unit.into(),
         higher_is_better: higher,
         baseline: "instances=1".into(),
-        winner: None,
-        indistinguishable: Vec::new(),
-        chance_best: Vec::new(),
-        gain: None,
-        gain_p_value: None,
-        verdict: String::new(),
-        against_baseline: None,
-        configurations: Vec::new(),
-        confirmation: Vec::new(),
-        eliminated: Vec::new(),
-        infeasible: Vec::new(),
-        warnings: Vec::new(),
-        notes: Vec::new(),
         rounds: 5,
-        trials_run: 0,
-        elapsed_s: 0.0,
-        racing: false,
+        ..Summary::default()
     }
 }
 

@@ -124,22 +124,15 @@ fn stored(dir: &Path, gain: RatioCi) -> Store {
         higher_is_better: true,
         baseline: BASELINE.into(),
         winner: Some(WINNER.into()),
-        indistinguishable: Vec::new(),
-        chance_best: Vec::new(),
         gain: Some(gain),
         gain_p_value: Some(0.2),
         verdict,
-        against_baseline: None,
         configurations: vec![figures(BASELINE), figures(WINNER)],
-        confirmation: Vec::new(),
-        eliminated: Vec::new(),
-        infeasible: Vec::new(),
-        warnings: Vec::new(),
-        notes: Vec::new(),
         rounds: 4,
         trials_run: 12,
         elapsed_s: 60.0,
         racing: true,
+        ..Summary::default()
     };
     let json = serde_json::to_string(&summary).unwrap();
     store

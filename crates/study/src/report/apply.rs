@@ -4,6 +4,7 @@
 //! `NAME@.service` template; and writing them into a directory.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,7 @@ use perfpilot_store::TrialRecord;
 use serde::Serialize;
 
 use crate::error::StudyError;
-use crate::spec::{Config, Study, render, split_words};
+use crate::spec::{Config, LoadKind, Study, render, split_words};
 use crate::summary::Summary;
 use crate::trial::TrialDetail;
 
@@ -60,6 +61,46 @@ fn quote(word: &str) -> Result<Cow<'_, str>, String> {
     shlex::try_quote(word).map_err(|_| {
         format!("{word:?} holds a NUL byte, which a shell script cannot pass to a command")
     })
+}
+
+/// The shell variables that stand for a scratch file system's device and mount point: the
+/// study made its own on a loop device; on the target machine they are the user's.
+const STORAGE_VARS: [(&str, &str); 2] = [("device", "DEVICE"), ("mount", "MOUNT")];
+
+/// `word` quoted for sh, with the storage variables (`$DEVICE`, `$MOUNT`) left to expand.
+fn quote_vars(word: &str) -> Result<String, String> {
+    let mut q = quote(word)?.into_owned();
+    for (_, var) in STORAGE_VARS {
+        // shlex single-quotes a word holding `$`: close the quote around the variable.
+        q = q.replace(&format!("${var}"), &format!("'\"${var}\"'"));
+    }
+    // A word that starts or ends with a variable gets an empty '' there: drop it.
+    let q = q.strip_prefix("''").unwrap_or(&q);
+    let q = q.strip_suffix("''").unwrap_or(q);
+    Ok(q.to_string())
+}
+
+/// What a storage study's script says first: the file system the configuration ran on, and
+/// the variables the user sets for the device and mount point to apply it to.
+fn storage_heading(sh: &mut String, study: &Study, values: &BTreeMap<String, String>) {
+    let Some(st) = &study.storage else { return };
+    let fs = render(&st.filesystem, values);
+    let _ = writeln!(
+        sh,
+        "# The study ran each trial on a file system it made on a loop device: {fs} (type, then mkfs options)."
+    );
+    let _ = writeln!(
+        sh,
+        "# Make the data's file system so (this script formats nothing), then give its block device and mount point:"
+    );
+    let _ = writeln!(
+        sh,
+        "DEVICE=${{DEVICE:?set DEVICE to the data's block device under /sys/block, e.g. sdb}}"
+    );
+    let _ = writeln!(
+        sh,
+        "MOUNT=${{MOUNT:?set MOUNT to where that file system is mounted}}"
+    );
 }
 
 /// The systemd unit name for a study: its name with every character but letters, digits and
@@ -160,18 +201,32 @@ pub fn apply_script(
     if let Some(w) = &study.deployment.workdir {
         let _ = writeln!(sh, "cd {}", quote(&w.display().to_string())?);
     }
-    let base_values = crate::deploy::values_for(&config, n, None);
+    let mut base_values = crate::deploy::values_for(&config, n, None);
+    storage_heading(&mut sh, study, &base_values);
+    let storage_values: Vec<(String, String)> = if study.storage.is_some() {
+        STORAGE_VARS
+            .iter()
+            .map(|(name, var)| ((*name).to_string(), format!("${var}")))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    base_values.extend(storage_values.iter().cloned());
     for k in &study.deployment.knobs {
         let _ = writeln!(
             sh,
             "echo {} > {}",
-            quote(&render(&k.value, &base_values))?,
-            quote(&format!("/{}", k.path.trim_start_matches('/')))?
+            quote_vars(&render(&k.value, &base_values))?,
+            quote_vars(&format!(
+                "/{}",
+                render(&k.path, &base_values).trim_start_matches('/')
+            ))?
         );
     }
     for c in &study.deployment.setup {
         let _ = writeln!(sh, "{}", render(c, &base_values));
     }
+    let batch = matches!(study.load.kind, LoadKind::Batch { .. });
     let unit = unit_name(&study.name);
     let mut dropins = Vec::new();
     for il in &layout.instances {
@@ -179,7 +234,8 @@ pub fn apply_script(
             .deployment
             .base_port
             .saturating_add(il.instance as u16);
-        let values = crate::deploy::values_for(&config, n, Some((il, port)));
+        let mut values = crate::deploy::values_for(&config, n, Some((il, port)));
+        values.extend(storage_values.iter().cloned());
         let words = split_words(&render(&study.deployment.command, &values))?;
         let env = crate::deploy::environment(study, &config, &values);
         let mut line = String::new();
@@ -205,11 +261,15 @@ pub fn apply_script(
         line.push_str(
             &words
                 .iter()
-                .map(|w| quote(w))
+                .map(|w| quote_vars(w))
                 .collect::<Result<Vec<_>, _>>()?
                 .join(" "),
         );
-        let _ = writeln!(sh, "# instance {} on port {port}", il.instance);
+        if batch {
+            let _ = writeln!(sh, "# instance {}: the batch", il.instance);
+        } else {
+            let _ = writeln!(sh, "# instance {} on port {port}", il.instance);
+        }
         let _ = writeln!(sh, "{line} &");
 
         let mut d = String::new();
@@ -250,6 +310,28 @@ pub fn apply_script(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_variables_expand_inside_a_quoted_word_and_nothing_else_does() {
+        for (word, expanded) in [
+            (
+                "/sys/block/$DEVICE/queue/read_ahead_kb",
+                "/sys/block/sdb/queue/read_ahead_kb",
+            ),
+            ("$MOUNT/batch", "/data x/batch"),
+            ("$MOUNT", "/data x"),
+            ("it's $HOME on $DEVICE", "it's $HOME on sdb"),
+        ] {
+            let q = quote_vars(word).unwrap();
+            let out = std::process::Command::new("sh")
+                .args(["-c", &format!("printf %s {q}")])
+                .env("DEVICE", "sdb")
+                .env("MOUNT", "/data x")
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), expanded, "{q}");
+        }
+    }
 
     #[test]
     fn a_quoted_word_reaches_the_command_unchanged_through_sh() {
