@@ -199,6 +199,49 @@ pub fn tier_point(p: &Point, instances: &BTreeMap<String, u32>) -> TierPoint {
     }
 }
 
+/// How far a held-out point's CPU per request may be from the fitted demand before it is said.
+const DRIFT: f64 = 0.10;
+
+/// Per tier that was the bottleneck somewhere: the held-out points where its CPU per request
+/// moved more than [`DRIFT`] from the fitted demand. At a point the bottleneck bounds, the
+/// predicted throughput misses by about that ratio whatever the queueing, so the table's
+/// errors there are the system's change, not the model's.
+fn demand_drift(checks: &[perfpilot_model::TierCheck]) -> Vec<String> {
+    let mut by_tier: BTreeMap<&str, Vec<(&str, f64)>> = BTreeMap::new();
+    for c in checks.iter().filter(|c| !c.fitted) {
+        if let Some(&r) = c.demand_ratio.get(&c.bottleneck)
+            && (r - 1.0).abs() > DRIFT
+        {
+            by_tier
+                .entry(c.bottleneck.as_str())
+                .or_default()
+                .push((c.label.as_str(), r));
+        }
+    }
+    by_tier
+        .into_iter()
+        .map(|(tier, points)| {
+            let (lo, hi) = points
+                .iter()
+                .fold((f64::INFINITY, 0.0_f64), |(lo, hi), (_, r)| (lo.min(*r), hi.max(*r)));
+            let range = if (hi - lo).abs() < 0.005 {
+                format!("×{lo:.2}")
+            } else {
+                format!("×{lo:.2} … ×{hi:.2}")
+            };
+            format!(
+                "the demand moved: at {} held-out point(s) the {tier} tier, the bottleneck there, used {range} of the CPU per request fitted ({}); at a point it bounds, the predicted throughput misses by about that much whatever the model",
+                points.len(),
+                points
+                    .iter()
+                    .map(|(l, r)| format!("{l} ×{r:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect()
+}
+
 /// Drives a fresh deployment at the sweep's largest users for `deploy_warmup`, unmeasured: the
 /// first point of each sweep was otherwise measured cold (31 req/s against 51 at the next point,
 /// docs/capacity.md). A failure here is the first point's to report, so it is only printed.
@@ -441,6 +484,7 @@ pub fn analyse(
         }
     }
     let checks = model.validate(&predictable)?;
+    notes.extend(demand_drift(&checks));
     for s in &mut sweeps {
         let max = s.points.iter().map(|p| p.users).max().unwrap_or(1);
         let inst: BTreeMap<String, u32> = s.instances.clone();

@@ -204,3 +204,39 @@ fn when_no_point_settled_the_wanted_ones_are_fitted_from_with_a_note() {
         r.notes
     );
 }
+
+#[test]
+fn a_held_out_point_whose_bottleneck_used_more_cpu_per_request_is_named_in_a_note() {
+    let cap = Capacity::parse(
+        &format!(
+            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\n"
+        ),
+        Path::new("two.toml"),
+    )
+    .unwrap();
+    let mut sweeps = run(&cap, &[]);
+    // At 8 users the app, saturated, served a fifth fewer requests on the same busy cores:
+    // 1.25 times the CPU per request the fit found.
+    let p = sweeps[0]
+        .points
+        .iter_mut()
+        .find(|p| p.label == "no think: 8")
+        .unwrap();
+    for c in &mut p.classes {
+        c.throughput /= 1.25;
+    }
+    let r = analyse(&cap, sweeps, vec![]).unwrap();
+    let drift: Vec<&String> = r
+        .notes
+        .iter()
+        .filter(|n| n.starts_with("the demand moved"))
+        .collect();
+    assert_eq!(drift.len(), 1, "{:#?}", r.notes);
+    assert!(
+        drift[0].contains("the app tier") && drift[0].contains("no think: 8 ×1.25"),
+        "{}",
+        drift[0]
+    );
+    // The points the model produced itself are not named.
+    assert!(!drift[0].contains("no think: 4"), "{}", drift[0]);
+}

@@ -115,6 +115,25 @@ fn two_low_load_points_predict_held_out_loads_think_time_and_scale_out() {
         assert!(c.response_error_pct.abs() < 0.01, "{c:?}");
     }
     assert!(checks[0].fitted && !checks[2].fitted);
+    for c in &checks {
+        for (tier, r) in &c.demand_ratio {
+            assert!((r - 1.0).abs() < 1e-9, "{tier} at {}: {r}", c.label);
+        }
+    }
+    // The app using 30 % more CPU per request at a held-out point shows as its demand ratio.
+    let mut moved = measured(&t, 1, 0.05, 1);
+    *moved.busy.get_mut("app").unwrap() *= 1.3;
+    let c = &model.validate(&[moved]).unwrap()[0];
+    assert!(
+        (c.demand_ratio["app"] - 1.3).abs() < 1e-9,
+        "{:?}",
+        c.demand_ratio
+    );
+    assert!(
+        (c.demand_ratio["db"] - 1.0).abs() < 1e-9,
+        "{:?}",
+        c.demand_ratio
+    );
     // One app instance: the app is the bottleneck; two: the database.
     assert_eq!(checks[4].bottleneck, "app");
     assert_eq!(checks.last().unwrap().bottleneck, "db");

@@ -268,6 +268,11 @@ pub struct TierCheck {
     pub per_class: Vec<(String, f64, f64, f64, f64)>,
     /// Per tier, (measured busy cores, predicted busy cores).
     pub busy: BTreeMap<String, (f64, f64)>,
+    /// Per tier, the measured busy cores over what the fitted demands give at the measured
+    /// throughputs (`Σ_c X_c D_c`): 1 when the tier's CPU per request is the fitted one, 1.4
+    /// when it used 40 % more per request here than at the fit points.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub demand_ratio: BTreeMap<String, f64>,
     /// The predicted bottleneck.
     pub bottleneck: String,
 }
@@ -629,6 +634,23 @@ impl TierModel {
                                     pred.busy.get(&t.name).copied().unwrap_or(0.0),
                                 ),
                             )
+                        })
+                        .collect(),
+                    demand_ratio: self
+                        .tiers
+                        .iter()
+                        .filter_map(|t| {
+                            let at_fit: f64 = p
+                                .classes
+                                .iter()
+                                .filter(|c| c.users > 0)
+                                .filter_map(|c| {
+                                    let k = self.classes.iter().position(|n| n == &c.class)?;
+                                    Some(c.throughput * t.demand[k])
+                                })
+                                .sum();
+                            let measured = p.busy.get(&t.name).copied()?;
+                            (at_fit > 0.0).then(|| (t.name.clone(), measured / at_fit))
                         })
                         .collect(),
                     bottleneck: pred.bottleneck,
