@@ -400,20 +400,17 @@ fn loop_device() -> Option<String> {
 
 /// One knob file: existing, readable, and writable by `uid` unless root.
 fn knob_file(path: PathBuf, field: &str, uid: u32, out: &mut Findings) {
-    match std::fs::metadata(&path) {
-        Err(e) if e.kind() == ErrorKind::NotFound => out.push(
+    match metadata(&path) {
+        Err(kind @ FindingKind::Missing { .. }) => out.push(
             Severity::Error,
             field,
-            FindingKind::Missing { path },
+            kind,
             "this kernel has no such knob: remove it or fix the path",
         ),
-        Err(e) => out.push(
+        Err(kind) => out.push(
             Severity::Error,
             field,
-            FindingKind::Unreadable {
-                path,
-                reason: e.to_string(),
-            },
+            kind,
             "run the study as root, or remove the knob",
         ),
         Ok(m) if uid != 0 && !may_write(&m, uid) => out.push(
@@ -433,22 +430,32 @@ fn may_write(m: &std::fs::Metadata, uid: u32) -> bool {
     mode & 0o022 != 0 || (m.uid() == uid && mode & 0o200 != 0)
 }
 
+/// `path`'s metadata, or the finding: missing, or unreadable with the reason.
+fn metadata(path: &Path) -> Result<std::fs::Metadata, FindingKind> {
+    std::fs::metadata(path).map_err(|e| {
+        let path = path.to_path_buf();
+        if e.kind() == ErrorKind::NotFound {
+            FindingKind::Missing { path }
+        } else {
+            FindingKind::Unreadable {
+                path,
+                reason: e.to_string(),
+            }
+        }
+    })
+}
+
 /// Ok when `path` is a regular file this process can open for reading.
 fn readable_file(path: &Path) -> Result<(), FindingKind> {
     let path = path.to_path_buf();
-    match std::fs::metadata(&path) {
-        Err(e) if e.kind() == ErrorKind::NotFound => Err(FindingKind::Missing { path }),
+    if !metadata(&path)?.is_file() {
+        return Err(FindingKind::NotAFile { path });
+    }
+    match File::open(&path) {
+        Ok(_) => Ok(()),
         Err(e) => Err(FindingKind::Unreadable {
             path,
             reason: e.to_string(),
         }),
-        Ok(m) if !m.is_file() => Err(FindingKind::NotAFile { path }),
-        Ok(_) => match File::open(&path) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(FindingKind::Unreadable {
-                path,
-                reason: e.to_string(),
-            }),
-        },
     }
 }

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
-use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -208,16 +207,12 @@ fn build_hint(path: &Path) -> Option<String> {
 
 /// Ok when `path` is a file with an execute bit.
 fn executable(path: &Path) -> Result<(), FindingKind> {
+    let m = super::metadata(path)?;
     let path = path.to_path_buf();
-    match std::fs::metadata(&path) {
-        Err(e) if e.kind() == ErrorKind::NotFound => Err(FindingKind::Missing { path }),
-        Err(e) => Err(FindingKind::Unreadable {
-            path,
-            reason: e.to_string(),
-        }),
-        Ok(m) if !m.is_file() => Err(FindingKind::NotAFile { path }),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(FindingKind::NotExecutable { path }),
-        Ok(_) => Ok(()),
+    match m {
+        m if !m.is_file() => Err(FindingKind::NotAFile { path }),
+        m if m.permissions().mode() & 0o111 == 0 => Err(FindingKind::NotExecutable { path }),
+        _ => Ok(()),
     }
 }
 
