@@ -5,14 +5,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::client::{ErrKind, Target};
 use crate::error::{DriveError, invalid};
 use crate::h1;
 use crate::interval::{Interval, Shard, merge_by_second};
+use crate::kinds::KindTally;
 use crate::link::{Connector, H2Request, Link};
 use crate::measurement::{Measurement, SeriesPoint};
+use crate::profile::RequestProfile;
 use crate::recorder::{Recorder, Window, assemble};
 use crate::spec::HttpVersion;
 use crate::spec::{DriveSpec, Load, ThinkTime};
@@ -51,12 +54,25 @@ struct RequestShape {
     method: String,
     headers: Vec<(String, String)>,
     body: Option<BodyTemplate>,
+    /// The request profile, and each of its kinds' headers after the spec's.
+    profile: Option<(RequestProfile, Vec<Vec<(String, String)>>)>,
     timeout: Duration,
     http: HttpVersion,
     connector: Connector,
 }
 
-fn is_token(s: &str) -> bool {
+/// What one attempt sends: the spec's request, or a kind drawn from the profile with its path.
+struct Outgoing {
+    /// The profile's kind, with a profile.
+    kind: Option<usize>,
+    /// The kind's path and query for this request (empty without a profile).
+    path: String,
+    /// The body, rendered or the kind's.
+    body: Option<Bytes>,
+}
+
+/// Whether `s` is an HTTP token (a method or header name).
+pub(crate) fn is_token(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
@@ -78,35 +94,87 @@ impl RequestShape {
                 return Err(invalid("header name", k, "is set by the driver"));
             }
         }
+        let profile = spec.profile.as_ref().map(|p| {
+            let headers = p
+                .kinds
+                .iter()
+                .map(|k| spec.headers.iter().chain(&k.headers).cloned().collect())
+                .collect();
+            (p.clone(), headers)
+        });
         Ok(RequestShape {
             method: spec.method.clone(),
             headers: spec.headers.clone(),
             body: spec.body.clone(),
+            profile,
             timeout: spec.timeout,
             http: spec.http,
             connector: Connector::new(targets, spec.http, &spec.tls)?,
         })
     }
 
-    /// The HTTP/1.1 bytes of a request with `body`.
-    fn build(&self, target: &Target, body: Option<&str>) -> Vec<u8> {
+    /// The next request: the spec's with its body rendered, or a kind drawn from the profile.
+    fn outgoing(&self, seq: u64, rng: &mut Rng) -> Outgoing {
+        match &self.profile {
+            Some((p, _)) => {
+                let (kind, path) = p.draw(seq, rng);
+                Outgoing {
+                    kind: Some(kind),
+                    path,
+                    body: p.kinds[kind].body.clone(),
+                }
+            }
+            None => Outgoing {
+                kind: None,
+                path: String::new(),
+                body: self.body.as_ref().map(|t| Bytes::from(t.render(seq, rng))),
+            },
+        }
+    }
+
+    /// The method, path and headers of `out` (`target`'s path without a profile).
+    fn head_of<'a>(
+        &'a self,
+        target: &'a Target,
+        out: &'a Outgoing,
+    ) -> (&'a str, &'a str, &'a [(String, String)]) {
+        match (&self.profile, out.kind) {
+            (Some((p, headers)), Some(k)) => (p.kinds[k].method.as_str(), &out.path, &headers[k]),
+            _ => (&self.method, &target.path, &self.headers),
+        }
+    }
+
+    /// The HTTP/1.1 bytes of `out`.
+    fn build(&self, target: &Target, out: &Outgoing) -> Vec<u8> {
+        let (method, path, headers) = self.head_of(target, out);
         h1::build_request(
-            &self.method,
-            &target.path,
+            method,
+            path,
             &target.host_header,
-            &self.headers,
-            body.map(str::as_bytes),
+            headers,
+            out.body.as_deref(),
         )
     }
 
-    /// What a slot sends, prepared once.
+    /// What a slot sends, prepared once (nothing with a profile: its requests vary).
     fn prepare(&self, target: &Target) -> Prepared {
+        if self.profile.is_some() {
+            return Prepared {
+                fixed_h1: None,
+                h2: None,
+            };
+        }
         let may_h2 =
             self.http == HttpVersion::Http2 || (target.tls && self.http == HttpVersion::Auto);
+        let bare = Outgoing {
+            kind: None,
+            path: String::new(),
+            body: None,
+        };
         Prepared {
-            fixed_h1: self.body.is_none().then(|| self.build(target, None)),
+            fixed_h1: self.body.is_none().then(|| self.build(target, &bare)),
             h2: may_h2
-                .then(|| H2Request::new(target, &self.method, &self.headers))
+                .then(|| H2Request::new(target, &target.path, &self.method, &self.headers))
                 .flatten(),
         }
     }
@@ -124,6 +192,8 @@ struct Slot {
     index: usize,
     target: Arc<Target>,
     shard: Arc<Shard>,
+    /// The thread's per-kind counts, with a request profile.
+    kinds: Option<Arc<KindTally>>,
     /// Shifts an open lane's schedule (coordinated workers interleave their sends).
     phase: Duration,
 }
@@ -132,11 +202,15 @@ struct Slot {
 /// (or Ctrl-C when `control.ctrl_c`). Transport errors and non-2xx responses are counted in the
 /// result; only a bad spec or a failure to start threads is an `Err`.
 pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveError> {
-    if spec.targets.is_empty() {
+    // A profile names its one server; its kinds' paths vary per request.
+    let urls = match &spec.profile {
+        Some(p) => vec![p.origin.clone()],
+        None => spec.targets.clone(),
+    };
+    if urls.is_empty() {
         return Err(invalid("targets", "", "at least one target URL is needed"));
     }
-    let targets: Vec<Arc<Target>> = spec
-        .targets
+    let targets: Vec<Arc<Target>> = urls
         .iter()
         .map(|u| Target::parse(u).map(Arc::new))
         .collect::<Result<_, _>>()?;
@@ -171,15 +245,22 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
 
     let mut handles = Vec::new();
     let mut shards = Vec::new();
+    let mut tallies = Vec::new();
     for t in 0..threads {
         let shard = Arc::new(Shard::default());
         shards.push(shard.clone());
+        let kinds = spec
+            .profile
+            .as_ref()
+            .map(|p| Arc::new(KindTally::new(p.kinds.len())));
+        tallies.extend(kinds.clone());
         let my_slots: Vec<Slot> = (0..slots)
             .filter(|i| i % threads == t)
             .map(|i| Slot {
                 index: spec.slot_offset + i,
                 target: targets[i % targets.len()].clone(),
                 shard: shard.clone(),
+                kinds: kinds.clone(),
                 phase: spec.schedule_offset,
             })
             .collect();
@@ -262,7 +343,16 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         merge_by_second(shards.iter().flat_map(|s| s.drain_before(u64::MAX))),
     );
     let end = sup.stopped_at.unwrap_or(window.end).min(window.end);
-    let mut m = assemble(spec, recs, sup.seconds, window, end, begin_wall, &targets);
+    let mut m = assemble(
+        spec,
+        recs,
+        sup.seconds,
+        window,
+        end,
+        begin_wall,
+        &targets,
+        &tallies,
+    );
     if let (Some(start), Some(end)) = (sup.cpu_start, cpu_end)
         && m.requests > 0
     {
@@ -487,24 +577,21 @@ async fn attempt(
     slot: &Slot,
     shape: &RequestShape,
     prepared: &Prepared,
-    seq: u64,
-    rng: &mut Rng,
+    out: &Outgoing,
     stop: &mut watch::Receiver<bool>,
     end: Instant,
 ) -> Option<Result<u16, ErrKind>> {
-    let body = shape.body.as_ref().map(|t| t.render(seq, rng));
-    let body = body.as_deref();
     let work = async {
         // A kept-alive connection the server closed while idle fails on first use; that is
         // not the server's answer to this request, so it is retried once on a new connection.
         if let Some(c) = conn.as_mut() {
-            match exchange(c, slot, shape, prepared, body).await {
+            match exchange(c, slot, shape, prepared, out).await {
                 Err(ErrKind::Reset) => *conn = None,
                 other => return other,
             }
         }
         let c = conn.insert(shape.connector.connect(&slot.target).await?);
-        exchange(c, slot, shape, prepared, body).await
+        exchange(c, slot, shape, prepared, out).await
     };
     let result = tokio::select! {
         r = tokio::time::timeout(shape.timeout, work) => r.unwrap_or(Err(ErrKind::Timeout)),
@@ -524,22 +611,29 @@ async fn exchange(
     slot: &Slot,
     shape: &RequestShape,
     prepared: &Prepared,
-    body: Option<&str>,
+    out: &Outgoing,
 ) -> Result<u16, ErrKind> {
-    let head = shape.method == "HEAD";
+    let (method, path, headers) = shape.head_of(&slot.target, out);
+    let head = method == "HEAD";
     if let Link::H2(c) = link {
+        let drawn;
+        let req = if out.kind.is_some() {
+            drawn = H2Request::new(&slot.target, path, method, headers);
+            drawn.as_ref()
+        } else {
+            prepared.h2.as_ref()
+        };
         // A header HTTP/2 forbids (Connection, Keep-Alive, …) makes every request an error.
-        let Some(req) = &prepared.h2 else {
+        let Some(req) = req else {
             return Err(ErrKind::Http);
         };
-        let body = body.map(|b| bytes::Bytes::copy_from_slice(b.as_bytes()));
-        return c.exchange(req, body, head).await;
+        return c.exchange(req, out.body.clone(), head).await;
     }
     let built;
     let request: &[u8] = match &prepared.fixed_h1 {
-        Some(r) => r,
-        None => {
-            built = shape.build(&slot.target, body);
+        Some(r) if out.kind.is_none() => r,
+        _ => {
+            built = shape.build(&slot.target, out);
             &built
         }
     };
@@ -559,7 +653,7 @@ async fn closed_user(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone());
+    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
     let mut rng = Rng::new(0x5EED ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let prepared = shape.prepare(&slot.target);
     let mut conn: Option<Link> = None;
@@ -574,11 +668,10 @@ async fn closed_user(
     let mut late_s = 0.0_f64;
     while Instant::now() < w.end && !*stop.borrow() {
         let n = seq.fetch_add(1, Ordering::Relaxed);
+        let out = shape.outgoing(n, &mut rng);
         let sent = Instant::now();
-        let Some(result) = attempt(
-            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
-        )
-        .await
+        let Some(result) =
+            attempt(&mut conn, &slot, shape, &prepared, &out, &mut stop, w.end).await
         else {
             break;
         };
@@ -592,7 +685,7 @@ async fn closed_user(
             }
         };
         let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        rec.record(&w, done, latency, result, h2);
+        rec.record(&w, done, latency, result, h2, out.kind);
         let mut pause = think.sample(rng.next_f64());
         if let Some(wait) = backoff.after(result) {
             pause = pause.max(wait);
@@ -623,7 +716,7 @@ async fn open_lane(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone());
+    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
     let mut rng = Rng::new(0x0BE2 ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let prepared = shape.prepare(&slot.target);
     let mut conn: Option<Link> = None;
@@ -646,10 +739,9 @@ async fn open_lane(
         }
         let sent = Instant::now();
         let n = seq.fetch_add(1, Ordering::Relaxed);
-        let Some(result) = attempt(
-            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
-        )
-        .await
+        let out = shape.outgoing(n, &mut rng);
+        let Some(result) =
+            attempt(&mut conn, &slot, shape, &prepared, &out, &mut stop, w.end).await
         else {
             break;
         };
@@ -666,7 +758,7 @@ async fn open_lane(
             }
         };
         let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        rec.record(&w, done, latency, result, h2);
+        rec.record(&w, done, latency, result, h2, out.kind);
         if let Some(wait) = backoff.after(result) {
             let _ = sleep_until(Instant::now() + wait, &mut stop).await;
         }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{DriveError, invalid};
+use crate::profile::RequestProfile;
 use crate::template::BodyTemplate;
 pub use crate::tls::{HttpVersion, TlsOptions};
 
@@ -164,6 +165,9 @@ pub struct DriveSpec {
     pub headers: Vec<(String, String)>,
     /// Request body, possibly with `{{column}}` placeholders.
     pub body: Option<BodyTemplate>,
+    /// A request profile: each request draws one of its kinds by weight, instead of sending
+    /// `method` and `body` to `targets` (which are then ignored: the profile names its server).
+    pub profile: Option<RequestProfile>,
     /// Closed or open loop.
     pub load: Load,
     /// Per-request timeout (connect + response).
@@ -193,6 +197,7 @@ impl DriveSpec {
             method: "GET".to_string(),
             headers: Vec::new(),
             body: None,
+            profile: None,
             load,
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,

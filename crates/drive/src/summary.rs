@@ -101,7 +101,46 @@ pub fn render_summary(m: &Measurement) -> String {
         let (label, value) = extra(k, *v);
         let _ = writeln!(s, "  {label:<11} {value}");
     }
+    kinds(&mut s, m);
     s
+}
+
+/// One line per kind of a request profile: its share of the requests against its weight's,
+/// its errors and latency percentiles.
+fn kinds(s: &mut String, m: &Measurement) {
+    if m.request_kinds.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "  by request kind (share of requests, weight's share):");
+    let width = m
+        .request_kinds
+        .iter()
+        .map(|k| k.name.len())
+        .max()
+        .unwrap_or(0);
+    let total: u64 = m.request_kinds.iter().map(|k| k.requests).sum();
+    for k in &m.request_kinds {
+        let share = if total == 0 {
+            0.0
+        } else {
+            k.requests as f64 / total as f64
+        };
+        let l = k.latency.clone().unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "    {:<width$}  {:<6} {:>7} {:>7}  {} requests, {} errors  p50 {}  p90 {}  p99 {}  max {}",
+            k.name,
+            k.method,
+            units::percent(share * 100.0),
+            units::percent(k.weight_share * 100.0),
+            units::count(k.requests),
+            units::count(k.errors),
+            ms(l.p50_ms),
+            ms(l.p90_ms),
+            ms(l.p99_ms),
+            ms(l.max_ms),
+        );
+    }
 }
 
 #[cfg(test)]
