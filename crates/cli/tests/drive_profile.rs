@@ -187,3 +187,27 @@ fn bad_profiles_fail_before_any_request_naming_file_line_and_field() {
     assert!(seen.lock().unwrap().is_empty(), "a request was sent");
     let _ = std::fs::remove_file(&csv);
 }
+
+#[test]
+fn the_filestore_example_profile_parses_into_its_three_kinds_on_filestores_routes() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/drive/filestore-mix.csv");
+    let p =
+        perfpilot_drive::RequestProfile::from_csv(&path, Some("http://127.0.0.1:8080")).unwrap();
+    let kinds: Vec<(&str, &str, f64)> = p
+        .kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.name.as_str(), k.method.as_str(), p.share(i)))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("get-doc", "GET", 0.90),
+            ("search-meta", "GET", 0.05),
+            ("put-doc", "PUT", 0.05)
+        ]
+    );
+    assert_eq!(p.kinds[2].body.as_ref().map(|b| b.len()), Some(2048));
+    assert!(p.kinds[0].url.ends_with("/docs/doc-{{rand:1-10000}}"));
+}

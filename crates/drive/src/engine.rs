@@ -49,13 +49,16 @@ struct Live {
     errors: AtomicU64,
 }
 
+/// Request headers, name and value.
+type Headers = Vec<(String, String)>;
+
 /// Everything a task needs to build requests.
 struct RequestShape {
     method: String,
     headers: Vec<(String, String)>,
     body: Option<BodyTemplate>,
     /// The request profile, and each of its kinds' headers after the spec's.
-    profile: Option<(RequestProfile, Vec<Vec<(String, String)>>)>,
+    profile: Option<(RequestProfile, Vec<Headers>)>,
     timeout: Duration,
     http: HttpVersion,
     connector: Connector,
