@@ -162,7 +162,7 @@ struct RunArgs {
     #[arg(
         long,
         value_name = "CSV",
-        conflicts_with_all = ["method", "body", "body_file", "data", "coordinator"]
+        conflicts_with_all = ["method", "body", "body_file", "data", "coordinator", "worker"]
     )]
     requests: Option<PathBuf>,
     /// HTTP version: auto (HTTP/2 where an https:// target offers it by ALPN), 1.1, or 2 (also
