@@ -185,5 +185,48 @@ mod tests {
         ] {
             assert!(s.contains(want), "{want:?} in\n{s}");
         }
+        assert!(!s.contains("by request kind"), "{s}");
+    }
+
+    #[test]
+    fn a_profile_run_shows_each_kind_with_its_share_errors_and_percentiles() {
+        let mut m = Measurement::empty(
+            "perfpilot-drive",
+            LoadShape::Closed {
+                users: 2,
+                think_time: "0".into(),
+            },
+        );
+        let kind =
+            |name: &str, method: &str, requests: u64, errors: u64, share: f64| crate::KindResult {
+                name: name.into(),
+                method: method.into(),
+                url: "http://h/x".into(),
+                weight_share: share,
+                requests,
+                ok: requests - errors,
+                errors,
+                status: Default::default(),
+                latency: Some(Latency {
+                    p50_ms: Some(1.5),
+                    p90_ms: Some(2.0),
+                    p99_ms: Some(4.0),
+                    max_ms: Some(12.0),
+                    ..Default::default()
+                }),
+                histogram: None,
+            };
+        m.request_kinds = vec![
+            kind("get-doc", "GET", 900, 0, 0.9),
+            kind("put", "PUT", 100, 3, 0.1),
+        ];
+        let s = render_summary(&m);
+        for want in [
+            "by request kind (share of requests, weight's share):",
+            "    get-doc  GET       90 %    90 %  900 requests, 0 errors  p50 1.5 ms  p90 2 ms  p99 4 ms  max 12 ms",
+            "    put      PUT       10 %    10 %  100 requests, 3 errors",
+        ] {
+            assert!(s.contains(want), "{want:?} in\n{s}");
+        }
     }
 }
