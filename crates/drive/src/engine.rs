@@ -199,6 +199,8 @@ struct Slot {
     kinds: Option<Arc<KindTally>>,
     /// Shifts an open lane's schedule (coordinated workers interleave their sends).
     phase: Duration,
+    /// The run's seed ([`DriveSpec::seed`]), mixed into the slot's generator.
+    seed: u64,
 }
 
 /// Drives the load described by `spec` and returns its measurement. Blocks until the run ends
@@ -265,6 +267,7 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
                 shard: shard.clone(),
                 kinds: kinds.clone(),
                 phase: spec.schedule_offset,
+                seed: spec.seed,
             })
             .collect();
         let load = spec.load.clone();
@@ -657,7 +660,7 @@ async fn closed_user(
     seq: &AtomicU64,
 ) -> Recorder {
     let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
-    let mut rng = Rng::new(0x5EED ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
+    let mut rng = Rng::new(0x5EED ^ slot.seed ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let prepared = shape.prepare(&slot.target);
     let mut conn: Option<Link> = None;
     let mut backoff = Backoff::default();
@@ -720,7 +723,7 @@ async fn open_lane(
     seq: &AtomicU64,
 ) -> Recorder {
     let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
-    let mut rng = Rng::new(0x0BE2 ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
+    let mut rng = Rng::new(0x0BE2 ^ slot.seed ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let prepared = shape.prepare(&slot.target);
     let mut conn: Option<Link> = None;
     let mut backoff = Backoff::default();

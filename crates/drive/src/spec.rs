@@ -187,6 +187,9 @@ pub struct DriveSpec {
     pub slot_offset: usize,
     /// Shifts an open loop's schedule so coordinated workers interleave their sends.
     pub schedule_offset: Duration,
+    /// Seeds each user's or lane's generator (think times, `{{rand:…}}`, the profile's draw)
+    /// with the user's number: the same seed draws the same sequence per user.
+    pub seed: u64,
 }
 
 impl DriveSpec {
@@ -209,6 +212,7 @@ impl DriveSpec {
             tls: TlsOptions::default(),
             slot_offset: 0,
             schedule_offset: Duration::ZERO,
+            seed: 0,
         }
     }
 }

@@ -162,8 +162,8 @@ fn an_open_loop_profile_keeps_the_rate_and_counts_each_kind() {
 }
 
 #[test]
-fn the_same_profile_draws_the_same_requests_in_the_same_order_run_after_run() {
-    let first_requests = || {
+fn the_same_profile_and_seed_draw_the_same_requests_in_the_same_order_and_another_seed_does_not() {
+    let first_requests = |seed: u64| {
         let server = TestServer::start();
         let mut s = spec(
             &server,
@@ -175,6 +175,7 @@ fn the_same_profile_draws_the_same_requests_in_the_same_order_run_after_run() {
             300,
         );
         s.threads = 1;
+        s.seed = seed;
         run(&s, &RunControl::default()).unwrap();
         let got: Vec<(String, String)> = server
             .received()
@@ -185,7 +186,8 @@ fn the_same_profile_draws_the_same_requests_in_the_same_order_run_after_run() {
         assert_eq!(got.len(), 100, "fewer than 100 requests in 500 ms");
         got
     };
-    let (a, b) = (first_requests(), first_requests());
+    let (a, b) = (first_requests(7), first_requests(7));
     assert_eq!(a, b);
+    assert_ne!(a, first_requests(8));
     assert!(a.iter().any(|(m, _)| m == "PUT") && a.iter().any(|(m, _)| m == "GET"));
 }

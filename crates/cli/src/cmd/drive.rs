@@ -234,6 +234,10 @@ struct RunArgs {
     /// CSV file (with a header line) whose rows fill the body template in turn.
     #[arg(long, value_name = "CSV")]
     data: Option<PathBuf>,
+    /// Seed of each user's random draws (think times, {{rand:A-B}}, the --requests row): the
+    /// same seed draws the same sequence per user.
+    #[arg(long, default_value_t = 0, conflicts_with = "coordinator")]
+    seed: u64,
     /// Per-request timeout.
     #[arg(long, default_value = "10s")]
     timeout: String,
@@ -327,6 +331,7 @@ fn drive(a: RunArgs) -> Result<()> {
             a.targets.first().map(String::as_str),
         )?);
     }
+    spec.seed = a.seed;
     spec.method = a.method.to_ascii_uppercase();
     for h in &a.headers {
         let (k, v) = h
