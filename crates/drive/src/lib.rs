@@ -41,6 +41,7 @@ mod outcome;
 mod profile;
 mod recorder;
 pub mod remote_write;
+mod request;
 mod series_csv;
 mod spec;
 mod summary;

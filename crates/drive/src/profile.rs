@@ -537,7 +537,7 @@ fn split_url(url: &str) -> (String, String) {
 
 /// A header a row may set: a token the driver does not set itself.
 fn check_header_name(name: &str) -> Result<(), String> {
-    if !crate::engine::is_token(name) {
+    if !crate::request::is_token(name) {
         return Err(format!("{name:?} is not a valid header name"));
     }
     if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("host") {
