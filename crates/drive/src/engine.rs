@@ -9,14 +9,13 @@ use tokio::sync::watch;
 
 use crate::client::{ErrKind, Target};
 use crate::error::{DriveError, invalid};
-use crate::h1;
 use crate::interval::{Interval, Shard, merge_by_second};
-use crate::link::{Connector, H2Request, Link};
+use crate::kinds::KindTally;
+use crate::link::Link;
 use crate::measurement::{Measurement, SeriesPoint};
 use crate::recorder::{Recorder, Window, assemble};
-use crate::spec::HttpVersion;
+use crate::request::{Outgoing, Prepared, RequestShape, exchange};
 use crate::spec::{DriveSpec, Load, ThinkTime};
-use crate::template::BodyTemplate;
 use perfpilot_stats::Rng;
 use perfpilot_units as units;
 
@@ -46,97 +45,32 @@ struct Live {
     errors: AtomicU64,
 }
 
-/// Everything a task needs to build requests.
-struct RequestShape {
-    method: String,
-    headers: Vec<(String, String)>,
-    body: Option<BodyTemplate>,
-    timeout: Duration,
-    http: HttpVersion,
-    connector: Connector,
-}
-
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-impl RequestShape {
-    fn from_spec(spec: &DriveSpec, targets: &[Arc<Target>]) -> Result<Self, DriveError> {
-        if !is_token(&spec.method) {
-            return Err(invalid("HTTP method", &spec.method, "not a valid method"));
-        }
-        for (k, v) in &spec.headers {
-            if !is_token(k) {
-                return Err(invalid("header name", k, "not a valid header name"));
-            }
-            if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-                return Err(invalid("header value", v, "contains a line break"));
-            }
-            if k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("host") {
-                return Err(invalid("header name", k, "is set by the driver"));
-            }
-        }
-        Ok(RequestShape {
-            method: spec.method.clone(),
-            headers: spec.headers.clone(),
-            body: spec.body.clone(),
-            timeout: spec.timeout,
-            http: spec.http,
-            connector: Connector::new(targets, spec.http, &spec.tls)?,
-        })
-    }
-
-    /// The HTTP/1.1 bytes of a request with `body`.
-    fn build(&self, target: &Target, body: Option<&str>) -> Vec<u8> {
-        h1::build_request(
-            &self.method,
-            &target.path,
-            &target.host_header,
-            &self.headers,
-            body.map(str::as_bytes),
-        )
-    }
-
-    /// What a slot sends, prepared once.
-    fn prepare(&self, target: &Target) -> Prepared {
-        let may_h2 =
-            self.http == HttpVersion::Http2 || (target.tls && self.http == HttpVersion::Auto);
-        Prepared {
-            fixed_h1: self.body.is_none().then(|| self.build(target, None)),
-            h2: may_h2
-                .then(|| H2Request::new(target, &self.method, &self.headers))
-                .flatten(),
-        }
-    }
-}
-
-/// A slot's requests, built once: the HTTP/1.1 bytes when the request never changes, and the
-/// HTTP/2 request head when the target may speak HTTP/2.
-struct Prepared {
-    fixed_h1: Option<Vec<u8>>,
-    h2: Option<H2Request>,
-}
-
 /// One virtual user (closed loop) or one lane (open loop).
 struct Slot {
     index: usize,
     target: Arc<Target>,
     shard: Arc<Shard>,
+    /// The thread's per-kind counts, with a request profile.
+    kinds: Option<Arc<KindTally>>,
     /// Shifts an open lane's schedule (coordinated workers interleave their sends).
     phase: Duration,
+    /// The run's seed ([`DriveSpec::seed`]), mixed into the slot's generator.
+    seed: u64,
 }
 
 /// Drives the load described by `spec` and returns its measurement. Blocks until the run ends
 /// (or Ctrl-C when `control.ctrl_c`). Transport errors and non-2xx responses are counted in the
 /// result; only a bad spec or a failure to start threads is an `Err`.
 pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveError> {
-    if spec.targets.is_empty() {
+    // A profile names its one server; its kinds' paths vary per request.
+    let urls = match &spec.profile {
+        Some(p) => vec![p.origin.clone()],
+        None => spec.targets.clone(),
+    };
+    if urls.is_empty() {
         return Err(invalid("targets", "", "at least one target URL is needed"));
     }
-    let targets: Vec<Arc<Target>> = spec
-        .targets
+    let targets: Vec<Arc<Target>> = urls
         .iter()
         .map(|u| Target::parse(u).map(Arc::new))
         .collect::<Result<_, _>>()?;
@@ -171,16 +105,24 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
 
     let mut handles = Vec::new();
     let mut shards = Vec::new();
+    let mut tallies = Vec::new();
     for t in 0..threads {
         let shard = Arc::new(Shard::default());
         shards.push(shard.clone());
+        let kinds = spec
+            .profile
+            .as_ref()
+            .map(|p| Arc::new(KindTally::new(p.kinds.len())));
+        tallies.extend(kinds.clone());
         let my_slots: Vec<Slot> = (0..slots)
             .filter(|i| i % threads == t)
             .map(|i| Slot {
                 index: spec.slot_offset + i,
                 target: targets[i % targets.len()].clone(),
                 shard: shard.clone(),
+                kinds: kinds.clone(),
                 phase: spec.schedule_offset,
+                seed: spec.seed,
             })
             .collect();
         let load = spec.load.clone();
@@ -262,7 +204,16 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         merge_by_second(shards.iter().flat_map(|s| s.drain_before(u64::MAX))),
     );
     let end = sup.stopped_at.unwrap_or(window.end).min(window.end);
-    let mut m = assemble(spec, recs, sup.seconds, window, end, begin_wall, &targets);
+    let mut m = assemble(
+        spec,
+        recs,
+        sup.seconds,
+        window,
+        end,
+        begin_wall,
+        &targets,
+        &tallies,
+    );
     if let (Some(start), Some(end)) = (sup.cpu_start, cpu_end)
         && m.requests > 0
     {
@@ -487,24 +438,21 @@ async fn attempt(
     slot: &Slot,
     shape: &RequestShape,
     prepared: &Prepared,
-    seq: u64,
-    rng: &mut Rng,
+    out: &Outgoing,
     stop: &mut watch::Receiver<bool>,
     end: Instant,
 ) -> Option<Result<u16, ErrKind>> {
-    let body = shape.body.as_ref().map(|t| t.render(seq, rng));
-    let body = body.as_deref();
     let work = async {
         // A kept-alive connection the server closed while idle fails on first use; that is
         // not the server's answer to this request, so it is retried once on a new connection.
         if let Some(c) = conn.as_mut() {
-            match exchange(c, slot, shape, prepared, body).await {
+            match exchange(c, &slot.target, shape, prepared, out).await {
                 Err(ErrKind::Reset) => *conn = None,
                 other => return other,
             }
         }
         let c = conn.insert(shape.connector.connect(&slot.target).await?);
-        exchange(c, slot, shape, prepared, body).await
+        exchange(c, &slot.target, shape, prepared, out).await
     };
     let result = tokio::select! {
         r = tokio::time::timeout(shape.timeout, work) => r.unwrap_or(Err(ErrKind::Timeout)),
@@ -518,38 +466,6 @@ async fn attempt(
     Some(result)
 }
 
-/// One exchange on an open connection, in the protocol it speaks.
-async fn exchange(
-    link: &mut Link,
-    slot: &Slot,
-    shape: &RequestShape,
-    prepared: &Prepared,
-    body: Option<&str>,
-) -> Result<u16, ErrKind> {
-    let head = shape.method == "HEAD";
-    if let Link::H2(c) = link {
-        // A header HTTP/2 forbids (Connection, Keep-Alive, …) makes every request an error.
-        let Some(req) = &prepared.h2 else {
-            return Err(ErrKind::Http);
-        };
-        let body = body.map(|b| bytes::Bytes::copy_from_slice(b.as_bytes()));
-        return c.exchange(req, body, head).await;
-    }
-    let built;
-    let request: &[u8] = match &prepared.fixed_h1 {
-        Some(r) => r,
-        None => {
-            built = shape.build(&slot.target, body);
-            &built
-        }
-    };
-    match link {
-        Link::Plain(c) => c.exchange(request, head).await,
-        Link::Tls(c) => c.exchange(request, head).await,
-        Link::H2(_) => Err(ErrKind::Http),
-    }
-}
-
 async fn closed_user(
     slot: Slot,
     think: ThinkTime,
@@ -559,8 +475,8 @@ async fn closed_user(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone());
-    let mut rng = Rng::new(0x5EED ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
+    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
+    let mut rng = Rng::new(0x5EED ^ slot.seed ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let prepared = shape.prepare(&slot.target);
     let mut conn: Option<Link> = None;
     let mut backoff = Backoff::default();
@@ -574,11 +490,10 @@ async fn closed_user(
     let mut late_s = 0.0_f64;
     while Instant::now() < w.end && !*stop.borrow() {
         let n = seq.fetch_add(1, Ordering::Relaxed);
+        let out = shape.outgoing(n, &mut rng);
         let sent = Instant::now();
-        let Some(result) = attempt(
-            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
-        )
-        .await
+        let Some(result) =
+            attempt(&mut conn, &slot, shape, &prepared, &out, &mut stop, w.end).await
         else {
             break;
         };
@@ -592,7 +507,7 @@ async fn closed_user(
             }
         };
         let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        rec.record(&w, done, latency, result, h2);
+        rec.record(&w, done, latency, result, h2, out.kind);
         let mut pause = think.sample(rng.next_f64());
         if let Some(wait) = backoff.after(result) {
             pause = pause.max(wait);
@@ -623,8 +538,8 @@ async fn open_lane(
     live: &Live,
     seq: &AtomicU64,
 ) -> Recorder {
-    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone());
-    let mut rng = Rng::new(0x0BE2 ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
+    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
+    let mut rng = Rng::new(0x0BE2 ^ slot.seed ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
     let prepared = shape.prepare(&slot.target);
     let mut conn: Option<Link> = None;
     let mut backoff = Backoff::default();
@@ -646,10 +561,9 @@ async fn open_lane(
         }
         let sent = Instant::now();
         let n = seq.fetch_add(1, Ordering::Relaxed);
-        let Some(result) = attempt(
-            &mut conn, &slot, shape, &prepared, n, &mut rng, &mut stop, w.end,
-        )
-        .await
+        let out = shape.outgoing(n, &mut rng);
+        let Some(result) =
+            attempt(&mut conn, &slot, shape, &prepared, &out, &mut stop, w.end).await
         else {
             break;
         };
@@ -666,7 +580,7 @@ async fn open_lane(
             }
         };
         let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        rec.record(&w, done, latency, result, h2);
+        rec.record(&w, done, latency, result, h2, out.kind);
         if let Some(wait) = backoff.after(result) {
             let _ = sleep_until(Instant::now() + wait, &mut stop).await;
         }

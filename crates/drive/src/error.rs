@@ -37,6 +37,19 @@ pub enum DriveError {
         /// Why it could not be read.
         source: std::io::Error,
     },
+    /// A request profile (`drive --requests`) is wrong at a line and field; `line` 0 is the
+    /// file as a whole.
+    #[error("{}", profile_message(path, *line, field, reason))]
+    Profile {
+        /// The profile's file.
+        path: PathBuf,
+        /// The line (1 is the header), or 0 for the file as a whole.
+        line: u64,
+        /// The column (or `file`).
+        field: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A CSV file could not be parsed.
     #[error("cannot parse CSV {path}: {source}")]
     Csv {
@@ -94,6 +107,17 @@ pub enum DriveError {
     /// The async runtime could not be built.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+}
+
+fn profile_message(path: &std::path::Path, line: u64, field: &str, reason: &str) -> String {
+    if line == 0 {
+        format!("request profile {}: {reason}", path.display())
+    } else {
+        format!(
+            "request profile {}, line {line}, {field}: {reason}",
+            path.display()
+        )
+    }
 }
 
 pub(crate) fn invalid(what: &'static str, value: &str, reason: impl Into<String>) -> DriveError {

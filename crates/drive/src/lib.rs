@@ -10,6 +10,8 @@
 //! - [`Measurement`] carries totals, latency percentiles, errors by kind and HTTP status, a
 //!   per-second series and a serialized HdrHistogram, so the results of several driver
 //!   processes [`Measurement::merge`] exactly.
+//! - A [`RequestProfile`] (a CSV of request kinds with weights) makes each request draw its
+//!   method, URL and body, and the result counts each kind apart ([`KindResult`]).
 //! - [`Threshold`] checks such as `p99<50ms` or `errors<0.1%` decide a run's exit code.
 //! - [`adapters`] parse the output of `wrk`, `pgbench`, `redis-benchmark` and any command that
 //!   prints a number into the same [`Measurement`].
@@ -32,11 +34,14 @@ mod hist;
 mod hlog;
 mod interval;
 mod k6;
+mod kinds;
 mod link;
 mod measurement;
 mod outcome;
+mod profile;
 mod recorder;
 pub mod remote_write;
+mod request;
 mod series_csv;
 mod spec;
 mod summary;
@@ -52,10 +57,12 @@ pub use hist::LatencyHistogram;
 pub use hlog::{HLOG_UNIT_COMMENT, write_hlog};
 pub use interval::Interval;
 pub use k6::k6_summary;
+pub use kinds::KindResult;
 pub use measurement::{
     CpuUsage, HistogramData, Latency, LoadShape, MEASUREMENT_SCHEMA, Measurement, SeriesPoint,
 };
 pub use outcome::{Verdict, cut_short, measurements_json, none_succeeded};
+pub use profile::{Method, RequestKind, RequestProfile};
 pub use series_csv::{SERIES_CSV_HEADER, series_csv};
 pub use spec::{DriveSpec, HttpVersion, Load, ThinkTime, TlsOptions, parse_duration};
 pub use summary::render_summary;

@@ -101,11 +101,17 @@ pub(crate) struct H2Request {
 }
 
 impl H2Request {
-    /// The request to `target`; `None` when a header does not fit HTTP/2's rules (the user
-    /// then counts an `http` error per request, as a server would refuse it).
-    pub fn new(target: &Target, method: &str, headers: &[(String, String)]) -> Option<Self> {
+    /// The request for `path` on `target`'s server; `None` when a header does not fit
+    /// HTTP/2's rules (the user then counts an `http` error per request, as a server would
+    /// refuse it).
+    pub fn new(
+        target: &Target,
+        path: &str,
+        method: &str,
+        headers: &[(String, String)],
+    ) -> Option<Self> {
         let scheme = if target.tls { "https" } else { "http" };
-        let uri = format!("{scheme}://{}{}", target.host_header, target.path)
+        let uri = format!("{scheme}://{}{path}", target.host_header)
             .parse()
             .ok()?;
         let mut map = http::HeaderMap::new();

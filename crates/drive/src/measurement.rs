@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DriveError;
 use crate::hist::LatencyHistogram;
+use crate::kinds::{KindResult, merge_kinds};
 
 /// Version of the [`Measurement`] JSON shape, written into every file as `"schema"`.
 /// Bumped when a field changes meaning or is removed; new optional fields keep the version.
@@ -89,6 +90,9 @@ pub struct Measurement {
     /// not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
+    /// With a request profile: the figures of each kind of request, in the profile's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_kinds: Vec<KindResult>,
 }
 
 /// The load that produced a [`Measurement`].
@@ -244,6 +248,7 @@ impl Measurement {
             cpu: None,
             extra: BTreeMap::new(),
             first_error: None,
+            request_kinds: Vec::new(),
         }
     }
 
@@ -426,6 +431,8 @@ impl Measurement {
                 }
             }
         }
+        let kinds: Vec<&[KindResult]> = parts.iter().map(|p| p.request_kinds.as_slice()).collect();
+        out.request_kinds = merge_kinds(&kinds)?;
         out.series = series
             .into_values()
             .map(|(mut p, sum, n)| {

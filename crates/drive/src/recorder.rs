@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::client::{ErrKind, Target};
 use crate::hist::LatencyHistogram;
 use crate::interval::Shard;
+use crate::kinds::{KindTally, kind_results};
 use crate::measurement::{LoadShape, Measurement, SeriesPoint};
 use crate::spec::{DriveSpec, Load};
 
@@ -18,9 +19,10 @@ use crate::spec::{DriveSpec, Load};
 pub(crate) struct Recorder {
     /// The task's target, to describe its first failure.
     target: Option<Arc<Target>>,
-    /// When the first failed attempt (error or non-2xx/3xx status) ended, and how it failed;
-    /// kept as data so that failing fast costs no formatting.
-    first_failure: Option<(Instant, Result<u16, ErrKind>)>,
+    /// When the first failed attempt (error or non-2xx/3xx status) ended, how it failed and
+    /// of which kind of the profile it was; kept as data so that failing fast costs no
+    /// formatting.
+    first_failure: Option<(Instant, Result<u16, ErrKind>, Option<usize>)>,
     hist: LatencyHistogram,
     requests: u64,
     ok: u64,
@@ -31,6 +33,8 @@ pub(crate) struct Recorder {
     shard: Arc<Shard>,
     /// Responses that came over HTTP/2.
     h2_responses: u64,
+    /// The thread's per-kind counts, with a request profile.
+    kinds: Option<Arc<KindTally>>,
 }
 
 /// The timing frame shared by all tasks.
@@ -45,28 +49,42 @@ pub(crate) struct Window {
 }
 
 impl Recorder {
-    /// An empty recorder of a task that sends to `target`.
-    pub(crate) fn new(target: Arc<Target>, shard: Arc<Shard>) -> Self {
+    /// An empty recorder of a task that sends to `target`, counting kinds of a request
+    /// profile into `kinds`.
+    pub(crate) fn new(
+        target: Arc<Target>,
+        shard: Arc<Shard>,
+        kinds: Option<Arc<KindTally>>,
+    ) -> Self {
         Recorder {
             target: Some(target),
             shard,
+            kinds,
             ..Default::default()
         }
     }
 
     /// The first failure as one line for people, with when it happened.
-    fn first_failure(&self, timeout: Duration) -> Option<(Instant, String)> {
-        let (at, outcome) = self.first_failure?;
+    fn first_failure(&self, spec: &DriveSpec) -> Option<(Instant, String)> {
+        let (at, outcome, kind) = self.first_failure?;
         let target = self.target.as_ref()?;
-        let text = match outcome {
+        let mut text = match outcome {
             Ok(status) => format!("{} answered HTTP {status}", target.url),
-            Err(kind) => kind.describe(target, timeout),
+            Err(e) => e.describe(target, spec.timeout),
         };
+        if let Some(k) = kind.and_then(|k| spec.profile.as_ref()?.kinds.get(k)) {
+            text.push_str(&format!(
+                " (request {:?}: {} {})",
+                k.name,
+                k.method.as_str(),
+                k.url
+            ));
+        }
         Some((at, text))
     }
 
-    /// Counts one attempt that ended at `at`; attempts outside the measured window are not
-    /// counted.
+    /// Counts one attempt (of `kind` of the profile, if there is one) that ended at `at`;
+    /// attempts outside the measured window are not counted.
     pub(crate) fn record(
         &mut self,
         w: &Window,
@@ -74,6 +92,7 @@ impl Recorder {
         latency: Option<Duration>,
         outcome: Result<u16, ErrKind>,
         h2: bool,
+        kind: Option<usize>,
     ) {
         if at < w.measure_start || at >= w.end {
             return;
@@ -89,6 +108,9 @@ impl Recorder {
         }
         let ok = matches!(outcome, Ok(s) if (200..400).contains(&s));
         self.shard.record(sec, us, ok);
+        if let (Some(tally), Some(k)) = (&self.kinds, kind) {
+            tally.record(k, us, outcome.ok(), ok);
+        }
         match outcome {
             Ok(status) => {
                 *self.status.entry(status).or_default() += 1;
@@ -97,13 +119,13 @@ impl Recorder {
                 } else {
                     self.errors += 1;
                     *self.by_kind.entry("status").or_default() += 1;
-                    self.first_failure.get_or_insert((at, outcome));
+                    self.first_failure.get_or_insert((at, outcome, kind));
                 }
             }
-            Err(kind) => {
-                self.first_failure.get_or_insert((at, outcome));
+            Err(e) => {
+                self.first_failure.get_or_insert((at, outcome, kind));
                 self.errors += 1;
-                *self.by_kind.entry(kind.name()).or_default() += 1;
+                *self.by_kind.entry(e.name()).or_default() += 1;
             }
         }
     }
@@ -111,6 +133,7 @@ impl Recorder {
 
 /// Merges the tasks' recorders and the window's seconds into the run's measurement; the window
 /// ends at `end` (earlier than planned after Ctrl-C).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble(
     spec: &DriveSpec,
     recs: Vec<Recorder>,
@@ -119,6 +142,7 @@ pub(crate) fn assemble(
     end: Instant,
     begin_wall: SystemTime,
     targets: &[Arc<Target>],
+    tallies: &[Arc<KindTally>],
 ) -> Measurement {
     let load = match spec.load {
         Load::Closed { users, think } => LoadShape::Closed {
@@ -141,7 +165,7 @@ pub(crate) fn assemble(
     let mut hist = LatencyHistogram::new();
     m.first_error = recs
         .iter()
-        .filter_map(|r| r.first_failure(spec.timeout))
+        .filter_map(|r| r.first_failure(spec))
         .min_by_key(|(at, _)| *at)
         .map(|(_, text)| text);
     let mut h2_responses = 0;
@@ -178,6 +202,10 @@ pub(crate) fn assemble(
     if h2_responses > 0 {
         m.extra
             .insert("http2_responses".to_string(), h2_responses as f64);
+    }
+    if let Some(profile) = &spec.profile {
+        let tallies: Vec<&KindTally> = tallies.iter().map(|t| t.as_ref()).collect();
+        m.request_kinds = kind_results(profile, &tallies);
     }
     m.latency = hist.latency();
     if !hist.is_empty() {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{DriveError, invalid};
+use crate::profile::RequestProfile;
 use crate::template::BodyTemplate;
 pub use crate::tls::{HttpVersion, TlsOptions};
 
@@ -164,6 +165,9 @@ pub struct DriveSpec {
     pub headers: Vec<(String, String)>,
     /// Request body, possibly with `{{column}}` placeholders.
     pub body: Option<BodyTemplate>,
+    /// A request profile: each request draws one of its kinds by weight, instead of sending
+    /// `method` and `body` to `targets` (which are then ignored: the profile names its server).
+    pub profile: Option<RequestProfile>,
     /// Closed or open loop.
     pub load: Load,
     /// Per-request timeout (connect + response).
@@ -183,6 +187,9 @@ pub struct DriveSpec {
     pub slot_offset: usize,
     /// Shifts an open loop's schedule so coordinated workers interleave their sends.
     pub schedule_offset: Duration,
+    /// Seeds each user's or lane's generator (think times, `{{rand:…}}`, the profile's draw)
+    /// with the user's number: the same seed draws the same sequence per user.
+    pub seed: u64,
 }
 
 impl DriveSpec {
@@ -193,6 +200,7 @@ impl DriveSpec {
             method: "GET".to_string(),
             headers: Vec::new(),
             body: None,
+            profile: None,
             load,
             timeout: Duration::from_secs(10),
             warmup: Duration::ZERO,
@@ -204,6 +212,7 @@ impl DriveSpec {
             tls: TlsOptions::default(),
             slot_offset: 0,
             schedule_offset: Duration::ZERO,
+            seed: 0,
         }
     }
 }

@@ -101,7 +101,46 @@ pub fn render_summary(m: &Measurement) -> String {
         let (label, value) = extra(k, *v);
         let _ = writeln!(s, "  {label:<11} {value}");
     }
+    kinds(&mut s, m);
     s
+}
+
+/// One line per kind of a request profile: its share of the requests against its weight's,
+/// its errors and latency percentiles.
+fn kinds(s: &mut String, m: &Measurement) {
+    if m.request_kinds.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "  by request kind (share of requests, weight's share):");
+    let width = m
+        .request_kinds
+        .iter()
+        .map(|k| k.name.len())
+        .max()
+        .unwrap_or(0);
+    let total: u64 = m.request_kinds.iter().map(|k| k.requests).sum();
+    for k in &m.request_kinds {
+        let share = if total == 0 {
+            0.0
+        } else {
+            k.requests as f64 / total as f64
+        };
+        let l = k.latency.clone().unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "    {:<width$}  {:<6} {:>7} {:>7}  {} requests, {} errors  p50 {}  p90 {}  p99 {}  max {}",
+            k.name,
+            k.method,
+            units::percent(share * 100.0),
+            units::percent(k.weight_share * 100.0),
+            units::count(k.requests),
+            units::count(k.errors),
+            ms(l.p50_ms),
+            ms(l.p90_ms),
+            ms(l.p99_ms),
+            ms(l.max_ms),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -143,6 +182,49 @@ mod tests {
             "responses:  117,543/s",
             "initial_connection: 3.2 ms",
             "clients:    2",
+        ] {
+            assert!(s.contains(want), "{want:?} in\n{s}");
+        }
+        assert!(!s.contains("by request kind"), "{s}");
+    }
+
+    #[test]
+    fn a_profile_run_shows_each_kind_with_its_share_errors_and_percentiles() {
+        let mut m = Measurement::empty(
+            "perfpilot-drive",
+            LoadShape::Closed {
+                users: 2,
+                think_time: "0".into(),
+            },
+        );
+        let kind =
+            |name: &str, method: &str, requests: u64, errors: u64, share: f64| crate::KindResult {
+                name: name.into(),
+                method: method.into(),
+                url: "http://h/x".into(),
+                weight_share: share,
+                requests,
+                ok: requests - errors,
+                errors,
+                status: Default::default(),
+                latency: Some(Latency {
+                    p50_ms: Some(1.5),
+                    p90_ms: Some(2.0),
+                    p99_ms: Some(4.0),
+                    max_ms: Some(12.0),
+                    ..Default::default()
+                }),
+                histogram: None,
+            };
+        m.request_kinds = vec![
+            kind("get-doc", "GET", 900, 0, 0.9),
+            kind("put", "PUT", 100, 3, 0.1),
+        ];
+        let s = render_summary(&m);
+        for want in [
+            "by request kind (share of requests, weight's share):",
+            "    get-doc  GET       90 %    90 %  900 requests, 0 errors  p50 1.5 ms  p90 2 ms  p99 4 ms  max 12 ms",
+            "    put      PUT       10 %    10 %  100 requests, 3 errors",
         ] {
             assert!(s.contains(want), "{want:?} in\n{s}");
         }

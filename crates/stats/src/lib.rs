@@ -11,6 +11,7 @@
 //! - [`warmup`]: MSER-5 truncation of a series' warm-up.
 //! - [`rng`]: SplitMix64, the seeded generator behind round orders, resamples, request bodies
 //!   and the reference workloads' data.
+//! - [`weighted`]: a weighted choice of an index (the load driver's request mix).
 //!
 //! Distributions come from `statrs`. Rank tests (Friedman, Wilcoxon, Hodges–Lehmann) belong to
 //! the study runner and live there.
@@ -21,6 +22,7 @@ pub mod interval;
 pub mod rng;
 pub mod selection;
 pub mod warmup;
+pub mod weighted;
 
 pub use bootstrap::chance_best;
 pub use describe::{Summary, cv, mean, median, stdev};
@@ -30,3 +32,4 @@ pub use interval::{
 pub use rng::Rng;
 pub use selection::{conditional_power, expected_loss};
 pub use warmup::{Mser, mser, mser5};
+pub use weighted::WeightedChoice;

@@ -8,9 +8,9 @@ use clap::{Args, Subcommand};
 use perfpilot_drive::adapters::{self, NumberMeaning};
 use perfpilot_drive::coord::wire::{WireLoad, WireSpec};
 use perfpilot_drive::{
-    BodyTemplate, DataSource, DriveError, DriveSpec, HttpVersion, Load, Measurement, RunControl,
-    ThinkTime, Threshold, TlsOptions, Verdict, cut_short, measurements_json, none_succeeded,
-    parse_duration, render_summary,
+    BodyTemplate, DataSource, DriveError, DriveSpec, HttpVersion, Load, Measurement,
+    RequestProfile, RunControl, ThinkTime, Threshold, TlsOptions, Verdict, cut_short,
+    measurements_json, none_succeeded, parse_duration, render_summary,
 };
 
 use super::drive_live::{LiveArgs, LiveOutputs, parse_labels, write_csv};
@@ -52,6 +52,9 @@ Coordinated drivers (one command per host, then one coordinator):
 ///
 /// Open loop (constant arrival rate; latency from the intended send time):
 ///   perfpilot drive --rate 2000/s --connections 64 --duration 60s http://127.0.0.1:8080/
+///
+/// A mix of requests from a CSV profile (rows with weights; paths joined to the base URL):
+///   perfpilot drive --users 32 --think-time exp:10ms --requests examples/drive/filestore-mix.csv http://127.0.0.1:8080
 ///
 /// HTTPS (HTTP/2 where the server offers it), with outputs other tools read:
 ///   perfpilot drive --insecure --csv s.csv --hlog s.hlog https://127.0.0.1:8443/
@@ -149,9 +152,19 @@ struct OutputArgs {
 #[derive(Args, Debug)]
 struct RunArgs {
     /// Target URLs (http:// or https://host:port/path); users or connections are spread over
-    /// them round-robin.
-    #[arg(required_unless_present = "worker", value_name = "URL")]
+    /// them round-robin. With --requests: at most one, the base URL the profile's paths join.
+    #[arg(required_unless_present_any = ["worker", "requests"], value_name = "URL")]
     targets: Vec<String>,
+    /// Request profile: a CSV with the header name,weight,method,url (and optionally
+    /// body_bytes, body_file, header:NAME), one row per kind of request; each request draws a
+    /// row by weight. A url may be a path joined to the base URL, and may draw {{rand:A-B}},
+    /// {{randf:A-B}} or {{seq}} per request. The summary and --json count each row apart.
+    #[arg(
+        long,
+        value_name = "CSV",
+        conflicts_with_all = ["method", "body", "body_file", "data", "coordinator", "worker"]
+    )]
+    requests: Option<PathBuf>,
     /// HTTP version: auto (HTTP/2 where an https:// target offers it by ALPN), 1.1, or 2 (also
     /// on http://, by prior knowledge).
     #[arg(long, default_value = "auto", value_name = "auto|1.1|2")]
@@ -221,6 +234,10 @@ struct RunArgs {
     /// CSV file (with a header line) whose rows fill the body template in turn.
     #[arg(long, value_name = "CSV")]
     data: Option<PathBuf>,
+    /// Seed of each user's random draws (think times, {{rand:A-B}}, the --requests row): the
+    /// same seed draws the same sequence per user.
+    #[arg(long, default_value_t = 0, conflicts_with = "coordinator")]
+    seed: u64,
     /// Per-request timeout.
     #[arg(long, default_value = "10s")]
     timeout: String,
@@ -299,6 +316,22 @@ fn drive(a: RunArgs) -> Result<()> {
         },
     };
     let mut spec = DriveSpec::new(a.targets.clone(), load);
+    if let Some(path) = &a.requests {
+        if a.targets.len() > 1 {
+            bail!(
+                "--requests {} takes at most one URL on the command line, the base URL its rows' \
+                 paths are joined to; the profile's rows say what to request (got {} URLs: {})",
+                path.display(),
+                a.targets.len(),
+                a.targets.join(" ")
+            );
+        }
+        spec.profile = Some(RequestProfile::from_csv(
+            path,
+            a.targets.first().map(String::as_str),
+        )?);
+    }
+    spec.seed = a.seed;
     spec.method = a.method.to_ascii_uppercase();
     for h in &a.headers {
         let (k, v) = h
