@@ -211,3 +211,28 @@ fn the_filestore_example_profile_parses_into_its_three_kinds_on_filestores_route
     assert_eq!(p.kinds[2].body.as_ref().map(|b| b.len()), Some(2048));
     assert!(p.kinds[0].url.ends_with("/docs/doc-{{rand:1-10000}}"));
 }
+
+#[test]
+fn the_file_store_studys_profile_draws_from_the_corpus_its_preload_makes() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/studies/filestore-mix.csv");
+    let p =
+        perfpilot_drive::RequestProfile::from_csv(&path, Some("http://127.0.0.1:18480")).unwrap();
+    let kinds: Vec<(&str, &str, f64)> = p
+        .kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.name.as_str(), k.method.as_str(), p.share(i)))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("retrieve", "GET", 0.90),
+            ("search", "GET", 0.05),
+            ("ingest", "PUT", 0.05)
+        ]
+    );
+    // `filestore --preload 20000 --preload-bytes 4096` in the study: doc-1 … doc-20000.
+    assert!(p.kinds[0].url.ends_with("/docs/doc-{{rand:1-20000}}"));
+    assert_eq!(p.kinds[2].body.as_ref().map(|b| b.len()), Some(4096));
+}
