@@ -253,3 +253,36 @@ fn a_quota_tiers_stretch_hides_the_time_a_request_spends_elsewhere() {
         .throughput();
     assert!((x16 - 0.4 / 0.008_6).abs() / x16 < 1e-3, "{x16}");
 }
+
+#[test]
+fn hiding_time_elsewhere_never_carries_a_tier_past_its_cores() {
+    // Two app instances stretch each request by 6 ms, which hides the database's 6 ms; but
+    // the database (3 ms at 0.5 cores) caps the throughput at 166.7 req/s whatever is hidden.
+    let m = model(
+        vec![
+            tier("db", 0.5, 0.003),
+            tier("app", 0.4, 0.004),
+            tier("proxy", 1.0, 0.000_05),
+        ],
+        0.000_2,
+        0.0,
+    );
+    let two: BTreeMap<String, u32> = [("app".to_string(), 2)].into();
+    for users in [1, 2, 4, 8, 16, 32] {
+        let p = m.predict(&[("score".into(), users, 0.0)], &two).unwrap();
+        assert!(
+            p.busy["db"] <= 0.5 * (1.0 + 1e-6),
+            "{users} users: db busy {}",
+            p.busy["db"]
+        );
+        assert!(p.busy["app"] <= 0.8 * (1.0 + 1e-6), "{users} users");
+    }
+    // One user, far from the cap, still has 6 ms of its 6.25 ms elsewhere (database, proxy,
+    // path) hidden: the cycle is the app's 10 ms D/c and the 0.25 ms left.
+    let p = m.predict(&[("score".into(), 1, 0.0)], &two).unwrap();
+    assert!(
+        (1.0 / p.throughput() - 0.010_25).abs() < 1e-6,
+        "{}",
+        1.0 / p.throughput()
+    );
+}

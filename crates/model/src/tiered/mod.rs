@@ -34,6 +34,9 @@ use crate::network::Discipline;
 use nnls::nnls;
 use quota::Overlap;
 
+/// Bisection steps for the share of a quota's overlap that keeps every tier within its cores.
+const CAPACITY_BISECTION: usize = 30;
+
 /// A fitted point shows the path delay when a tenth of its cycle added as delay lowers the
 /// model's throughput by at least this share.
 const PATH_SHOWS: f64 = 0.01;
@@ -484,7 +487,7 @@ impl TierModel {
         };
         let mut overlap = Overlap::of(self);
         let mut round = 0;
-        loop {
+        let solved = loop {
             let lowered = self.network(load, instances, &overlap)?;
             let sol = solve(&lowered.network, &opts)?;
             let moved = if overlap.any() {
@@ -493,15 +496,66 @@ impl TierModel {
                 0.0
             };
             if Overlap::settled(moved, round) {
-                return Ok(lowered
-                    .present
-                    .iter()
-                    .zip(&sol.classes)
-                    .map(|(&i, c)| (self.classes[i].clone(), c.throughput, c.response_time))
-                    .collect());
+                break self.per_class(&lowered.present, &sol);
             }
             round += 1;
+        };
+        // Hiding time elsewhere must not carry a tier past its capacity (the scaled demands
+        // would let it): then the largest share of the overlap that keeps every tier within
+        // its cores, by bisection (none of it is the plain network, which always does).
+        if !overlap.any() || self.within_capacity(&solved, instances) {
+            return Ok(solved);
         }
+        let (mut lo, mut hi) = (0.0, 1.0);
+        let mut best = None;
+        for _ in 0..CAPACITY_BISECTION {
+            let mid = 0.5 * (lo + hi);
+            let lowered = self.network(load, instances, &overlap.share(mid))?;
+            let sol = solve(&lowered.network, &opts)?;
+            let classes = self.per_class(&lowered.present, &sol);
+            if self.within_capacity(&classes, instances) {
+                lo = mid;
+                best = Some(classes);
+            } else {
+                hi = mid;
+            }
+        }
+        match best {
+            Some(classes) => Ok(classes),
+            None => {
+                let lowered = self.network(load, instances, &overlap.share(0.0))?;
+                let sol = solve(&lowered.network, &opts)?;
+                Ok(self.per_class(&lowered.present, &sol))
+            }
+        }
+    }
+
+    /// Per present class: (name, throughput, cycle response time) of a solution.
+    fn per_class(&self, present: &[usize], sol: &crate::mva::Solution) -> Vec<(String, f64, f64)> {
+        present
+            .iter()
+            .zip(&sol.classes)
+            .map(|(&i, c)| (self.classes[i].clone(), c.throughput, c.response_time))
+            .collect()
+    }
+
+    /// Whether `classes`' throughputs keep every tier within its cores at the fitted demands.
+    fn within_capacity(
+        &self,
+        classes: &[(String, f64, f64)],
+        instances: &BTreeMap<String, u32>,
+    ) -> bool {
+        self.tiers.iter().all(|t| {
+            let busy: f64 = classes
+                .iter()
+                .filter_map(|(name, x, _)| {
+                    let k = self.classes.iter().position(|c| c == name)?;
+                    Some(x * t.demand[k])
+                })
+                .sum();
+            let m = instances.get(&t.name).copied().unwrap_or(1).max(1);
+            busy <= t.cores * f64::from(m) * (1.0 + 1e-9)
+        })
     }
 
     /// Predicts `load` (per class: users, think time) on `instances` per tier.

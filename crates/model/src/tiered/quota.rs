@@ -48,6 +48,18 @@ impl Overlap {
         }
     }
 
+    /// The overlap scaled to `share` of itself (0: none, every factor 1; 1: as it is).
+    pub(super) fn share(&self, share: f64) -> Overlap {
+        Overlap {
+            stretch: self.stretch.clone(),
+            factor: self
+                .factor
+                .iter()
+                .map(|f| 1.0 - share * (1.0 - f))
+                .collect(),
+        }
+    }
+
     /// Whether any class has a stretch to hide time in.
     pub(super) fn any(&self) -> bool {
         self.stretch.iter().any(Option::is_some)
