@@ -104,6 +104,23 @@ pub fn transient(windows: &[f64]) -> usize {
     }
 }
 
+/// A step inside a run of sequential windows past which they measure another level: a server on
+/// a plateau for minutes after a change that then steps up (PostgreSQL after its buffer pool was
+/// collapsed, docs/proofs.md), where MSER, which looks at the first half only, sees no warm-up.
+/// A step counts when it is significant (Bonferroni over the splits, [`SHIFT_ALPHA`]) and at
+/// least `resolution` in size: a smaller one moves the side's mean by less than the interval
+/// the trial aims for.
+pub fn level_shift(windows: &[f64], resolution: f64) -> Option<perfpilot_stats::Shift> {
+    let s = perfpilot_stats::level_shift(windows, SHIFT_MIN_SEGMENT, SHIFT_ALPHA)?;
+    (s.significant() && s.ratio.ln().abs() >= resolution.ln_1p()).then_some(s)
+}
+
+/// The fewest windows on each side of a step.
+const SHIFT_MIN_SEGMENT: usize = 3;
+
+/// The chance that noise alone reads as a step, over all the splits tried.
+const SHIFT_ALPHA: f64 = 0.01;
+
 /// How far (in standard deviations of the windows kept) the dropped windows' mean must lie
 /// for them to be a transient rather than noise.
 const TRANSIENT_SDS: f64 = 2.0;

@@ -9,6 +9,7 @@
 //!   and the conditional power of a continued comparison.
 //! - [`bootstrap`]: each alternative's chance of being the best, from resampled blocks.
 //! - [`warmup`]: MSER-5 truncation of a series' warm-up.
+//! - [`shift`]: a level shift inside a series (where a plateau steps to another level).
 //! - [`rng`]: SplitMix64, the seeded generator behind round orders, resamples, request bodies
 //!   and the reference workloads' data.
 //! - [`weighted`]: a weighted choice of an index (the load driver's request mix).
@@ -21,6 +22,7 @@ pub mod describe;
 pub mod interval;
 pub mod rng;
 pub mod selection;
+pub mod shift;
 pub mod warmup;
 pub mod weighted;
 
@@ -31,5 +33,6 @@ pub use interval::{
 };
 pub use rng::Rng;
 pub use selection::{conditional_power, expected_loss};
+pub use shift::{Shift, level_shift};
 pub use warmup::{Mser, mser, mser5};
 pub use weighted::WeightedChoice;

@@ -94,8 +94,8 @@ pub(super) struct Trial {
     pub(super) cpus: usize,
 }
 
-/// How many times `windows` a sequential trial drops as transients before it gives up on a
-/// signal that does not settle.
+/// How many times its windows a side a sequential trial drops as transients before it gives up
+/// on a signal that does not settle.
 const SETTLE_LIMIT: usize = 4;
 
 /// What a strategy proposed, to start a trial of.
@@ -267,29 +267,41 @@ impl Trial {
     }
 
     /// Drops a transient from the start of the sequential windows of one side (`on`: after the
-    /// change), with the shadow proxy's windows of that side; ends the trial when more than
-    /// [`SETTLE_LIMIT`] × `windows` were dropped in all.
+    /// change), or the windows before a step inside them, with the shadow proxy's windows of
+    /// that side; ends the trial when more than [`SETTLE_LIMIT`] × the windows a side were
+    /// dropped in all.
     fn settle(
         &mut self,
         on: bool,
-        windows: usize,
+        plan: &WindowPlan,
         io: &mut TrialIo,
     ) -> Result<Option<Ending>, EngineError> {
+        let limit = SETTLE_LIMIT * self.windows_each_side(plan);
         let (obs, shadow) = if on {
             (&mut self.on_obs, &mut self.shadow_on)
         } else {
             (&mut self.off_obs, &mut self.shadow_off)
         };
-        let d = stats::transient(obs);
-        if d == 0 {
-            return Ok(None);
-        }
+        let (d, step) = match stats::transient(obs) {
+            0 => match stats::level_shift(obs, plan.resolution) {
+                Some(s) => (s.at, Some(s)),
+                None => return Ok(None),
+            },
+            d => (d, None),
+        };
         let gone: Vec<f64> = obs.drain(..d).collect();
         shadow.drain(..d.min(shadow.len()));
         self.dropped += d;
         let side = if on { "after the change" } else { "before it" };
-        info!(action = self.id, workload = %self.name, "{d} windows {side} dropped as a transient: {gone:?}");
-        if self.dropped > SETTLE_LIMIT * windows {
+        match step {
+            Some(s) => {
+                info!(action = self.id, workload = %self.name, "{d} windows {side} dropped: the signal stepped ×{:.3} after them (t = {:.1}): {gone:?}", s.ratio, s.t)
+            }
+            None => {
+                info!(action = self.id, workload = %self.name, "{d} windows {side} dropped as a transient: {gone:?}")
+            }
+        }
+        if self.dropped > limit {
             return Ok(Some(Ending::Early(format!(
                 "its signal did not settle: {} windows dropped as transients",
                 self.dropped
@@ -319,7 +331,7 @@ impl Trial {
         let baseline = if self.doc.interleave { 1 } else { windows };
         if self.phase == Phase::Baseline && self.off_obs.len() >= baseline {
             if !self.doc.interleave {
-                if let Some(end) = self.settle(false, windows, io)? {
+                if let Some(end) = self.settle(false, plan, io)? {
                     return Ok(Some(end));
                 }
                 if self.off_obs.len() < windows {
@@ -367,7 +379,7 @@ impl Trial {
                 Ok(None)
             }
             Phase::Measuring if self.on_obs.len() >= self.windows_each_side(plan) => {
-                if let Some(end) = self.settle(true, windows, io)? {
+                if let Some(end) = self.settle(true, plan, io)? {
                     return Ok(Some(end));
                 }
                 if self.on_obs.len() < self.windows_each_side(plan) {

@@ -25,6 +25,7 @@ mod devices;
 mod dryrun;
 mod fleet;
 mod policy;
+mod sequential;
 mod startup;
 mod status;
 mod stop;

@@ -9,7 +9,7 @@ use perfpilot_sys::change::{Change, Undo};
 use super::super::enforce::Held;
 use super::super::trial::{Ending, Phase, TrialIo};
 use super::super::verdict::{WindowPlan, judge};
-use super::super::watch::{Observation, Rest, Window};
+use super::super::watch::{Observation, Window};
 use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
 use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
@@ -30,7 +30,7 @@ fn verdict_of(
 }
 
 /// A journaled read-ahead trial on `w` (vda to 512 KiB, judged by I/O), not yet started.
-fn read_ahead_trial(
+pub(super) fn read_ahead_trial(
     e: &mut super::super::Engine,
     w: &perfpilot_observe::workload::Workload,
     interleave: bool,
@@ -195,142 +195,6 @@ fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in(
 }
 
 #[test]
-fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_windows() {
-    let (_tmp, mut e) = engine("");
-    let w = two_threads(0.3);
-    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
-    let mut io = TrialIo {
-        store: &mut e.store,
-        fs: &e.fs,
-        manual: &mut e.policy.manual,
-    };
-    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
-        let obs = Window {
-            main: Ok(Some(v)),
-            shadow: Some(v),
-            rest: None,
-        };
-        t.advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
-            .unwrap()
-    };
-    // A server still loading its data for two windows, then steady: the two are dropped and
-    // the baseline waits for two more before the change is applied.
-    for v in [2.0, 5.0, 100.0, 101.0, 99.0, 100.0] {
-        assert_eq!(scan(&mut t, v), None);
-    }
-    assert_eq!(t.phase, Phase::Baseline);
-    assert_eq!(t.off_obs, vec![100.0, 101.0, 99.0, 100.0]);
-    assert_eq!(t.shadow_off.len(), 4);
-    assert_eq!(scan(&mut t, 101.0), None);
-    assert_eq!(scan(&mut t, 99.0), None);
-    assert_eq!(t.phase, Phase::Measuring);
-    assert_eq!(knob(&e.fs), "512");
-    // After the change, one window of a phase of other work, then the steady effect.
-    for v in [30.0, 110.0, 111.0, 109.0, 110.0, 111.0] {
-        assert_eq!(scan(&mut t, v), None);
-    }
-    assert_eq!(t.on_obs.len(), 5);
-    assert_eq!(scan(&mut t, 109.0), Some(Ending::Complete));
-    assert_eq!(t.dropped, 3);
-    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
-    assert_eq!(v.decision, Decision::Keep, "{v:?}");
-    let g = v.gain.unwrap();
-    assert!((g.ratio - 1.1).abs() < 0.005, "{g:?}");
-    assert!(
-        e.store
-            .action(id)
-            .unwrap()
-            .unwrap()
-            .note
-            .contains("3 windows of a transient dropped"),
-        "the journal says why the trial takes longer"
-    );
-}
-
-#[test]
-fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides() {
-    let (_tmp, mut e) = engine("");
-    let w = two_threads(0.3);
-    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
-    let mut io = TrialIo {
-        store: &mut e.store,
-        fs: &e.fs,
-        manual: &mut e.policy.manual,
-    };
-    // Windows varying by 5 %: ±3 % needs about 23 a side; the plan allows 12.
-    let plan = WindowPlan {
-        min: 6,
-        max: 12,
-        resolution: 0.03,
-        confidence: 0.95,
-        rest_share: 0.0,
-    };
-    let noisy = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
-    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
-        let obs = Window {
-            main: Ok(Some(v)),
-            shadow: None,
-            rest: None,
-        };
-        t.advance(Some(&w), Some(&obs), &plan, &mut io).unwrap()
-    };
-    for v in noisy {
-        assert_eq!(scan(&mut t, v), None);
-    }
-    assert_eq!(t.phase, Phase::Baseline, "six noisy windows are not enough");
-    assert_eq!(t.needed, Some(12));
-    for v in noisy {
-        assert_eq!(scan(&mut t, v), None);
-    }
-    assert_eq!(t.phase, Phase::Measuring);
-    assert_eq!(t.off_obs.len(), 12);
-    for v in noisy.iter().chain(&noisy[..5]) {
-        assert_eq!(scan(&mut t, v * 1.1), None);
-    }
-    assert_eq!(scan(&mut t, noisy[5] * 1.1), Some(Ending::Complete));
-    assert_eq!(t.on_obs.len(), 12);
-    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
-    assert_eq!(v.decision, Decision::Keep, "{v:?}");
-    let note = e.store.action(id).unwrap().unwrap().note;
-    assert!(
-        note.contains("vary by 4.5 %, so 12 windows a side"),
-        "the journal says why the trial takes longer: {note}"
-    );
-}
-
-#[test]
-fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
-    let (_tmp, mut e) = engine("");
-    let w = two_threads(0.3);
-    let mut t = trial(7, Some(SignalKind::Io), false, vec![]);
-    let mut io = TrialIo {
-        store: &mut e.store,
-        fs: &e.fs,
-        manual: &mut e.policy.manual,
-    };
-    // A signal climbing steadily: each check drops half the windows, until the limit.
-    let mut end = None;
-    for i in 0..200 {
-        let obs = Window {
-            main: Ok(Some(10.0 * (i as f64 + 1.0))),
-            shadow: None,
-            rest: None,
-        };
-        end = t
-            .advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
-            .unwrap();
-        if end.is_some() {
-            break;
-        }
-    }
-    let Some(Ending::Early(why)) = end else {
-        panic!("{end:?}")
-    };
-    assert!(why.starts_with("its signal did not settle"), "{why}");
-    assert_eq!(t.phase, Phase::Baseline, "nothing was applied");
-}
-
-#[test]
 fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
@@ -400,54 +264,6 @@ fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
         let proxy = verdict.shadow[0].gain.unwrap();
         assert!((proxy.ratio - gain).abs() < 0.02, "{proxy:?}");
     }
-}
-
-#[test]
-fn a_sequential_trial_during_which_the_rest_of_the_machine_got_busy_is_abandoned_not_judged() {
-    let (_tmp, mut e) = engine("");
-    let w = two_threads(0.3);
-    let windows = e.tun.window_count();
-    perfpilot_sys::knob::write_knob(&e.fs, VDA_READ_AHEAD, "8192").unwrap();
-    let (id, t) = read_ahead_trial(&mut e, &w, false);
-    e.actions.trials.push(t);
-    // The signal drops by a fifth after the change, but a build of 0.8 cores started with it
-    // on this 2-CPU machine: the verdict would be the build's, so there is none.
-    for i in 0..(2 * windows + 1) {
-        let on = e.actions.trials.first().is_some_and(|t| t.on);
-        let v = if on { 80.0 } else { 100.0 } + [0.0, 1.0, -1.0][i % 3];
-        let rest = Rest {
-            cores: if on { 0.9 } else { 0.1 },
-            cpus: 2,
-        };
-        let obs: HashMap<String, Window> = [(
-            w.signature.clone(),
-            Window {
-                main: Ok(Some(v)),
-                shadow: None,
-                rest: Some(rest),
-            },
-        )]
-        .into();
-        e.advance_trials(std::slice::from_ref(&w), &obs).unwrap();
-    }
-    assert!(e.actions.trials.is_empty(), "the trial ended");
-    let rec = e.store.action(id).unwrap().unwrap();
-    assert_eq!(rec.state, ActionState::Reverted, "{}", rec.note);
-    assert!(
-        rec.note.starts_with(
-            "the rest of the machine changed during the trial: other processes used 0.10 cores before the change and 0.90 after"
-        ),
-        "{}",
-        rec.note
-    );
-    assert_eq!(knob(&e.fs), "8192", "undone");
-    assert!(
-        e.store
-            .backoff_get(&w.signature, "read_ahead")
-            .unwrap()
-            .is_none(),
-        "not judged, so not backed off: it is tried again"
-    );
 }
 
 #[test]
