@@ -104,6 +104,7 @@ mod tests {
         let s = level_shift(&after, 3, 0.01).unwrap();
         assert_eq!(s.at, 13);
         assert!((s.ratio - 1.113).abs() < 0.001, "{s:?}");
+        assert!((s.t - 18.4).abs() < 0.05, "{s:?}");
         assert!(s.significant(), "{s:?}");
     }
 
