@@ -82,6 +82,10 @@ pub(super) struct Trial {
     pub(super) last_problem: Option<String>,
     /// Sequential windows dropped as a transient (before or after the change).
     pub(super) dropped: usize,
+    /// Whether the windows after the change were already cut at a step (once: a signal that
+    /// steps back and forth, as PostgreSQL's read-write load does with its checkpoints, is
+    /// noise to measure through, not a settling to wait out).
+    pub(super) stepped: bool,
     /// The windows each side of a sequential trial measures, fixed from its settled baseline's
     /// noise (`None` until then: the plan's minimum).
     pub(super) needed: Option<usize>,
@@ -267,8 +271,8 @@ impl Trial {
     }
 
     /// Drops a transient from the start of the sequential windows of one side (`on`: after the
-    /// change), or the windows before a step inside them, with the shadow proxy's windows of
-    /// that side; ends the trial when more than [`SETTLE_LIMIT`] × the windows a side were
+    /// change), or, once, the windows after the change before a step inside them, with the
+    /// shadow proxy's windows of that side; ends the trial when more than [`SETTLE_LIMIT`] × the windows a side were
     /// dropped in all.
     fn settle(
         &mut self,
@@ -282,13 +286,20 @@ impl Trial {
         } else {
             (&mut self.off_obs, &mut self.shadow_off)
         };
+        // After the change, once, also a step inside the windows: the change settling (a
+        // server on a plateau for minutes after its memory was collapsed). Before it, the gate
+        // and MSER wait out a warm-up; a step there is the workload's own.
         let (d, step) = match stats::transient(obs) {
-            0 => match stats::level_shift(obs, plan.resolution) {
+            0 if on && !self.stepped => match stats::level_shift(obs, plan.resolution) {
                 Some(s) => (s.at, Some(s)),
                 None => return Ok(None),
             },
+            0 => return Ok(None),
             d => (d, None),
         };
+        if step.is_some() {
+            self.stepped = true;
+        }
         let gone: Vec<f64> = obs.drain(..d).collect();
         shadow.drain(..d.min(shadow.len()));
         self.dropped += d;
@@ -544,6 +555,7 @@ impl Engine {
             effective: false,
             last_problem: None,
             dropped: 0,
+            stepped: false,
             needed: None,
             rest_off: Vec::new(),
             rest_on: Vec::new(),

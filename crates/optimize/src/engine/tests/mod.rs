@@ -159,6 +159,7 @@ fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Chang
         effective: false,
         last_problem: None,
         dropped: 0,
+        stepped: false,
         needed: None,
         rest_off: Vec::new(),
         rest_on: Vec::new(),

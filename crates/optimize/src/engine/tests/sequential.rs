@@ -180,6 +180,65 @@ fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_ju
 }
 
 #[test]
+fn a_step_before_the_change_or_a_second_one_after_it_is_measured_through_not_dropped() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    let plan = WindowPlan {
+        min: 6,
+        max: 12,
+        resolution: 0.03,
+        confidence: 0.95,
+        rest_share: 0.0,
+    };
+    let noisy = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
+    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
+        let obs = Window {
+            main: Ok(Some(v)),
+            shadow: None,
+            rest: None,
+        };
+        t.advance(Some(&w), Some(&obs), &plan, &mut io).unwrap()
+    };
+    // Seven windows, then ×1.2: a step the step test finds (the test above), here before the
+    // change, where it is the workload's own (PostgreSQL's checkpoints step its read-write
+    // rate back and forth): measured through, with the windows its spread asks for.
+    let stepped = |level: f64| -> Vec<f64> {
+        noisy
+            .iter()
+            .chain(&noisy[..1])
+            .map(|v| v * level)
+            .chain(noisy[1..].iter().map(|v| v * level * 1.2))
+            .collect()
+    };
+    for v in stepped(1.0) {
+        assert_eq!(scan(&mut t, v), None);
+    }
+    assert_eq!((t.phase, t.dropped), (Phase::Measuring, 0));
+    // After the change: the first step is cut (seven windows), a second one is not.
+    for v in stepped(1.0) {
+        assert_eq!(scan(&mut t, v), None);
+    }
+    assert_eq!((t.dropped, t.on_obs.len()), (7, 5));
+    let second: Vec<f64> = noisy[..3]
+        .iter()
+        .map(|v| v * 1.2)
+        .chain(noisy[..4].iter().map(|v| v * 1.45))
+        .collect();
+    let mut end = None;
+    for v in second {
+        end = scan(&mut t, v);
+    }
+    assert_eq!(end, Some(Ending::Complete));
+    assert_eq!((t.dropped, t.on_obs.len()), (7, 12));
+}
+
+#[test]
 fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
