@@ -25,7 +25,8 @@ pub struct ClassResult {
     pub class: String,
     /// Its users.
     pub users: u32,
-    /// Mean think time, seconds.
+    /// Mean think time, seconds: the pauses the users actually took in the window (the
+    /// driver's `think_mean_ms`), else the sweep's asked mean.
     pub think_time: f64,
     /// Requests per second (successful and failed).
     pub throughput: f64,
@@ -227,7 +228,7 @@ pub fn measure(
         classes.push(ClassResult {
             class: class.clone(),
             users: *n,
-            think_time: think.mean().as_secs_f64(),
+            think_time: realised_think(&m).unwrap_or(think.mean().as_secs_f64()),
             throughput: m.throughput_rps,
             response_time: lat.and_then(|l| l.mean_ms).unwrap_or(0.0) / 1000.0,
             p99: lat.and_then(|l| l.p99_ms).map(|v| v / 1000.0),
@@ -251,4 +252,36 @@ pub fn measure(
         steady: mser.map(|m| m.steady),
         truncate_s: mser.map_or(0, |m| m.truncate),
     })
+}
+
+/// The mean think time the users of `m` actually paused, seconds.
+fn realised_think(m: &Measurement) -> Option<f64> {
+    m.extra
+        .get(perfpilot_drive::THINK_MEAN_MS)
+        .filter(|v| v.is_finite() && **v >= 0.0)
+        .map(|ms| ms / 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use perfpilot_drive::LoadShape;
+
+    use super::*;
+
+    #[test]
+    fn a_point_takes_the_think_time_the_users_paused_when_the_driver_reports_it() {
+        let mut m = Measurement::empty(
+            "perfpilot-drive",
+            LoadShape::Closed {
+                users: 1,
+                think_time: "exp:20ms".into(),
+            },
+        );
+        assert_eq!(realised_think(&m), None);
+        m.extra.insert(perfpilot_drive::THINK_MEAN_MS.into(), 24.7);
+        assert_eq!(realised_think(&m), Some(0.0247));
+        m.extra
+            .insert(perfpilot_drive::THINK_MEAN_MS.into(), f64::NAN);
+        assert_eq!(realised_think(&m), None);
+    }
 }

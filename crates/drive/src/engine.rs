@@ -520,8 +520,11 @@ async fn closed_user(
             if aim > 0.0 && !sleep_until(done + Duration::from_secs_f64(aim), &mut stop).await {
                 break;
             }
-            let actual = done.elapsed().as_secs_f64();
-            late_s = (late_s + actual - pause.as_secs_f64()).clamp(-0.1, 1.0);
+            let actual = done.elapsed();
+            late_s = (late_s + actual.as_secs_f64() - pause.as_secs_f64()).clamp(-0.1, 1.0);
+            if think != ThinkTime::Zero {
+                rec.record_pause(&w, done, actual);
+            }
         }
     }
     rec

@@ -63,6 +63,7 @@ pub use measurement::{
 };
 pub use outcome::{Verdict, cut_short, measurements_json, none_succeeded};
 pub use profile::{Method, RequestKind, RequestProfile};
+pub use recorder::{THINK_MEAN_MS, THINK_PAUSES};
 pub use series_csv::{SERIES_CSV_HEADER, series_csv};
 pub use spec::{DriveSpec, HttpVersion, Load, ThinkTime, TlsOptions, parse_duration};
 pub use summary::render_summary;

@@ -14,6 +14,12 @@ use crate::kinds::{KindTally, kind_results};
 use crate::measurement::{LoadShape, Measurement, SeriesPoint};
 use crate::spec::{DriveSpec, Load};
 
+/// `extra` key: the mean think pause the users actually took in the measured window, ms.
+pub const THINK_MEAN_MS: &str = "think_mean_ms";
+
+/// `extra` key: how many think pauses that mean is over.
+pub const THINK_PAUSES: &str = "think_pauses";
+
 /// What one task saw in the measured window.
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
@@ -35,6 +41,9 @@ pub(crate) struct Recorder {
     h2_responses: u64,
     /// The thread's per-kind counts, with a request profile.
     kinds: Option<Arc<KindTally>>,
+    /// Think pauses begun in the measured window, and their actual total length, seconds.
+    pauses: u64,
+    paused_s: f64,
 }
 
 /// The timing frame shared by all tasks.
@@ -81,6 +90,16 @@ impl Recorder {
             ));
         }
         Some((at, text))
+    }
+
+    /// Counts one think pause that began at `at` and lasted `actual` (lateness and its debt
+    /// included), when it began in the measured window.
+    pub(crate) fn record_pause(&mut self, w: &Window, at: Instant, actual: Duration) {
+        if at < w.measure_start || at >= w.end {
+            return;
+        }
+        self.pauses += 1;
+        self.paused_s += actual.as_secs_f64();
     }
 
     /// Counts one attempt (of `kind` of the profile, if there is one) that ended at `at`;
@@ -169,8 +188,11 @@ pub(crate) fn assemble(
         .min_by_key(|(at, _)| *at)
         .map(|(_, text)| text);
     let mut h2_responses = 0;
+    let (mut pauses, mut paused_s) = (0, 0.0);
     for r in recs {
         h2_responses += r.h2_responses;
+        pauses += r.pauses;
+        paused_s += r.paused_s;
         hist.add(&r.hist);
         m.requests += r.requests;
         m.ok += r.ok;
@@ -202,6 +224,13 @@ pub(crate) fn assemble(
     if h2_responses > 0 {
         m.extra
             .insert("http2_responses".to_string(), h2_responses as f64);
+    }
+    // The think time the users actually paused: a window's few exponential draws wander from
+    // the asked mean (±10 % over 100 of them), and X = N / (R + Z) holds for this Z.
+    if pauses > 0 {
+        m.extra
+            .insert(THINK_MEAN_MS.to_string(), paused_s / pauses as f64 * 1e3);
+        m.extra.insert(THINK_PAUSES.to_string(), pauses as f64);
     }
     if let Some(profile) = &spec.profile {
         let tallies: Vec<&KindTally> = tallies.iter().map(|t| t.as_ref()).collect();

@@ -63,6 +63,58 @@ fn closed_loop_exponential_think_time_follows_n_over_r_plus_z() {
 }
 
 #[test]
+fn the_realised_think_time_is_reported_and_the_law_holds_for_it_closely() {
+    let server = TestServer::start();
+    let users = 4;
+    let think = ThinkTime::Exponential(Duration::from_millis(20));
+    let s = spec(
+        vec![server.url("/delay/10")],
+        Load::Closed { users, think },
+        300,
+        2000,
+    );
+    let m = run(&s, &quiet()).unwrap();
+    assert_eq!(m.errors, 0, "{m:?}");
+    let z = m.extra[perfpilot_drive::THINK_MEAN_MS] / 1e3;
+    let pauses = m.extra[perfpilot_drive::THINK_PAUSES];
+    // Each response of the window is followed by one pause that begins in it.
+    assert!(
+        (pauses - m.requests as f64).abs() <= users as f64,
+        "{pauses} pauses for {} requests",
+        m.requests
+    );
+    // With the realised Z, the law holds to the window's edges (a user's cycle in ~250), where
+    // the asked mean is off by the draws' wander (the test above allows 12 % for it).
+    let r = m.latency.as_ref().unwrap().mean_ms.unwrap() / 1000.0;
+    let expected = users as f64 / (r + z);
+    let err = (m.throughput_rps - expected).abs() / expected;
+    assert!(
+        err < 0.04,
+        "X = {:.1}/s, N/(R+Z) = {expected:.1}/s with the realised Z = {:.2} ms, off by {:.1} %",
+        m.throughput_rps,
+        z * 1e3,
+        err * 100.0
+    );
+    // No think time, no pauses to report.
+    let s = spec(
+        vec![server.url("/")],
+        Load::Closed {
+            users: 2,
+            think: ThinkTime::Zero,
+        },
+        100,
+        500,
+    );
+    let m = run(&s, &quiet()).unwrap();
+    assert!(m.requests > 0);
+    assert!(
+        !m.extra.contains_key(perfpilot_drive::THINK_MEAN_MS),
+        "{:?}",
+        m.extra
+    );
+}
+
+#[test]
 fn open_loop_keeps_the_rate() {
     let server = TestServer::start();
     let s = spec(
