@@ -5,13 +5,45 @@ use std::collections::HashMap;
 
 use perfpilot_store::journal::ActionState;
 
-use super::super::trial::{Ending, Phase, TrialIo};
+use perfpilot_observe::workload::Workload;
+
+use super::super::trial::{Ending, Phase, Trial, TrialIo};
 use super::super::verdict::{WindowPlan, judge};
 use super::super::watch::{Rest, Window};
 use super::trials::read_ahead_trial;
 use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
 use crate::signal::SignalKind;
 use crate::stats::Decision;
+
+/// Six windows that vary by 4.5 %: an interval of ±3 % needs about 23 a side.
+const NOISY: [f64; 6] = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
+
+/// 6 to 12 windows a side, aiming for an interval of ±3 %.
+fn up_to_twelve() -> WindowPlan {
+    WindowPlan {
+        min: 6,
+        max: 12,
+        resolution: 0.03,
+        confidence: 0.95,
+        rest_share: 0.0,
+    }
+}
+
+/// One scan of `t` on `w` whose signal reads `v`.
+fn scan_once(
+    t: &mut Trial,
+    w: &Workload,
+    plan: &WindowPlan,
+    io: &mut TrialIo,
+    v: f64,
+) -> Option<Ending> {
+    let obs = Window {
+        main: Ok(Some(v)),
+        shadow: None,
+        rest: None,
+    };
+    t.advance(Some(w), Some(&obs), plan, io).unwrap()
+}
 
 #[test]
 fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_windows() {
@@ -23,7 +55,7 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
         fs: &e.fs,
         manual: &mut e.policy.manual,
     };
-    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
+    let mut scan = |t: &mut Trial, v: f64| {
         let obs = Window {
             main: Ok(Some(v)),
             shadow: Some(v),
@@ -77,36 +109,22 @@ fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides(
         manual: &mut e.policy.manual,
     };
     // Windows varying by 5 %: ±3 % needs about 23 a side; the plan allows 12.
-    let plan = WindowPlan {
-        min: 6,
-        max: 12,
-        resolution: 0.03,
-        confidence: 0.95,
-        rest_share: 0.0,
-    };
-    let noisy = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
-    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
-        let obs = Window {
-            main: Ok(Some(v)),
-            shadow: None,
-            rest: None,
-        };
-        t.advance(Some(&w), Some(&obs), &plan, &mut io).unwrap()
-    };
-    for v in noisy {
+    let plan = up_to_twelve();
+    let mut scan = |t: &mut Trial, v: f64| scan_once(t, &w, &plan, &mut io, v);
+    for v in NOISY {
         assert_eq!(scan(&mut t, v), None);
     }
-    assert_eq!(t.phase, Phase::Baseline, "six noisy windows are not enough");
+    assert_eq!(t.phase, Phase::Baseline, "six NOISY windows are not enough");
     assert_eq!(t.needed, Some(12));
-    for v in noisy {
+    for v in NOISY {
         assert_eq!(scan(&mut t, v), None);
     }
     assert_eq!(t.phase, Phase::Measuring);
     assert_eq!(t.off_obs.len(), 12);
-    for v in noisy.iter().chain(&noisy[..5]) {
+    for v in NOISY.iter().chain(&NOISY[..5]) {
         assert_eq!(scan(&mut t, v * 1.1), None);
     }
-    assert_eq!(scan(&mut t, noisy[5] * 1.1), Some(Ending::Complete));
+    assert_eq!(scan(&mut t, NOISY[5] * 1.1), Some(Ending::Complete));
     assert_eq!(t.on_obs.len(), 12);
     let v = judge(&t, &Ending::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Keep, "{v:?}");
@@ -127,34 +145,20 @@ fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_ju
         fs: &e.fs,
         manual: &mut e.policy.manual,
     };
-    let plan = WindowPlan {
-        min: 6,
-        max: 12,
-        resolution: 0.03,
-        confidence: 0.95,
-        rest_share: 0.0,
-    };
-    let noisy = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
-    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
-        let obs = Window {
-            main: Ok(Some(v)),
-            shadow: None,
-            rest: None,
-        };
-        t.advance(Some(&w), Some(&obs), &plan, &mut io).unwrap()
-    };
-    for v in noisy.iter().chain(&noisy) {
+    let plan = up_to_twelve();
+    let mut scan = |t: &mut Trial, v: f64| scan_once(t, &w, &plan, &mut io, v);
+    for v in NOISY.iter().chain(&NOISY) {
         assert_eq!(scan(&mut t, *v), None);
     }
     assert_eq!((t.phase, t.needed), (Phase::Measuring, Some(12)));
     // After the change: seven windows at the old level (the server settling), then ×1.2. MSER
     // finds no warm-up in these twelve (its search stops at the sixth): without the step test
     // the trial would end here, judging a mean of both levels.
-    let after: Vec<f64> = noisy
+    let after: Vec<f64> = NOISY
         .iter()
-        .chain(&noisy[..1])
+        .chain(&NOISY[..1])
         .copied()
-        .chain(noisy[1..].iter().map(|v| v * 1.2))
+        .chain(NOISY[1..].iter().map(|v| v * 1.2))
         .collect();
     for v in &after {
         assert_eq!(scan(&mut t, *v), None, "the step keeps the trial measuring");
@@ -162,7 +166,7 @@ fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_ju
     assert_eq!(t.dropped, 7, "the windows before the step are dropped");
     assert_eq!(t.on_obs.len(), 5);
     let mut end = None;
-    for v in noisy.iter().chain(&noisy).map(|v| v * 1.2) {
+    for v in NOISY.iter().chain(&NOISY).map(|v| v * 1.2) {
         end = scan(&mut t, v);
         if end.is_some() {
             break;
@@ -189,31 +193,17 @@ fn a_step_before_the_change_or_a_second_one_after_it_is_measured_through_not_dro
         fs: &e.fs,
         manual: &mut e.policy.manual,
     };
-    let plan = WindowPlan {
-        min: 6,
-        max: 12,
-        resolution: 0.03,
-        confidence: 0.95,
-        rest_share: 0.0,
-    };
-    let noisy = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
-    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
-        let obs = Window {
-            main: Ok(Some(v)),
-            shadow: None,
-            rest: None,
-        };
-        t.advance(Some(&w), Some(&obs), &plan, &mut io).unwrap()
-    };
+    let plan = up_to_twelve();
+    let mut scan = |t: &mut Trial, v: f64| scan_once(t, &w, &plan, &mut io, v);
     // Seven windows, then ×1.2: a step the step test finds (the test above), here before the
     // change, where it is the workload's own (PostgreSQL's checkpoints step its read-write
     // rate back and forth): measured through, with the windows its spread asks for.
     let stepped = |level: f64| -> Vec<f64> {
-        noisy
+        NOISY
             .iter()
-            .chain(&noisy[..1])
+            .chain(&NOISY[..1])
             .map(|v| v * level)
-            .chain(noisy[1..].iter().map(|v| v * level * 1.2))
+            .chain(NOISY[1..].iter().map(|v| v * level * 1.2))
             .collect()
     };
     for v in stepped(1.0) {
@@ -225,10 +215,10 @@ fn a_step_before_the_change_or_a_second_one_after_it_is_measured_through_not_dro
         assert_eq!(scan(&mut t, v), None);
     }
     assert_eq!((t.dropped, t.on_obs.len()), (7, 5));
-    let second: Vec<f64> = noisy[..3]
+    let second: Vec<f64> = NOISY[..3]
         .iter()
         .map(|v| v * 1.2)
-        .chain(noisy[..4].iter().map(|v| v * 1.45))
+        .chain(NOISY[..4].iter().map(|v| v * 1.45))
         .collect();
     let mut end = None;
     for v in second {
