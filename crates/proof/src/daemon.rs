@@ -39,13 +39,28 @@ pub struct Daemon {
 
 /// `perfpilot status --state-dir DIR --json`, parsed (`None` if it fails).
 fn status(perfpilot: &Path, state_dir: &Path) -> Option<Value> {
+    read_status(perfpilot, state_dir).ok()
+}
+
+/// As [`status`], with why it failed: the exit status and the first line of its error output.
+fn read_status(perfpilot: &Path, state_dir: &Path) -> std::result::Result<Value, String> {
     let out = Command::new(perfpilot)
         .args(["status", "--json", "--actions", "100", "--state-dir"])
         .arg(state_dir)
         .output()
-        .ok()?;
-    serde_json::from_slice(&out.stdout).ok()
+        .map_err(|e| format!("cannot run {}: {e}", perfpilot.display()))?;
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        format!(
+            "{} ({e}): {}",
+            out.status,
+            err.lines().next().unwrap_or("no error output")
+        )
+    })
 }
+
+/// Reads of the status [`Daemon::deciding`] tries before it stops waiting.
+const STATUS_TRIES: u32 = 3;
 
 /// Whether an action was kept on a verdict: the start-up setting (`shmem_enabled` raised to
 /// `advise`, journaled as an action in force) is not judged and does not count.
@@ -151,8 +166,16 @@ impl Daemon {
     /// Whether the daemon is deciding something now: an action in `trial`, or a workload it
     /// would try an action on once the signal is steady (Redis's trial began 2 s after a fixed
     /// warm-up ended, while the gate still waited, and the cell measured the trial's start).
+    /// A failed read is tried again: one failure must not end a cell's wait in the middle of
+    /// a trial (a PostgreSQL cell measured a trial's baseline once, 2026-11-24).
     pub fn deciding(&self) -> bool {
-        status(&self.perfpilot, &self.state_dir).is_some_and(|s| deciding(&s))
+        let read = || read_status(&self.perfpilot, &self.state_dir);
+        decide(read, Duration::from_secs(1)).unwrap_or_else(|why| {
+            eprintln!(
+                "proof: perfpilot status failed {STATUS_TRIES} times ({why}); the cell stops waiting for the daemon's decision"
+            );
+            false
+        })
     }
 
     /// Stops the daemon and reports what it did.
@@ -184,6 +207,25 @@ impl Daemon {
         };
         report
     }
+}
+
+/// Whether the status `read` gives shows the daemon deciding, trying a failed read up to
+/// [`STATUS_TRIES`] times `pause` apart; the last failure when none succeeded.
+fn decide(
+    mut read: impl FnMut() -> std::result::Result<Value, String>,
+    pause: Duration,
+) -> std::result::Result<bool, String> {
+    let mut why = String::new();
+    for attempt in 1..=STATUS_TRIES {
+        match read() {
+            Ok(s) => return Ok(deciding(&s)),
+            Err(e) => why = e,
+        }
+        if attempt < STATUS_TRIES {
+            std::thread::sleep(pause);
+        }
+    }
+    Err(why)
 }
 
 /// Whether a status document shows a trial running or one waiting for its signal.
@@ -279,6 +321,28 @@ pub fn parse_status(status: &Value) -> DaemonReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_status_read_is_tried_again_before_the_cell_stops_waiting() {
+        let trial = serde_json::json!({"actions": [{"state": "trial"}]});
+        let mut calls = 0;
+        let flaky = || {
+            calls += 1;
+            if calls < 3 {
+                Err("exit status: 1 (EOF while parsing): database is locked".to_string())
+            } else {
+                Ok(trial.clone())
+            }
+        };
+        assert_eq!(decide(flaky, Duration::ZERO), Ok(true));
+        let broken = || Err::<Value, _>("exit status: 2 (EOF): boom".to_string());
+        assert_eq!(
+            decide(broken, Duration::ZERO),
+            Err("exit status: 2 (EOF): boom".to_string())
+        );
+        let idle = || Ok(serde_json::json!({"actions": [{"state": "kept"}]}));
+        assert_eq!(decide(idle, Duration::ZERO), Ok(false));
+    }
 
     #[test]
     fn the_start_up_setting_is_not_a_kept_action_but_a_verdict_to_keep_is() {
