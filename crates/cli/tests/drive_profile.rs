@@ -188,18 +188,27 @@ fn bad_profiles_fail_before_any_request_naming_file_line_and_field() {
     let _ = std::fs::remove_file(&csv);
 }
 
-#[test]
-fn the_filestore_example_profile_parses_into_its_three_kinds_on_filestores_routes() {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/drive/filestore-mix.csv");
-    let p =
-        perfpilot_drive::RequestProfile::from_csv(&path, Some("http://127.0.0.1:8080")).unwrap();
-    let kinds: Vec<(&str, &str, f64)> = p
-        .kinds
+/// The request profile at `rel` (from the repository's root), its URLs joined to `base`.
+fn example_profile(rel: &str, base: &str) -> perfpilot_drive::RequestProfile {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    perfpilot_drive::RequestProfile::from_csv(&path, Some(base)).unwrap()
+}
+
+/// Each kind of `p` as its name, method and share of the requests.
+fn kinds_of(p: &perfpilot_drive::RequestProfile) -> Vec<(&str, &str, f64)> {
+    p.kinds
         .iter()
         .enumerate()
         .map(|(i, k)| (k.name.as_str(), k.method.as_str(), p.share(i)))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_filestore_example_profile_parses_into_its_three_kinds_on_filestores_routes() {
+    let p = example_profile("examples/drive/filestore-mix.csv", "http://127.0.0.1:8080");
+    let kinds = kinds_of(&p);
     assert_eq!(
         kinds,
         [
@@ -214,16 +223,11 @@ fn the_filestore_example_profile_parses_into_its_three_kinds_on_filestores_route
 
 #[test]
 fn the_file_store_studys_profile_draws_from_the_corpus_its_preload_makes() {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/studies/filestore-mix.csv");
-    let p =
-        perfpilot_drive::RequestProfile::from_csv(&path, Some("http://127.0.0.1:18480")).unwrap();
-    let kinds: Vec<(&str, &str, f64)> = p
-        .kinds
-        .iter()
-        .enumerate()
-        .map(|(i, k)| (k.name.as_str(), k.method.as_str(), p.share(i)))
-        .collect();
+    let p = example_profile(
+        "examples/studies/filestore-mix.csv",
+        "http://127.0.0.1:18480",
+    );
+    let kinds = kinds_of(&p);
     assert_eq!(
         kinds,
         [
