@@ -23,6 +23,14 @@ fn pct(v: f64) -> String {
     format!("{v:+.1} %")
 }
 
+/// A point's error predicted at its own CPU per request, or an empty cell.
+fn own(c: &perfpilot_model::TierCheck, f: impl Fn(&perfpilot_model::OwnDemand) -> f64) -> String {
+    c.at_own_demand
+        .as_ref()
+        .map(|o| pct(f(o)))
+        .unwrap_or_default()
+}
+
 /// The scale-out table's columns, in the Markdown and the HTML report alike.
 const SCALE_OUT_COLUMNS: [&str; 6] = [
     "instances",
@@ -69,6 +77,12 @@ pub fn to_markdown(r: &CapacityRun) -> String {
         er,
         r.elapsed_s
     );
+    if let Some((ox, or)) = r.held_out_errors_at_own_demand() {
+        let _ = writeln!(
+            s,
+            "Predicted again at each point's own CPU per request (\"own CPU\" columns: the queueing model's own error, without the change of the tiers' demands since the fit): largest throughput error {ox:.1} %, largest response-time error {or:.1} %. Where the bottleneck was saturated, the utilization law makes this prediction the measured throughput; read these columns below saturation.\n"
+        );
+    }
     let tiers: Vec<&str> = r.tiers.iter().map(|t| t.name.as_str()).collect();
     let mut header: Vec<String> = [
         "point",
@@ -79,6 +93,8 @@ pub fn to_markdown(r: &CapacityRun) -> String {
         "R measured (ms)",
         "R predicted",
         "R error",
+        "X error, own CPU",
+        "R error, own CPU",
         "bottleneck",
     ]
     .map(String::from)
@@ -99,6 +115,8 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             ms(c.measured_response),
             ms(c.predicted_response),
             pct(c.response_error_pct),
+            own(c, |o| o.throughput_error_pct),
+            own(c, |o| o.response_error_pct),
             c.bottleneck.clone(),
         ];
         for t in &tiers {
@@ -214,6 +232,12 @@ pub fn to_html(r: &CapacityRun) -> String {
         er,
         r.elapsed_s
     );
+    if let Some((ox, or)) = r.held_out_errors_at_own_demand() {
+        let _ = writeln!(
+            s,
+            "<p>Predicted again at each point's own CPU per request (the columns \"own CPU\"), which leaves out how far the tiers' demands moved since the fit: throughput within {ox:.1} % and response time within {or:.1} %. The difference between the two is the system's change, not the queueing model's. Where the bottleneck was saturated, the utilization law makes this prediction the measured throughput: the columns say something below saturation.</p>"
+        );
+    }
     for (i, w) in r.sweeps.iter().enumerate() {
         let fitted = |label: &str| r.model.fitted_from.iter().any(|f| f == label);
         let pts = |f: &dyn Fn(&crate::sweep::Point) -> f64, fit: bool| -> Vec<(f64, f64)> {
@@ -374,6 +398,8 @@ pub fn to_html(r: &CapacityRun) -> String {
                 ms(c.measured_response),
                 ms(c.predicted_response),
                 pct(c.response_error_pct),
+                own(c, |o| o.throughput_error_pct),
+                own(c, |o| o.response_error_pct),
                 c.bottleneck.clone(),
             ]
         })
@@ -388,6 +414,8 @@ pub fn to_html(r: &CapacityRun) -> String {
             "R measured (ms)",
             "R predicted (ms)",
             "R error",
+            "X error, own CPU",
+            "R error, own CPU",
             "bottleneck",
         ],
         &rows,

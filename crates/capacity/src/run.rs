@@ -118,6 +118,18 @@ impl CapacityRun {
                 )
             })
     }
+
+    /// As [`held_out_errors`](Self::held_out_errors), with each point predicted at the CPU
+    /// per request it measured: the queueing model's own error (`None` when no held-out point
+    /// has a measured CPU).
+    pub fn held_out_errors_at_own_demand(&self) -> Option<(f64, f64)> {
+        self.checks
+            .iter()
+            .filter(|c| !c.fitted)
+            .filter_map(|c| c.at_own_demand)
+            .map(|o| (o.throughput_error_pct.abs(), o.response_error_pct.abs()))
+            .reduce(|a, b| (a.0.max(b.0), a.1.max(b.1)))
+    }
 }
 
 fn machine_rows() -> Vec<(String, String)> {

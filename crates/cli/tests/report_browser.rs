@@ -344,6 +344,10 @@ fn a_capacity_report_opens_in_chromium_with_the_model_over_the_measured_points()
         x < 2.5 && r < 2.5,
         "synthetic points within their 2 % noise: {x} {r}"
     );
+    assert!(
+        run.held_out_errors_at_own_demand().is_some(),
+        "every point measured its tiers' CPU"
+    );
     let html = capacity_report::to_html(&run);
     for part in [
         "measured, held out",
@@ -351,6 +355,7 @@ fn a_capacity_report_opens_in_chromium_with_the_model_over_the_measured_points()
         "Per-tier utilisation",
         "cost ranking",
         "Measured vs predicted",
+        "X error, own CPU",
     ] {
         assert!(html.contains(part), "{part}");
     }

@@ -47,4 +47,6 @@ pub use predict::{
     validate,
 };
 pub use report::{PredictReport, Rendered, Sweep, ValidationReport};
-pub use tiered::{ClassLoad, TierCheck, TierModel, TierPoint, TierPrediction, TierSpec, fit_tiers};
+pub use tiered::{
+    ClassLoad, OwnDemand, TierCheck, TierModel, TierPoint, TierPrediction, TierSpec, fit_tiers,
+};

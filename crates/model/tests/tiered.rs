@@ -140,6 +140,32 @@ fn two_low_load_points_predict_held_out_loads_think_time_and_scale_out() {
 }
 
 #[test]
+fn a_point_whose_demand_moved_is_missed_by_the_fit_and_met_at_its_own_cpu_per_request() {
+    let t = truth();
+    let fit_pts = vec![measured(&t, 1, 0.0, 1), measured(&t, 2, 0.0, 1)];
+    let model = fit_tiers(&tiers(), &fit_pts).unwrap();
+    // The system changed after the fit: the app now takes 30 % more CPU per request.
+    let mut slower = truth();
+    slower.tiers[1].demand[0] *= 1.3;
+    let checks = model
+        .validate(&[measured(&slower, 16, 0.0, 1), measured(&t, 16, 0.0, 1)])
+        .unwrap();
+    let (moved, same) = (&checks[0], &checks[1]);
+    // Near saturation on the app, the fitted model overstates the throughput by almost the
+    // change (+28.7 %).
+    assert!(
+        moved.throughput_error_pct > 25.0 && moved.throughput_error_pct < 30.0,
+        "{moved:?}"
+    );
+    let own = moved.at_own_demand.expect("every tier's CPU was measured");
+    assert!(own.throughput_error_pct.abs() < 0.01, "{own:?}");
+    assert!(own.response_error_pct.abs() < 0.01, "{own:?}");
+    // Where nothing moved, both predictions are the same.
+    let own = same.at_own_demand.unwrap();
+    assert!((own.predicted_throughput - same.predicted_throughput).abs() < 1e-9);
+}
+
+#[test]
 fn a_tier_busier_than_its_cores_is_refused_naming_point_and_tier() {
     let mut p = measured(&truth(), 4, 0.0, 1);
     p.busy.insert("app".into(), 0.9);

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod check;
 mod nnls;
 mod quota;
 mod stations;
@@ -31,6 +32,7 @@ mod stations;
 use crate::error::ModelError;
 use crate::mva::{SolveOptions, solve};
 use crate::network::Discipline;
+pub use check::{OwnDemand, TierCheck};
 use nnls::nnls;
 use quota::Overlap;
 
@@ -237,54 +239,6 @@ impl TierPrediction {
         } else {
             0.0
         }
-    }
-}
-
-/// Measured vs predicted at one point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TierCheck {
-    /// The point.
-    pub label: String,
-    /// Whether the model was fitted from it.
-    pub fitted: bool,
-    /// Total users.
-    pub users: u32,
-    /// Think time of the first class, seconds.
-    pub think_time: f64,
-    /// Instances per tier (when not 1).
-    pub instances: BTreeMap<String, u32>,
-    /// Measured requests per second (all classes).
-    pub measured_throughput: f64,
-    /// Predicted requests per second.
-    pub predicted_throughput: f64,
-    /// (predicted − measured) / measured × 100.
-    pub throughput_error_pct: f64,
-    /// Measured mean response time, seconds (throughput-weighted over classes).
-    pub measured_response: f64,
-    /// Predicted, seconds.
-    pub predicted_response: f64,
-    /// (predicted − measured) / measured × 100.
-    pub response_error_pct: f64,
-    /// Per class (class, measured X, predicted X, measured R, predicted R) when there are
-    /// several classes.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub per_class: Vec<(String, f64, f64, f64, f64)>,
-    /// Per tier, (measured busy cores, predicted busy cores).
-    pub busy: BTreeMap<String, (f64, f64)>,
-    /// Per tier, the measured busy cores over what the fitted demands give at the measured
-    /// throughputs (`Σ_c X_c D_c`): 1 when the tier's CPU per request is the fitted one, 1.4
-    /// when it used 40 % more per request here than at the fit points.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub demand_ratio: BTreeMap<String, f64>,
-    /// The predicted bottleneck.
-    pub bottleneck: String,
-}
-
-fn err_pct(predicted: f64, measured: f64) -> f64 {
-    if measured == 0.0 {
-        if predicted == 0.0 { 0.0 } else { f64::INFINITY }
-    } else {
-        (predicted - measured) / measured * 100.0
     }
 }
 
@@ -616,99 +570,6 @@ impl TierModel {
             .map(|n| {
                 let p = self.predict(&[(class.to_string(), n, think)], instances)?;
                 Ok((n, p.throughput(), p.response_time()))
-            })
-            .collect()
-    }
-
-    /// Predicts every point and compares with what was measured.
-    pub fn validate(&self, points: &[TierPoint]) -> Result<Vec<TierCheck>, ModelError> {
-        let tiers: Vec<TierSpec> = self
-            .tiers
-            .iter()
-            .map(|t| TierSpec {
-                name: t.name.clone(),
-                cores: t.cores,
-                discipline: t.discipline,
-            })
-            .collect();
-        points
-            .iter()
-            .map(|p| {
-                p.check(&tiers)?;
-                let (load, instances) = self.load_of(p);
-                let pred = self.predict(&load, &instances)?;
-                let mx = p.throughput();
-                let mr = if mx > 0.0 {
-                    p.classes
-                        .iter()
-                        .filter(|c| c.users > 0)
-                        .map(|c| c.throughput * c.response_time)
-                        .sum::<f64>()
-                        / mx
-                } else {
-                    0.0
-                };
-                let per_class = if p.classes.len() > 1 {
-                    p.classes
-                        .iter()
-                        .filter(|c| c.users > 0)
-                        .map(|c| {
-                            let (px, pr) = pred
-                                .classes
-                                .iter()
-                                .find(|q| q.0 == c.class)
-                                .map_or((0.0, 0.0), |q| (q.1, q.2));
-                            (c.class.clone(), c.throughput, px, c.response_time, pr)
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                Ok(TierCheck {
-                    label: p.label.clone(),
-                    fitted: self.fitted_from.contains(&p.label),
-                    users: p.users(),
-                    think_time: p.classes.first().map_or(0.0, |c| c.think_time),
-                    instances: p.instances.clone(),
-                    measured_throughput: mx,
-                    predicted_throughput: pred.throughput(),
-                    throughput_error_pct: err_pct(pred.throughput(), mx),
-                    measured_response: mr,
-                    predicted_response: pred.response_time(),
-                    response_error_pct: err_pct(pred.response_time(), mr),
-                    per_class,
-                    busy: self
-                        .tiers
-                        .iter()
-                        .map(|t| {
-                            (
-                                t.name.clone(),
-                                (
-                                    p.busy.get(&t.name).copied().unwrap_or(0.0),
-                                    pred.busy.get(&t.name).copied().unwrap_or(0.0),
-                                ),
-                            )
-                        })
-                        .collect(),
-                    demand_ratio: self
-                        .tiers
-                        .iter()
-                        .filter_map(|t| {
-                            let at_fit: f64 = p
-                                .classes
-                                .iter()
-                                .filter(|c| c.users > 0)
-                                .filter_map(|c| {
-                                    let k = self.classes.iter().position(|n| n == &c.class)?;
-                                    Some(c.throughput * t.demand[k])
-                                })
-                                .sum();
-                            let measured = p.busy.get(&t.name).copied()?;
-                            (at_fit > 0.0).then(|| (t.name.clone(), measured / at_fit))
-                        })
-                        .collect(),
-                    bottleneck: pred.bottleneck,
-                })
             })
             .collect()
     }

@@ -38,7 +38,7 @@ pub struct ThreadSample {
 }
 
 /// One process's counters (cheap readings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcSample {
     /// The process id.
     pub pid: i32,

@@ -34,6 +34,7 @@ use crate::signal::SignalKind;
 use crate::tunables::Tunables;
 
 mod apply;
+mod attach;
 mod dryrun;
 mod enforce;
 mod fleet;

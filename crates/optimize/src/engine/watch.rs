@@ -12,6 +12,7 @@ use perfpilot_sys::perf::Event;
 use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 
 use super::Engine;
+use super::attach::Attachments;
 use super::servers::Servers;
 use super::signals::{per_cpu_second, syscalls_per_cpu_s};
 use crate::counters::{COUNTERS, ProbeFailure};
@@ -74,6 +75,8 @@ pub(super) struct Watch {
     pub(super) collapse_supported: bool,
     /// The servers among the workloads and their presets.
     pub(super) servers: Servers,
+    /// Who attaches which shared memory, remembered across scans.
+    attachments: Attachments,
 }
 
 impl Watch {
@@ -100,10 +103,12 @@ impl Watch {
             pmu_last: HashMap::new(),
             collapse_supported: perfpilot_sys::collapse::kernel_supports_collapse(),
             servers: Servers::new(fs, presets),
+            attachments: Attachments::default(),
         }
     }
 
-    /// Reads the shared-memory attachments of the processes big enough to matter.
+    /// The shared-memory attachments of the processes: those big or busy enough to matter
+    /// read afresh, the quiet ones of the same program as an attacher once (`attach.rs`).
     pub(super) fn shared_memory(
         &mut self,
         cur: &Sample,
@@ -117,18 +122,13 @@ impl Watch {
             .iter()
             .map(|p| (p.pid, p.cpu / 100.0))
             .collect();
-        let mut out = HashMap::new();
-        for p in cur.processes.iter().filter(|p| !p.kernel_thread) {
-            if p.rss < min_mem && cpu.get(&p.pid).copied().unwrap_or(0.0) < min_cpu {
-                continue;
-            }
-            if let Ok(s) = self.reader.shm_attachments(p.pid)
-                && !s.is_empty()
-            {
-                out.insert(p.pid, s);
-            }
-        }
-        out
+        let procs: Vec<_> = cur.processes.iter().filter(|p| !p.kernel_thread).collect();
+        let reader = &mut self.reader;
+        self.attachments.scan(
+            &procs,
+            |p| p.rss >= min_mem || cpu.get(&p.pid).copied().unwrap_or(0.0) >= min_cpu,
+            |pid| reader.shm_attachments(pid),
+        )
     }
 
     /// Reads a workload's memory placement and maps (expensive: only when a strategy needs it).
