@@ -1,11 +1,11 @@
 //! The proof's table: per server and cell, the throughput ratio to untuned with its 95 %
-//! interval (perfpilot-stats' Welch interval on the log of the ratio of means), p99, and the
+//! interval (paired by round: see [`ratio_to_untuned`]), p99, and the
 //! daemon's time to its first kept action and own CPU; then the targets per server and the
 //! agreement between the signal that judged each action and the kernel-visible proxy.
 
 use std::collections::BTreeMap;
 
-use perfpilot_stats::{mean, ratio_of_means_ci};
+use perfpilot_stats::{mean, paired_ratio_ci, ratio_of_means_ci};
 use perfpilot_units as units;
 use perfpilot_units::MarkdownTable;
 
@@ -18,17 +18,57 @@ pub const LEVEL: f64 = 0.95;
 /// A ratio to untuned with its interval (`None` ends with fewer than two runs a side).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ratio {
-    /// mean(cell) / mean(untuned).
+    /// The geometric mean of the per-round ratios when paired, else mean(cell) / mean(untuned).
     pub ratio: f64,
     /// The interval, when both sides have two runs or more.
     pub ci: Option<(f64, f64)>,
+    /// Whether the runs were paired by round.
+    pub paired: bool,
+}
+
+/// The ratio of a cell's runs to untuned's, each run given with its round. Paired by round
+/// when every run of the cell has an untuned run in its round and there are two or more:
+/// the geometric mean of the per-round ratios with a t interval on their logs. A round runs
+/// every cell once, close in time and in a rotated order, so a drift of the machine from one
+/// round to the next (a 2-core VM's neighbours: untuned PostgreSQL ran 19,564, 19,171 and
+/// 13,944 tps in the three rounds of 2026-11-25) falls out of each round's ratio instead of
+/// widening the interval. Otherwise the ratio of means with Welch's interval.
+pub fn ratio_to_untuned(cell: &[(u32, f64)], untuned: &[(u32, f64)]) -> Option<Ratio> {
+    if cell.is_empty() || untuned.is_empty() {
+        return None;
+    }
+    let partner = |round: u32| untuned.iter().find(|(r, _)| *r == round).map(|(_, x)| *x);
+    let pairs: Option<(Vec<f64>, Vec<f64>)> = cell
+        .iter()
+        .map(|(r, x)| Some((*x, partner(*r)?)))
+        .collect::<Option<Vec<_>>>()
+        .map(|v| v.into_iter().unzip());
+    if let Some((xs, bs)) = pairs
+        && xs.len() >= 2
+        && let Some(ci) = paired_ratio_ci(&xs, &bs, LEVEL)
+    {
+        return Some(Ratio {
+            ratio: ci.ratio,
+            ci: Some((ci.low, ci.high)),
+            paired: true,
+        });
+    }
+    let xs: Vec<f64> = cell.iter().map(|(_, x)| *x).collect();
+    let bs: Vec<f64> = untuned.iter().map(|(_, x)| *x).collect();
+    Some(Ratio {
+        ratio: mean(&xs) / mean(&bs),
+        ci: ratio_of_means_ci(&xs, &bs, LEVEL).map(|c| (c.low.exp(), c.high.exp())),
+        paired: false,
+    })
 }
 
 impl Ratio {
-    /// `×1.04 [0.98, 1.10]`, or `×1.04` without an interval.
+    /// `×1.04 [0.98, 1.10]`, `×1.04 [0.98, 1.10] unpaired` (Welch's, some run without an
+    /// untuned run in its round), or `×1.04` without an interval.
     pub fn describe(&self) -> String {
         match self.ci {
-            Some((lo, hi)) => format!("×{:.2} [{lo:.2}, {hi:.2}]", self.ratio),
+            Some((lo, hi)) if self.paired => format!("×{:.2} [{lo:.2}, {hi:.2}]", self.ratio),
+            Some((lo, hi)) => format!("×{:.2} [{lo:.2}, {hi:.2}] unpaired", self.ratio),
             None => format!("×{:.2}", self.ratio),
         }
     }
@@ -93,26 +133,27 @@ pub fn summarize(records: &[CellRecord]) -> Vec<CellSummary> {
         );
         groups.entry(key).or_default().push(r);
     }
-    let throughputs = |rs: &[&CellRecord]| -> Vec<f64> {
+    let throughputs = |rs: &[&CellRecord]| -> Vec<(u32, f64)> {
         rs.iter()
             .filter(|r| r.outcome == Outcome::Ok)
-            .filter_map(|r| r.throughput)
-            .filter(|t| t.is_finite() && *t > 0.0)
+            .filter_map(|r| Some((r.round, r.throughput?)))
+            .filter(|(_, t)| t.is_finite() && *t > 0.0)
             .collect()
     };
     let mut out = Vec::new();
     for ((_, server, _, cell), rs) in &groups {
-        let xs = throughputs(rs);
-        let baseline: Vec<f64> = groups
+        let runs = throughputs(rs);
+        let baseline: Vec<(u32, f64)> = groups
             .iter()
             .find(|((_, s, _, c), _)| s == server && c == CellName::Untuned.name())
             .map(|(_, b)| throughputs(b))
             .unwrap_or_default();
-        let ratio = (cell != CellName::Untuned.name() && !xs.is_empty() && !baseline.is_empty())
-            .then(|| Ratio {
-                ratio: mean(&xs) / mean(&baseline),
-                ci: ratio_of_means_ci(&xs, &baseline, LEVEL).map(|c| (c.low.exp(), c.high.exp())),
-            });
+        let ratio = if cell == CellName::Untuned.name() {
+            None
+        } else {
+            ratio_to_untuned(&runs, &baseline)
+        };
+        let xs: Vec<f64> = runs.iter().map(|(_, x)| *x).collect();
         let p99s: Vec<f64> = rs
             .iter()
             .filter(|r| r.outcome == Outcome::Ok)
@@ -368,6 +409,9 @@ pub fn markdown(records: &[CellRecord]) -> String {
         ]);
     }
     let mut s = cells.render();
+    s.push_str(
+        "\nRatios are paired by round: the geometric mean of each round's ratio to untuned, with a t interval on their logs (\"unpaired\": the ratio of means with Welch's interval, where a run had no untuned run in its round).\n",
+    );
     let checks = targets(&rows);
     if !checks.is_empty() {
         s.push_str(

@@ -97,7 +97,7 @@ fn a_cut_off_line_is_skipped_and_the_rest_is_read() {
 }
 
 #[test]
-fn the_summary_gives_ratios_to_untuned_with_welch_intervals() {
+fn the_summary_gives_ratios_to_untuned_paired_by_round() {
     let rows = summarize(&records());
     let row = |s: &str, c: &str| {
         rows.iter()
@@ -109,8 +109,12 @@ fn the_summary_gives_ratios_to_untuned_with_welch_intervals() {
     assert!(untuned.ratio.is_none());
     let thp = row("redis", "thp-always");
     let r = thp.ratio.unwrap();
-    // mean(120, 124) / mean(100, 104) = 122 / 102.
-    assert!((r.ratio - 122.0 / 102.0).abs() < 1e-12, "{r:?}");
+    // The geometric mean of 120 / 100 and 124 / 104.
+    assert!(r.paired);
+    assert!(
+        (r.ratio - (1.2_f64 * 124.0 / 104.0).sqrt()).abs() < 1e-12,
+        "{r:?}"
+    );
     let (lo, hi) = r.ci.unwrap();
     assert!(
         lo < r.ratio && r.ratio < hi && lo > 1.0,
@@ -125,9 +129,10 @@ fn the_summary_gives_ratios_to_untuned_with_welch_intervals() {
         Some(0.9),
         "runs without a p99 do not count as zero"
     );
-    // One run a side: a ratio without an interval.
+    // Two perfpilot runs against one untuned: round 2 has no partner, so the ratio of means,
+    // and one run a side gives no interval.
     let n = row("nginx", "perfpilot").ratio.unwrap();
-    assert!((n.ratio - 0.98).abs() < 1e-12 && n.ci.is_none());
+    assert!((n.ratio - 0.98).abs() < 1e-12 && n.ci.is_none() && !n.paired);
     assert_eq!(row("nginx", "numad").not_measured.unwrap().0, 1);
     let t = targets(&rows);
     let redis = t.iter().find(|c| c.server == "redis").unwrap();
@@ -139,6 +144,25 @@ fn the_summary_gives_ratios_to_untuned_with_welch_intervals() {
         nginx.no_loss, None,
         "one run a side proves nothing either way"
     );
+}
+
+#[test]
+fn a_drift_from_round_to_round_falls_out_of_the_paired_ratio() {
+    use perfpilot_proof::summary::ratio_to_untuned;
+    // The machine ran 30 % slower in round 2, for both cells alike: each round's ratio is 1.1.
+    let untuned = [(1, 100.0), (2, 70.0), (3, 100.0)];
+    let cell = [(1, 110.0), (2, 77.0), (3, 110.0)];
+    let r = ratio_to_untuned(&cell, &untuned).unwrap();
+    assert!(r.paired && (r.ratio - 1.1).abs() < 1e-9, "{r:?}");
+    let (lo, hi) = r.ci.unwrap();
+    assert!(lo > 1.09 && hi < 1.11, "{lo} {hi}");
+    // Unpaired (a run of the cell in a round untuned missed), Welch's interval holds 1.
+    let cell = [(1, 110.0), (2, 77.0), (4, 110.0)];
+    let w = ratio_to_untuned(&cell, &untuned).unwrap();
+    assert!(!w.paired);
+    let (lo, hi) = w.ci.unwrap();
+    assert!(lo < 1.0 && hi > 1.1, "{lo} {hi}");
+    assert!(w.describe().ends_with("unpaired"), "{}", w.describe());
 }
 
 #[test]
