@@ -195,7 +195,9 @@ pub struct Validation {
     pub max_abs_throughput_error_pct: f64,
 }
 
-fn err_pct(predicted: f64, measured: f64) -> f64 {
+/// (predicted − measured) / measured × 100; 0 when both are 0, infinite when only the
+/// measurement is.
+pub(crate) fn err_pct(predicted: f64, measured: f64) -> f64 {
     if measured == 0.0 {
         if predicted == 0.0 { 0.0 } else { f64::INFINITY }
     } else {

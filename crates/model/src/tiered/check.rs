@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{TierModel, TierPoint, TierPrediction, TierSpec};
 use crate::error::ModelError;
+use crate::predict::err_pct;
 
 /// Measured vs predicted at one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,14 +73,6 @@ pub struct OwnDemand {
     pub predicted_response: f64,
     /// (predicted − measured) / measured × 100.
     pub response_error_pct: f64,
-}
-
-fn err_pct(predicted: f64, measured: f64) -> f64 {
-    if measured == 0.0 {
-        if predicted == 0.0 { 0.0 } else { f64::INFINITY }
-    } else {
-        (predicted - measured) / measured * 100.0
-    }
 }
 
 impl TierModel {
