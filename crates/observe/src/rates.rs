@@ -72,6 +72,11 @@ pub struct ProcRate {
     pub syscalls_per_s: Option<f64>,
     /// The CPUs it may run on, in list format (`0-3,8`).
     pub cpus_allowed: Option<String>,
+    /// CPU of its children that exited during the interval and were reaped by it, the part of
+    /// their lives inside the interval: a server that forks a process per connection is
+    /// charged for the connections that ended (`cpu` does not hold it).
+    #[serde(default)]
+    pub reaped_cpu: f64,
 }
 
 /// A thread's rates.
@@ -255,11 +260,18 @@ impl Rates {
             .iter()
             .map(|p| ((p.pid, p.starttime), p))
             .collect();
+        let lives = Lives::between(a, b);
         let mut processes = Vec::new();
         let mut threads = Vec::new();
         for p in &b.processes {
-            let Some(q) = prev.get(&(p.pid, p.starttime)) else {
-                continue;
+            let born;
+            let q = match prev.get(&(p.pid, p.starttime)) {
+                Some(q) => *q,
+                None if lives.born_during(p) => {
+                    born = Lives::unborn(p);
+                    &born
+                }
+                None => continue,
             };
             let io = |f: fn(&perfpilot_sys::process::ProcIo) -> u64| match (&q.io, &p.io) {
                 (Some(x), Some(y)) => Some(per_s(f(x), f(y))),
@@ -272,6 +284,7 @@ impl Rates {
                 cmdline: p.cmdline.clone(),
                 uid: p.uid,
                 cpu: cpu_pct(q.utime + q.stime, p.utime + p.stime),
+                reaped_cpu: cpu_pct(q.children_time + lives.gone_children(p), p.children_time),
                 user: cpu_pct(q.utime, p.utime),
                 system: cpu_pct(q.stime, p.stime),
                 processor: p.processor,
@@ -371,6 +384,55 @@ impl Rates {
     }
 }
 
+/// Which processes began or ended between two samples: a process that began is charged all its
+/// counters (they started at zero inside the interval); one that ended and was reaped by a
+/// process still alive is charged to that parent's `reaped_cpu`, less what it had used by the
+/// first sample (already counted then).
+struct Lives {
+    /// Processes starting at or after this tick began inside the interval (a second early:
+    /// the first sample's uptime comes from the wall clock).
+    born_from: u64,
+    /// Per parent pid, the ticks its children that ended had used by the first sample.
+    gone: HashMap<i32, u64>,
+}
+
+impl Lives {
+    fn between(a: &Sample, b: &Sample) -> Lives {
+        let live: std::collections::HashSet<(i32, u64)> =
+            b.processes.iter().map(|p| (p.pid, p.starttime)).collect();
+        let mut gone = HashMap::new();
+        for q in &a.processes {
+            if !live.contains(&(q.pid, q.starttime)) {
+                *gone.entry(q.ppid).or_insert(0) += q.utime + q.stime + q.children_time;
+            }
+        }
+        Lives {
+            born_from: a.uptime_ticks().saturating_sub(a.ticks_per_sec),
+            gone,
+        }
+    }
+
+    /// Whether `p`, absent from the first sample, began after it (rather than was not read).
+    fn born_during(&self, p: &ProcSample) -> bool {
+        p.starttime >= self.born_from
+    }
+
+    /// The readings of `p` before it began: zero (with an `io` file where it has one).
+    fn unborn(p: &ProcSample) -> ProcSample {
+        ProcSample {
+            pid: p.pid,
+            starttime: p.starttime,
+            io: p.io.map(|_| perfpilot_sys::process::ProcIo::default()),
+            ..ProcSample::default()
+        }
+    }
+
+    /// The ticks the children of `p` that ended had used by the first sample.
+    fn gone_children(&self, p: &ProcSample) -> u64 {
+        self.gone.get(&p.pid).copied().unwrap_or(0)
+    }
+}
+
 /// The latest expensive reading for each process, kept across samples (they are taken at a
 /// lower rate than the cheap ones).
 #[derive(Debug, Default, Clone)]
@@ -425,6 +487,7 @@ mod tests {
             state: 'R',
             utime,
             stime: 0,
+            children_time: 0,
             minflt: 0,
             majflt: 0,
             num_threads: threads.len() as u32,
@@ -522,16 +585,55 @@ mod tests {
                     180,
                     vec![thread(10, 100), thread(11, 60), thread(12, 20)],
                 ),
-                // pid 20 was reused by another process (other start time): no rate.
+                // pid 20 was reused by a process that began in the interval (other start
+                // time): its own 3 ticks, not a difference from the old one's 50.
                 proc(20, 99, 3, vec![]),
             ],
             vec![],
         );
         let r = Rates::between(&a, &b).unwrap();
-        assert_eq!(r.processes.len(), 1);
-        assert!((r.processes[0].cpu - 80.0).abs() < 1e-9);
+        let cpu: Vec<(i32, f64)> = r.processes.iter().map(|p| (p.pid, p.cpu)).collect();
+        assert_eq!(cpu, vec![(10, 80.0), (20, 3.0)]);
         let t: Vec<(i32, f64)> = r.threads.iter().map(|t| (t.tid, t.cpu)).collect();
         assert_eq!(t, vec![(10, 40.0), (11, 20.0), (12, 20.0)]);
+    }
+
+    #[test]
+    fn processes_that_began_or_ended_between_the_samples_are_charged_for_their_part_of_it() {
+        // Booted at 1000 s; samples at 1010 s and 1012 s (uptime 1000 and 1200 ticks).
+        let child = |pid, start, utime| ProcSample {
+            ppid: 10,
+            ..proc(pid, start, utime, vec![])
+        };
+        let parent = |utime, children_time| ProcSample {
+            children_time,
+            ..proc(10, 100, utime, vec![])
+        };
+        let a = sample(1010, &[], vec![parent(500, 0), child(11, 900, 30)], vec![]);
+        let b = sample(
+            1012,
+            &[],
+            vec![
+                // Child 11 ended with 50 ticks (30 by the first sample); another began and
+                // ended between the samples with 30: the parent reaped 80.
+                parent(520, 80),
+                // Began after the first sample: all its 40 ticks are the interval's.
+                child(12, 1050, 40),
+                // Not read the first time but older than it: no rate, not 9,999 ticks.
+                proc(40, 100, 9999, vec![]),
+            ],
+            vec![],
+        );
+        let r = Rates::between(&a, &b).unwrap();
+        let by_pid: HashMap<i32, (f64, f64)> = r
+            .processes
+            .iter()
+            .map(|p| (p.pid, (p.cpu, p.reaped_cpu)))
+            .collect();
+        assert_eq!(by_pid.len(), 2, "{by_pid:?}");
+        // 2 s of 100 ticks: the parent's own 20 ticks (10 %), its children's 20 + 30 (25 %).
+        assert_eq!(by_pid[&10], (10.0, 25.0));
+        assert_eq!(by_pid[&12], (20.0, 0.0));
     }
 
     #[test]

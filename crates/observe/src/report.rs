@@ -332,6 +332,7 @@ mod tests {
                 write_bytes_per_s: None,
                 syscalls_per_s: None,
                 cpus_allowed: None,
+                reaped_cpu: 0.0,
             },
             last_cpu_node: Some(0),
             last_cpu_llc: Some(0),

@@ -58,6 +58,10 @@ pub struct ProcSample {
     pub utime: u64,
     /// System CPU time in clock ticks, all threads (live and exited).
     pub stime: u64,
+    /// CPU ticks (user and system) of its children that exited and were reaped by it: what a
+    /// server that forks a process per connection spent on the connections that ended.
+    #[serde(default)]
+    pub children_time: u64,
     /// Minor page faults.
     pub minflt: u64,
     /// Major page faults (read from storage).
@@ -220,6 +224,16 @@ pub struct Sample {
     pub nets: Vec<NetDev>,
     /// What was skipped, and why.
     pub skips: Skips,
+}
+
+impl Sample {
+    /// Ticks since boot at the time of the sample (from the wall clock and `btime`, so to
+    /// within a second).
+    pub fn uptime_ticks(&self) -> u64 {
+        let now_s = self.time_ms as f64 / 1000.0;
+        let up = (now_s - self.kernel.btime as f64).max(0.0);
+        (up * self.ticks_per_sec as f64) as u64
+    }
 }
 
 #[cfg(test)]

@@ -368,6 +368,7 @@ impl Sampler {
             state: st.state,
             utime: st.utime,
             stime: st.stime,
+            children_time: st.cutime + st.cstime,
             minflt: st.minflt,
             majflt: st.majflt,
             num_threads: st.num_threads,

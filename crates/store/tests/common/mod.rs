@@ -101,6 +101,7 @@ pub fn synthetic(i: u64, procs: usize, threads: usize, time_ms: i64) -> Sample {
                 state: 'S',
                 utime,
                 stime: utime / 3,
+                children_time: 0,
                 minflt: 10_000 + i * 17 + rng.below(100),
                 majflt: p as u64 % 11,
                 num_threads: threads.len() as u32,

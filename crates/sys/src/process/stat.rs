@@ -25,6 +25,10 @@ pub struct TaskStat {
     pub utime: u64,
     /// System CPU time in clock ticks (for a process: all its threads, live and dead).
     pub stime: u64,
+    /// User CPU ticks of its children that exited and were waited for (with theirs).
+    pub cutime: u64,
+    /// System CPU ticks of its children that exited and were waited for (with theirs).
+    pub cstime: u64,
     /// The nice value, -20 (favoured) to 19.
     pub nice: i64,
     /// Threads in the process.
@@ -88,6 +92,18 @@ pub fn parse_stat(text: &[u8], path: &Path) -> Result<TaskStat> {
             12 => st.majflt = num()?,
             14 => st.utime = num()?,
             15 => st.stime = num()?,
+            // Signed in the kernel; never negative in practice, read as 0 if it were.
+            16 | 17 => {
+                let v = tok
+                    .parse::<i64>()
+                    .map_err(|_| bad(format!("field {field}: {tok:?} is not a number")))?
+                    .max(0) as u64;
+                if field == 16 {
+                    st.cutime = v;
+                } else {
+                    st.cstime = v;
+                }
+            }
             19 => {
                 st.nice = tok
                     .parse()
@@ -119,7 +135,7 @@ mod tests {
 
     #[test]
     fn stat_with_spaces_and_parens_in_comm() {
-        let line = b"4626 (my (odd) cmd) R 4622 4622 1409 0 -1 4194304 99 0 7 0 150 25 0 0 20 -5 4 0 43929 3133440 359 18446744073709551615 1 2 3 0 0 0 0 0 0 0 0 0 17 1 0 0 12 0 0 9 9 9";
+        let line = b"4626 (my (odd) cmd) R 4622 4622 1409 0 -1 4194304 99 0 7 0 150 25 40 9 20 -5 4 0 43929 3133440 359 18446744073709551615 1 2 3 0 0 0 0 0 0 0 0 0 17 1 0 0 12 0 0 9 9 9";
         let st = parse_stat(line, Path::new(P)).unwrap();
         assert_eq!(st.pid, 4626);
         assert_eq!(st.comm, "my (odd) cmd");
@@ -129,6 +145,7 @@ mod tests {
         assert_eq!(st.majflt, 7);
         assert_eq!(st.utime, 150);
         assert_eq!(st.stime, 25);
+        assert_eq!((st.cutime, st.cstime), (40, 9));
         assert_eq!(st.nice, -5);
         assert_eq!(st.num_threads, 4);
         assert_eq!(st.starttime, 43929);

@@ -1,10 +1,9 @@
 //! Block devices and read-ahead: which devices the strategy is asked about
 //! (`read_ahead_devices`), and which workload judges a device's action.
 
-use perfpilot_observe::rates::ProcRate;
 use perfpilot_observe::{Rates, Sample};
 
-use super::{engine, rates, two_threads};
+use super::{app_rate, engine, rates, two_threads};
 use crate::engine::Engine;
 
 /// Two samples 1 s apart from the fixture, in which `devices` each read 5,000 single pages,
@@ -67,26 +66,7 @@ fn a_devices_judge_is_never_a_workload_the_config_leaves_alone() {
     );
     let w = two_threads(0.5);
     let mut r: Rates = rates(2, 10.0);
-    r.processes.push(ProcRate {
-        time_ms: 0,
-        pid: 100,
-        comm: "app".into(),
-        cmdline: "app --serve".into(),
-        uid: 0,
-        cpu: 100.0,
-        user: 50.0,
-        system: 50.0,
-        processor: Some(0),
-        threads: 2,
-        rss: 1 << 30,
-        minflt_per_s: 0.0,
-        majflt_per_s: 0.0,
-        ctxt_per_s: 0.0,
-        read_bytes_per_s: Some(50e6),
-        write_bytes_per_s: Some(0.0),
-        syscalls_per_s: Some(10_000.0),
-        cpus_allowed: None,
-    });
+    r.processes.push(app_rate(100.0, 50e6, 10_000.0));
     let (prev, cur) = random_reads(&mut e, &["vda"]);
     e.propose(std::slice::from_ref(&w), &r, &prev, &cur)
         .expect("proposing");

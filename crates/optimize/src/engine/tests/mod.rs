@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use perfpilot_observe::Rates;
-use perfpilot_observe::rates::CpuRate;
+use perfpilot_observe::rates::{CpuRate, ProcRate};
 use perfpilot_observe::workload::Workload;
 use perfpilot_store::Store;
 use perfpilot_sys::Fs;
@@ -102,6 +102,32 @@ fn rates(cpus: u32, busy_pct: f64) -> Rates {
         threads: vec![],
         disks: vec![],
         nets: vec![],
+    }
+}
+
+/// The rates of the workload `app` (pid 100): `cpu` % of a CPU, `read` bytes per second read,
+/// `syscalls` per second.
+fn app_rate(cpu: f64, read: f64, syscalls: f64) -> ProcRate {
+    ProcRate {
+        time_ms: 0,
+        pid: 100,
+        comm: "app".into(),
+        cmdline: "app --serve".into(),
+        uid: 0,
+        cpu,
+        user: cpu,
+        system: 0.0,
+        processor: None,
+        threads: 2,
+        rss: 1 << 30,
+        minflt_per_s: 0.0,
+        majflt_per_s: 0.0,
+        ctxt_per_s: 0.0,
+        read_bytes_per_s: Some(read),
+        write_bytes_per_s: None,
+        syscalls_per_s: Some(syscalls),
+        cpus_allowed: None,
+        reaped_cpu: 0.0,
     }
 }
 

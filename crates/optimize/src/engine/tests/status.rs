@@ -1,10 +1,8 @@
 //! What status says of workloads and trials.
 
-use perfpilot_observe::rates::ProcRate;
-
 use super::super::signals::{PresetOffer, Sources, choose_signal, proxy_offer};
 use super::super::status::{TrialStatus, workload_status};
-use super::{engine, rates, trial, two_threads};
+use super::{app_rate, engine, rates, trial, two_threads};
 use crate::config::ProbeSpec;
 use crate::signal::{SignalKind, SignalSource};
 use crate::tunables::Level;
@@ -119,7 +117,7 @@ fn the_signal_is_a_probe_then_a_preset_then_counters_then_the_proxy_then_io_then
         Ok(SignalKind::Cpu)
     );
     let mut busy_io = rates(2, 10.0);
-    busy_io.processes.push(app_rate(2000.0));
+    busy_io.processes.push(app_rate(60.0, 1e6, 2000.0));
     assert_eq!(
         choose_signal(&calm, &none_better(false), &busy_io, 2).signal,
         Ok(SignalKind::Io)
@@ -138,35 +136,11 @@ fn the_signal_is_a_probe_then_a_preset_then_counters_then_the_proxy_then_io_then
     );
 }
 
-/// The rates of the workload `app` (pid 100): 60 % of a CPU, 1 MB/s read, `syscalls` per second.
-fn app_rate(syscalls: f64) -> ProcRate {
-    ProcRate {
-        time_ms: 0,
-        pid: 100,
-        comm: "app".into(),
-        cmdline: "app --serve".into(),
-        uid: 0,
-        cpu: 60.0,
-        user: 60.0,
-        system: 0.0,
-        processor: None,
-        threads: 2,
-        rss: 1 << 30,
-        minflt_per_s: 0.0,
-        majflt_per_s: 0.0,
-        ctxt_per_s: 0.0,
-        read_bytes_per_s: Some(1e6),
-        write_bytes_per_s: None,
-        syscalls_per_s: Some(syscalls),
-        cpus_allowed: None,
-    }
-}
-
 #[test]
 fn the_proxy_is_offered_for_a_busy_server_but_never_for_postgresql_whose_work_it_cannot_see() {
     let w = two_threads(1.0);
     let mut r = rates(2, 100.0);
-    r.processes.push(app_rate(50_000.0));
+    r.processes.push(app_rate(60.0, 1e6, 50_000.0));
     assert_eq!(proxy_offer(&w, &r, Some("redis")), Ok(()));
     let why = proxy_offer(&w, &r, Some("postgresql")).unwrap_err();
     assert!(
