@@ -169,6 +169,13 @@ pub fn rest_moved(before: &[f64], after: &[f64], cpus: usize, share: f64) -> Opt
     ((a - b).abs() > limit).then_some((b, a))
 }
 
+/// The confidence level of each of `looks` interim looks at a trial's windows, so that the
+/// chance of any false verdict over all of them stays within `1 − confidence` (Bonferroni: a
+/// bound that holds whatever the looks' correlation, at some cost in power).
+pub fn look_level(confidence: f64, looks: usize) -> f64 {
+    1.0 - (1.0 - confidence) / looks.max(1) as f64
+}
+
 /// Keep when the interval's low end clears `1 + min_effect`, revert when its high end is below
 /// 1, neutral otherwise.
 pub fn decide(g: &Gain, min_effect: f64) -> Decision {
@@ -300,11 +307,7 @@ mod tests {
     fn the_interval_has_its_coverage() {
         // 2000 experiments with no effect: about 5 % of 95 % intervals miss 1.
         let mut rng = perfpilot_stats::Rng::new(0x9e37_79b9_7f4a_7c15);
-        let mut normal = || {
-            // Box-Muller from the shared generator.
-            let (u1, u2) = (rng.next_f64(), rng.next_f64());
-            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-        };
+        let mut normal = || rng.normal();
         let mut misses = 0;
         for _ in 0..2000 {
             let b: Vec<f64> = (0..6).map(|_| 100.0 + 5.0 * normal()).collect();

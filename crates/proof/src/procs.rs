@@ -279,7 +279,41 @@ pub struct Output {
 
 /// Runs `cmd` to completion (output captured in `dir`), killing it when a stop is requested or
 /// after `limit`; fails with its stderr when it exits non-zero.
-pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<Output> {
+pub fn run(what: &str, cmd: Command, dir: &Path, limit: Duration) -> Result<Output> {
+    run_while(what, cmd, dir, limit, &Cut::never())?
+        .with_context(|| format!("{what} was cut short without being asked to"))
+}
+
+/// When a command run by [`run_while`] may be cut short: once `after` has passed, as soon as
+/// `more` (asked every `every`) says no more is needed.
+pub struct Cut<'a> {
+    /// The least time it runs.
+    pub after: Duration,
+    /// How often `more` is asked.
+    pub every: Duration,
+    /// Whether it should run on.
+    pub more: &'a dyn Fn() -> bool,
+}
+
+impl Cut<'_> {
+    /// Never cut short.
+    pub fn never() -> Cut<'static> {
+        Cut {
+            after: Duration::MAX,
+            every: Duration::MAX,
+            more: &|| true,
+        }
+    }
+}
+
+/// As [`run`], but stopped (and `Ok(None)` returned) once `cut` says it has run long enough.
+pub fn run_while(
+    what: &str,
+    mut cmd: Command,
+    dir: &Path,
+    limit: Duration,
+    cut: &Cut,
+) -> Result<Option<Output>> {
     let tag = format!(
         "{}-{}",
         what.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
@@ -298,16 +332,24 @@ pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<
         .stderr(err_f)
         .spawn()
         .with_context(|| format!("cannot start {what} ({cmd:?}): is it installed?"))?;
-    let end = Instant::now() + limit;
+    let start = Instant::now();
+    let end = start + limit;
+    let mut asked = start;
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break s;
         }
+        if start.elapsed() >= cut.after && asked.elapsed() >= cut.every {
+            asked = Instant::now();
+            if !(cut.more)() {
+                end_tree(&mut child);
+                let _ = std::fs::remove_file(&out_p);
+                let _ = std::fs::remove_file(&err_p);
+                return Ok(None);
+            }
+        }
         if stopping() || Instant::now() > end {
-            terminate_tree(child.id());
-            std::thread::sleep(Duration::from_millis(500));
-            let _ = child.kill();
-            let _ = child.wait();
+            end_tree(&mut child);
             check_stop()?;
             bail!(
                 "{what} ran past its limit of {}: stopped",
@@ -333,7 +375,15 @@ pub fn run(what: &str, mut cmd: Command, dir: &Path, limit: Duration) -> Result<
             )
         );
     }
-    Ok(Output { stdout, stderr })
+    Ok(Some(Output { stdout, stderr }))
+}
+
+/// Stops a child and its descendants: SIGTERM to the tree, then SIGKILL to the child.
+fn end_tree(child: &mut Child) {
+    terminate_tree(child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn last_lines(text: &str, n: usize) -> String {
@@ -351,5 +401,48 @@ mod tests {
             "root:x:0:0:root:/root:/bin/bash\npostgres:x:101:104::/var/lib/postgresql:/bin/bash\n";
         assert_eq!(parse_passwd(text, "postgres"), Some((101, 104)));
         assert_eq!(parse_passwd(text, "redis"), None);
+    }
+
+    #[test]
+    fn a_command_is_cut_short_once_its_least_time_passed_and_it_is_no_longer_wanted() {
+        let dir = tempfile::tempdir().unwrap();
+        let sleep = || {
+            let mut c = Command::new("sleep");
+            c.arg("30");
+            c
+        };
+        let asked = std::cell::Cell::new(0);
+        let more = || {
+            asked.set(asked.get() + 1);
+            asked.get() < 3
+        };
+        let cut = Cut {
+            after: Duration::from_millis(300),
+            every: Duration::from_millis(100),
+            more: &more,
+        };
+        let t = Instant::now();
+        let out = run_while("sleep", sleep(), dir.path(), Duration::from_secs(60), &cut).unwrap();
+        assert!(out.is_none(), "cut short, no output");
+        assert_eq!(asked.get(), 3, "asked until it said no");
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(20),
+            "{took:?}"
+        );
+        // Never cut: runs to its end; a command that ends first is not asked at all.
+        let mut quick = Command::new("true");
+        quick.arg("x");
+        assert!(run("true", quick, dir.path(), Duration::from_secs(60)).is_ok());
+        let mut short = Command::new("true");
+        short.arg("x");
+        let never = || panic!("not asked before `after`");
+        let late = Cut {
+            after: Duration::from_secs(60),
+            every: Duration::ZERO,
+            more: &never,
+        };
+        let out = run_while("true", short, dir.path(), Duration::from_secs(60), &late).unwrap();
+        assert!(out.is_some());
     }
 }

@@ -16,7 +16,7 @@ use crate::options::{RunArgs, ServerName};
 use crate::procs;
 use crate::record::{self, CellRecord, Line, Outcome, RunHeader};
 use crate::schedule::{self, Step};
-use crate::servers::{self, Ctx, Load, Server};
+use crate::servers::{self, Ctx, Load, Server, Warm};
 use crate::settings::ThpState;
 use crate::summary;
 
@@ -318,14 +318,15 @@ fn measure(
     let loaded = (|| {
         server.prewarm(ctx, &mut run)?;
         procs::sleep(a.settle)?;
-        if !warmup.is_zero() {
-            server.load(ctx, &mut run, warmup, false)?;
-        }
-        let deadline = std::time::Instant::now() + a.decide_within;
-        while setup.daemon_deciding() && std::time::Instant::now() < deadline {
-            procs::check_stop()?;
-            server.load(ctx, &mut run, Duration::from_secs(20), false)?;
-        }
+        // The warm-up, then on while the cell's daemon decides: the verdict is measured on a
+        // loaded server, and the measured load starts after it.
+        let deciding = || setup.daemon_deciding();
+        let w = Warm {
+            min: warmup,
+            max: warmup + a.decide_within,
+            more: &deciding,
+        };
+        server.warm(ctx, &mut run, &w)?;
         procs::check_stop()?;
         let load = server.load(ctx, &mut run, a.measure, true)?;
         run.proc.check_alive()?;

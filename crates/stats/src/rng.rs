@@ -35,6 +35,12 @@ impl Rng {
         ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
     }
 
+    /// A standard normal draw (Box–Muller, the cosine half): for tests and simulations.
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.next_f64(), self.next_f64());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
     /// Uniform in `0..n` (`n` > 0; the modulo bias is below 2⁻³² for the sizes used here).
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize

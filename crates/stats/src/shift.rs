@@ -81,15 +81,9 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
-    /// Normal draws by Box–Muller, for series of known noise.
+    /// Normal draws, for series of known noise.
     fn noisy(rng: &mut Rng, n: usize, level: f64, cv: f64) -> Vec<f64> {
-        (0..n)
-            .map(|_| {
-                let (u, v) = (rng.next_f64().max(1e-12), rng.next_f64());
-                let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
-                level * (1.0 + cv * z)
-            })
-            .collect()
+        (0..n).map(|_| level * (1.0 + cv * rng.normal())).collect()
     }
 
     #[test]

@@ -96,6 +96,20 @@ pub(super) struct Trial {
     pub(super) rest_on: Vec<f64>,
     /// The machine's CPUs, as the last reading of the rest of it saw them.
     pub(super) cpus: usize,
+    /// Set when an interim look decided the trial before its planned windows.
+    pub(super) early: Option<EarlyLook>,
+}
+
+/// An interim look that decided a sequential trial before its planned windows after the change.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct EarlyLook {
+    /// The confidence level of each look: the verdicts' level shared out over the looks
+    /// (Bonferroni), so looking early does not make a false verdict more likely.
+    pub(super) confidence: f64,
+    /// The looks the trial could take, the planned one included.
+    pub(super) looks: usize,
+    /// The windows after the change it had planned.
+    pub(super) planned: usize,
 }
 
 /// How many times its windows a side a sequential trial drops as transients before it gives up
@@ -401,8 +415,41 @@ impl Trial {
                     None => Ending::Complete,
                 }))
             }
-            Phase::Measuring => Ok(None),
+            Phase::Measuring => Ok(self.look(plan)),
         }
+    }
+
+    /// An interim look at a sequential trial's windows after the change, each scan from the
+    /// plan's minimum until the planned count: a gain (or loss) clear at the looks' shared-out
+    /// level ends the trial now. A clear ×1.09 on PostgreSQL was judged after 26–30 windows a
+    /// side, 7½ minutes, where a dozen after the change show it. Windows still settling (a
+    /// transient or a step inside them) wait for the planned count, which drops them.
+    fn look(&mut self, plan: &WindowPlan) -> Option<Ending> {
+        let planned = self.windows_each_side(plan);
+        let n = self.on_obs.len();
+        if self.doc.interleave || n < plan.min || n >= planned {
+            return None;
+        }
+        if stats::transient(&self.on_obs) > 0
+            || stats::level_shift(&self.on_obs, plan.resolution).is_some()
+            || self.rest_moved(plan).is_some()
+        {
+            return None;
+        }
+        let looks = planned - plan.min + 1;
+        let confidence = stats::look_level(plan.confidence, looks);
+        let hib = self.signal.as_ref().is_none_or(|s| s.higher_is_better());
+        let g = stats::gain_independent(&self.off_obs, &self.on_obs, hib, confidence)?;
+        if stats::decide(&g, plan.min_effect) == stats::Decision::Neutral {
+            return None;
+        }
+        self.early = Some(EarlyLook {
+            confidence,
+            looks,
+            planned,
+        });
+        info!(action = self.id, workload = %self.name, "decided at an early look: gain {:.3} ({:.3}..{:.3}) after {n} of {planned} windows", g.ratio, g.ci_low, g.ci_high);
+        Some(Ending::Complete)
     }
 
     /// Fixes how many windows each side measures from the settled baseline's noise, once; a
@@ -560,6 +607,7 @@ impl Engine {
             rest_off: Vec::new(),
             rest_on: Vec::new(),
             cpus: 0,
+            early: None,
         });
         Ok(id)
     }

@@ -62,6 +62,8 @@ pub(super) struct WindowPlan {
     pub(super) confidence: f64,
     /// `rest_change_max`: how far the rest of the machine may move (0: not checked).
     pub(super) rest_share: f64,
+    /// `min_effect`: the gain a kept action's interval must clear.
+    pub(super) min_effect: f64,
 }
 
 impl WindowPlan {
@@ -73,6 +75,7 @@ impl WindowPlan {
             resolution: tun.resolution,
             confidence: tun.confidence,
             rest_share: tun.rest_change_max,
+            min_effect: tun.min_effect,
         }
     }
 
@@ -85,6 +88,7 @@ impl WindowPlan {
             resolution: 1.0,
             confidence: 0.95,
             rest_share: 0.0,
+            min_effect: 0.02,
         }
     }
 }
@@ -113,6 +117,8 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
     let (gain, decision, why) = match ending {
         Ending::Early(why) | Ending::Abandoned(why) => (None, Decision::Neutral, why.clone()),
         Ending::Complete => {
+            // A trial decided at an interim look is judged at that look's stricter level.
+            let confidence = t.early.map_or(confidence, |e| e.confidence);
             match gain_of(&t.off_obs, &t.on_obs, t.doc.interleave, hib, confidence) {
                 Some(g) => {
                     let d = stats::decide(&g, min_effect);
@@ -139,6 +145,16 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
                 ),
             }
         }
+    };
+    let why = match (&t.early, &ending) {
+        (Some(e), Ending::Complete) => format!(
+            "{why}, at an early look: {} of {} windows after the change, at {:.2} % (one of {} looks)",
+            t.on_obs.len(),
+            e.planned,
+            e.confidence * 100.0,
+            e.looks
+        ),
+        _ => why,
     };
     let shadow = if t.shadow_off.is_empty() && t.shadow_on.is_empty() {
         Vec::new()

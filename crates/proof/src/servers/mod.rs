@@ -10,14 +10,14 @@ mod redis;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfpilot_drive::Measurement;
 
 use crate::install::Tool;
 use crate::options::{ServerName, Sizes};
-use crate::procs::{self, Proc};
+use crate::procs::{self, Cut, Proc};
 
 /// What every server needs from the run.
 pub struct Ctx {
@@ -94,6 +94,20 @@ pub trait Server {
     }
     /// Applies load for `d`; `measured` runs also collect percentiles.
     fn load(&self, ctx: &Ctx, run: &mut Running, d: Duration, measured: bool) -> Result<Load>;
+    /// The unmeasured load before the measured one (`w`): by default `load` for `w.min`, then
+    /// in 20 s pieces while `w.more` says so. A server that forks a process per connection
+    /// keeps one client session throughout instead (PostgreSQL).
+    fn warm(&self, ctx: &Ctx, run: &mut Running, w: &Warm) -> Result<()> {
+        let start = Instant::now();
+        if !w.min.is_zero() {
+            self.load(ctx, run, w.min, false)?;
+        }
+        while start.elapsed() < w.max && (w.more)() {
+            procs::check_stop()?;
+            self.load(ctx, run, Duration::from_secs(20), false)?;
+        }
+        Ok(())
+    }
     /// Stops it cleanly.
     fn stop(&self, _ctx: &Ctx, mut run: Running) -> Result<()> {
         run.proc.stop();
@@ -103,6 +117,17 @@ pub trait Server {
     fn own_huge_pages(&self, _ctx: &Ctx) -> Option<Result<u64>> {
         None
     }
+}
+
+/// The unmeasured load of a cell: at least `min` (the warm-up), then on while `more` says so
+/// (the cell's daemon is deciding), at most `max` in all.
+pub struct Warm<'a> {
+    /// The warm-up.
+    pub min: Duration,
+    /// The most it runs.
+    pub max: Duration,
+    /// Whether to run on past `min`.
+    pub more: &'a dyn Fn() -> bool,
 }
 
 /// The server of `name`.
@@ -119,6 +144,18 @@ pub fn server(name: ServerName) -> Box<dyn Server> {
 
 /// Runs `perfpilot drive ADAPTER --json FILE -q -- ARGS` and reads its (first) measurement.
 pub fn drive(ctx: &Ctx, adapter: &str, args: &[String], limit: Duration) -> Result<Measurement> {
+    drive_while(ctx, adapter, args, limit, &Cut::never())?
+        .with_context(|| format!("perfpilot drive {adapter} was cut short"))
+}
+
+/// As [`drive`], stopped without a measurement (`None`) once `cut` says it has run enough.
+pub fn drive_while(
+    ctx: &Ctx,
+    adapter: &str,
+    args: &[String],
+    limit: Duration,
+    cut: &Cut,
+) -> Result<Option<Measurement>> {
     let dir = ctx.dir("drive")?;
     let json = dir.join(format!("{adapter}.json"));
     let _ = std::fs::remove_file(&json);
@@ -127,8 +164,10 @@ pub fn drive(ctx: &Ctx, adapter: &str, args: &[String], limit: Duration) -> Resu
         .arg(&json)
         .args(["-q", "--"])
         .args(args);
-    procs::run(&format!("perfpilot drive {adapter}"), cmd, &dir, limit)?;
-    read_measurement(&json)
+    match procs::run_while(&format!("perfpilot drive {adapter}"), cmd, &dir, limit, cut)? {
+        Some(_) => read_measurement(&json).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Reads a Measurement JSON file (an array of them gives the first).

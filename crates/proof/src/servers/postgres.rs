@@ -11,9 +11,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
-use super::{Ctx, Load, Running, Server, StartOptions, args, drive, limit_for, secs};
+use super::{
+    Ctx, Load, Running, Server, StartOptions, Warm, args, drive, drive_while, limit_for, secs,
+};
 use crate::install::{Tool, tool};
-use crate::procs::{self, Proc};
+use crate::procs::{self, Cut, Proc};
 
 const PACKAGE: &str = "postgresql";
 const USER: &str = "postgres";
@@ -35,6 +37,44 @@ fn as_postgres(program: &Path) -> Result<Command> {
 }
 
 impl Postgres {
+    /// pgbench's arguments for a load of `d`, logging each transaction under `log_prefix`
+    /// when given (for the percentiles).
+    fn pgbench_args(
+        &self,
+        ctx: &Ctx,
+        run: &Running,
+        d: Duration,
+        log_prefix: Option<std::path::PathBuf>,
+    ) -> Vec<String> {
+        let port = run.port.to_string();
+        let clients = ctx.sizes.pg_clients.to_string();
+        let t = secs(d).to_string();
+        let mut a = args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            USER,
+            "-c",
+            &clients,
+            "-j",
+            "2",
+            "-T",
+            &t,
+            "-P",
+            "1",
+        ]);
+        if !self.read_write {
+            a.push("-S".to_string());
+        }
+        if let Some(prefix) = log_prefix {
+            a.extend(args(["-l", "--log-prefix", &prefix.display().to_string()]));
+        }
+        a.push("postgres".to_string());
+        a
+    }
+
     fn psql(&self, ctx: &Ctx, port: u16, sql: &str) -> Result<String> {
         let mut c = Command::new(bin("psql")?);
         c.args([
@@ -166,39 +206,27 @@ impl Server for Postgres {
         for e in std::fs::read_dir(&logs)?.flatten() {
             let _ = std::fs::remove_file(e.path());
         }
-        let prefix = logs.join("tx");
-        let port = run.port.to_string();
-        let clients = ctx.sizes.pg_clients.to_string();
-        let t = secs(d).to_string();
-        let mut a = args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            USER,
-            "-c",
-            &clients,
-            "-j",
-            "2",
-            "-T",
-            &t,
-            "-P",
-            "1",
-        ]);
-        if !self.read_write {
-            a.push("-S".to_string());
-        }
-        if measured {
-            a.extend(args(["-l", "--log-prefix", &prefix.display().to_string()]));
-        }
-        a.push("postgres".to_string());
+        let a = self.pgbench_args(ctx, run, d, measured.then(|| logs.join("tx")));
         let m = drive(ctx, "pgbench", &a, limit_for(d))?;
         let mut load = Load::of(&m, "tps");
         if measured {
             load.p99_ms = p99_of_logs(&logs)?;
         }
         Ok(load)
+    }
+
+    /// One pgbench session throughout: each new session forks a backend per client and
+    /// vacuums, and the daemon's windows over those seconds read a server doing other work
+    /// (a window at a third of its neighbours' transactions per CPU-second, 2026-11-25).
+    fn warm(&self, ctx: &Ctx, run: &mut Running, w: &Warm) -> Result<()> {
+        let a = self.pgbench_args(ctx, run, w.max, None);
+        let cut = Cut {
+            after: w.min,
+            every: Duration::from_secs(5),
+            more: w.more,
+        };
+        drive_while(ctx, "pgbench", &a, limit_for(w.max), &cut)?;
+        Ok(())
     }
 
     fn stop(&self, ctx: &Ctx, mut run: Running) -> Result<()> {

@@ -190,6 +190,7 @@ fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Chang
         rest_off: Vec::new(),
         rest_on: Vec::new(),
         cpus: 0,
+        early: None,
     }
 }
 

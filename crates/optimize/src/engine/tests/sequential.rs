@@ -26,6 +26,7 @@ fn up_to_twelve() -> WindowPlan {
         resolution: 0.03,
         confidence: 0.95,
         rest_share: 0.0,
+        min_effect: 0.02,
     }
 }
 
@@ -121,13 +122,14 @@ fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides(
     }
     assert_eq!(t.phase, Phase::Measuring);
     assert_eq!(t.off_obs.len(), 12);
+    // No effect: no interim look decides, the trial measures its twelve windows after.
     for v in NOISY.iter().chain(&NOISY[..5]) {
-        assert_eq!(scan(&mut t, v * 1.1), None);
+        assert_eq!(scan(&mut t, *v), None);
     }
-    assert_eq!(scan(&mut t, NOISY[5] * 1.1), Some(Ending::Complete));
-    assert_eq!(t.on_obs.len(), 12);
+    assert_eq!(scan(&mut t, NOISY[5]), Some(Ending::Complete));
+    assert_eq!((t.on_obs.len(), t.early), (12, None));
     let v = judge(&t, &Ending::Complete, 0.95, 0.02);
-    assert_eq!(v.decision, Decision::Keep, "{v:?}");
+    assert_eq!(v.decision, Decision::Neutral, "{v:?}");
     let note = e.store.action(id).unwrap().unwrap().note;
     assert!(
         note.contains("vary by 4.5 %, so 12 windows a side"),
@@ -173,13 +175,95 @@ fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_ju
         }
     }
     assert_eq!(end, Some(Ending::Complete));
-    assert_eq!(t.on_obs.len(), 12);
+    // ×1.2 is clear at an interim look, before the twelfth window.
+    assert!((6..12).contains(&t.on_obs.len()), "{}", t.on_obs.len());
     let v = judge(&t, &Ending::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Keep, "{v:?}");
     let g = v.gain.unwrap();
     assert!(
         (g.ratio - 1.2).abs() < 0.02,
         "judged on the new level: {g:?}"
+    );
+}
+
+#[test]
+fn a_clear_gain_is_kept_at_an_early_look_judged_at_the_looks_stricter_level() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    let plan = up_to_twelve();
+    let mut scan = |t: &mut Trial, v: f64| scan_once(t, &w, &plan, &mut io, v);
+    for v in NOISY.iter().chain(&NOISY) {
+        assert_eq!(scan(&mut t, *v), None);
+    }
+    assert_eq!((t.phase, t.needed), (Phase::Measuring, Some(12)));
+    // ×1.1 on windows that vary by 4.5 %: the looks from the sixth window on share 5 % out
+    // over 7 (99.29 % each); the gain clears it before the twelfth.
+    let mut end = None;
+    for v in NOISY.iter().chain(&NOISY).map(|v| v * 1.1) {
+        end = scan(&mut t, v);
+        if end.is_some() {
+            break;
+        }
+    }
+    assert_eq!(end, Some(Ending::Complete));
+    let n = t.on_obs.len();
+    assert!((6..12).contains(&n), "decided early: {n}");
+    let early = t.early.expect("an early look");
+    assert_eq!((early.looks, early.planned), (7, 12));
+    assert!((early.confidence - (1.0 - 0.05 / 7.0)).abs() < 1e-12);
+    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    assert_eq!(v.decision, Decision::Keep, "{v:?}");
+    let g = v.gain.unwrap();
+    assert_eq!(g.confidence, early.confidence, "judged at the look's level");
+    assert!(g.ci_low > 1.02 && (g.ratio - 1.1).abs() < 0.01, "{g:?}");
+    assert!(v.why.contains("at an early look"), "{}", v.why);
+    // One window fewer and the same gain is not yet clear at that level.
+    let mut fewer = t.on_obs.clone();
+    fewer.pop();
+    let g = crate::stats::gain_independent(&t.off_obs, &fewer, true, early.confidence).unwrap();
+    assert!(g.ci_low <= 1.02, "the look before did not decide: {g:?}");
+}
+
+#[test]
+fn interim_looks_on_noise_alone_keep_the_false_verdicts_within_the_confidence_level() {
+    // 2,000 seeded trials with no effect, windows varying by 5 %, 30 a side planned, looking
+    // from the sixth window after the change: Bonferroni over the 25 looks bounds any
+    // false verdict (keep or revert) by 5 %; looking at 95 % each time would reach ~25 %.
+    let mut rng = perfpilot_stats::Rng::new(7);
+    let mut noise = |n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|_| 100.0 * (1.0 + 0.05 * rng.normal()))
+            .collect()
+    };
+    let (trials, looks) = (2000, 25);
+    let level = crate::stats::look_level(0.95, looks);
+    let (mut bonferroni, mut naive) = (0, 0);
+    for _ in 0..trials {
+        let off = noise(30);
+        let on = noise(30);
+        let decided = |level: f64| {
+            (6..=30).any(|n| {
+                crate::stats::gain_independent(&off, &on[..n], true, level)
+                    .is_some_and(|g| crate::stats::decide(&g, 0.0) != Decision::Neutral)
+            })
+        };
+        bonferroni += usize::from(decided(level));
+        naive += usize::from(decided(0.95));
+    }
+    let (b, n) = (
+        bonferroni as f64 / trials as f64,
+        naive as f64 / trials as f64,
+    );
+    assert!(b <= 0.05, "Bonferroni looks: {b}");
+    assert!(
+        n > 0.10,
+        "looking at 95 % each time errs far more often: {n}"
     );
 }
 
