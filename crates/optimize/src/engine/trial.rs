@@ -420,10 +420,13 @@ impl Trial {
     }
 
     /// An interim look at a sequential trial's windows after the change, each scan from the
-    /// plan's minimum until the planned count: a gain (or loss) clear at the looks' shared-out
-    /// level ends the trial now. A clear ×1.09 on PostgreSQL was judged after 26–30 windows a
-    /// side, 7½ minutes, where a dozen after the change show it. Windows still settling (a
-    /// transient or a step inside them) wait for the planned count, which drops them.
+    /// plan's minimum until the planned count: a gain clear at the looks' shared-out level keeps
+    /// the action now. A clear ×1.09 on PostgreSQL was judged after 26–30 windows a side, 7½
+    /// minutes, where a dozen after the change show it. A loss is not decided early: a change
+    /// pays its cost first (PostgreSQL runs slower for a minute or two after its buffer pool is
+    /// collapsed, then steps up), and a look on that plateau read ×0.949, "worse", 2026-11-25.
+    /// Windows still settling (a transient or a step inside them) wait for the planned count,
+    /// which drops them.
     fn look(&mut self, plan: &WindowPlan) -> Option<Ending> {
         let planned = self.windows_each_side(plan);
         let n = self.on_obs.len();
@@ -440,7 +443,7 @@ impl Trial {
         let confidence = stats::look_level(plan.confidence, looks);
         let hib = self.signal.as_ref().is_none_or(|s| s.higher_is_better());
         let g = stats::gain_independent(&self.off_obs, &self.on_obs, hib, confidence)?;
-        if stats::decide(&g, plan.min_effect) == stats::Decision::Neutral {
+        if stats::decide(&g, plan.min_effect) != stats::Decision::Keep {
             return None;
         }
         self.early = Some(EarlyLook {
@@ -448,7 +451,7 @@ impl Trial {
             looks,
             planned,
         });
-        info!(action = self.id, workload = %self.name, "decided at an early look: gain {:.3} ({:.3}..{:.3}) after {n} of {planned} windows", g.ratio, g.ci_low, g.ci_high);
+        info!(action = self.id, workload = %self.name, "kept at an early look: gain {:.3} ({:.3}..{:.3}) after {n} of {planned} windows", g.ratio, g.ci_low, g.ci_high);
         Some(Ending::Complete)
     }
 
