@@ -146,15 +146,11 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
         let r = find(&mut parent, i);
         groups.entry(r).or_default().push(i);
     }
-    let cpu: HashMap<i32, f64> = rates
+    // Each process's own CPU and its reaped children's, in cores.
+    let cpu: HashMap<i32, (f64, f64)> = rates
         .processes
         .iter()
-        .map(|p| (p.pid, p.cpu / 100.0))
-        .collect();
-    let reaped: HashMap<i32, f64> = rates
-        .processes
-        .iter()
-        .map(|p| (p.pid, p.reaped_cpu / 100.0))
+        .map(|p| (p.pid, (p.cpu / 100.0, p.reaped_cpu / 100.0)))
         .collect();
     let thread_cpu: HashMap<i32, f64> = rates
         .threads
@@ -201,7 +197,7 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
                     starttime: p.starttime,
                     thread_cores,
                     tids,
-                    cpu_cores: cpu.get(&p.pid).copied().unwrap_or(0.0),
+                    cpu_cores: cpu.get(&p.pid).map_or(0.0, |c| c.0),
                     rss: p.rss,
                     cpus_allowed: p.cpus_allowed.clone(),
                     thread_cpus,
@@ -222,7 +218,7 @@ pub fn group(cur: &Sample, rates: &Rates, shm: &HashMap<i32, Vec<ShmAttach>>) ->
             age_s: uptime_ticks.saturating_sub(oldest.starttime) as f64 / ticks,
             cpu_cores: ms
                 .iter()
-                .map(|m| m.cpu_cores + reaped.get(&m.pid).copied().unwrap_or(0.0))
+                .map(|m| m.cpu_cores + cpu.get(&m.pid).map_or(0.0, |c| c.1))
                 .sum(),
             threads: ms.iter().map(|m| m.tids.len()).sum(),
             rss: ms.iter().map(|m| m.rss).sum(),

@@ -146,8 +146,8 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
             }
         }
     };
-    let why = match (&t.early, &ending) {
-        (Some(e), Ending::Complete) => format!(
+    let why = match t.early {
+        Some(e) if *ending == Ending::Complete => format!(
             "{why}, at an early look: {} of {} windows after the change, at {:.2} % (one of {} looks)",
             t.on_obs.len(),
             e.planned,

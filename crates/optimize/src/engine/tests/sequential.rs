@@ -7,6 +7,7 @@ use perfpilot_store::journal::ActionState;
 
 use perfpilot_observe::workload::Workload;
 
+use super::super::Engine;
 use super::super::trial::{Ending, Phase, Trial, TrialIo};
 use super::super::verdict::{WindowPlan, judge};
 use super::super::watch::{Rest, Window};
@@ -28,6 +29,29 @@ fn up_to_twelve() -> WindowPlan {
         rest_share: 0.0,
         min_effect: 0.02,
     }
+}
+
+/// A read-ahead trial in `e` on `w` past its baseline of twelve NOISY windows
+/// (`up_to_twelve`): its change applied, measuring the windows after it.
+fn after_a_noisy_baseline() -> (tempfile::TempDir, Engine, Workload, Trial) {
+    let (tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
+    for v in NOISY.iter().chain(&NOISY) {
+        assert_eq!(scan_in(&mut e, &w, &mut t, *v), None);
+    }
+    assert_eq!((t.phase, t.needed), (Phase::Measuring, Some(12)));
+    (tmp, e, w, t)
+}
+
+/// One scan of `t` in `e` under `up_to_twelve`, its signal reading `v`.
+fn scan_in(e: &mut Engine, w: &Workload, t: &mut Trial, v: f64) -> Option<Ending> {
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    scan_once(t, w, &up_to_twelve(), &mut io, v)
 }
 
 /// One scan of `t` on `w` whose signal reads `v`.
@@ -139,20 +163,8 @@ fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides(
 
 #[test]
 fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_judged() {
-    let (_tmp, mut e) = engine("");
-    let w = two_threads(0.3);
-    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
-    let mut io = TrialIo {
-        store: &mut e.store,
-        fs: &e.fs,
-        manual: &mut e.policy.manual,
-    };
-    let plan = up_to_twelve();
-    let mut scan = |t: &mut Trial, v: f64| scan_once(t, &w, &plan, &mut io, v);
-    for v in NOISY.iter().chain(&NOISY) {
-        assert_eq!(scan(&mut t, *v), None);
-    }
-    assert_eq!((t.phase, t.needed), (Phase::Measuring, Some(12)));
+    let (_tmp, mut e, w, mut t) = after_a_noisy_baseline();
+    let mut scan = |t: &mut Trial, v: f64| scan_in(&mut e, &w, t, v);
     // After the change: seven windows at the old level (the server settling), then ×1.2. MSER
     // finds no warm-up in these twelve (its search stops at the sixth): without the step test
     // the trial would end here, judging a mean of both levels.
@@ -167,13 +179,10 @@ fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_ju
     }
     assert_eq!(t.dropped, 7, "the windows before the step are dropped");
     assert_eq!(t.on_obs.len(), 5);
-    let mut end = None;
-    for v in NOISY.iter().chain(&NOISY).map(|v| v * 1.2) {
-        end = scan(&mut t, v);
-        if end.is_some() {
-            break;
-        }
-    }
+    let end = NOISY
+        .iter()
+        .chain(&NOISY)
+        .find_map(|v| scan(&mut t, v * 1.2));
     assert_eq!(end, Some(Ending::Complete));
     // ×1.2 is clear at an interim look, before the twelfth window.
     assert!((6..12).contains(&t.on_obs.len()), "{}", t.on_obs.len());
@@ -188,29 +197,14 @@ fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_ju
 
 #[test]
 fn a_clear_gain_is_kept_at_an_early_look_judged_at_the_looks_stricter_level() {
-    let (_tmp, mut e) = engine("");
-    let w = two_threads(0.3);
-    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
-    let mut io = TrialIo {
-        store: &mut e.store,
-        fs: &e.fs,
-        manual: &mut e.policy.manual,
-    };
-    let plan = up_to_twelve();
-    let mut scan = |t: &mut Trial, v: f64| scan_once(t, &w, &plan, &mut io, v);
-    for v in NOISY.iter().chain(&NOISY) {
-        assert_eq!(scan(&mut t, *v), None);
-    }
-    assert_eq!((t.phase, t.needed), (Phase::Measuring, Some(12)));
+    let (_tmp, mut e, w, mut t) = after_a_noisy_baseline();
+    let mut scan = |t: &mut Trial, v: f64| scan_in(&mut e, &w, t, v);
     // ×1.1 on windows that vary by 4.5 %: the looks from the sixth window on share 5 % out
     // over 7 (99.29 % each); the gain clears it before the twelfth.
-    let mut end = None;
-    for v in NOISY.iter().chain(&NOISY).map(|v| v * 1.1) {
-        end = scan(&mut t, v);
-        if end.is_some() {
-            break;
-        }
-    }
+    let end = NOISY
+        .iter()
+        .chain(&NOISY)
+        .find_map(|v| scan(&mut t, v * 1.1));
     assert_eq!(end, Some(Ending::Complete));
     let n = t.on_obs.len();
     assert!((6..12).contains(&n), "decided early: {n}");
@@ -234,19 +228,8 @@ fn a_clear_gain_is_kept_at_an_early_look_judged_at_the_looks_stricter_level() {
 fn a_clear_loss_is_not_decided_early_the_trial_measures_its_planned_windows() {
     // ×0.9 is as clear as the ×1.1 above, but a change pays its cost first (PostgreSQL's
     // plateau after a collapse): the looks keep, never revert; the planned count decides.
-    let (_tmp, mut e) = engine("");
-    let w = two_threads(0.3);
-    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
-    let mut io = TrialIo {
-        store: &mut e.store,
-        fs: &e.fs,
-        manual: &mut e.policy.manual,
-    };
-    let plan = up_to_twelve();
-    let mut scan = |t: &mut Trial, v: f64| scan_once(t, &w, &plan, &mut io, v);
-    for v in NOISY.iter().chain(&NOISY) {
-        assert_eq!(scan(&mut t, *v), None);
-    }
+    let (_tmp, mut e, w, mut t) = after_a_noisy_baseline();
+    let mut scan = |t: &mut Trial, v: f64| scan_in(&mut e, &w, t, v);
     for v in NOISY.iter().chain(&NOISY[..5]).map(|v| v * 0.9) {
         assert_eq!(scan(&mut t, v), None, "no early revert");
     }
