@@ -17,6 +17,14 @@ pub struct Gain {
     pub ci_high: f64,
     /// The interval's confidence level (e.g. 0.95).
     pub confidence: f64,
+    /// The lag-1 autocorrelation of the windows the interval allowed for (sequential windows;
+    /// 0 for interleaved pairs or windows that behaved as independent).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub serial: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// What to do with an action.
@@ -31,16 +39,22 @@ pub enum Decision {
     Neutral,
 }
 
-/// Gain from independent windows before and after (Welch, on the log of the ratio of means by
-/// the delta method). `None` when a side has fewer than two windows or a non-positive mean.
+/// Gain from windows measured in sequence before and after (Welch, on the log of the ratio of
+/// means by the delta method), widened for the windows' lag-1 autocorrelation: a signal that
+/// wanders in spells longer than a window makes neighbouring windows alike, and taken as
+/// independent they give a "clear" gain from nothing (perfpilot_stats::serial). `None` when a
+/// side has fewer than two windows or a non-positive mean.
 pub fn gain_independent(
     before: &[f64],
     after: &[f64],
     higher_is_better: bool,
     confidence: f64,
 ) -> Option<Gain> {
-    let ci = perfpilot_stats::ratio_of_means_ci(after, before, confidence)?;
-    Some(gain_from_log(ci, higher_is_better, confidence))
+    let s = perfpilot_stats::serial_ratio_of_means_ci(after, before, confidence)?;
+    Some(Gain {
+        serial: s.rho,
+        ..gain_from_log(s.ci, higher_is_better, confidence)
+    })
 }
 
 /// Gain from interleaved pairs (`off[i]`, `on[i]` measured next to each other): a paired t
@@ -75,6 +89,7 @@ fn gain_from_log(ci: perfpilot_stats::MeanCi, higher_is_better: bool, confidence
         ci_low: low.exp(),
         ci_high: high.exp(),
         confidence,
+        serial: 0.0,
     }
 }
 
@@ -126,10 +141,12 @@ const SHIFT_ALPHA: f64 = 0.01;
 const TRANSIENT_SDS: f64 = 2.0;
 
 /// The windows each side of a sequential trial needs for its gain's interval to be about
-/// ±`resolution` wide when the windows after the change are as noisy as `baseline`: the smallest
-/// n in `min..=max` with t(2n − 2) · cv · √(2/n) ≤ ln(1 + resolution) (the interval of the log
-/// ratio of two means of n windows each), `max` when none is. A steady signal needs `min`; one
-/// whose windows vary by 10 % needs far more than six for a gain of 5 % to clear the noise.
+/// ±`resolution` wide when the windows after the change are as noisy, and as alike from one to
+/// the next, as `baseline`: the smallest n in `min..=max` with t · cv · √(2f/n) ≤
+/// ln(1 + resolution), f the AR(1) widening of n windows at the baseline's lag-1
+/// autocorrelation and t on the effective windows (the interval of the log ratio of two means
+/// of n windows each), `max` when none is. A steady signal needs `min`; one whose windows vary
+/// by 10 % needs far more than six for a gain of 5 % to clear the noise.
 pub fn windows_needed(
     baseline: &[f64],
     resolution: f64,
@@ -142,11 +159,17 @@ pub fn windows_needed(
     if !cv.is_finite() || baseline.len() < 2 || resolution <= 0.0 {
         return min;
     }
+    let rho = perfpilot_stats::serial::corrected_lag1(
+        perfpilot_stats::serial::lag1(&[baseline]).unwrap_or(0.0),
+        baseline.len() as f64,
+    );
     let target = resolution.ln_1p();
     (min.max(2)..=max)
         .find(|&n| {
-            let t = perfpilot_stats::t_quantile(2.0 * n as f64 - 2.0, 0.5 + confidence / 2.0);
-            t * cv * (2.0 / n as f64).sqrt() <= target
+            let f = perfpilot_stats::serial::ar1_inflation(n, rho);
+            let df = (2.0 * (n as f64 / f - 1.0)).max(1.0);
+            let t = perfpilot_stats::t_quantile(df, 0.5 + confidence / 2.0);
+            t * cv * (2.0 * f / n as f64).sqrt() <= target
         })
         .unwrap_or(max)
         .max(min)
@@ -243,6 +266,29 @@ mod tests {
             8,
             "a cap below the minimum"
         );
+    }
+
+    #[test]
+    fn a_wandering_baseline_needs_more_windows_and_gets_a_wider_interval_than_the_same_values_jumbled()
+     {
+        // The same eight values: drifting down then up (neighbours alike), or interleaved.
+        let wander = [104.0, 103.0, 101.0, 99.0, 97.0, 96.0, 98.0, 100.0];
+        let jumble = [104.0, 97.0, 101.0, 96.0, 103.0, 99.0, 98.0, 100.0];
+        let (a, b) = (
+            windows_needed(&wander, 0.03, 0.95, 6, 100),
+            windows_needed(&jumble, 0.03, 0.95, 6, 100),
+        );
+        assert!(a > b, "wandering {a}, jumbled {b}");
+        let after: Vec<f64> = wander.iter().map(|x| x * 1.05).collect();
+        let wide = gain_independent(&wander, &after, true, 0.95).unwrap();
+        let after: Vec<f64> = jumble.iter().map(|x| x * 1.05).collect();
+        let narrow = gain_independent(&jumble, &after, true, 0.95).unwrap();
+        assert!(
+            wide.serial > 0.3 && narrow.serial == 0.0,
+            "{wide:?} {narrow:?}"
+        );
+        assert!(wide.ci_high - wide.ci_low > 1.5 * (narrow.ci_high - narrow.ci_low));
+        assert!((wide.ratio - narrow.ratio).abs() < 1e-12);
     }
 
     #[test]

@@ -90,6 +90,18 @@ pub fn paired_ratio_ci(candidate: &[f64], baseline: &[f64], level: f64) -> Optio
 /// its interval at `level`: the delta method's standard error and Welch–Satterthwaite degrees
 /// of freedom. `None` when a side has fewer than two values or a non-positive mean.
 pub fn ratio_of_means_ci(numer: &[f64], denom: &[f64], level: f64) -> Option<MeanCi> {
+    log_ratio_ci(numer, denom, level, [1.0, 1.0])
+}
+
+/// As [`ratio_of_means_ci`], with each side's variance of the mean multiplied by its
+/// `inflation` (numerator, denominator) and its degrees of freedom counted on its effective
+/// number of values, n / inflation (`crate::serial`: windows that are not independent).
+pub(crate) fn log_ratio_ci(
+    numer: &[f64],
+    denom: &[f64],
+    level: f64,
+    inflation: [f64; 2],
+) -> Option<MeanCi> {
     let (nn, nd) = (numer.len(), denom.len());
     if nn < 2 || nd < 2 {
         return None;
@@ -98,11 +110,21 @@ pub fn ratio_of_means_ci(numer: &[f64], denom: &[f64], level: f64) -> Option<Mea
     if !(mn > 0.0 && md > 0.0) {
         return None;
     }
-    let vn = stdev(numer).powi(2) / (nn as f64 * mn.powi(2));
-    let vd = stdev(denom).powi(2) / (nd as f64 * md.powi(2));
+    let [fn_, fd] = inflation.map(|f| {
+        if f.is_finite() {
+            f.max(1.0)
+        } else {
+            f64::INFINITY
+        }
+    });
+    let vn = fn_ * stdev(numer).powi(2) / (nn as f64 * mn.powi(2));
+    let vd = fd * stdev(denom).powi(2) / (nd as f64 * md.powi(2));
+    // Each side keeps at least one degree of freedom, however correlated its values.
+    let dfn = (nn as f64 / fn_ - 1.0).max(1.0);
+    let dfd = (nd as f64 / fd - 1.0).max(1.0);
     let se = (vn + vd).sqrt();
-    let df = if se > 0.0 {
-        (vn + vd).powi(2) / (vn.powi(2) / (nn - 1) as f64 + vd.powi(2) / (nd - 1) as f64)
+    let df = if se > 0.0 && se.is_finite() {
+        (vn + vd).powi(2) / (vn.powi(2) / dfn + vd.powi(2) / dfd)
     } else {
         (nn + nd - 2) as f64
     };

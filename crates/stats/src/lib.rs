@@ -8,6 +8,8 @@
 //! - [`selection`]: ranking and selection: the expected loss of choosing a leader over a rival,
 //!   and the conditional power of a continued comparison.
 //! - [`bootstrap`]: each alternative's chance of being the best, from resampled blocks.
+//! - [`serial`]: the same ratio for windows measured one after another, widened for their
+//!   lag-1 autocorrelation (AR(1)).
 //! - [`warmup`]: MSER-5 truncation of a series' warm-up.
 //! - [`shift`]: a level shift inside a series (where a plateau steps to another level).
 //! - [`rng`]: SplitMix64, the seeded generator behind round orders, resamples, request bodies
@@ -22,6 +24,7 @@ pub mod describe;
 pub mod interval;
 pub mod rng;
 pub mod selection;
+pub mod serial;
 pub mod shift;
 pub mod warmup;
 pub mod weighted;
@@ -33,6 +36,7 @@ pub use interval::{
 };
 pub use rng::Rng;
 pub use selection::{conditional_power, expected_loss};
+pub use serial::{SerialCi, serial_ratio_of_means_ci};
 pub use shift::{Shift, level_shift};
 pub use warmup::{Mser, mser, mser5};
 pub use weighted::WeightedChoice;

@@ -136,6 +136,14 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
                             g.ratio, g.ci_low, g.ci_high
                         ),
                     };
+                    let why = if g.serial > 0.0 {
+                        format!(
+                            "{why}; the interval allows for windows alike from one to the next (lag-1 autocorrelation {:.2})",
+                            g.serial
+                        )
+                    } else {
+                        why
+                    };
                     (Some(g), d, why)
                 }
                 None => (
