@@ -25,6 +25,7 @@ pub mod privilege;
 pub mod signal;
 pub mod stats;
 pub mod strategy;
+pub mod trace;
 pub mod tunables;
 
 pub use config::{DaemonConfig, DaemonConfigError};

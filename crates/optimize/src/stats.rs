@@ -44,7 +44,7 @@ pub enum Decision {
 /// wanders in spells longer than a window makes neighbouring windows alike, and taken as
 /// independent they give a "clear" gain from nothing (perfpilot_stats::serial). `None` when a
 /// side has fewer than two windows or a non-positive mean.
-pub fn gain_independent(
+pub fn gain_sequential(
     before: &[f64],
     after: &[f64],
     higher_is_better: bool,
@@ -280,9 +280,9 @@ mod tests {
         );
         assert!(a > b, "wandering {a}, jumbled {b}");
         let after: Vec<f64> = wander.iter().map(|x| x * 1.05).collect();
-        let wide = gain_independent(&wander, &after, true, 0.95).unwrap();
+        let wide = gain_sequential(&wander, &after, true, 0.95).unwrap();
         let after: Vec<f64> = jumble.iter().map(|x| x * 1.05).collect();
-        let narrow = gain_independent(&jumble, &after, true, 0.95).unwrap();
+        let narrow = gain_sequential(&jumble, &after, true, 0.95).unwrap();
         assert!(
             wide.serial > 0.3 && narrow.serial == 0.0,
             "{wide:?} {narrow:?}"
@@ -318,12 +318,12 @@ mod tests {
     fn a_clear_gain_is_kept_with_a_sane_interval() {
         let before = [100.0, 102.0, 98.0, 101.0, 99.0, 100.0];
         let after = [120.0, 121.0, 119.0, 122.0, 118.0, 120.0];
-        let g = gain_independent(&before, &after, true, 0.95).unwrap();
+        let g = gain_sequential(&before, &after, true, 0.95).unwrap();
         assert!((g.ratio - 1.2).abs() < 1e-9);
         assert!(g.ci_low > 1.17 && g.ci_high < 1.23, "{g:?}");
         assert_eq!(decide(&g, 0.02), Decision::Keep);
         // The same figures for a lower-is-better signal are a loss.
-        let g = gain_independent(&before, &after, false, 0.95).unwrap();
+        let g = gain_sequential(&before, &after, false, 0.95).unwrap();
         assert!((g.ratio - 1.0 / 1.2).abs() < 1e-9);
         assert_eq!(decide(&g, 0.02), Decision::Revert);
     }
@@ -332,7 +332,7 @@ mod tests {
     fn noise_is_neutral() {
         let before = [100.0, 110.0, 90.0, 105.0, 95.0, 100.0];
         let after = [101.0, 92.0, 108.0, 99.0, 104.0, 97.0];
-        let g = gain_independent(&before, &after, true, 0.95).unwrap();
+        let g = gain_sequential(&before, &after, true, 0.95).unwrap();
         assert!(g.ci_low < 1.0 && g.ci_high > 1.0);
         assert_eq!(decide(&g, 0.02), Decision::Neutral);
     }
@@ -343,7 +343,7 @@ mod tests {
         let off: Vec<f64> = (0..6).map(|i| 100.0 + 20.0 * i as f64).collect();
         let on: Vec<f64> = (0..6).map(|i| (110.0 + 20.0 * i as f64) * 1.03).collect();
         let paired = gain_paired(&off, &on, true, 0.95).unwrap();
-        let independent = gain_independent(&off, &on, true, 0.95).unwrap();
+        let independent = gain_sequential(&off, &on, true, 0.95).unwrap();
         assert!(paired.ci_high - paired.ci_low < (independent.ci_high - independent.ci_low) / 3.0);
         assert_eq!(decide(&paired, 0.02), Decision::Keep);
         assert_eq!(decide(&independent, 0.02), Decision::Neutral);
@@ -358,7 +358,7 @@ mod tests {
         for _ in 0..2000 {
             let b: Vec<f64> = (0..6).map(|_| 100.0 + 5.0 * normal()).collect();
             let a: Vec<f64> = (0..6).map(|_| 100.0 + 5.0 * normal()).collect();
-            let g = gain_independent(&b, &a, true, 0.95).unwrap();
+            let g = gain_sequential(&b, &a, true, 0.95).unwrap();
             if g.ci_low > 1.0 || g.ci_high < 1.0 {
                 misses += 1;
             }

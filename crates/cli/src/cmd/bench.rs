@@ -6,6 +6,8 @@
 //!   touched (optionally with `MADV_HUGEPAGE`). It prints `ready` and runs until its standard
 //!   input closes. Tests use it as a workload they spawn and own.
 //! - `bench read` (`bench_read.rs`) reads files, sequentially or at random, likewise.
+//! - `bench verdicts` (`bench_verdicts.rs`) replays a signal recorded with nothing changed as
+//!   no-change trials and prints how often their verdicts decided something.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -30,6 +32,9 @@ enum BenchWhat {
     Load(LoadArgs),
     /// A reader of a directory's files: sequential passes (cold) or random blocks.
     Read(super::bench_read::ReadArgs),
+    /// Replay a signal recorded with nothing changed (scripts/signal-trace) as no-change trials
+    /// at every start: how often a verdict decides something from noise alone.
+    Verdicts(super::bench_verdicts::VerdictsArgs),
 }
 
 #[derive(Args)]
@@ -73,6 +78,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Sample(s) => sample(s),
         BenchWhat::Load(l) => load(l),
         BenchWhat::Read(r) => super::bench_read::run(r),
+        BenchWhat::Verdicts(v) => super::bench_verdicts::run(v),
     }
 }
 

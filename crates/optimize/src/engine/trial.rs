@@ -442,7 +442,7 @@ impl Trial {
         let looks = planned - plan.min + 1;
         let confidence = stats::look_level(plan.confidence, looks);
         let hib = self.signal.as_ref().is_none_or(|s| s.higher_is_better());
-        let g = stats::gain_independent(&self.off_obs, &self.on_obs, hib, confidence)?;
+        let g = stats::gain_sequential(&self.off_obs, &self.on_obs, hib, confidence)?;
         if stats::decide(&g, plan.min_effect) != stats::Decision::Keep {
             return None;
         }

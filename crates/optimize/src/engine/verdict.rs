@@ -106,7 +106,7 @@ fn gain_of(
         let n = off.len().min(on.len());
         stats::gain_paired(&off[..n], &on[..n], higher_is_better, confidence)
     } else {
-        stats::gain_independent(off, on, higher_is_better, confidence)
+        stats::gain_sequential(off, on, higher_is_better, confidence)
     }
 }
 

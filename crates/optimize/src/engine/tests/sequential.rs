@@ -220,7 +220,7 @@ fn a_clear_gain_is_kept_at_an_early_look_judged_at_the_looks_stricter_level() {
     // One window fewer and the same gain is not yet clear at that level.
     let mut fewer = t.on_obs.clone();
     fewer.pop();
-    let g = crate::stats::gain_independent(&t.off_obs, &fewer, true, early.confidence).unwrap();
+    let g = crate::stats::gain_sequential(&t.off_obs, &fewer, true, early.confidence).unwrap();
     assert!(g.ci_low <= 1.02, "the look before did not decide: {g:?}");
 }
 
@@ -259,7 +259,7 @@ fn interim_looks_on_noise_alone_keep_the_false_verdicts_within_the_confidence_le
         let on = noise(30);
         let decided = |level: f64| {
             (6..=30).any(|n| {
-                crate::stats::gain_independent(&off, &on[..n], true, level)
+                crate::stats::gain_sequential(&off, &on[..n], true, level)
                     .is_some_and(|g| crate::stats::decide(&g, 0.0) != Decision::Neutral)
             })
         };

@@ -1,0 +1,85 @@
+//! `perfpilot bench verdicts`: a signal recorded with nothing changed (`scripts/signal-trace`)
+//! replayed as no-change trials at every start, judged with an interval that takes the windows
+//! as independent and as the daemon judges them; prints how often each decided something.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use perfpilot_optimize::trace::{self, ReplayPlan};
+
+#[derive(Args)]
+pub struct VerdictsArgs {
+    /// The trace: `seconds,counter,cpu_seconds` rows, cumulative, as scripts/signal-trace writes.
+    trace: PathBuf,
+    /// The window, seconds (the daemon's for PostgreSQL's once-a-second counter: 8).
+    #[arg(long, default_value_t = 8.0)]
+    window: f64,
+    /// The least windows a side, and the baseline that plans the count (tunable `windows`).
+    #[arg(long, default_value_t = 6)]
+    windows: usize,
+    /// The most windows a side (tunable `max_windows`).
+    #[arg(long, default_value_t = 30)]
+    max_windows: usize,
+    /// The interval's half-width a trial plans for (tunable `resolution`).
+    #[arg(long, default_value_t = 0.03)]
+    resolution: f64,
+    /// The verdicts' confidence level (tunable `confidence`).
+    #[arg(long, default_value_t = 0.95)]
+    confidence: f64,
+    /// The gain a kept action's interval must clear (tunable `min_effect`).
+    #[arg(long, default_value_t = 0.02)]
+    min_effect: f64,
+}
+
+pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        a.window > 0.0 && a.windows >= 2 && a.max_windows >= a.windows,
+        "--window must be positive, --windows at least 2 and --max-windows at least --windows"
+    );
+    let plan = ReplayPlan {
+        min: a.windows,
+        max: a.max_windows,
+        resolution: a.resolution,
+        confidence: a.confidence,
+        min_effect: a.min_effect,
+    };
+    let (n, r) = trace::replay_file(&a.trace, a.window, &plan)
+        .with_context(|| format!("replaying {}", a.trace.display()))?;
+    println!(
+        "trace: {}, {n} windows of {} s",
+        a.trace.display(),
+        a.window
+    );
+    println!(
+        "windows: cv {:.1} %, lag-1 autocorrelation {:.2}",
+        r.cv * 100.0,
+        r.lag1
+    );
+    let mut planned = r.planned.clone();
+    planned.sort_unstable();
+    println!(
+        "no-change trials, one at every start: {} (windows a side planned: {} to {}, median {})",
+        r.plain.trials(),
+        planned.first().copied().unwrap_or(0),
+        planned.last().copied().unwrap_or(0),
+        planned.get(planned.len() / 2).copied().unwrap_or(0)
+    );
+    for (what, d) in [
+        ("taking the windows as independent", r.plain),
+        (
+            "allowing for their autocorrelation (the daemon's)",
+            r.serial,
+        ),
+    ] {
+        println!(
+            "  {what}: {} of {} decided something ({} kept, {} reverted), {} neutral",
+            d.false_verdicts(),
+            d.trials(),
+            d.keep,
+            d.revert,
+            d.neutral
+        );
+    }
+    Ok(())
+}
