@@ -1,5 +1,5 @@
 //! Fuzz targets: every parser of input from outside perfpilot (procfs and sysfs files, the
-//! Prometheus text format, the outputs of load drivers, JMVA XML, model, study and daemon files,
+//! Prometheus text format, the outputs of load drivers, signal traces, JMVA XML, model, study and daemon files,
 //! the Measurement JSON, the lines workers and coordinators send, the store's stored blobs and
 //! journal entries), each behind one
 //! function that must return for any bytes: an error is fine, a panic is the bug.
@@ -114,6 +114,25 @@ pub const TARGETS: &[Target] = &[
             let page = perfpilot_optimize::preset::prometheus::parse(text(d));
             for s in &page.samples {
                 let _ = s.label("le");
+            }
+        },
+    },
+    Target {
+        name: "signal_trace",
+        parses: "a signal trace (`perfpilot bench verdicts`, scripts/signal-trace)",
+        run: |d| {
+            let plan = perfpilot_optimize::trace::ReplayPlan {
+                min: 6,
+                max: 30,
+                resolution: 0.03,
+                confidence: 0.95,
+                min_effect: 0.02,
+            };
+            if let Ok(rows) = perfpilot_optimize::trace::parse(text(d), "fuzz") {
+                let w = perfpilot_optimize::trace::windows(&rows, 1.0);
+                if w.len() >= perfpilot_optimize::trace::least_windows(&plan) {
+                    let _ = perfpilot_optimize::trace::replay(&w, &plan);
+                }
             }
         },
     },
