@@ -409,10 +409,16 @@ fn a_killed_daemon_is_recovered_from_its_journal() {
     }) {
         a.kill().unwrap();
         let out = a.wait_with_output().unwrap();
+        let status = Command::new(EXE)
+            .args(["status", "--json", "--state-dir"])
+            .arg(dir.state())
+            .output()
+            .unwrap();
         panic!(
-            "the second daemon never took the lock; its log:\n{}\nstatus: {:?}",
+            "the second daemon never took the lock; its log:\n{}\n`status --json` said: {}{}",
             String::from_utf8_lossy(&out.stderr),
-            status_if_written(&dir.state())
+            String::from_utf8_lossy(&status.stdout),
+            String::from_utf8_lossy(&status.stderr)
         );
     }
     let b = daemon(&cfg, &dir.state(), "1s").wait_with_output().unwrap();
