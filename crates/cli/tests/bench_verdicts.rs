@@ -2,23 +2,21 @@
 //! trace it cannot read.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// `perfpilot bench verdicts ARGS…` run from the repository's root.
+fn verdicts(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_perfpilot"))
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .args(["bench", "verdicts"])
+        .args(args)
+        .output()
+        .expect("runs the perfpilot binary")
 }
 
 #[test]
 fn the_postgresql_trace_replays_into_the_two_counts_of_false_verdicts() {
-    let out = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
-        .current_dir(root())
-        .args([
-            "bench",
-            "verdicts",
-            "crates/optimize/tests/data/pg-no-change-2026-11-25.csv",
-        ])
-        .output()
-        .expect("runs the perfpilot binary");
+    let out = verdicts(&["crates/optimize/tests/data/pg-no-change-2026-11-25.csv".as_ref()]);
     assert!(
         out.status.success(),
         "{}",
@@ -41,11 +39,7 @@ fn a_trace_row_it_cannot_read_is_named_with_its_line_and_the_format() {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let path = dir.path().join("trace.csv");
     std::fs::write(&path, "t_s,counter,cpu_s\n0,0,0\n1,100\n").expect("writes the trace");
-    let out = Command::new(env!("CARGO_BIN_EXE_perfpilot"))
-        .args(["bench", "verdicts"])
-        .arg(&path)
-        .output()
-        .expect("runs the perfpilot binary");
+    let out = verdicts(&[path.as_os_str()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

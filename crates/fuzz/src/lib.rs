@@ -121,13 +121,7 @@ pub const TARGETS: &[Target] = &[
         name: "signal_trace",
         parses: "a signal trace (`perfpilot bench verdicts`, scripts/signal-trace)",
         run: |d| {
-            let plan = perfpilot_optimize::trace::ReplayPlan {
-                min: 6,
-                max: 30,
-                resolution: 0.03,
-                confidence: 0.95,
-                min_effect: 0.02,
-            };
+            let plan = perfpilot_optimize::trace::ReplayPlan::default();
             if let Ok(rows) = perfpilot_optimize::trace::parse(text(d), "fuzz") {
                 let w = perfpilot_optimize::trace::windows(&rows, 1.0);
                 if w.len() >= perfpilot_optimize::trace::least_windows(&plan) {

@@ -78,7 +78,11 @@ pub fn gain_paired(
 
 /// The gain from an interval on the log of `on / off`, turned round for a lower-is-better
 /// signal so that a ratio above 1 is always an improvement.
-fn gain_from_log(ci: perfpilot_stats::MeanCi, higher_is_better: bool, confidence: f64) -> Gain {
+pub(crate) fn gain_from_log(
+    ci: perfpilot_stats::MeanCi,
+    higher_is_better: bool,
+    confidence: f64,
+) -> Gain {
     let (mean, low, high) = if higher_is_better {
         (ci.mean, ci.low, ci.high)
     } else {
@@ -159,10 +163,7 @@ pub fn windows_needed(
     if !cv.is_finite() || baseline.len() < 2 || resolution <= 0.0 {
         return min;
     }
-    let rho = perfpilot_stats::serial::corrected_lag1(
-        perfpilot_stats::serial::lag1(&[baseline]).unwrap_or(0.0),
-        baseline.len() as f64,
-    );
+    let rho = perfpilot_stats::serial::allowed_lag1(&[baseline]);
     let target = resolution.ln_1p();
     (min.max(2)..=max)
         .find(|&n| {

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use crate::stats::{self, Decision};
+use crate::tunables::Tunables;
 
 /// A trace that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -106,9 +107,11 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Reading>, TraceError> {
     Ok(out)
 }
 
-/// Work per CPU-second over consecutive windows of `window_s` seconds (a window ends at the
-/// first reading at least that far from its start, as the daemon's `SpanWindow` does); a
-/// window whose counter went back or that used no CPU is skipped.
+/// Work per CPU-second over consecutive windows of `window_s` seconds: a window ends at the
+/// first reading at least that far from its start (the daemon's `signal::SpanWindow` ends one
+/// half a gap sooner: the same windows on the PostgreSQL trace, a few more on the Redis one,
+/// whose rows are late now and then); a window whose counter went back or that used no CPU is
+/// skipped.
 pub fn windows(readings: &[Reading], window_s: f64) -> Vec<f64> {
     let mut out = Vec::new();
     let Some(mut start) = readings.first().copied() else {
@@ -172,6 +175,20 @@ pub struct ReplayPlan {
     pub min_effect: f64,
 }
 
+impl Default for ReplayPlan {
+    /// The daemon's defaults.
+    fn default() -> ReplayPlan {
+        let t = Tunables::default();
+        ReplayPlan {
+            min: t.window_count(),
+            max: t.max_windows as usize,
+            resolution: t.resolution,
+            confidence: t.confidence,
+            min_effect: t.min_effect,
+        }
+    }
+}
+
 /// What a replay found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replay {
@@ -215,13 +232,7 @@ pub fn replay(w: &[f64], plan: &ReplayPlan) -> Replay {
         };
         r.planned.push(n);
         r.plain.add(stats::decide(
-            &stats::Gain {
-                ratio: ci.mean.exp(),
-                ci_low: ci.low.exp(),
-                ci_high: ci.high.exp(),
-                confidence: plan.confidence,
-                serial: 0.0,
-            },
+            &stats::gain_from_log(ci, true, plan.confidence),
             plan.min_effect,
         ));
         r.serial.add(stats::decide(&g, plan.min_effect));
@@ -301,13 +312,7 @@ mod tests {
     #[test]
     fn a_replay_of_a_steady_signal_decides_nothing_and_a_slow_wander_fools_the_plain_interval_far_more()
      {
-        let plan = ReplayPlan {
-            min: 6,
-            max: 30,
-            resolution: 0.03,
-            confidence: 0.95,
-            min_effect: 0.02,
-        };
+        let plan = ReplayPlan::default();
         // Alternating ±1 %: steady, independent-looking windows.
         let steady: Vec<f64> = (0..60)
             .map(|i| if i % 2 == 0 { 101.0 } else { 99.0 })

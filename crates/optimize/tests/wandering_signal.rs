@@ -6,26 +6,19 @@
 
 use std::path::Path;
 
-use perfpilot_optimize::trace::{self, ReplayPlan};
+use perfpilot_optimize::trace::{self, Replay, ReplayPlan};
 
-const PLAN: ReplayPlan = ReplayPlan {
-    min: 6,
-    max: 30,
-    resolution: 0.03,
-    confidence: 0.95,
-    min_effect: 0.02,
-};
-
-fn data(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The committed trace `name` replayed in windows of `window_s` with the daemon's defaults.
+fn replayed(name: &str, window_s: f64) -> (usize, Replay) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
-        .join(name)
+        .join(name);
+    trace::replay_file(&path, window_s, &ReplayPlan::default()).unwrap()
 }
 
 #[test]
 fn on_postgresqls_wandering_signal_trials_of_no_change_seldom_decide_anything() {
-    let (windows, r) =
-        trace::replay_file(&data("pg-no-change-2026-11-25.csv"), 8.0, &PLAN).unwrap();
+    let (windows, r) = replayed("pg-no-change-2026-11-25.csv", 8.0);
     assert!(windows > 100, "{windows} windows");
     // The windows wander in spells of minutes (21-23 k, then 26-28 k for eight minutes, then
     // 23-25 k): neighbours are alike.
@@ -40,8 +33,7 @@ fn on_postgresqls_wandering_signal_trials_of_no_change_seldom_decide_anything() 
 
 #[test]
 fn on_rediss_signal_allowing_for_alike_windows_cuts_the_false_verdicts_to_a_third() {
-    let (windows, r) =
-        trace::replay_file(&data("redis-no-change-2026-11-25.csv"), 2.0, &PLAN).unwrap();
+    let (windows, r) = replayed("redis-no-change-2026-11-25.csv", 2.0);
     assert!(windows > 250, "{windows} windows");
     assert!(r.lag1 > 0.5, "{r:?}");
     // Plain: 57 of 258 starts decided something; allowed for: 19. Not the 5 % the level says:

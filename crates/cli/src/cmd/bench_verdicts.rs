@@ -15,35 +15,37 @@ pub struct VerdictsArgs {
     /// The window, seconds (the daemon's for PostgreSQL's once-a-second counter: 8).
     #[arg(long, default_value_t = 8.0)]
     window: f64,
-    /// The least windows a side, and the baseline that plans the count (tunable `windows`).
-    #[arg(long, default_value_t = 6)]
-    windows: usize,
-    /// The most windows a side (tunable `max_windows`).
-    #[arg(long, default_value_t = 30)]
-    max_windows: usize,
-    /// The interval's half-width a trial plans for (tunable `resolution`).
-    #[arg(long, default_value_t = 0.03)]
-    resolution: f64,
-    /// The verdicts' confidence level (tunable `confidence`).
-    #[arg(long, default_value_t = 0.95)]
-    confidence: f64,
-    /// The gain a kept action's interval must clear (tunable `min_effect`).
-    #[arg(long, default_value_t = 0.02)]
-    min_effect: f64,
+    /// The least windows a side, and the baseline that plans the count [default: the
+    /// daemon's tunable `windows`].
+    #[arg(long)]
+    windows: Option<usize>,
+    /// The most windows a side [default: tunable `max_windows`].
+    #[arg(long)]
+    max_windows: Option<usize>,
+    /// The interval's half-width a trial plans for [default: tunable `resolution`].
+    #[arg(long)]
+    resolution: Option<f64>,
+    /// The verdicts' confidence level [default: tunable `confidence`].
+    #[arg(long)]
+    confidence: Option<f64>,
+    /// The gain a kept action's interval must clear [default: tunable `min_effect`].
+    #[arg(long)]
+    min_effect: Option<f64>,
 }
 
 pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
+    let d = ReplayPlan::default();
+    let plan = ReplayPlan {
+        min: a.windows.unwrap_or(d.min),
+        max: a.max_windows.unwrap_or(d.max),
+        resolution: a.resolution.unwrap_or(d.resolution),
+        confidence: a.confidence.unwrap_or(d.confidence),
+        min_effect: a.min_effect.unwrap_or(d.min_effect),
+    };
     anyhow::ensure!(
-        a.window > 0.0 && a.windows >= 2 && a.max_windows >= a.windows,
+        a.window > 0.0 && plan.min >= 2 && plan.max >= plan.min,
         "--window must be positive, --windows at least 2 and --max-windows at least --windows"
     );
-    let plan = ReplayPlan {
-        min: a.windows,
-        max: a.max_windows,
-        resolution: a.resolution,
-        confidence: a.confidence,
-        min_effect: a.min_effect,
-    };
     let (n, r) = trace::replay_file(&a.trace, a.window, &plan)
         .with_context(|| format!("replaying {}", a.trace.display()))?;
     println!(
