@@ -423,8 +423,9 @@ impl Trial {
     /// plan's minimum until the planned count: a gain clear at the looks' shared-out level keeps
     /// the action now. A clear ×1.09 on PostgreSQL was judged after 26–30 windows a side, 7½
     /// minutes, where a dozen after the change show it. A loss is not decided early: a change
-    /// pays its cost first (PostgreSQL runs slower for a minute or two after its buffer pool is
-    /// collapsed, then steps up), and a look on that plateau read ×0.949, "worse", 2026-11-25.
+    /// may pay its cost first (PostgreSQL ran slower for a minute or two after its buffer pool
+    /// was collapsed, then stepped up — or was in one of the spells it has with nothing
+    /// changed), and a look on that plateau read ×0.949, "worse", 2026-11-25.
     /// Windows still settling (a transient or a step inside them) wait for the planned count,
     /// which drops them.
     fn look(&mut self, plan: &WindowPlan) -> Option<Ending> {
