@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::signal::SpanWindow;
 use crate::stats::{self, Decision};
 use crate::tunables::Tunables;
 
@@ -107,24 +108,19 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Reading>, TraceError> {
     Ok(out)
 }
 
-/// Work per CPU-second over consecutive windows of `window_s` seconds: a window ends at the
-/// first reading at least that far from its start (the daemon's `signal::SpanWindow` ends one
-/// half a gap sooner: the same windows on the PostgreSQL trace, a few more on the Redis one,
-/// whose rows are late now and then); a window whose counter went back or that used no CPU is
-/// skipped.
+/// Work per CPU-second over consecutive windows of `window_s` seconds, cut as the daemon cuts
+/// them ([`SpanWindow`]: a window ends at the reading within half a gap of its length; a
+/// counter that went back starts a new one; a window that used next to no CPU gives nothing).
 pub fn windows(readings: &[Reading], window_s: f64) -> Vec<f64> {
+    let mut span = SpanWindow::new(window_s);
+    let mut prev: Option<Reading> = None;
     let mut out = Vec::new();
-    let Some(mut start) = readings.first().copied() else {
-        return out;
-    };
-    for &r in &readings[1..] {
-        if r.t_s - start.t_s >= window_s - 0.01 {
-            let cpu = r.cpu_s - start.cpu_s;
-            if r.counter >= start.counter && cpu > 0.0 {
-                out.push((r.counter - start.counter) / cpu);
-            }
-            start = r;
-        }
+    for &r in readings {
+        // The daemon feeds the cores used since its last scan; the trace holds the CPU-seconds
+        // since its first row.
+        let cores = prev.map_or(0.0, |p| (r.cpu_s - p.cpu_s) / (r.t_s - p.t_s));
+        out.extend(span.feed(r.t_s, r.counter, cores));
+        prev = Some(r);
     }
     out
 }
