@@ -12,30 +12,15 @@ use perfpilot_optimize::preset::{
     Candidate, Endpoint, Identity, PresetConfig, PresetError, PresetKind, PresetReader,
     PresetSettings, detect,
 };
+use perfpilot_sys::Fs;
+use perfpilot_sys::process::ProcReader;
 use perfpilot_testkit as kit;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What `/proc` says about process `pid`.
+/// What `/proc` says about process `pid`, as the daemon reads it.
 fn identity_of(pid: u32) -> Identity {
-    let proc = format!("/proc/{pid}");
-    let status = std::fs::read_to_string(format!("{proc}/status")).unwrap();
-    let id = |key: &str| -> u32 {
-        let line = status.lines().find(|l| l.starts_with(key)).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
-    Identity {
-        comm: std::fs::read_to_string(format!("{proc}/comm"))
-            .unwrap()
-            .trim()
-            .to_string(),
-        exe: std::fs::read_link(format!("{proc}/exe")).ok(),
-        cmdline: std::fs::read_to_string(format!("{proc}/cmdline"))
-            .unwrap()
-            .replace('\0', " "),
-        uid: id("Uid:"),
-        gid: id("Gid:"),
-    }
+    Identity::read(&mut ProcReader::new(&Fs::live()), pid as i32).unwrap()
 }
 
 fn tcp(port: u16) -> Endpoint {

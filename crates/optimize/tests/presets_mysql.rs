@@ -12,6 +12,8 @@ use perfpilot_optimize::preset::{
     Candidate, Endpoint, Identity, PresetConfig, PresetError, PresetKind, PresetReader,
     PresetSettings, detect,
 };
+use perfpilot_sys::Fs;
+use perfpilot_sys::process::ProcReader;
 use perfpilot_testkit::{self as kit, ServerProcess};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -20,26 +22,9 @@ fn tcp(port: u16) -> Endpoint {
     Endpoint::Tcp(([127, 0, 0, 1], port).into())
 }
 
-/// What `/proc` says about process `pid`, as the daemon sees it.
+/// What `/proc` says about process `pid`, as the daemon reads it.
 fn identity_of(pid: u32) -> Identity {
-    let proc = format!("/proc/{pid}");
-    let status = std::fs::read_to_string(format!("{proc}/status")).unwrap();
-    let id = |key: &str| -> u32 {
-        let line = status.lines().find(|l| l.starts_with(key)).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
-    Identity {
-        comm: std::fs::read_to_string(format!("{proc}/comm"))
-            .unwrap()
-            .trim()
-            .to_string(),
-        exe: std::fs::read_link(format!("{proc}/exe")).ok(),
-        cmdline: std::fs::read_to_string(format!("{proc}/cmdline"))
-            .unwrap()
-            .replace('\0', " "),
-        uid: id("Uid:"),
-        gid: id("Gid:"),
-    }
+    Identity::read(&mut ProcReader::new(&Fs::live()), pid as i32).unwrap()
 }
 
 /// The OS user running the tests: the one MariaDB's `unix_socket` admits as an administrator.

@@ -188,22 +188,16 @@ impl Servers {
     /// What the workload's oldest process (`pid`, a stand-in) is: its name, executable,
     /// command line and ids; the workload's own where that process cannot be read.
     fn identity(&mut self, w: &Workload, pid: Option<i32>) -> Identity {
-        let pid = pid.unwrap_or_default();
-        let status = self.reader.status(pid).ok();
-        Identity {
-            comm: status
-                .as_ref()
-                .map_or_else(|| w.comm.clone(), |s| s.name.clone()),
-            exe: self.reader.exe(pid).ok().flatten(),
-            cmdline: self
-                .reader
-                .cmdline(pid)
-                .ok()
-                .filter(|c| !c.is_empty())
-                .map_or_else(|| w.cmdline.clone(), |c| c.join(" ")),
-            uid: status.as_ref().map_or(w.uid, |s| s.uid),
-            gid: status.as_ref().map_or(0, |s| s.gid),
+        let mut id =
+            Identity::read(&mut self.reader, pid.unwrap_or_default()).unwrap_or_else(|| Identity {
+                comm: w.comm.clone(),
+                uid: w.uid,
+                ..Identity::default()
+            });
+        if id.cmdline.is_empty() {
+            id.cmdline = w.cmdline.clone();
         }
+        id
     }
 
     /// What a preset offers the workload `signature` now.

@@ -32,6 +32,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use perfpilot_sys::process::ProcReader;
+
 pub use config::{PresetConfig, PresetConfigError, ProcessMatch};
 pub(crate) use detect::pg_socket_port;
 pub use detect::{PRESETS, Preset, UnixHint, detect};
@@ -205,6 +207,19 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// What `/proc` says about process `pid`; `None` when its status cannot be read (it ended,
+    /// or is not ours to read). The command line is empty where `/proc` gives none.
+    pub fn read(reader: &mut ProcReader, pid: i32) -> Option<Identity> {
+        let status = reader.status(pid).ok()?;
+        Some(Identity {
+            comm: status.name,
+            exe: reader.exe(pid).ok().flatten(),
+            cmdline: reader.cmdline(pid).map(|c| c.join(" ")).unwrap_or_default(),
+            uid: status.uid,
+            gid: status.gid,
+        })
+    }
+
     /// The executable's file name, when known.
     fn exe_name(&self) -> Option<&str> {
         self.exe
