@@ -131,10 +131,40 @@ mod tests {
     use super::super::testing::*;
     use super::*;
     use crate::tunables::Tunables;
-    use perfpilot_observe::workload::WorkloadMemory;
+    use perfpilot_observe::workload::{Workload, WorkloadMemory};
     use perfpilot_sys::CpuSet;
     use perfpilot_sys::process::{MapRange, MappingKind};
     use std::collections::HashMap;
+
+    /// A workload, its memory, its mappings and the CPUs it is bound to.
+    type Seen<'a> = (
+        &'a Workload,
+        &'a WorkloadMemory,
+        &'a HashMap<i32, Vec<MapRange>>,
+        Option<&'a CpuSet>,
+    );
+
+    /// What the strategy proposes for what it was shown.
+    fn proposed((w, mem, maps, bound): Seen, ctx: &Context) -> Proposal {
+        let v = View {
+            w,
+            memory: Some(mem),
+            maps: Some(maps),
+            bound_to: bound,
+        };
+        MemoryAffinity.propose(&v, ctx)
+    }
+
+    /// The pages a proposal's changes move.
+    fn pages_moved(changes: &[Change]) -> usize {
+        changes
+            .iter()
+            .map(|c| match c {
+                Change::MovePages { pages, .. } => pages.len(),
+                _ => 0,
+            })
+            .sum()
+    }
 
     fn anon(start: u64, len: u64) -> MapRange {
         MapRange {
@@ -164,18 +194,13 @@ mod tests {
         let maps: HashMap<i32, Vec<MapRange>> =
             [(100, vec![anon(0x7f00_0000_0000, 100 << 20)])].into();
         let bound = CpuSet::parse("0-3").unwrap();
-        let v = View {
-            w: &w,
-            memory: Some(&mem),
-            maps: Some(&maps),
-            bound_to: Some(&bound),
-        };
+        let v = (&w, &mem, &maps, Some(&bound));
         let Proposal::Act {
             changes,
             interleave,
             reason,
             ..
-        } = MemoryAffinity.propose(&v, &ctx)
+        } = proposed(v, &ctx)
         else {
             panic!()
         };
@@ -185,16 +210,13 @@ mod tests {
             "move up to 60 MiB of its private memory (60 MiB on other nodes, cap 70 %) to node 0 \
              in 8 steps of up to 7.63 MiB"
         );
-        let pages: usize = changes
-            .iter()
-            .map(|c| match c {
-                Change::MovePages { pages, node, .. } => {
-                    assert_eq!(*node, 0);
-                    pages.len()
-                }
-                _ => 0,
-            })
-            .sum();
+        assert!(
+            changes
+                .iter()
+                .all(|c| matches!(c, Change::MovePages { node: 0, .. })),
+            "{changes:?}"
+        );
+        let pages = pages_moved(&changes);
         // min(70 % of 100 MiB, 60 MiB off-node) = 60 MiB.
         assert_eq!(pages as u64 * 4096, 60 << 20);
         // 8 MB per step at a 1 s interval: 8 steps.
@@ -204,22 +226,11 @@ mod tests {
             anon_per_node: [(0, 0), (1, 100 << 20)].into(),
             ..Default::default()
         };
-        let v = View {
-            w: &w,
-            memory: Some(&mem),
-            maps: Some(&maps),
-            bound_to: Some(&bound),
-        };
-        let Proposal::Act { changes, .. } = MemoryAffinity.propose(&v, &ctx) else {
+        let v = (&w, &mem, &maps, Some(&bound));
+        let Proposal::Act { changes, .. } = proposed(v, &ctx) else {
             panic!()
         };
-        let pages: usize = changes
-            .iter()
-            .map(|c| match c {
-                Change::MovePages { pages, .. } => pages.len(),
-                _ => 0,
-            })
-            .sum();
+        let pages = pages_moved(&changes);
         assert_eq!(pages as u64, (100u64 << 20) * 7 / 10 / 4096);
     }
 
@@ -239,15 +250,10 @@ mod tests {
         let maps: HashMap<i32, Vec<MapRange>> =
             [(100, vec![anon(0x7f00_0000_0000, 145 << 20)])].into();
         let bound = CpuSet::parse("0-3").unwrap();
-        let v = View {
-            w: &w,
-            memory: Some(&mem),
-            maps: Some(&maps),
-            bound_to: Some(&bound),
-        };
+        let v = (&w, &mem, &maps, Some(&bound));
         let Proposal::Act {
             changes, reason, ..
-        } = MemoryAffinity.propose(&v, &ctx)
+        } = proposed(v, &ctx)
         else {
             panic!()
         };
@@ -272,35 +278,18 @@ mod tests {
             anon_per_node: [(0, 0), (1, 40 << 30)].into(),
             ..Default::default()
         };
-        let v = View {
-            w: &w,
-            memory: Some(&mem),
-            maps: Some(&maps),
-            bound_to: None,
-        };
+        let v = (&w, &mem, &maps, None);
         assert!(
-            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s.contains("after cache affinity"))
+            matches!(proposed(v, &ctx), Proposal::Skip(s) if s.contains("after cache affinity"))
         );
         let bound = CpuSet::parse("0-3").unwrap();
-        let v = View {
-            w: &w,
-            memory: Some(&mem),
-            maps: Some(&maps),
-            bound_to: Some(&bound),
-        };
+        let v = (&w, &mem, &maps, Some(&bound));
         // 40 GiB does not fit node 0's 32 GiB free.
         assert!(
-            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s == "its private memory (40 GiB) does not fit node 0 (32 GiB free)")
+            matches!(proposed(v, &ctx), Proposal::Skip(s) if s == "its private memory (40 GiB) does not fit node 0 (32 GiB free)")
         );
         let spans = CpuSet::parse("2-5").unwrap();
-        let v = View {
-            w: &w,
-            memory: Some(&mem),
-            maps: Some(&maps),
-            bound_to: Some(&spans),
-        };
-        assert!(
-            matches!(MemoryAffinity.propose(&v, &ctx), Proposal::Skip(s) if s.contains("spans nodes"))
-        );
+        let v = (&w, &mem, &maps, Some(&spans));
+        assert!(matches!(proposed(v, &ctx), Proposal::Skip(s) if s.contains("spans nodes")));
     }
 }
