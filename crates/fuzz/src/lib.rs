@@ -121,12 +121,9 @@ pub const TARGETS: &[Target] = &[
         name: "signal_trace",
         parses: "a signal trace (`perfpilot bench verdicts`, scripts/signal-trace)",
         run: |d| {
-            let plan = perfpilot_optimize::trace::ReplayPlan::default();
-            if let Ok(rows) = perfpilot_optimize::trace::parse(text(d), "fuzz") {
-                let w = perfpilot_optimize::trace::windows(&rows, 1.0);
-                if w.len() >= perfpilot_optimize::trace::least_windows(&plan) {
-                    let _ = perfpilot_optimize::trace::replay(&w, &plan);
-                }
+            use perfpilot_optimize::trace;
+            if let Ok(rows) = trace::parse(text(d), "fuzz") {
+                let _ = trace::replay_readings(&rows, "fuzz", 1.0, &trace::ReplayPlan::default());
             }
         },
     },

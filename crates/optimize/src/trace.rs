@@ -200,6 +200,16 @@ pub struct Replay {
     pub serial: Decisions,
 }
 
+impl Replay {
+    /// The windows a side the trials planned: the least, the median and the most; `None`
+    /// without a trial.
+    pub fn planned_spread(&self) -> Option<(usize, usize, usize)> {
+        let mut p = self.planned.clone();
+        p.sort_unstable();
+        Some((*p.first()?, p[p.len() / 2], *p.last()?))
+    }
+}
+
 /// Replays no-change sequential trials starting at every window of `w`: the first `plan.min`
 /// windows plan the count a side (`stats::windows_needed`), the next windows are its before
 /// and after; a start whose trial would run past the trace is left out.
@@ -237,8 +247,28 @@ pub fn replay(w: &[f64], plan: &ReplayPlan) -> Replay {
 }
 
 /// The least windows a replay needs: two trials' worth of the minimum.
-pub fn least_windows(plan: &ReplayPlan) -> usize {
+fn least_windows(plan: &ReplayPlan) -> usize {
     4 * plan.min
+}
+
+/// Replays the readings of the trace `name` in windows of `window_s`: the windows it gave and
+/// what the replay found, or [`TraceError::Short`] when they are too few for two trials.
+pub fn replay_readings(
+    readings: &[Reading],
+    name: &str,
+    window_s: f64,
+    plan: &ReplayPlan,
+) -> Result<(usize, Replay), TraceError> {
+    let w = windows(readings, window_s);
+    if w.len() < least_windows(plan) {
+        return Err(TraceError::Short {
+            path: name.to_string(),
+            windows: w.len(),
+            window_s,
+            need: least_windows(plan),
+        });
+    }
+    Ok((w.len(), replay(&w, plan)))
 }
 
 /// Reads `path` and replays it in windows of `window_s`.
@@ -247,16 +277,7 @@ pub fn replay_file(
     window_s: f64,
     plan: &ReplayPlan,
 ) -> Result<(usize, Replay), TraceError> {
-    let w = windows(&read(path)?, window_s);
-    if w.len() < least_windows(plan) {
-        return Err(TraceError::Short {
-            path: path.display().to_string(),
-            windows: w.len(),
-            window_s,
-            need: least_windows(plan),
-        });
-    }
-    Ok((w.len(), replay(&w, plan)))
+    replay_readings(&read(path)?, &path.display().to_string(), window_s, plan)
 }
 
 #[cfg(test)]

@@ -47,11 +47,7 @@ fn with_its_client_on_another_cpu_postgresqls_signal_has_no_spells_and_needs_few
         pinned.cv < 0.07 && pinned.cv < shared.cv * 0.75,
         "{pinned:?}"
     );
-    let median = |r: &Replay| {
-        let mut p = r.planned.clone();
-        p.sort_unstable();
-        p[p.len() / 2]
-    };
+    let median = |r: &Replay| r.planned_spread().expect("a trial").1;
     assert!(median(&pinned) < median(&shared), "{pinned:?} {shared:?}");
     assert!(
         (pinned.serial.false_verdicts() as f64) < 0.1 * pinned.serial.trials() as f64,

@@ -58,14 +58,10 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         r.cv * 100.0,
         r.lag1
     );
-    let mut planned = r.planned.clone();
-    planned.sort_unstable();
+    let (least, median, most) = r.planned_spread().unwrap_or_default();
     println!(
-        "no-change trials, one at every start: {} (windows a side planned: {} to {}, median {})",
+        "no-change trials, one at every start: {} (windows a side planned: {least} to {most}, median {median})",
         r.plain.trials(),
-        planned.first().copied().unwrap_or(0),
-        planned.last().copied().unwrap_or(0),
-        planned.get(planned.len() / 2).copied().unwrap_or(0)
     );
     for (what, d) in [
         ("taking the windows as independent", r.plain),
