@@ -10,6 +10,8 @@
 //! - [`sweep`]: measuring one point (throughput, response time, busy cores per tier, the
 //!   driver's own, the rest of the machine's, steady state);
 //! - [`run`](mod@run): the sweeps, the fit, the checks, scale-out and cost;
+//! - [`variation`]: how much the system moved by itself (demands at held-out points, one point
+//!   measured again and again);
 //! - [`report`]: the validation table (Markdown) and the HTML page.
 
 pub mod deploy;
@@ -18,7 +20,8 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod sweep;
+pub mod variation;
 
 pub use error::{CapacityError, Result};
-pub use run::{CapacityRun, Measured, analyse, measure, run};
+pub use run::{CapacityRun, Measured, analyse, analyse_measured, measure, run};
 pub use spec::Capacity;

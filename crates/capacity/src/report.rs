@@ -10,6 +10,7 @@ use perfpilot_chart::{BarChart, LineChart, Panel, Series, Style, esc, inline, pa
 use perfpilot_units::MarkdownTable;
 
 use crate::run::CapacityRun;
+use crate::variation::WITHIN_PCT;
 
 const COLOURS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -58,6 +59,60 @@ fn scale_out_rows(r: &CapacityRun) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// How many held-out points the throughput prediction met within ±[`WITHIN_PCT`], in words.
+fn within_target(r: &CapacityRun) -> String {
+    let held: Vec<f64> = r
+        .checks
+        .iter()
+        .filter(|c| !c.fitted)
+        .map(|c| c.throughput_error_pct)
+        .collect();
+    format!(
+        "Throughput within ±{WITHIN_PCT:.0} % at {} of {} held-out points.",
+        held.iter().filter(|e| e.abs() <= WITHIN_PCT).count(),
+        held.len()
+    )
+}
+
+/// The repeated point's spread in words (Markdown inline), when the run measured one.
+fn repeatability(r: &CapacityRun) -> Option<String> {
+    let rep = r.repeats.as_ref()?;
+    let Some(sp) = rep.spread() else {
+        return Some(format!(
+            "`{}` was to be measured again, but fewer than two of its repeats worked.",
+            rep.label
+        ));
+    };
+    let own = r
+        .sweeps
+        .iter()
+        .flat_map(|w| &w.points)
+        .find(|p| p.label == rep.label)
+        .map(|p| p.throughput() / sp.mean);
+    let cpu: Vec<String> = sp
+        .cpu_per_request
+        .iter()
+        .map(|(t, (d, cv))| format!("{t} {d:.2} ms (cv {cv:.1} %)"))
+        .collect();
+    Some(format!(
+        "`{}` measured {} more times in a row on its sweep's deployment: {:.1} req/s on average, cv {:.1} %, {:.1} … {:.1} req/s{}. {} of {} single measurements lie within ±{WITHIN_PCT:.0} % of their mean: a model exact about the mean would meet ±{WITHIN_PCT:.0} % at about that share of single points at this load, whatever its queueing.{} CPU per request over the repeats: {}.",
+        rep.label,
+        sp.n,
+        sp.mean,
+        sp.cv_pct,
+        sp.min,
+        sp.max,
+        sp.lag1
+            .map_or(String::new(), |l| format!(", lag-1 correlation {l:.2}")),
+        sp.within,
+        sp.n,
+        own.map_or(String::new(), |o| format!(
+            " The sweep's own measurement of the point was ×{o:.3} of their mean."
+        )),
+        cpu.join(", ")
+    ))
+}
+
 /// The measured-vs-predicted table and the fitted demands, as Markdown.
 pub fn to_markdown(r: &CapacityRun) -> String {
     let mut s = String::new();
@@ -77,6 +132,10 @@ pub fn to_markdown(r: &CapacityRun) -> String {
         er,
         r.elapsed_s
     );
+    let _ = writeln!(s, "{}\n", within_target(r));
+    if let Some(text) = repeatability(r) {
+        let _ = writeln!(s, "Repeatability: {text}\n");
+    }
     if let Some((ox, or)) = r.held_out_errors_at_own_demand() {
         let _ = writeln!(
             s,
@@ -232,6 +291,10 @@ pub fn to_html(r: &CapacityRun) -> String {
         er,
         r.elapsed_s
     );
+    let _ = writeln!(s, "<p>{}</p>", esc(&within_target(r)));
+    if let Some(text) = repeatability(r) {
+        let _ = writeln!(s, "<p>Repeatability: {}</p>", inline(&text));
+    }
     if let Some((ox, or)) = r.held_out_errors_at_own_demand() {
         let _ = writeln!(
             s,

@@ -15,6 +15,7 @@ use crate::deploy::{self, machine_cores};
 use crate::error::{CapacityError, Result};
 use crate::spec::{Capacity, TierKind};
 use crate::sweep::{self, DRIVER, Point};
+use crate::variation::{self, Repeats};
 
 /// A tier as run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -103,6 +104,9 @@ pub struct CapacityRun {
     pub notes: Vec<String>,
     /// Wall time of the run, seconds.
     pub elapsed_s: f64,
+    /// The first fit point measured again and again (`[capacity] repeat`).
+    #[serde(default)]
+    pub repeats: Option<Repeats>,
 }
 
 impl CapacityRun {
@@ -211,49 +215,6 @@ pub fn tier_point(p: &Point, instances: &BTreeMap<String, u32>) -> TierPoint {
     }
 }
 
-/// How far a held-out point's CPU per request may be from the fitted demand before it is said.
-const DRIFT: f64 = 0.10;
-
-/// Per tier that was the bottleneck somewhere: the held-out points where its CPU per request
-/// moved more than [`DRIFT`] from the fitted demand. At a point the bottleneck bounds, the
-/// predicted throughput misses by about that ratio whatever the queueing, so the table's
-/// errors there are the system's change, not the model's.
-fn demand_drift(checks: &[perfpilot_model::TierCheck]) -> Vec<String> {
-    let mut by_tier: BTreeMap<&str, Vec<(&str, f64)>> = BTreeMap::new();
-    for c in checks.iter().filter(|c| !c.fitted) {
-        if let Some(&r) = c.demand_ratio.get(&c.bottleneck)
-            && (r - 1.0).abs() > DRIFT
-        {
-            by_tier
-                .entry(c.bottleneck.as_str())
-                .or_default()
-                .push((c.label.as_str(), r));
-        }
-    }
-    by_tier
-        .into_iter()
-        .map(|(tier, points)| {
-            let (lo, hi) = points
-                .iter()
-                .fold((f64::INFINITY, 0.0_f64), |(lo, hi), (_, r)| (lo.min(*r), hi.max(*r)));
-            let range = if (hi - lo).abs() < 0.005 {
-                format!("×{lo:.2}")
-            } else {
-                format!("×{lo:.2} … ×{hi:.2}")
-            };
-            format!(
-                "the demand moved: at {} held-out point(s) the {tier} tier, the bottleneck there, used {range} of the CPU per request fitted ({}); at a point it bounds, the predicted throughput misses by about that much whatever the model",
-                points.len(),
-                points
-                    .iter()
-                    .map(|(l, r)| format!("{l} ×{r:.2}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-        .collect()
-}
-
 /// Drives a fresh deployment at the sweep's largest users for `deploy_warmup`, unmeasured: the
 /// first point of each sweep was otherwise measured cold (31 req/s against 51 at the next point,
 /// docs/capacity.md). A failure here is the first point's to report, so it is only printed.
@@ -300,13 +261,21 @@ pub struct Measured {
     pub sweeps: Vec<SweepResult>,
     /// Wall time of the measurements, seconds.
     pub elapsed_s: f64,
+    /// The first fit point measured again and again (`[capacity] repeat`).
+    #[serde(default)]
+    pub repeats: Option<Repeats>,
 }
 
 /// Runs every sweep of `cap` and analyses them, printing progress lines through `progress`.
 pub fn run(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result<CapacityRun> {
-    let m = measure(cap, stop, progress)?;
+    analyse_measured(cap, measure(cap, stop, progress)?)
+}
+
+/// [`analyse`]s a run's measurements and keeps their repeats and wall time.
+pub fn analyse_measured(cap: &Capacity, m: Measured) -> Result<CapacityRun> {
     let mut out = analyse(cap, m.sweeps, m.machine)?;
     out.elapsed_s = m.elapsed_s;
+    out.repeats = m.repeats;
     Ok(out)
 }
 
@@ -316,7 +285,9 @@ pub fn measure(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Re
     let machine = machine_rows();
     let tag = format!("{}", std::process::id());
     let mut sweeps = Vec::new();
-    for s in &cap.file.sweep {
+    let mut repeats = None;
+    let again = cap.repeat_point();
+    for (i, s) in cap.file.sweep.iter().enumerate() {
         progress(&format!("sweep {}: deploying", s.name));
         let mut dep = deploy::deploy(cap, s, &tag)?;
         warm_up(cap, &mut dep, s, stop, progress)?;
@@ -351,6 +322,13 @@ pub fn measure(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Re
                 }
             }
         }
+        if let Some((_, users)) = again.filter(|(at, _)| *at == i)
+            && dep.exited().is_none()
+        {
+            repeats = Some(variation::measure_again(
+                cap, &mut dep, s, users, stop, progress,
+            )?);
+        }
         drop(dep);
         sweeps.push(SweepResult {
             name: s.name.clone(),
@@ -370,6 +348,7 @@ pub fn measure(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Re
         machine,
         sweeps,
         elapsed_s: started.elapsed().as_secs_f64(),
+        repeats,
     })
 }
 
@@ -496,7 +475,7 @@ pub fn analyse(
         }
     }
     let checks = model.validate(&predictable)?;
-    notes.extend(demand_drift(&checks));
+    notes.extend(variation::demand_drift(&checks));
     for s in &mut sweeps {
         let max = s.points.iter().map(|p| p.users).max().unwrap_or(1);
         let inst: BTreeMap<String, u32> = s.instances.clone();
@@ -594,5 +573,6 @@ pub fn analyse(
         scale_out,
         notes,
         elapsed_s: 0.0,
+        repeats: None,
     })
 }

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CapacityError, Result};
 
+/// The most `[capacity] repeat` may ask for: each repeat takes a warm-up and a window.
+pub const MAX_REPEAT: u32 = 50;
+
 /// What runs a tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -133,6 +136,10 @@ pub struct CapacityFile {
     /// Driver threads (default 1).
     #[serde(default)]
     pub driver_threads: Option<usize>,
+    /// The first fit point measured again this many times in a row after its sweep's points,
+    /// on the same deployment: the machine's repeatability at that load (0: not measured).
+    #[serde(default)]
+    pub repeat: u32,
 }
 
 impl Default for CapacityFile {
@@ -143,6 +150,7 @@ impl Default for CapacityFile {
             deploy_warmup: deploy_warmup(),
             fit: Vec::new(),
             driver_threads: None,
+            repeat: 0,
         }
     }
 }
@@ -197,6 +205,9 @@ pub struct Capacity {
     pub deploy_warmup: Duration,
     /// Driver threads.
     pub driver_threads: usize,
+    /// Times the first fit point is measured again (`[capacity] repeat`).
+    #[serde(default)]
+    pub repeat: u32,
 }
 
 impl Capacity {
@@ -309,6 +320,16 @@ impl Capacity {
             if s.users.is_empty() || s.users.contains(&0) {
                 return Err(at("users must be a non-empty list of counts >= 1".into()));
             }
+            if let Some(u) = s
+                .users
+                .iter()
+                .enumerate()
+                .find_map(|(i, u)| s.users[..i].contains(u).then_some(u))
+            {
+                return Err(at(format!(
+                    "users lists {u} twice: each load is measured once; to measure one again and again, use capacity.repeat"
+                )));
+            }
             ThinkTime::parse(&s.think_time).map_err(|e| at(format!("think_time: {e}")))?;
             for k in s.mix.keys() {
                 if !file.class.iter().any(|c| &c.name == k) {
@@ -348,6 +369,13 @@ impl Capacity {
             )));
         }
         let driver_threads = cap.driver_threads.unwrap_or(1).max(1);
+        let repeat = cap.repeat;
+        if cap.repeat > MAX_REPEAT {
+            return Err(bad(format!(
+                "capacity.repeat = {}: at most {MAX_REPEAT} (each takes warmup + measure)",
+                cap.repeat
+            )));
+        }
         let name = file.name.clone().unwrap_or_else(|| {
             path.file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -362,6 +390,7 @@ impl Capacity {
             measure,
             deploy_warmup,
             driver_threads,
+            repeat,
         };
         for label in &c.file.capacity.fit {
             c.parse_label(label).map_err(bad)?;
@@ -414,6 +443,16 @@ impl Capacity {
             ));
         }
         Ok((i, u))
+    }
+
+    /// The point `[capacity] repeat` measures again, as (sweep index, users): the first point
+    /// to fit from. `None` when `repeat` is 0.
+    pub fn repeat_point(&self) -> Option<(usize, u32)> {
+        if self.repeat == 0 {
+            return None;
+        }
+        let label = self.fit_labels().into_iter().next()?;
+        self.parse_label(&label).ok()
     }
 
     /// The labels of the points to fit from.

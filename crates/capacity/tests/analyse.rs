@@ -6,7 +6,8 @@ use std::path::Path;
 
 use perfpilot_capacity::run::SweepResult;
 use perfpilot_capacity::sweep::{ClassResult, Point};
-use perfpilot_capacity::{Capacity, analyse};
+use perfpilot_capacity::variation::Repeats;
+use perfpilot_capacity::{Capacity, Measured, analyse, analyse_measured, report};
 use perfpilot_model::TierModel;
 use perfpilot_model::tiered::FittedTier;
 
@@ -239,4 +240,60 @@ fn a_held_out_point_whose_bottleneck_used_more_cpu_per_request_is_named_in_a_not
     );
     // The points the model produced itself are not named.
     assert!(!drift[0].contains("no think: 4"), "{}", drift[0]);
+}
+
+#[test]
+fn a_run_with_repeats_reports_the_spread_of_the_repeated_point_beside_the_held_out_errors() {
+    let cap = Capacity::parse(
+        &format!(
+            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\nrepeat = 5\n"
+        ),
+        Path::new("two.toml"),
+    )
+    .unwrap();
+    assert_eq!(cap.repeat_point(), Some((0, 1)));
+    let sweeps = run(&cap, &[]);
+    // The same load measured five more times: ×0.9 and ×1.1 lie 10 % from the mean (1.0).
+    let first = sweeps[0].points[0].clone();
+    let points = [1.0, 0.9, 1.1, 1.02, 0.98]
+        .iter()
+        .map(|f| {
+            let mut p = first.clone();
+            for c in &mut p.classes {
+                c.throughput *= f;
+            }
+            p
+        })
+        .collect();
+    let m = Measured {
+        machine: vec![],
+        sweeps,
+        elapsed_s: 12.0,
+        repeats: Some(Repeats {
+            label: first.label.clone(),
+            points,
+        }),
+    };
+    let r = analyse_measured(&cap, m).unwrap();
+    assert_eq!(r.elapsed_s, 12.0);
+    let md = report::to_markdown(&r);
+    assert!(
+        md.contains("Throughput within ±5 % at 3 of 3 held-out points."),
+        "{md}"
+    );
+    assert!(
+        md.contains("Repeatability: `no think: 1` measured 5 more times in a row")
+            && md.contains("cv 7.2 %")
+            && md.contains("3 of 5 single measurements lie within ±5 % of their mean")
+            && md.contains("The sweep's own measurement of the point was ×1.000 of their mean."),
+        "{md}"
+    );
+    let html = report::to_html(&r);
+    assert!(
+        html.contains("<p>Repeatability: <code>no think: 1</code> measured 5 more times"),
+        "{html}"
+    );
+    // Without repeats the paragraph is absent.
+    let plain = analyse(&cap, run(&cap, &[]), vec![]).unwrap();
+    assert!(!report::to_markdown(&plain).contains("Repeatability"));
 }

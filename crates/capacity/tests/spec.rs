@@ -88,3 +88,32 @@ fn the_example_file_parses() {
     assert_eq!(c.file.tier.len(), 3);
     assert_eq!(c.fit_labels().len(), 3);
 }
+
+#[test]
+fn a_sweep_listing_a_load_twice_is_refused_and_told_about_repeat() {
+    let e = err(&BASE.replace("users = [1, 2, 4]", "users = [1, 2, 2, 4]"));
+    assert!(
+        e.contains("sweep `s`: users lists 2 twice") && e.contains("capacity.repeat"),
+        "{e}"
+    );
+}
+
+#[test]
+fn repeat_measures_the_first_fit_point_again_within_a_limit() {
+    let c = Capacity::parse(
+        &format!("{BASE}[capacity]\nrepeat = 8\n"),
+        Path::new("ok.toml"),
+    )
+    .unwrap();
+    assert_eq!((c.repeat, c.repeat_point()), (8, Some((0, 1))));
+    let c = Capacity::parse(
+        &format!("{BASE}[capacity]\nrepeat = 3\nfit = [\"s: 2\", \"s: 4\"]\n"),
+        Path::new("ok.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.repeat_point(), Some((0, 2)));
+    let c = Capacity::parse(BASE, Path::new("ok.toml")).unwrap();
+    assert_eq!(c.repeat_point(), None);
+    let e = err(&format!("{BASE}[capacity]\nrepeat = 51\n"));
+    assert!(e.contains("capacity.repeat = 51: at most 50"), "{e}");
+}

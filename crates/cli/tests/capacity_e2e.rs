@@ -71,6 +71,7 @@ second_host = "app"
 warmup = "1s"
 deploy_warmup = "2s"
 measure = "4s"
+repeat = 2
 "#,
             bin = scoring().display(),
             models = repo().join("examples/scoring/models").display(),
@@ -129,6 +130,20 @@ measure = "4s"
         assert!(two[tier].as_f64().unwrap() > 0.0, "{tier}: {two}");
     }
     assert!(stdout.contains("| one app: 4 |"), "{stdout}");
+    // The first fit point was measured twice more on its sweep's deployment, and the report
+    // says how far its measurements spread.
+    assert_eq!(run["repeats"]["label"], "one app: 1", "{}", run["repeats"]);
+    let again = run["repeats"]["points"].as_array().unwrap();
+    assert_eq!(again.len(), 2, "{stderr}");
+    assert!(
+        again
+            .iter()
+            .all(|p| p["label"] == "one app: 1" && p["busy"]["app"].as_f64().unwrap() > 0.0)
+    );
+    assert!(
+        stdout.contains("Repeatability: `one app: 1` measured 2 more times in a row"),
+        "{stdout}"
+    );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Sweep two apps"));
     // Nothing left behind: no CPU group, no namespace.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use perfpilot_capacity::{Capacity, Measured, analyse, report};
+use perfpilot_capacity::{Capacity, Measured, analyse_measured, report};
 
 /// Arguments of `perfpilot capacity`.
 #[derive(Args, Debug)]
@@ -57,13 +57,12 @@ pub fn run(a: CapacityArgs) -> Result<()> {
         write("run.json", &serde_json::to_string_pretty(&m)?)?;
         m
     };
-    let mut result = analyse(&cap, measured.sweeps, measured.machine).with_context(|| {
+    let result = analyse_measured(&cap, measured).with_context(|| {
         format!(
             "fitting the measurements (saved in {}: fix the file's [capacity] fit and rerun with --from-saved)",
             saved.display()
         )
     })?;
-    result.elapsed_s = measured.elapsed_s;
     if !a.from_saved {
         write("run.json", &serde_json::to_string_pretty(&result)?)?;
     }

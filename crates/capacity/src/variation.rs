@@ -1,0 +1,235 @@
+//! How much the measured system moved by itself, apart from the model: the tiers' CPU per
+//! request at held-out points against the fitted demands, and one load point measured again
+//! and again on one deployment (`[capacity] repeat`). A prediction cannot be nearer a single
+//! measurement than that point's own spread, whatever the model (docs/capacity.md).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+use perfpilot_stats::describe::Summary;
+use serde::{Deserialize, Serialize};
+
+use crate::deploy::Deployed;
+use crate::error::{CapacityError, Result};
+use crate::spec::{Capacity, SweepFile};
+use crate::sweep::{self, Point};
+
+/// The throughput error the validation is judged at, %: a repeated point's measurements within
+/// it of their mean are those a model exact about the mean would meet.
+pub const WITHIN_PCT: f64 = 5.0;
+
+/// How far a held-out point's CPU per request may be from the fitted demand before it is said.
+const DRIFT: f64 = 0.10;
+
+/// Per tier that was the bottleneck somewhere: the held-out points where its CPU per request
+/// moved more than [`DRIFT`] from the fitted demand. At a point the bottleneck bounds, the
+/// predicted throughput misses by about that ratio whatever the queueing, so the table's
+/// errors there are the system's change, not the model's.
+pub(crate) fn demand_drift(checks: &[perfpilot_model::TierCheck]) -> Vec<String> {
+    let mut by_tier: BTreeMap<&str, Vec<(&str, f64)>> = BTreeMap::new();
+    for c in checks.iter().filter(|c| !c.fitted) {
+        if let Some(&r) = c.demand_ratio.get(&c.bottleneck)
+            && (r - 1.0).abs() > DRIFT
+        {
+            by_tier
+                .entry(c.bottleneck.as_str())
+                .or_default()
+                .push((c.label.as_str(), r));
+        }
+    }
+    by_tier
+        .into_iter()
+        .map(|(tier, points)| {
+            let (lo, hi) = points
+                .iter()
+                .fold((f64::INFINITY, 0.0_f64), |(lo, hi), (_, r)| (lo.min(*r), hi.max(*r)));
+            let range = if (hi - lo).abs() < 0.005 {
+                format!("×{lo:.2}")
+            } else {
+                format!("×{lo:.2} … ×{hi:.2}")
+            };
+            format!(
+                "the demand moved: at {} held-out point(s) the {tier} tier, the bottleneck there, used {range} of the CPU per request fitted ({}); at a point it bounds, the predicted throughput misses by about that much whatever the model",
+                points.len(),
+                points
+                    .iter()
+                    .map(|(l, r)| format!("{l} ×{r:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect()
+}
+
+/// One load point measured again and again in a row on one deployment.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Repeats {
+    /// `SWEEP: USERS`.
+    pub label: String,
+    /// The measurements, in order (the sweep's own measurement of the point not among them).
+    pub points: Vec<Point>,
+}
+
+/// What the repeats say.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spread {
+    /// Measurements.
+    pub n: usize,
+    /// Their throughputs, req/s: mean, coefficient of variation (%), least, most.
+    pub mean: f64,
+    /// Coefficient of variation, %.
+    pub cv_pct: f64,
+    /// Least throughput.
+    pub min: f64,
+    /// Most throughput.
+    pub max: f64,
+    /// Lag-1 autocorrelation of the throughputs in measuring order: near 0 when neighbours
+    /// differ as much as any two, near 1 when the system wanders slowly.
+    pub lag1: Option<f64>,
+    /// Measurements within ±[`WITHIN_PCT`] of the mean.
+    pub within: usize,
+    /// Per tier (and the driver): CPU per request, ms, mean and coefficient of variation (%).
+    pub cpu_per_request: BTreeMap<String, (f64, f64)>,
+}
+
+impl Repeats {
+    /// The spread of the measurements; `None` with fewer than two that did work.
+    pub fn spread(&self) -> Option<Spread> {
+        let used: Vec<&Point> = self
+            .points
+            .iter()
+            .filter(|p| p.throughput() > 0.0)
+            .collect();
+        if used.len() < 2 {
+            return None;
+        }
+        let xs: Vec<f64> = used.iter().map(|p| p.throughput()).collect();
+        let x = Summary::of(&xs);
+        let mut cpu_per_request = BTreeMap::new();
+        for tier in used[0].busy.keys() {
+            let d: Vec<f64> = used
+                .iter()
+                .map(|p| p.busy.get(tier).copied().unwrap_or(0.0) / p.throughput() * 1e3)
+                .collect();
+            let s = Summary::of(&d);
+            if s.mean > 0.0 {
+                cpu_per_request.insert(tier.clone(), (s.mean, 100.0 * s.sd / s.mean));
+            }
+        }
+        Some(Spread {
+            n: xs.len(),
+            mean: x.mean,
+            cv_pct: 100.0 * x.sd / x.mean,
+            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+            max: xs.iter().copied().fold(0.0, f64::max),
+            lag1: perfpilot_stats::serial::lag1(&[&xs]),
+            within: xs
+                .iter()
+                .filter(|v| ((*v / x.mean - 1.0) * 100.0).abs() <= WITHIN_PCT)
+                .count(),
+            cpu_per_request,
+        })
+    }
+}
+
+/// Measures `users` of `sweep` `cap.repeat` times in a row on `dep`, printing each. A failed
+/// measurement is printed and left out; an interruption stops the run.
+pub fn measure_again(
+    cap: &Capacity,
+    dep: &mut Deployed,
+    sweep: &SweepFile,
+    users: u32,
+    stop: &AtomicBool,
+    progress: &dyn Fn(&str),
+) -> Result<Repeats> {
+    let label = Capacity::label(&sweep.name, users);
+    progress(&format!(
+        "  {label} again, {} times: the machine's repeatability",
+        cap.repeat
+    ));
+    let mut points = Vec::new();
+    for i in 1..=cap.repeat {
+        match sweep::measure(cap, dep, sweep, users, stop) {
+            Ok(p) => {
+                progress(&format!(
+                    "    {i}: {:.1} req/s, {:.2} ms",
+                    p.throughput(),
+                    p.response_time() * 1e3
+                ));
+                points.push(p);
+            }
+            Err(CapacityError::Interrupted) => return Err(CapacityError::Interrupted),
+            Err(e) => {
+                progress(&format!("    {i}: failed: {e}"));
+                if dep.exited().is_some() {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(Repeats { label, points })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(x: f64, app_busy: f64) -> Point {
+        Point {
+            label: "no think: 2".into(),
+            users: 2,
+            classes: vec![crate::sweep::ClassResult {
+                class: "score".into(),
+                users: 2,
+                think_time: 0.0,
+                throughput: x,
+                response_time: 2.0 / x,
+                p99: None,
+                errors: 0,
+                first_error: None,
+            }],
+            busy: [("app".to_string(), app_busy)].into(),
+            other_busy: None,
+            throttled: BTreeMap::new(),
+            steady: Some(true),
+            truncate_s: 0,
+        }
+    }
+
+    #[test]
+    fn repeats_of_one_load_give_its_spread_and_how_many_lie_within_five_percent_of_the_mean() {
+        // Mean 50: 47 and 53 are 6 % away, the rest within 5 %.
+        let r = Repeats {
+            label: "no think: 2".into(),
+            points: [50.0, 47.0, 53.0, 51.0, 49.0]
+                .iter()
+                .map(|&x| point(x, 0.4))
+                .collect(),
+        };
+        let s = r.spread().unwrap();
+        assert_eq!(s.n, 5);
+        assert!((s.mean - 50.0).abs() < 1e-9);
+        assert_eq!((s.min, s.max), (47.0, 53.0));
+        assert_eq!(s.within, 3);
+        // sd of (0, -3, 3, 1, -1) = sqrt(20 / 4) = 2.236: cv 4.47 %.
+        assert!((s.cv_pct - 4.472).abs() < 0.01, "{}", s.cv_pct);
+        // The app's CPU per request is 0.4 / X: its mean over the repeats, in ms.
+        let (d, cv) = s.cpu_per_request["app"];
+        let want = [50.0, 47.0, 53.0, 51.0, 49.0]
+            .iter()
+            .map(|x| 400.0 / x)
+            .sum::<f64>()
+            / 5.0;
+        assert!((d - want).abs() < 1e-9 && cv > 4.0 && cv < 5.0, "{d} {cv}");
+        assert!(s.lag1.is_some());
+    }
+
+    #[test]
+    fn fewer_than_two_working_repeats_have_no_spread() {
+        let one = Repeats {
+            label: "x: 1".into(),
+            points: vec![point(50.0, 0.4), point(0.0, 0.0)],
+        };
+        assert_eq!(one.spread(), None);
+    }
+}
