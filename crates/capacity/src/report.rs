@@ -10,7 +10,7 @@ use perfpilot_chart::{BarChart, LineChart, Panel, Series, Style, esc, inline, pa
 use perfpilot_units::MarkdownTable;
 
 use crate::run::CapacityRun;
-use crate::variation::WITHIN_PCT;
+use crate::variation::{self, WITHIN_PCT};
 
 const COLOURS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -67,11 +67,30 @@ fn within_target(r: &CapacityRun) -> String {
         .filter(|c| !c.fitted)
         .map(|c| c.throughput_error_pct)
         .collect();
-    format!(
+    let mut s = format!(
         "Throughput within ±{WITHIN_PCT:.0} % at {} of {} held-out points.",
         held.iter().filter(|e| e.abs() <= WITHIN_PCT).count(),
         held.len()
-    )
+    );
+    if let Some(sp) = variation::widest_saturated(&r.checks, &r.model) {
+        let least = sp.least_error_pct();
+        let _ = write!(
+            s,
+            " At {} of them ({}) the model has the {} tier saturated and predicts one throughput, {:.1} req/s; they measured {:.1} … {:.1} req/s, so any single prediction misses one of them by at least {least:.1} %{}.",
+            sp.labels.len(),
+            sp.labels.join(", "),
+            sp.tier,
+            sp.predicted,
+            sp.min,
+            sp.max,
+            if least > WITHIN_PCT {
+                format!(": no model of this run meets ±{WITHIN_PCT:.0} % at every held-out point")
+            } else {
+                String::new()
+            }
+        );
+    }
+    s
 }
 
 /// The repeated point's spread in words (Markdown inline), when the run measured one.

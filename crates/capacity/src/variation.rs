@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 
+use perfpilot_model::{TierCheck, TierModel};
 use perfpilot_stats::describe::Summary;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +26,7 @@ const DRIFT: f64 = 0.10;
 /// moved more than [`DRIFT`] from the fitted demand. At a point the bottleneck bounds, the
 /// predicted throughput misses by about that ratio whatever the queueing, so the table's
 /// errors there are the system's change, not the model's.
-pub(crate) fn demand_drift(checks: &[perfpilot_model::TierCheck]) -> Vec<String> {
+pub(crate) fn demand_drift(checks: &[TierCheck]) -> Vec<String> {
     let mut by_tier: BTreeMap<&str, Vec<(&str, f64)>> = BTreeMap::new();
     for c in checks.iter().filter(|c| !c.fitted) {
         if let Some(&r) = c.demand_ratio.get(&c.bottleneck)
@@ -59,6 +60,89 @@ pub(crate) fn demand_drift(checks: &[perfpilot_model::TierCheck]) -> Vec<String>
             )
         })
         .collect()
+}
+
+/// Held-out points where the model has the same tier saturated with the same instances and
+/// predicts one throughput (within 1 %): past saturation every queueing model gives one number,
+/// the bottleneck's capacity over its demand, so how far apart these points measured bounds
+/// any model's error there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SaturatedSpread {
+    /// The saturated tier.
+    pub tier: String,
+    /// The points, as labelled.
+    pub labels: Vec<String>,
+    /// The most the model predicts at any of them, req/s (its saturated throughput).
+    pub predicted: f64,
+    /// Least and most throughput measured among them, req/s.
+    pub min: f64,
+    /// Most throughput measured.
+    pub max: f64,
+}
+
+impl SaturatedSpread {
+    /// The smallest largest error, %, one predicted throughput can have over these points: that
+    /// of the value between `min` and `max` equally far from both in relative terms.
+    pub fn least_error_pct(&self) -> f64 {
+        100.0 * (self.max - self.min) / (self.max + self.min)
+    }
+}
+
+/// How close to its capacity a tier must be predicted to count as saturated.
+const SATURATED: f64 = 0.99;
+
+/// The group of held-out points [`SaturatedSpread`] describes with the widest spread, if two or
+/// more points share a saturated bottleneck and its throughput.
+pub fn widest_saturated(checks: &[TierCheck], model: &TierModel) -> Option<SaturatedSpread> {
+    let capacity = |c: &TierCheck| -> Option<f64> {
+        let t = model.tiers.iter().find(|t| t.name == c.bottleneck)?;
+        Some(t.cores * f64::from(c.instances.get(&t.name).copied().unwrap_or(1)))
+    };
+    let mut saturated: Vec<&TierCheck> = checks
+        .iter()
+        .filter(|c| !c.fitted && c.measured_throughput > 0.0)
+        .filter(|c| {
+            let pred = c.busy.get(&c.bottleneck).map_or(0.0, |b| b.1);
+            capacity(c).is_some_and(|cap| cap > 0.0 && pred >= SATURATED * cap)
+        })
+        .collect();
+    saturated.sort_by(|a, b| {
+        (&a.bottleneck, &a.instances)
+            .cmp(&(&b.bottleneck, &b.instances))
+            .then(a.predicted_throughput.total_cmp(&b.predicted_throughput))
+    });
+    let mut groups: Vec<Vec<&TierCheck>> = Vec::new();
+    for c in saturated {
+        match groups.last_mut() {
+            Some(g)
+                if g[0].bottleneck == c.bottleneck
+                    && g[0].instances == c.instances
+                    && (c.predicted_throughput / g[0].predicted_throughput - 1.0).abs() < 0.01 =>
+            {
+                g.push(c)
+            }
+            _ => groups.push(vec![c]),
+        }
+    }
+    groups
+        .into_iter()
+        .filter(|g| g.len() >= 2)
+        .map(|g| SaturatedSpread {
+            tier: g[0].bottleneck.clone(),
+            // In the run's order, not the sort's.
+            labels: checks
+                .iter()
+                .filter(|c| g.iter().any(|x| std::ptr::eq(*x, *c)))
+                .map(|c| c.label.clone())
+                .collect(),
+            predicted: g.iter().map(|c| c.predicted_throughput).fold(0.0, f64::max),
+            min: g
+                .iter()
+                .map(|c| c.measured_throughput)
+                .fold(f64::INFINITY, f64::min),
+            max: g.iter().map(|c| c.measured_throughput).fold(0.0, f64::max),
+        })
+        .max_by(|a, b| a.least_error_pct().total_cmp(&b.least_error_pct()))
 }
 
 /// One load point measured again and again in a row on one deployment.

@@ -297,3 +297,39 @@ fn a_run_with_repeats_reports_the_spread_of_the_repeated_point_beside_the_held_o
     let plain = analyse(&cap, run(&cap, &[]), vec![]).unwrap();
     assert!(!report::to_markdown(&plain).contains("Repeatability"));
 }
+
+#[test]
+fn saturated_held_out_points_that_measured_apart_bound_any_models_error_and_the_report_says_so() {
+    let cap = Capacity::parse(
+        &format!(
+            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\n"
+        ),
+        Path::new("two.toml"),
+    )
+    .unwrap();
+    // As measured from the known model, the saturated points agree: the bound is 0.
+    let r = analyse(&cap, run(&cap, &[]), vec![]).unwrap();
+    let sp = perfpilot_capacity::variation::widest_saturated(&r.checks, &r.model).unwrap();
+    assert_eq!(sp.tier, "app");
+    assert_eq!(sp.labels, ["no think: 4", "no think: 8"]);
+    assert!(sp.least_error_pct() < 0.1, "{sp:?}");
+    assert!(!report::to_markdown(&r).contains("no model of this run"));
+    // The app served a quarter more at 8 users on the same cores: a model predicting one
+    // throughput for both misses one by at least 0.25 / 2.25 = 11.1 %.
+    let mut sweeps = run(&cap, &[]);
+    let p = sweeps[0]
+        .points
+        .iter_mut()
+        .find(|p| p.label == "no think: 8")
+        .unwrap();
+    for c in &mut p.classes {
+        c.throughput *= 1.25;
+    }
+    let r = analyse(&cap, sweeps, vec![]).unwrap();
+    let md = report::to_markdown(&r);
+    assert!(
+        md.contains("At 2 of them (no think: 4, no think: 8) the model has the app tier saturated")
+            && md.contains("misses one of them by at least 11.1 %: no model of this run meets ±5 % at every held-out point."),
+        "{md}"
+    );
+}
