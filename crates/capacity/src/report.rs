@@ -383,7 +383,7 @@ pub fn to_html(r: &CapacityRun) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "<h2>Sweep {}: throughput and response time vs users</h2>\n<p>Think time {:.0} ms{}{}. Knee (highest throughput / response time, measured): {} users. Bottleneck (model, at the largest load): {}.</p>\n<figure>{}</figure>",
+            "<h2>Sweep {}: throughput and response time vs users</h2>\n<p>Think time {:.0} ms{}{}. Knee (highest throughput / response time, measured): {}. Bottleneck (model, at the largest load): {}.</p>\n<figure>{}</figure>",
             esc(&w.name),
             w.think_time * 1e3,
             if inst.is_empty() {
@@ -395,7 +395,9 @@ pub fn to_html(r: &CapacityRun) -> String {
                 "; {} instances from the second in a network namespace (a second host)",
                 esc(h)
             )),
-            w.knee_users.map_or("–".into(), |u| u.to_string()),
+            w.knee_users.map_or("–".into(), |u| {
+                perfpilot_units::counted(u64::from(u), "user", "users")
+            }),
             esc(&w.bottleneck),
             chart.svg()
         );

@@ -316,7 +316,21 @@ fn capacity_run() -> perfpilot_capacity::CapacityRun {
         })
         .collect();
     let machine = vec![("logical CPUs".to_string(), "2".to_string())];
-    analyse(&cap, sweeps, machine).unwrap()
+    let mut run = analyse(&cap, sweeps, machine).unwrap();
+    // The first fit point measured three more times, 3 % apart.
+    let first = run.sweeps[0].points[0].clone();
+    run.repeats = Some(perfpilot_capacity::variation::Repeats {
+        label: first.label.clone(),
+        points: [0.97, 1.0, 1.03]
+            .iter()
+            .map(|f| {
+                let mut p = first.clone();
+                p.classes[0].throughput *= f;
+                p
+            })
+            .collect(),
+    });
+    run
 }
 
 #[test]
@@ -356,6 +370,8 @@ fn a_capacity_report_opens_in_chromium_with_the_model_over_the_measured_points()
         "cost ranking",
         "Measured vs predicted",
         "X error, own CPU",
+        "measured 3 more times in a row",
+        "Throughput within ±5 % at",
     ] {
         assert!(html.contains(part), "{part}");
     }
