@@ -72,22 +72,27 @@ fn within_target(r: &CapacityRun) -> String {
         held.iter().filter(|e| e.abs() <= WITHIN_PCT).count(),
         held.len()
     );
-    if let Some(sp) = variation::widest_saturated(&r.checks, &r.model) {
-        let least = sp.least_error_pct();
+    let groups = variation::saturated_groups(&r.checks, &r.model);
+    for sp in &groups {
         let _ = write!(
             s,
-            " At {} of them ({}) the model has the {} tier saturated and predicts one throughput, {:.1} req/s; they measured {:.1} … {:.1} req/s, so any single prediction misses one of them by at least {least:.1} %{}.",
+            " At {} of them ({}) the {} tier was saturated, measured and in the model, which predicts one throughput, {:.1} req/s; they measured {:.1} … {:.1} req/s, so any single prediction misses one of them by at least {:.1} %.",
             sp.labels.len(),
             sp.labels.join(", "),
             sp.tier,
             sp.predicted,
             sp.min,
             sp.max,
-            if least > WITHIN_PCT {
-                format!(": no model of this run meets ±{WITHIN_PCT:.0} % at every held-out point")
-            } else {
-                String::new()
-            }
+            sp.least_error_pct(),
+        );
+    }
+    if groups
+        .first()
+        .is_some_and(|g| g.least_error_pct() > WITHIN_PCT)
+    {
+        let _ = write!(
+            s,
+            " No model of this run meets ±{WITHIN_PCT:.0} % at every held-out point."
         );
     }
     s

@@ -309,11 +309,13 @@ fn saturated_held_out_points_that_measured_apart_bound_any_models_error_and_the_
     .unwrap();
     // As measured from the known model, the saturated points agree: the bound is 0.
     let r = analyse(&cap, run(&cap, &[]), vec![]).unwrap();
-    let sp = perfpilot_capacity::variation::widest_saturated(&r.checks, &r.model).unwrap();
+    let groups = perfpilot_capacity::variation::saturated_groups(&r.checks, &r.model);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let sp = &groups[0];
     assert_eq!(sp.tier, "app");
     assert_eq!(sp.labels, ["no think: 4", "no think: 8"]);
     assert!(sp.least_error_pct() < 0.1, "{sp:?}");
-    assert!(!report::to_markdown(&r).contains("no model of this run"));
+    assert!(!report::to_markdown(&r).contains("No model of this run"));
     // The app served a quarter more at 8 users on the same cores: a model predicting one
     // throughput for both misses one by at least 0.25 / 2.25 = 11.1 %.
     let mut sweeps = run(&cap, &[]);
@@ -328,8 +330,22 @@ fn saturated_held_out_points_that_measured_apart_bound_any_models_error_and_the_
     let r = analyse(&cap, sweeps, vec![]).unwrap();
     let md = report::to_markdown(&r);
     assert!(
-        md.contains("At 2 of them (no think: 4, no think: 8) the model has the app tier saturated")
-            && md.contains("misses one of them by at least 11.1 %: no model of this run meets ±5 % at every held-out point."),
+        md.contains("At 2 of them (no think: 4, no think: 8) the app tier was saturated, measured and in the model")
+            && md.contains("misses one of them by at least 11.1 %. No model of this run meets ±5 % at every held-out point."),
         "{md}"
+    );
+    // Measured at 90 % of the app's cores, 8 users was not saturated: a model may predict it
+    // apart from 4 users, and nothing is bounded.
+    let mut sweeps = run(&cap, &[]);
+    let p = sweeps[0]
+        .points
+        .iter_mut()
+        .find(|p| p.label == "no think: 8")
+        .unwrap();
+    p.busy.insert("app".into(), 0.9 * 0.4);
+    let r = analyse(&cap, sweeps, vec![]).unwrap();
+    assert_eq!(
+        perfpilot_capacity::variation::saturated_groups(&r.checks, &r.model),
+        []
     );
 }
