@@ -169,9 +169,9 @@ pub struct Repeats {
 pub struct Spread {
     /// Measurements.
     pub n: usize,
-    /// Their throughputs, req/s: mean, coefficient of variation (%), least, most.
+    /// Mean throughput, req/s.
     pub mean: f64,
-    /// Coefficient of variation, %.
+    /// The throughputs' coefficient of variation, %.
     pub cv_pct: f64,
     /// Least throughput.
     pub min: f64,
