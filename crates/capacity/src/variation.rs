@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 
 use perfpilot_model::{TierCheck, TierModel};
-use perfpilot_stats::describe::Summary;
+use perfpilot_stats::describe;
 use serde::{Deserialize, Serialize};
 
 use crate::deploy::Deployed;
@@ -104,51 +104,55 @@ pub fn saturated_groups(checks: &[TierCheck], model: &TierModel) -> Vec<Saturate
         let t = model.tiers.iter().find(|t| t.name == c.bottleneck)?;
         Some(t.cores * f64::from(c.instances.get(&t.name).copied().unwrap_or(1)))
     };
-    let mut saturated: Vec<&TierCheck> = checks
+    // Indices into `checks`, so that a group's labels keep the run's order.
+    let mut saturated: Vec<(usize, &TierCheck)> = checks
         .iter()
-        .filter(|c| !c.fitted && c.measured_throughput > 0.0 && c.per_class.len() <= 1)
-        .filter(|c| {
+        .enumerate()
+        .filter(|(_, c)| !c.fitted && c.measured_throughput > 0.0 && c.per_class.len() <= 1)
+        .filter(|(_, c)| {
             let (meas, pred) = c.busy.get(&c.bottleneck).copied().unwrap_or((0.0, 0.0));
             capacity(c).is_some_and(|cap| {
                 cap > 0.0 && pred >= SATURATED * cap && meas >= MEASURED_SATURATED * cap
             })
         })
         .collect();
-    saturated.sort_by(|a, b| {
+    saturated.sort_by(|(_, a), (_, b)| {
         (&a.bottleneck, &a.instances)
             .cmp(&(&b.bottleneck, &b.instances))
             .then(a.predicted_throughput.total_cmp(&b.predicted_throughput))
     });
-    let mut groups: Vec<Vec<&TierCheck>> = Vec::new();
-    for c in saturated {
+    let mut groups: Vec<Vec<(usize, &TierCheck)>> = Vec::new();
+    for (i, c) in saturated {
         match groups.last_mut() {
             Some(g)
-                if g[0].bottleneck == c.bottleneck
-                    && g[0].instances == c.instances
-                    && (c.predicted_throughput / g[0].predicted_throughput - 1.0).abs() < 0.01 =>
+                if g[0].1.bottleneck == c.bottleneck
+                    && g[0].1.instances == c.instances
+                    && (c.predicted_throughput / g[0].1.predicted_throughput - 1.0).abs()
+                        < 0.01 =>
             {
-                g.push(c)
+                g.push((i, c))
             }
-            _ => groups.push(vec![c]),
+            _ => groups.push(vec![(i, c)]),
         }
     }
     let mut out = groups
         .into_iter()
         .filter(|g| g.len() >= 2)
-        .map(|g| SaturatedSpread {
-            tier: g[0].bottleneck.clone(),
-            // In the run's order, not the sort's.
-            labels: checks
+        .map(|mut g| {
+            let tier = g[0].1.bottleneck.clone();
+            let predicted = g
                 .iter()
-                .filter(|c| g.iter().any(|x| std::ptr::eq(*x, *c)))
-                .map(|c| c.label.clone())
-                .collect(),
-            predicted: g.iter().map(|c| c.predicted_throughput).fold(0.0, f64::max),
-            min: g
-                .iter()
-                .map(|c| c.measured_throughput)
-                .fold(f64::INFINITY, f64::min),
-            max: g.iter().map(|c| c.measured_throughput).fold(0.0, f64::max),
+                .map(|(_, c)| c.predicted_throughput)
+                .fold(0.0, f64::max);
+            let measured: Vec<f64> = g.iter().map(|(_, c)| c.measured_throughput).collect();
+            g.sort_by_key(|(i, _)| *i);
+            SaturatedSpread {
+                tier,
+                labels: g.iter().map(|(_, c)| c.label.clone()).collect(),
+                predicted,
+                min: measured.iter().copied().fold(f64::INFINITY, f64::min),
+                max: measured.iter().copied().fold(0.0, f64::max),
+            }
         })
         .collect::<Vec<_>>();
     out.sort_by(|a, b| b.least_error_pct().total_cmp(&a.least_error_pct()));
@@ -198,28 +202,28 @@ impl Repeats {
             return None;
         }
         let xs: Vec<f64> = used.iter().map(|p| p.throughput()).collect();
-        let x = Summary::of(&xs);
+        let mean = describe::mean(&xs);
         let mut cpu_per_request = BTreeMap::new();
         for tier in used[0].busy.keys() {
             let d: Vec<f64> = used
                 .iter()
                 .map(|p| p.busy.get(tier).copied().unwrap_or(0.0) / p.throughput() * 1e3)
                 .collect();
-            let s = Summary::of(&d);
-            if s.mean > 0.0 {
-                cpu_per_request.insert(tier.clone(), (s.mean, 100.0 * s.sd / s.mean));
+            let m = describe::mean(&d);
+            if m > 0.0 {
+                cpu_per_request.insert(tier.clone(), (m, 100.0 * describe::cv(&d)));
             }
         }
         Some(Spread {
             n: xs.len(),
-            mean: x.mean,
-            cv_pct: 100.0 * x.sd / x.mean,
+            mean,
+            cv_pct: 100.0 * describe::cv(&xs),
             min: xs.iter().copied().fold(f64::INFINITY, f64::min),
             max: xs.iter().copied().fold(0.0, f64::max),
             lag1: perfpilot_stats::serial::lag1(&[&xs]),
             within: xs
                 .iter()
-                .filter(|v| ((*v / x.mean - 1.0) * 100.0).abs() <= WITHIN_PCT)
+                .filter(|v| ((*v / mean - 1.0) * 100.0).abs() <= WITHIN_PCT)
                 .count(),
             cpu_per_request,
         })

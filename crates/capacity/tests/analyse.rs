@@ -119,15 +119,30 @@ fn run(cap: &Capacity, unsteady: &[&str]) -> Vec<SweepResult> {
         .collect()
 }
 
-#[test]
-fn an_unsettled_fit_point_is_replaced_by_the_next_load_of_its_sweep() {
-    let cap = Capacity::parse(
+/// The file fitted from the lowest point of each class (two of the first sweep), with `more`
+/// added to its `[capacity]`.
+fn fitted_from_the_lowest(more: &str) -> Capacity {
+    Capacity::parse(
         &format!(
-            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\n"
+            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\n{more}"
         ),
         Path::new("two.toml"),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// The point labelled `label` in `sweeps`, to change.
+fn point_mut<'a>(sweeps: &'a mut [SweepResult], label: &str) -> &'a mut Point {
+    sweeps
+        .iter_mut()
+        .flat_map(|s| s.points.iter_mut())
+        .find(|p| p.label == label)
+        .unwrap()
+}
+
+#[test]
+fn an_unsettled_fit_point_is_replaced_by_the_next_load_of_its_sweep() {
+    let cap = fitted_from_the_lowest("");
     let r = analyse(&cap, run(&cap, &["no think: 1", "lookup only: 1"]), vec![]).unwrap();
     let fitted: Vec<&str> = r
         .checks
@@ -208,21 +223,11 @@ fn when_no_point_settled_the_wanted_ones_are_fitted_from_with_a_note() {
 
 #[test]
 fn a_held_out_point_whose_bottleneck_used_more_cpu_per_request_is_named_in_a_note() {
-    let cap = Capacity::parse(
-        &format!(
-            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\n"
-        ),
-        Path::new("two.toml"),
-    )
-    .unwrap();
+    let cap = fitted_from_the_lowest("");
     let mut sweeps = run(&cap, &[]);
     // At 8 users the app, saturated, served a fifth fewer requests on the same busy cores:
     // 1.25 times the CPU per request the fit found.
-    let p = sweeps[0]
-        .points
-        .iter_mut()
-        .find(|p| p.label == "no think: 8")
-        .unwrap();
+    let p = point_mut(&mut sweeps, "no think: 8");
     for c in &mut p.classes {
         c.throughput /= 1.25;
     }
@@ -244,13 +249,7 @@ fn a_held_out_point_whose_bottleneck_used_more_cpu_per_request_is_named_in_a_not
 
 #[test]
 fn a_run_with_repeats_reports_the_spread_of_the_repeated_point_beside_the_held_out_errors() {
-    let cap = Capacity::parse(
-        &format!(
-            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\nrepeat = 5\n"
-        ),
-        Path::new("two.toml"),
-    )
-    .unwrap();
+    let cap = fitted_from_the_lowest("repeat = 5\n");
     assert_eq!(cap.repeat_point(), Some((0, 1)));
     let sweeps = run(&cap, &[]);
     // The same load measured five more times: ×0.9 and ×1.1 lie 10 % from the mean (1.0).
@@ -300,13 +299,7 @@ fn a_run_with_repeats_reports_the_spread_of_the_repeated_point_beside_the_held_o
 
 #[test]
 fn saturated_held_out_points_that_measured_apart_bound_any_models_error_and_the_report_says_so() {
-    let cap = Capacity::parse(
-        &format!(
-            "{FILE}[capacity]\nfit = [\"no think: 1\", \"no think: 2\", \"lookup only: 1\"]\n"
-        ),
-        Path::new("two.toml"),
-    )
-    .unwrap();
+    let cap = fitted_from_the_lowest("");
     // As measured from the known model, the saturated points agree: the bound is 0.
     let r = analyse(&cap, run(&cap, &[]), vec![]).unwrap();
     let groups = perfpilot_capacity::variation::saturated_groups(&r.checks, &r.model);
@@ -319,11 +312,7 @@ fn saturated_held_out_points_that_measured_apart_bound_any_models_error_and_the_
     // The app served a quarter more at 8 users on the same cores: a model predicting one
     // throughput for both misses one by at least 0.25 / 2.25 = 11.1 %.
     let mut sweeps = run(&cap, &[]);
-    let p = sweeps[0]
-        .points
-        .iter_mut()
-        .find(|p| p.label == "no think: 8")
-        .unwrap();
+    let p = point_mut(&mut sweeps, "no think: 8");
     for c in &mut p.classes {
         c.throughput *= 1.25;
     }
@@ -337,11 +326,7 @@ fn saturated_held_out_points_that_measured_apart_bound_any_models_error_and_the_
     // Measured at 90 % of the app's cores, 8 users was not saturated: a model may predict it
     // apart from 4 users, and nothing is bounded.
     let mut sweeps = run(&cap, &[]);
-    let p = sweeps[0]
-        .points
-        .iter_mut()
-        .find(|p| p.label == "no think: 8")
-        .unwrap();
+    let p = point_mut(&mut sweeps, "no think: 8");
     p.busy.insert("app".into(), 0.9 * 0.4);
     let r = analyse(&cap, sweeps, vec![]).unwrap();
     assert_eq!(
