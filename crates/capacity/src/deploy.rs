@@ -14,7 +14,7 @@ use perfpilot_sys::cpugroup::CpuGroup;
 use perfpilot_sys::netns::NetNs;
 
 use crate::error::{CapacityError, Result};
-use crate::spec::{Capacity, SweepFile, TierFile, TierKind};
+use crate::spec::{Balance, Capacity, SweepFile, TierFile, TierKind};
 
 /// How long an instance may take to become ready.
 const READY_LIMIT: Duration = Duration::from_secs(60);
@@ -514,12 +514,16 @@ fn nginx(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command>
         .iter()
         .map(|i| format!("    server {}:{};\n", i.host, i.port))
         .collect();
+    let balance = match t.balance.unwrap_or_default() {
+        Balance::RoundRobin => "",
+        Balance::LeastConn => "    least_conn;\n",
+    };
     let d = dir.display();
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/log;\n\
          events {{ worker_connections 4096; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n  uwsgi_temp_path {d}; scgi_temp_path {d};\n  keepalive_requests 1000000;\n\
-           upstream tier {{\n{servers}    keepalive 64;\n  }}\n\
+           upstream tier {{\n{balance}{servers}    keepalive 64;\n  }}\n\
            server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://tier;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n"
     );
     let path = dir.join("nginx.conf");

@@ -9,6 +9,8 @@
 //! - [`deploy`]: starting and stopping a sweep's tiers (PostgreSQL, nginx, commands);
 //! - [`sweep`]: measuring one point (throughput, response time, busy cores per tier, the
 //!   driver's own, the rest of the machine's, steady state);
+//! - [`rounds`]: the sweeps that share a deployment measured in rounds of alternating order,
+//!   a point the mean of its rounds;
 //! - [`run`](mod@run): the sweeps, the fit, the checks, scale-out and cost;
 //! - [`variation`]: how much the system moved by itself (demands at held-out points, one point
 //!   measured again and again);
@@ -17,6 +19,7 @@
 pub mod deploy;
 pub mod error;
 pub mod report;
+pub mod rounds;
 pub mod run;
 pub mod spec;
 pub mod sweep;

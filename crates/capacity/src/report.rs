@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use perfpilot_chart::{BarChart, LineChart, Panel, Series, Style, esc, inline, page};
 use perfpilot_units::MarkdownTable;
 
+use crate::rounds;
 use crate::run::CapacityRun;
 use crate::variation::{self, WITHIN_PCT};
 
@@ -107,19 +108,14 @@ fn repeatability(r: &CapacityRun) -> Option<String> {
             rep.label
         ));
     };
-    let own = r
-        .sweeps
-        .iter()
-        .flat_map(|w| &w.points)
-        .find(|p| p.label == rep.label)
-        .map(|p| p.throughput() / sp.mean);
+    let own = point(r, &rep.label).map(|p| p.throughput() / sp.mean);
     let cpu: Vec<String> = sp
         .cpu_per_request
         .iter()
         .map(|(t, (d, cv))| format!("{t} {d:.2} ms (cv {cv:.1} %)"))
         .collect();
     Some(format!(
-        "`{}` measured {} more times in a row on its sweep's deployment: {:.1} req/s on average, cv {:.1} %, {:.1} … {:.1} req/s{}. {} of {} single measurements lie within ±{WITHIN_PCT:.0} % of their mean: a model exact about the mean would meet ±{WITHIN_PCT:.0} % at about that share of single points at this load, whatever its queueing.{} CPU per request over the repeats: {}.",
+        "`{}` measured {} more times in a row on its deployment, after its points: {:.1} req/s on average, cv {:.1} %, {:.1} … {:.1} req/s{}. {} of {} single measurements lie within ±{WITHIN_PCT:.0} % of their mean: a model exact about the mean would meet ±{WITHIN_PCT:.0} % at about that share of single points at this load, whatever its queueing.{} CPU per request over the repeats: {}.",
         rep.label,
         sp.n,
         sp.mean,
@@ -134,6 +130,47 @@ fn repeatability(r: &CapacityRun) -> Option<String> {
             " The sweep's own measurement of the point was ×{o:.3} of their mean."
         )),
         cpu.join(", ")
+    ))
+}
+
+/// The run's point labelled `label`.
+fn point<'a>(r: &'a CapacityRun, label: &str) -> Option<&'a crate::sweep::Point> {
+    r.sweeps
+        .iter()
+        .flat_map(|w| &w.points)
+        .find(|p| p.label == label)
+}
+
+/// A point's throughput in each of its rounds, or an empty cell for a point measured once.
+fn per_round(r: &CapacityRun, label: &str) -> String {
+    point(r, label).map_or(String::new(), |p| {
+        p.rounds
+            .iter()
+            .map(|x| format!("{:.1}", x.throughput()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// How far apart the rounds of each point measured, in words, when the points had several.
+fn rounds_spread(r: &CapacityRun) -> Option<String> {
+    let mut spread: Vec<(f64, &str)> = r
+        .sweeps
+        .iter()
+        .flat_map(|w| &w.points)
+        .filter_map(|p| rounds::half_range_pct(p).map(|h| (h, p.label.as_str())))
+        .collect();
+    let n = r
+        .sweeps
+        .iter()
+        .flat_map(|w| &w.points)
+        .map(|p| p.rounds.len())
+        .max()?;
+    spread.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (most, at) = *spread.last()?;
+    let median = spread[spread.len() / 2].0;
+    Some(format!(
+        "Every point is the mean of up to {n} rounds, measured in alternating order on its deployment (the sweeps with the same instances share one), so that a drift of the machine reaches the fitted and the held-out points alike. Half the range of a point's rounds over their mean: {median:.1} % at the median point, {most:.1} % at most ({at})."
     ))
 }
 
@@ -157,6 +194,9 @@ pub fn to_markdown(r: &CapacityRun) -> String {
         r.elapsed_s
     );
     let _ = writeln!(s, "{}\n", within_target(r));
+    if let Some(text) = rounds_spread(r) {
+        let _ = writeln!(s, "{text}\n");
+    }
     if let Some(text) = repeatability(r) {
         let _ = writeln!(s, "Repeatability: {text}\n");
     }
@@ -182,6 +222,10 @@ pub fn to_markdown(r: &CapacityRun) -> String {
     ]
     .map(String::from)
     .into();
+    let with_rounds = rounds_spread(r).is_some();
+    if with_rounds {
+        header.insert(3, "X per round".into());
+    }
     header.extend(
         tiers
             .iter()
@@ -202,6 +246,9 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             own(c, |o| o.response_error_pct),
             c.bottleneck.clone(),
         ];
+        if with_rounds {
+            row.insert(3, per_round(r, &c.label));
+        }
         for t in &tiers {
             let (m, p) = c.busy.get(*t).copied().unwrap_or((0.0, 0.0));
             row.push(format!("{m:.3} / {p:.3}"));
@@ -316,6 +363,9 @@ pub fn to_html(r: &CapacityRun) -> String {
         r.elapsed_s
     );
     let _ = writeln!(s, "<p>{}</p>", esc(&within_target(r)));
+    if let Some(text) = rounds_spread(r) {
+        let _ = writeln!(s, "<p>{}</p>", esc(&text));
+    }
     if let Some(text) = repeatability(r) {
         let _ = writeln!(s, "<p>Repeatability: {}</p>", inline(&text));
     }
@@ -470,11 +520,12 @@ pub fn to_html(r: &CapacityRun) -> String {
         s.push_str(&table(&SCALE_OUT_COLUMNS, &scale_out_rows(r)));
     }
     s.push_str("<h2>Measured vs predicted</h2>\n");
+    let with_rounds = rounds_spread(r).is_some();
     let rows: Vec<Vec<String>> = r
         .checks
         .iter()
         .map(|c| {
-            vec![
+            let mut row = vec![
                 c.label.clone(),
                 if c.fitted {
                     "fitted".into()
@@ -490,25 +541,30 @@ pub fn to_html(r: &CapacityRun) -> String {
                 own(c, |o| o.throughput_error_pct),
                 own(c, |o| o.response_error_pct),
                 c.bottleneck.clone(),
-            ]
+            ];
+            if with_rounds {
+                row.insert(3, per_round(r, &c.label));
+            }
+            row
         })
         .collect();
-    s.push_str(&table(
-        &[
-            "point",
-            "",
-            "X measured (req/s)",
-            "X predicted",
-            "X error",
-            "R measured (ms)",
-            "R predicted (ms)",
-            "R error",
-            "X error, own CPU",
-            "R error, own CPU",
-            "bottleneck",
-        ],
-        &rows,
-    ));
+    let mut head = vec![
+        "point",
+        "",
+        "X measured (req/s)",
+        "X predicted",
+        "X error",
+        "R measured (ms)",
+        "R predicted (ms)",
+        "R error",
+        "X error, own CPU",
+        "R error, own CPU",
+        "bottleneck",
+    ];
+    if with_rounds {
+        head.insert(3, "X per round");
+    }
+    s.push_str(&table(&head, &rows));
     s.push_str("<h2>Fitted model</h2>\n");
     let rows: Vec<Vec<String>> = r
         .model

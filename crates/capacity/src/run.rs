@@ -1,9 +1,9 @@
-//! A whole capacity run: each sweep on a fresh deployment, the model fitted from the lowest
-//! load points only, every point predicted and compared, the model's curves, the scale-out
-//! predictions and the cost ranking — one [`CapacityRun`], saved as JSON and rendered.
+//! A whole capacity run: the sweeps on their deployments (one for the sweeps alike), the model
+//! fitted from the lowest load points only, every point predicted and compared, the model's
+//! curves, the scale-out predictions and the cost ranking — one [`CapacityRun`], saved as JSON and rendered.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use perfpilot_model::{
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::deploy::{self, machine_cores};
 use crate::error::{CapacityError, Result};
+use crate::rounds;
 use crate::spec::{Capacity, TierKind};
 use crate::sweep::{self, DRIVER, Point};
 use crate::variation::{self, Repeats};
@@ -279,74 +280,65 @@ pub fn analyse_measured(cap: &Capacity, m: Measured) -> Result<CapacityRun> {
     Ok(out)
 }
 
-/// Runs every sweep of `cap`, printing progress lines through `progress`.
+/// Runs every sweep of `cap`, printing progress lines through `progress`: the sweeps that
+/// share a deployment on one, their points in `[capacity] rounds` rounds of alternating order
+/// ([`rounds`]), each point the mean of its rounds.
 pub fn measure(cap: &Capacity, stop: &AtomicBool, progress: &dyn Fn(&str)) -> Result<Measured> {
     let started = Instant::now();
     let machine = machine_rows();
     let tag = format!("{}", std::process::id());
-    let mut sweeps = Vec::new();
+    let mut sweeps: Vec<(usize, SweepResult)> = Vec::new();
     let mut repeats = None;
     let again = cap.repeat_point();
-    for (i, s) in cap.file.sweep.iter().enumerate() {
-        progress(&format!("sweep {}: deploying", s.name));
-        let mut dep = deploy::deploy(cap, s, &tag)?;
-        warm_up(cap, &mut dep, s, stop, progress)?;
-        let mut points = Vec::new();
-        let mut failed = Vec::new();
-        for &u in &s.users {
-            if stop.load(Ordering::SeqCst) {
-                return Err(CapacityError::Interrupted);
-            }
-            match sweep::measure(cap, &mut dep, s, u, stop) {
-                Ok(p) => {
-                    progress(&format!(
-                        "  {}: {:.1} req/s, {:.2} ms, busy {}",
-                        p.label,
-                        p.throughput(),
-                        p.response_time() * 1e3,
-                        p.busy
-                            .iter()
-                            .map(|(k, v)| format!("{k} {v:.2}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                    points.push(p);
-                }
-                Err(CapacityError::Interrupted) => return Err(CapacityError::Interrupted),
-                Err(e) => {
-                    progress(&format!("  {}: failed: {e}", Capacity::label(&s.name, u)));
-                    failed.push((u, e.to_string()));
-                    if dep.exited().is_some() {
-                        break;
-                    }
-                }
-            }
-        }
-        if let Some((_, users)) = again.filter(|(at, _)| *at == i)
+    let files = &cap.file.sweep;
+    for group in rounds::deployments(files) {
+        let first = &files[group[0]];
+        let names: Vec<&str> = group.iter().map(|&i| files[i].name.as_str()).collect();
+        progress(&format!("sweep {}: deploying", names.join(", ")));
+        let mut dep = deploy::deploy(cap, first, &tag)?;
+        warm_up(cap, &mut dep, first, stop, progress)?;
+        let plan: Vec<(usize, u32)> = group
+            .iter()
+            .flat_map(|&i| files[i].users.iter().map(move |&u| (i, u)))
+            .collect();
+        let mut got = rounds::measure(cap, &mut dep, &plan, stop, progress)?;
+        if let Some((at, users)) = again.filter(|(at, _)| group.contains(at))
             && dep.exited().is_none()
         {
             repeats = Some(variation::measure_again(
-                cap, &mut dep, s, users, stop, progress,
+                cap, &mut dep, &files[at], users, stop, progress,
             )?);
         }
         drop(dep);
-        sweeps.push(SweepResult {
-            name: s.name.clone(),
-            think_time: perfpilot_drive::ThinkTime::parse(&s.think_time)
-                .map(|t| t.mean().as_secs_f64())
-                .unwrap_or(0.0),
-            instances: s.instances.clone(),
-            second_host: s.second_host.clone(),
-            points,
-            failed,
-            curve: Vec::new(),
-            knee_users: None,
-            bottleneck: String::new(),
-        });
+        for &i in &group {
+            let s = &files[i];
+            let points = s
+                .users
+                .iter()
+                .filter_map(|&u| rounds::combine(got.points.remove(&(i, u)).unwrap_or_default()))
+                .collect();
+            sweeps.push((
+                i,
+                SweepResult {
+                    name: s.name.clone(),
+                    think_time: perfpilot_drive::ThinkTime::parse(&s.think_time)
+                        .map(|t| t.mean().as_secs_f64())
+                        .unwrap_or(0.0),
+                    instances: s.instances.clone(),
+                    second_host: s.second_host.clone(),
+                    points,
+                    failed: got.failed.remove(&i).unwrap_or_default(),
+                    curve: Vec::new(),
+                    knee_users: None,
+                    bottleneck: String::new(),
+                },
+            ));
+        }
     }
+    sweeps.sort_by_key(|(i, _)| *i);
     Ok(Measured {
         machine,
-        sweeps,
+        sweeps: sweeps.into_iter().map(|(_, s)| s).collect(),
         elapsed_s: started.elapsed().as_secs_f64(),
         repeats,
     })
@@ -388,6 +380,14 @@ pub fn analyse(
             discipline: t.discipline,
         })
         .collect();
+    // A point measured in rounds is their mean by today's rule, also in a saved run.
+    for p in sweeps.iter_mut().flat_map(|s| s.points.iter_mut()) {
+        if p.rounds.len() > 1
+            && let Some(c) = rounds::combine(std::mem::take(&mut p.rounds))
+        {
+            *p = c;
+        }
+    }
     let wanted = cap.fit_labels();
     let mut notes = Vec::new();
     let mut fit_points = Vec::new();

@@ -16,6 +16,9 @@ use crate::error::{CapacityError, Result};
 /// The most `[capacity] repeat` may ask for: each repeat takes a warm-up and a window.
 pub const MAX_REPEAT: u32 = 50;
 
+/// The most `[capacity] rounds` may ask for: each round measures every point again.
+pub const MAX_ROUNDS: u32 = 10;
+
 /// What runs a tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -26,6 +29,19 @@ pub enum TierKind {
     Nginx,
     /// A command per instance (`{host}`, `{port}`, `{TIER.host}`, `{TIER.port}` filled in).
     Command,
+}
+
+/// How an nginx tier spreads requests over its upstream's instances.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// nginx's default: each request to the next instance in turn, busy or not, so that with
+    /// few users two requests can queue on one instance while another idles.
+    #[default]
+    RoundRobin,
+    /// Each request to the instance with the fewest open requests (`least_conn`): an idle
+    /// instance is used first, as the model's station of several instances assumes.
+    LeastConn,
 }
 
 /// One tier.
@@ -48,6 +64,10 @@ pub struct TierFile {
     /// The tier the proxy forwards to (an `nginx` tier).
     #[serde(default)]
     pub upstream: Option<String>,
+    /// How the proxy spreads requests over the upstream's instances (an `nginx` tier):
+    /// `round_robin` (default) or `least_conn`.
+    #[serde(default)]
+    pub balance: Option<Balance>,
     /// CPU quota per instance in cores (cgroup v1 `cpu.cfs_quota_us`); none: no quota.
     #[serde(default)]
     pub cpu_quota: Option<f64>,
@@ -136,10 +156,16 @@ pub struct CapacityFile {
     /// Driver threads (default 1).
     #[serde(default)]
     pub driver_threads: Option<usize>,
-    /// The first fit point measured again this many times in a row after its sweep's points,
-    /// on the same deployment: the machine's repeatability at that load (0: not measured).
+    /// The first fit point measured again this many times in a row after its deployment's
+    /// points (all rounds), on the same deployment: the machine's repeatability at that load
+    /// (0: not measured).
     #[serde(default)]
     pub repeat: u32,
+    /// Times every point is measured, in rounds of alternating order on its deployment (the
+    /// sweeps with the same instances and second host share one); a point is the mean of its
+    /// rounds. Default 1.
+    #[serde(default = "one")]
+    pub rounds: u32,
 }
 
 impl Default for CapacityFile {
@@ -151,8 +177,13 @@ impl Default for CapacityFile {
             fit: Vec::new(),
             driver_threads: None,
             repeat: 0,
+            rounds: one(),
         }
     }
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn warmup() -> String {
@@ -208,6 +239,9 @@ pub struct Capacity {
     /// Times the first fit point is measured again (`[capacity] repeat`).
     #[serde(default)]
     pub repeat: u32,
+    /// Rounds every point is measured in (`[capacity] rounds`).
+    #[serde(default = "one")]
+    pub rounds: u32,
 }
 
 impl Capacity {
@@ -247,6 +281,12 @@ impl Capacity {
                 TierKind::Command if t.command.is_none() => {
                     return Err(bad(format!(
                         "tier `{}`: a command tier needs `command`",
+                        t.name
+                    )));
+                }
+                _ if t.balance.is_some() && t.kind != TierKind::Nginx => {
+                    return Err(bad(format!(
+                        "tier `{}`: `balance` is for an nginx tier (how it spreads requests over its upstream)",
                         t.name
                     )));
                 }
@@ -376,6 +416,13 @@ impl Capacity {
                 cap.repeat
             )));
         }
+        if cap.rounds == 0 || cap.rounds > MAX_ROUNDS {
+            return Err(bad(format!(
+                "capacity.rounds = {}: give 1 to {MAX_ROUNDS} (each round measures every point again)",
+                cap.rounds
+            )));
+        }
+        let rounds = cap.rounds;
         let name = file.name.clone().unwrap_or_else(|| {
             path.file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -391,6 +438,7 @@ impl Capacity {
             deploy_warmup,
             driver_threads,
             repeat,
+            rounds,
         };
         for label in &c.file.capacity.fit {
             c.parse_label(label).map_err(bad)?;

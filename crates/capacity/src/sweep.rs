@@ -59,6 +59,10 @@ pub struct Point {
     pub steady: Option<bool>,
     /// Seconds MSER drops from the start.
     pub truncate_s: usize,
+    /// Each round's measurement, in measuring order, when the point is the mean of several
+    /// (`[capacity] rounds`, [`crate::rounds::combine`]); empty for a point measured once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Point>,
 }
 
 impl Point {
@@ -251,6 +255,7 @@ pub fn measure(
         throttled,
         steady: mser.map(|m| m.steady),
         truncate_s: mser.map_or(0, |m| m.truncate),
+        rounds: Vec::new(),
     })
 }
 

@@ -291,6 +291,7 @@ mod tests {
             throttled: BTreeMap::new(),
             steady: Some(true),
             truncate_s: 0,
+            rounds: Vec::new(),
         }
     }
 

@@ -101,6 +101,7 @@ fn run(cap: &Capacity, unsteady: &[&str]) -> Vec<SweepResult> {
                         other_busy: Some(0.0),
                         throttled: BTreeMap::new(),
                         truncate_s: 0,
+                        rounds: Vec::new(),
                     }
                 })
                 .collect();
@@ -333,4 +334,49 @@ fn saturated_held_out_points_that_measured_apart_bound_any_models_error_and_the_
         perfpilot_capacity::variation::saturated_groups(&r.checks, &r.model),
         []
     );
+}
+
+#[test]
+fn points_measured_in_rounds_are_fitted_and_checked_at_their_mean_and_the_table_shows_each_round() {
+    let cap = fitted_from_the_lowest("rounds = 2\n");
+    let mut sweeps = run(&cap, &[]);
+    // Every point measured twice: once 20 % fast, once 20 % slow (throughput and CPU alike, so
+    // the CPU per request is the truth's). Their mean is the truth, so fitting from it and
+    // checking against it meets the model exactly.
+    for p in sweeps.iter_mut().flat_map(|s| s.points.iter_mut()) {
+        let scaled = |f: f64| {
+            let mut q = p.clone();
+            for c in &mut q.classes {
+                c.throughput *= f;
+            }
+            for b in q.busy.values_mut() {
+                *b *= f;
+            }
+            q
+        };
+        let (fast, slow) = (scaled(1.2), scaled(0.8));
+        // A saved run keeps the rounds; the point itself is recombined when analysed.
+        *p = Point {
+            rounds: vec![fast, slow],
+            ..scaled(1.2)
+        };
+    }
+    let r = analyse(&cap, sweeps, Vec::new()).unwrap();
+    let (ex, er) = r.held_out_errors();
+    assert!(ex < 0.5 && er < 0.5, "{ex} {er}");
+    let p = r.sweeps[0]
+        .points
+        .iter()
+        .find(|p| p.label == "no think: 4")
+        .unwrap();
+    assert_eq!(p.rounds.len(), 2);
+    assert!((p.rounds[0].throughput() / p.throughput() - 1.2).abs() < 1e-9);
+    let md = report::to_markdown(&r);
+    assert!(md.contains("| X per round |"), "{md}");
+    assert!(
+        md.contains("mean of up to 2 rounds") && md.contains("20.0 % at the median point"),
+        "{md}"
+    );
+    let html = report::to_html(&r);
+    assert!(html.contains("<th>X per round</th>"));
 }

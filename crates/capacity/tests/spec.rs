@@ -117,3 +117,51 @@ fn repeat_measures_the_first_fit_point_again_within_a_limit() {
     let e = err(&format!("{BASE}[capacity]\nrepeat = 51\n"));
     assert!(e.contains("capacity.repeat = 51: at most 50"), "{e}");
 }
+
+#[test]
+fn rounds_default_to_one_and_are_refused_outside_one_to_ten() {
+    assert_eq!(
+        Capacity::parse(BASE, Path::new("ok.toml")).unwrap().rounds,
+        1
+    );
+    let c = Capacity::parse(
+        &format!("{BASE}[capacity]\nrounds = 3\n"),
+        Path::new("ok.toml"),
+    )
+    .unwrap();
+    assert_eq!(c.rounds, 3);
+    for bad in [0, 11] {
+        let e = err(&format!("{BASE}[capacity]\nrounds = {bad}\n"));
+        assert!(
+            e.contains("bad.toml") && e.contains(&format!("capacity.rounds = {bad}: give 1 to 10")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn balance_is_for_the_proxy_and_defaults_to_round_robin() {
+    use perfpilot_capacity::spec::Balance;
+    let c = Capacity::parse(BASE, Path::new("ok.toml")).unwrap();
+    assert_eq!(c.front().balance, None);
+    let text = BASE.replace(
+        "upstream = \"app\"",
+        "upstream = \"app\"\nbalance = \"least_conn\"",
+    );
+    let c = Capacity::parse(&text, Path::new("ok.toml")).unwrap();
+    assert_eq!(c.front().balance, Some(Balance::LeastConn));
+    let text = BASE.replace(
+        "command = \"app --port {port}\"",
+        "command = \"app --port {port}\"\nbalance = \"least_conn\"",
+    );
+    let e = err(&text);
+    assert!(
+        e.contains("bad.toml") && e.contains("tier `app`: `balance` is for an nginx tier"),
+        "{e}"
+    );
+    let e = err(&BASE.replace(
+        "upstream = \"app\"",
+        "upstream = \"app\"\nbalance = \"random\"",
+    ));
+    assert!(e.contains("balance") && e.contains("least_conn"), "{e}");
+}

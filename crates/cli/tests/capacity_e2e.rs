@@ -1,8 +1,9 @@
 //! `perfpilot capacity` end to end on a small deployment with tiny durations: PostgreSQL under
 //! a CPU quota, the scoring service (with its per-request lookup) under another, nginx in
-//! front; a sweep of 1, 2 and 4 users and a sweep with a second app instance on a second host
-//! (a network namespace). The run fits from the two lowest points, checks the others, and
-//! writes run.json, validation.md and report.html. Timing figures are not asserted (they are
+//! front; a sweep of 1, 2 and 4 users, a think-time sweep on the same deployment and a sweep
+//! with a second app instance on a second host (a network namespace), every point measured in
+//! two rounds. The run fits from the two lowest points, checks the others, and writes
+//! run.json, validation.md and report.html. Timing figures are not asserted (they are
 //! the command's output, quoted in docs/capacity.md from a quiet run).
 
 use std::path::PathBuf;
@@ -53,6 +54,7 @@ name = "proxy"
 kind = "nginx"
 upstream = "app"
 cores = 1
+balance = "least_conn"
 [[class]]
 name = "score"
 path = "/score/iris-forest"
@@ -67,11 +69,16 @@ name = "two apps"
 users = [2]
 instances = {{ app = 2 }}
 second_host = "app"
+[[sweep]]
+name = "think"
+users = [2]
+think_time = "exp:10ms"
 [capacity]
 warmup = "1s"
 deploy_warmup = "2s"
 measure = "4s"
 repeat = 2
+rounds = 2
 "#,
             bin = scoring().display(),
             models = repo().join("examples/scoring/models").display(),
@@ -93,7 +100,7 @@ repeat = 2
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     let checks = run["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 4, "{stdout}");
+    assert_eq!(checks.len(), 5, "{stdout}");
     let fitted: Vec<&str> = checks
         .iter()
         .filter(|c| c["fitted"] == true)
@@ -130,6 +137,49 @@ repeat = 2
         assert!(two[tier].as_f64().unwrap() > 0.0, "{tier}: {two}");
     }
     assert!(stdout.contains("| one app: 4 |"), "{stdout}");
+    // Every point was measured in two rounds and is their mean; the think-time sweep shared the
+    // first sweep's deployment (two deployments for three sweeps), in the file's order.
+    let names: Vec<&str> = run["sweeps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["one app", "two apps", "think"]);
+    // A point's (or a round's) requests per second over its classes.
+    let total = |p: &serde_json::Value| -> f64 {
+        p["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["throughput"].as_f64().unwrap())
+            .sum()
+    };
+    for p in run["sweeps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["points"].as_array().unwrap())
+    {
+        let rounds = p["rounds"].as_array().unwrap_or_else(|| panic!("{p}"));
+        assert_eq!(rounds.len(), 2, "{p}");
+        let mean = rounds.iter().map(total).sum::<f64>() / 2.0;
+        let x = total(p);
+        // The mean of both, or of the one without failed requests.
+        assert!(
+            (x - mean).abs() < 1e-6 || rounds.iter().any(|r| (total(r) - x).abs() < 1e-6),
+            "{p}"
+        );
+    }
+    assert_eq!(stderr.matches(": deploying").count(), 2, "{stderr}");
+    assert!(
+        stderr.contains("sweep one app, think: deploying"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("X per round") && stdout.contains("up to 2 rounds"),
+        "{stdout}"
+    );
     // The first fit point was measured twice more on its sweep's deployment, and the report
     // says how far its measurements spread.
     assert_eq!(run["repeats"]["label"], "one app: 1", "{}", run["repeats"]);

@@ -299,6 +299,7 @@ fn capacity_run() -> perfpilot_capacity::CapacityRun {
                         throttled: BTreeMap::new(),
                         steady: Some(true),
                         truncate_s: 0,
+                        rounds: Vec::new(),
                     }
                 })
                 .collect();
