@@ -281,7 +281,7 @@ fn capacity_run() -> perfpilot_capacity::CapacityRun {
                     } else {
                         1.0 + 0.02 * (i as f64 - 2.5).signum()
                     };
-                    Point {
+                    let mean = Point {
                         label: Capacity::label(&s.name, u),
                         users: u,
                         classes: vec![ClassResult {
@@ -300,6 +300,16 @@ fn capacity_run() -> perfpilot_capacity::CapacityRun {
                         steady: Some(true),
                         truncate_s: 0,
                         rounds: Vec::new(),
+                    };
+                    // Measured in two rounds 2 % apart, whose mean is the point.
+                    let round = |f: f64| {
+                        let mut q = mean.clone();
+                        q.classes[0].throughput *= f;
+                        q
+                    };
+                    Point {
+                        rounds: vec![round(1.01), round(0.99)],
+                        ..mean
                     }
                 })
                 .collect();
@@ -372,6 +382,8 @@ fn a_capacity_report_opens_in_chromium_with_the_model_over_the_measured_points()
         "Measured vs predicted",
         "X error, own CPU",
         "measured 3 more times in a row",
+        "<th>X per round</th>",
+        "mean of up to 2 rounds",
         "Throughput within ±5 % at",
     ] {
         assert!(html.contains(part), "{part}");
