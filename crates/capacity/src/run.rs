@@ -49,7 +49,8 @@ pub struct SweepResult {
     pub second_host: Option<String>,
     /// The points that measured.
     pub points: Vec<Point>,
-    /// Points that failed, with why.
+    /// Measurements that failed (users, why; `round K of N: …` when the point had several),
+    /// said in the run's notes.
     pub failed: Vec<(u32, String)>,
     /// The model's throughput and response time (s) for 1..=max users.
     pub curve: Vec<(u32, f64, f64)>,
@@ -393,6 +394,12 @@ pub fn analyse(
     let mut fit_points = Vec::new();
     let mut all_points = Vec::new();
     for s in &sweeps {
+        for (u, why) in &s.failed {
+            notes.push(format!(
+                "{}: a measurement failed: {why}",
+                Capacity::label(&s.name, *u)
+            ));
+        }
         for p in &s.points {
             if p.errors() > 0 {
                 notes.push(format!(

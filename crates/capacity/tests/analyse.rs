@@ -380,3 +380,17 @@ fn points_measured_in_rounds_are_fitted_and_checked_at_their_mean_and_the_table_
     let html = report::to_html(&r);
     assert!(html.contains("<th>X per round</th>"));
 }
+
+#[test]
+fn a_measurement_that_failed_is_said_in_the_notes_and_the_report() {
+    let cap = fitted_from_the_lowest("rounds = 2\n");
+    let mut sweeps = run(&cap, &[]);
+    sweeps[0].failed.push((
+        8,
+        "round 2 of 2: the load driver failed: connection refused".into(),
+    ));
+    let r = analyse(&cap, sweeps, Vec::new()).unwrap();
+    let want = "no think: 8: a measurement failed: round 2 of 2: the load driver failed: connection refused";
+    assert!(r.notes.iter().any(|n| n == want), "{:#?}", r.notes);
+    assert!(report::to_markdown(&r).contains(want));
+}
