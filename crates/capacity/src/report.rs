@@ -174,6 +174,68 @@ fn rounds_spread(r: &CapacityRun) -> Option<String> {
     ))
 }
 
+/// The measured-vs-predicted table, one row a point, in the Markdown and the HTML report alike:
+/// its header and rows; `per_tier` adds each tier's busy cores, measured and predicted.
+fn checks_table(r: &CapacityRun, per_tier: bool) -> (Vec<String>, Vec<Vec<String>>) {
+    let with_rounds = rounds_spread(r).is_some();
+    let tiers: Vec<&str> = if per_tier {
+        r.tiers.iter().map(|t| t.name.as_str()).collect()
+    } else {
+        Vec::new()
+    };
+    let mut header: Vec<String> = [
+        "point",
+        "fitted",
+        "X measured (req/s)",
+        "X predicted",
+        "X error",
+        "R measured (ms)",
+        "R predicted (ms)",
+        "R error",
+        "X error, own CPU",
+        "R error, own CPU",
+        "bottleneck",
+    ]
+    .map(String::from)
+    .into();
+    if with_rounds {
+        header.insert(3, "X per round".into());
+    }
+    header.extend(
+        tiers
+            .iter()
+            .map(|t| format!("{t} busy cores (meas / pred)")),
+    );
+    let rows = r
+        .checks
+        .iter()
+        .map(|c| {
+            let mut row = vec![
+                c.label.clone(),
+                if c.fitted { "yes" } else { "" }.to_string(),
+                format!("{:.1}", c.measured_throughput),
+                format!("{:.1}", c.predicted_throughput),
+                pct(c.throughput_error_pct),
+                ms(c.measured_response),
+                ms(c.predicted_response),
+                pct(c.response_error_pct),
+                own(c, |o| o.throughput_error_pct),
+                own(c, |o| o.response_error_pct),
+                c.bottleneck.clone(),
+            ];
+            if with_rounds {
+                row.insert(3, per_round(r, &c.label));
+            }
+            for t in &tiers {
+                let (m, p) = c.busy.get(*t).copied().unwrap_or((0.0, 0.0));
+                row.push(format!("{m:.3} / {p:.3}"));
+            }
+            row
+        })
+        .collect();
+    (header, rows)
+}
+
 /// The measured-vs-predicted table and the fitted demands, as Markdown.
 pub fn to_markdown(r: &CapacityRun) -> String {
     let mut s = String::new();
@@ -206,54 +268,10 @@ pub fn to_markdown(r: &CapacityRun) -> String {
             "Predicted again at each point's own CPU per request (\"own CPU\" columns: the queueing model's own error, without the change of the tiers' demands since the fit): largest throughput error {ox:.1} %, largest response-time error {or:.1} %. Where the bottleneck was saturated, the utilization law makes this prediction the measured throughput; read these columns below saturation.\n"
         );
     }
-    let tiers: Vec<&str> = r.tiers.iter().map(|t| t.name.as_str()).collect();
-    let mut header: Vec<String> = [
-        "point",
-        "fitted",
-        "X measured (req/s)",
-        "X predicted",
-        "X error",
-        "R measured (ms)",
-        "R predicted",
-        "R error",
-        "X error, own CPU",
-        "R error, own CPU",
-        "bottleneck",
-    ]
-    .map(String::from)
-    .into();
-    let with_rounds = rounds_spread(r).is_some();
-    if with_rounds {
-        header.insert(3, "X per round".into());
-    }
-    header.extend(
-        tiers
-            .iter()
-            .map(|t| format!("{t} busy cores (meas / pred)")),
-    );
+    let (header, rows) = checks_table(r, true);
     let mut checks = MarkdownTable::new(&header);
-    for c in &r.checks {
-        let mut row = vec![
-            c.label.clone(),
-            if c.fitted { "yes" } else { "" }.to_string(),
-            format!("{:.1}", c.measured_throughput),
-            format!("{:.1}", c.predicted_throughput),
-            pct(c.throughput_error_pct),
-            ms(c.measured_response),
-            ms(c.predicted_response),
-            pct(c.response_error_pct),
-            own(c, |o| o.throughput_error_pct),
-            own(c, |o| o.response_error_pct),
-            c.bottleneck.clone(),
-        ];
-        if with_rounds {
-            row.insert(3, per_round(r, &c.label));
-        }
-        for t in &tiers {
-            let (m, p) = c.busy.get(*t).copied().unwrap_or((0.0, 0.0));
-            row.push(format!("{m:.3} / {p:.3}"));
-        }
-        checks.row(&row);
+    for row in &rows {
+        checks.row(row);
     }
     s.push_str(&checks.render());
     let _ = writeln!(s, "\n## Fitted model\n");
@@ -520,50 +538,8 @@ pub fn to_html(r: &CapacityRun) -> String {
         s.push_str(&table(&SCALE_OUT_COLUMNS, &scale_out_rows(r)));
     }
     s.push_str("<h2>Measured vs predicted</h2>\n");
-    let with_rounds = rounds_spread(r).is_some();
-    let rows: Vec<Vec<String>> = r
-        .checks
-        .iter()
-        .map(|c| {
-            let mut row = vec![
-                c.label.clone(),
-                if c.fitted {
-                    "fitted".into()
-                } else {
-                    String::new()
-                },
-                format!("{:.1}", c.measured_throughput),
-                format!("{:.1}", c.predicted_throughput),
-                pct(c.throughput_error_pct),
-                ms(c.measured_response),
-                ms(c.predicted_response),
-                pct(c.response_error_pct),
-                own(c, |o| o.throughput_error_pct),
-                own(c, |o| o.response_error_pct),
-                c.bottleneck.clone(),
-            ];
-            if with_rounds {
-                row.insert(3, per_round(r, &c.label));
-            }
-            row
-        })
-        .collect();
-    let mut head = vec![
-        "point",
-        "",
-        "X measured (req/s)",
-        "X predicted",
-        "X error",
-        "R measured (ms)",
-        "R predicted (ms)",
-        "R error",
-        "X error, own CPU",
-        "R error, own CPU",
-        "bottleneck",
-    ];
-    if with_rounds {
-        head.insert(3, "X per round");
-    }
+    let (head, rows) = checks_table(r, false);
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
     s.push_str(&table(&head, &rows));
     s.push_str("<h2>Fitted model</h2>\n");
     let rows: Vec<Vec<String>> = r
