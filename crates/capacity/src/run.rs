@@ -1,6 +1,7 @@
 //! A whole capacity run: the sweeps on their deployments (one for the sweeps alike), the model
 //! fitted from the lowest load points only, every point predicted and compared, the model's
-//! curves, the scale-out predictions and the cost ranking — one [`CapacityRun`], saved as JSON and rendered.
+//! curves, the scale-out predictions and the cost ranking — one [`CapacityRun`], saved as JSON
+//! and rendered.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
