@@ -208,6 +208,25 @@ fn chunk_size(line: &[u8]) -> Result<usize, ErrKind> {
     usize::from_str_radix(size_text, 16).map_err(|_| ErrKind::Http)
 }
 
+/// Makes room at the end of a receive buffer whose unused bytes are `buf[pos..len]`: starts
+/// over when all were used, else moves them to the front, or grows it when they fill it.
+pub(crate) fn make_room(buf: &mut Vec<u8>, pos: &mut usize, len: &mut usize) {
+    if *pos == *len {
+        *pos = 0;
+        *len = 0;
+    }
+    if *len == buf.len() {
+        if *pos > 0 {
+            buf.copy_within(*pos..*len, 0);
+            *len -= *pos;
+            *pos = 0;
+        } else {
+            let grown = buf.len() * 2;
+            buf.resize(grown, 0);
+        }
+    }
+}
+
 /// One keep-alive connection over a plain TCP or a TLS stream.
 pub(crate) struct Conn<S> {
     stream: S,
@@ -243,20 +262,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// Reads more bytes; returns false at the end of the stream.
     async fn fill(&mut self) -> Result<bool, ErrKind> {
-        if self.pos == self.len {
-            self.pos = 0;
-            self.len = 0;
-        }
-        if self.len == self.buf.len() {
-            if self.pos > 0 {
-                self.buf.copy_within(self.pos..self.len, 0);
-                self.len -= self.pos;
-                self.pos = 0;
-            } else {
-                let grown = self.buf.len() * 2;
-                self.buf.resize(grown, 0);
-            }
-        }
+        make_room(&mut self.buf, &mut self.pos, &mut self.len);
         let n = self
             .stream
             .read(&mut self.buf[self.len..])

@@ -125,24 +125,18 @@ pub(crate) fn numeric_entries(
         buf.resize(32 * 1024, 0);
     }
     loop {
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes, and getdents64 writes at most
-        // that many into it.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                dir.as_raw_fd(),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                continue;
+        let n = uninterrupted(|| {
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes, and getdents64 writes at
+            // most that many into it.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    dir.as_raw_fd(),
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                ) as isize
             }
-            return Err(e);
-        }
-        let n = n as usize;
+        })?;
         if n == 0 {
             return Ok(());
         }
@@ -161,6 +155,20 @@ pub(crate) fn numeric_entries(
                 }
             }
             at += reclen;
+        }
+    }
+}
+
+/// Runs a raw call that returns a count or -1 with `errno`, again while it is interrupted.
+fn uninterrupted(mut call: impl FnMut() -> isize) -> std::io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }
@@ -253,24 +261,18 @@ pub(crate) fn fill_single(buf: &mut Vec<u8>, file: &std::fs::File) -> std::io::R
         let len = buf.len();
         let cap = buf.capacity();
         let spare = buf.spare_capacity_mut();
-        // SAFETY: `spare` is valid for writes of `spare.len()` bytes and pread writes at most
-        // that many; the `n` bytes it reports are initialised before `set_len` covers them.
-        let n = unsafe {
-            libc::pread(
-                file.as_raw_fd(),
-                spare.as_mut_ptr().cast(),
-                spare.len(),
-                len as libc::off_t,
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                continue;
+        let n = uninterrupted(|| {
+            // SAFETY: `spare` is valid for writes of `spare.len()` bytes and pread writes at
+            // most that many; the `n` bytes it reports are initialised before `set_len`.
+            unsafe {
+                libc::pread(
+                    file.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                    len as libc::off_t,
+                )
             }
-            return Err(e);
-        }
-        let n = n as usize;
+        })?;
         // SAFETY: see above: `len + n` bytes are initialised and within the capacity.
         unsafe { buf.set_len(len + n) };
         if n == 0 || len + n < cap {

@@ -14,7 +14,7 @@ use rustls::ClientConnection;
 use rustls::pki_types::ServerName;
 
 use crate::client::{ErrKind, TlsFailure};
-use crate::h1::{Fed, READ_CHUNK, Response, io_kind};
+use crate::h1::{Fed, READ_CHUNK, Response, io_kind, make_room};
 use crate::tls;
 
 /// How far the connection is.
@@ -228,7 +228,7 @@ impl Sock {
                     return Err(e);
                 }
             }
-            self.make_room();
+            make_room(&mut self.buf, &mut self.pos, &mut self.len);
             match self.read()? {
                 Got::Bytes => {}
                 Got::Blocked => return Ok(None),
@@ -239,24 +239,6 @@ impl Sock {
                     self.served += 1;
                     return Ok(Some(status));
                 }
-            }
-        }
-    }
-
-    /// Makes room at the end of the buffer: moves unused bytes to the front, or grows it.
-    fn make_room(&mut self) {
-        if self.pos == self.len {
-            self.pos = 0;
-            self.len = 0;
-        }
-        if self.len == self.buf.len() {
-            if self.pos > 0 {
-                self.buf.copy_within(self.pos..self.len, 0);
-                self.len -= self.pos;
-                self.pos = 0;
-            } else {
-                let grown = self.buf.len() * 2;
-                self.buf.resize(grown, 0);
             }
         }
     }

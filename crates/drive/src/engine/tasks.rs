@@ -106,6 +106,39 @@ async fn attempt(
     Some(result)
 }
 
+/// Counts an attempt that ended now (its latency from `from` when it got a response) in the
+/// recorder and the live counters; returns when it ended.
+#[allow(clippy::too_many_arguments)]
+fn count(
+    rec: &mut Recorder,
+    w: &Window,
+    slot: &Slot,
+    live: &Live,
+    conn: &Option<Link>,
+    result: Result<u16, ErrKind>,
+    from: Instant,
+    kind: Option<usize>,
+) -> Instant {
+    let done = Instant::now();
+    live.done.fetch_add(1, Ordering::Relaxed);
+    let latency = match result {
+        Ok(_) => Some(done.saturating_duration_since(from)),
+        Err(_) => {
+            live.errors.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    };
+    let attempt = Attempt {
+        at: done,
+        latency,
+        outcome: result,
+        h2: conn.as_ref().is_some_and(Link::is_h2),
+        kind,
+    };
+    rec.record(w, &slot.target, attempt);
+    done
+}
+
 async fn closed_user(
     slot: Slot,
     think: ThinkTime,
@@ -137,24 +170,7 @@ async fn closed_user(
         else {
             break;
         };
-        let done = Instant::now();
-        live.done.fetch_add(1, Ordering::Relaxed);
-        let latency = match result {
-            Ok(_) => Some(done - sent),
-            Err(_) => {
-                live.errors.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        };
-        let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        let attempt = Attempt {
-            at: done,
-            latency,
-            outcome: result,
-            h2,
-            kind: out.kind,
-        };
-        rec.record(&w, &slot.target, attempt);
+        let done = count(&mut rec, &w, &slot, live, &conn, result, sent, out.kind);
         let mut pause = think.sample(rng.next_f64());
         if let Some(wait) = backoff.after(result) {
             pause = pause.max(wait);
@@ -217,27 +233,11 @@ async fn open_lane(
         else {
             break;
         };
-        let done = Instant::now();
-        live.done.fetch_add(1, Ordering::Relaxed);
         // Latency counts from when the request *should* have been sent, so time spent waiting
         // behind a slow response is not omitted (no coordinated omission). A send slightly
         // ahead of schedule counts from its actual send.
-        let latency = match result {
-            Ok(_) => Some(done.saturating_duration_since(intended.min(sent))),
-            Err(_) => {
-                live.errors.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        };
-        let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        let attempt = Attempt {
-            at: done,
-            latency,
-            outcome: result,
-            h2,
-            kind: out.kind,
-        };
-        rec.record(&w, &slot.target, attempt);
+        let from = intended.min(sent);
+        count(&mut rec, &w, &slot, live, &conn, result, from, out.kind);
         if let Some(wait) = backoff.after(result) {
             let _ = sleep_until(Instant::now() + wait, &mut stop).await;
         }
