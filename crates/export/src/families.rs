@@ -333,6 +333,11 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "Signal reads that failed, by kind (timeout, failed, garbage, missing, preset)",
         by_kind(&f.totals.probe_failures),
     );
+    r.register(
+        "trials_ended",
+        "Trials ended, by why (kind: complete, workload_exited, signal_failed, manual, nothing_applied, not_settled, restarted, rest_moved, control_lost, split_refused)",
+        by_kind(&f.totals.trials_ended),
+    );
 
     // The daemon itself.
     r.register_with_unit(

@@ -55,6 +55,7 @@ pub mod perf;
 pub mod process;
 pub mod scratchfs;
 pub mod signal;
+pub mod split;
 pub mod stat;
 pub mod user;
 

@@ -11,9 +11,13 @@ use perfpilot_sys::process::ProcReader;
 use perfpilot_sys::{CpuSet, Fs};
 use tracing::{info, warn};
 
+use std::collections::HashMap;
+
 use super::apply::{describe, json};
+use super::watch::Window;
 use super::{Engine, EngineError};
 use crate::cpu::making_changes;
+use crate::design::one_way::WatchStep;
 use crate::journal::{self, ActionDoc};
 use crate::strategy::StrategyKind;
 
@@ -24,6 +28,16 @@ pub(super) struct Held {
     pub(super) signature: String,
     pub(super) strategy: StrategyKind,
     pub(super) doc: ActionDoc,
+    /// The watch after a one-way keep, while it lasts.
+    pub(super) watch: Option<HeldWatch>,
+}
+
+/// A kept one-way action's watch and the workload whose signal it reads.
+pub(super) struct HeldWatch {
+    /// The judged workload's signature.
+    pub(super) judge: String,
+    /// The watch.
+    pub(super) watch: crate::design::Watch,
 }
 
 impl Engine {
@@ -64,6 +78,7 @@ impl Engine {
                             signature: rec.signature.clone(),
                             strategy,
                             doc,
+                            watch: None,
                         });
                     }
                 } else {
@@ -89,10 +104,23 @@ impl Engine {
     }
 
     /// Kept actions: new threads get the mask, a changed mask makes the workload manual, an
-    /// exited workload ends the action.
-    pub(super) fn enforce_held(&mut self, workloads: &[Workload]) -> Result<(), EngineError> {
+    /// exited workload ends the action, a watched one-way action whose later windows show a
+    /// loss ends (`obs`: this scan's windows).
+    pub(super) fn enforce_held(
+        &mut self,
+        workloads: &[Workload],
+        obs: &HashMap<String, Window>,
+    ) -> Result<(), EngineError> {
         let mut drop = Vec::new();
+        for i in 0..self.actions.held.len() {
+            if self.watch_held(i, obs)? {
+                drop.push(i);
+            }
+        }
         for (i, h) in self.actions.held.iter_mut().enumerate() {
+            if drop.contains(&i) {
+                continue;
+            }
             if h.signature.starts_with("device:") {
                 continue;
             }
@@ -136,10 +164,61 @@ impl Engine {
                 info!(action = h.id, workload = %w.name, "bound {n} new threads to {mask}");
             }
         }
+        drop.sort_unstable();
+        drop.dedup();
         for i in drop.into_iter().rev() {
             self.actions.held.remove(i);
         }
         Ok(())
+    }
+
+    /// Feeds this scan's window to held action `i`'s watch; `true` when a look showed a loss
+    /// and the action ended (undone where it can be, its strategy backed off).
+    fn watch_held(&mut self, i: usize, obs: &HashMap<String, Window>) -> Result<bool, EngineError> {
+        let h = &mut self.actions.held[i];
+        let Some(hw) = h.watch.as_mut() else {
+            return Ok(false);
+        };
+        let Some(Window {
+            main: Ok(Some(v)), ..
+        }) = obs.get(&hw.judge)
+        else {
+            return Ok(false);
+        };
+        let g = match hw.watch.record(*v) {
+            WatchStep::Continue => return Ok(false),
+            WatchStep::Done => {
+                info!(action = h.id, strategy = %h.strategy, "the watch after its verdict is over: no loss seen");
+                h.watch = None;
+                return Ok(false);
+            }
+            WatchStep::Harm(g) => g,
+        };
+        let (id, strategy, signature) = (h.id, h.strategy, h.signature.clone());
+        let undo: Vec<Undo> = self
+            .store
+            .action(id)?
+            .and_then(|r| serde_json::from_str(&r.undo).ok())
+            .unwrap_or_default();
+        let lines = journal::undo_all(&self.fs, &h.doc.members, &undo);
+        let (what, state) = if h.doc.irreversible {
+            ("ended (its huge pages stay)", ActionState::Ended)
+        } else {
+            ("reverted", ActionState::Reverted)
+        };
+        let why = format!(
+            "a later look showed a loss: gain {:.3} ({:.3}..{:.3}) against the baseline it was judged by; {what}",
+            g.ratio, g.ci_low, g.ci_high
+        );
+        warn!(action = id, strategy = %strategy, "{why}; {}", lines.join("; "));
+        self.store.journal_set_state(id, state, &why)?;
+        self.store.backoff_set(
+            &signature,
+            strategy.as_str(),
+            perfpilot_sys::clock::now_ms() + (self.tun.backoff_s * 1000.0) as i64,
+            &why,
+        )?;
+        Ok(true)
     }
 }
 

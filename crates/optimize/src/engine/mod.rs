@@ -35,9 +35,11 @@ use crate::tunables::Tunables;
 
 mod apply;
 mod attach;
+mod control;
 mod dryrun;
 mod enforce;
 mod fleet;
+mod plan;
 mod policy;
 mod propose;
 mod reload;
@@ -152,6 +154,9 @@ impl Engine {
         if !watch.collapse_supported {
             notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
         }
+        if let Err(why) = &watch.split_supported {
+            notes.push(format!("large pages: not split back here, so their trials are one-way or against a control: {why}"));
+        }
         Ok(Engine {
             fs: fs.clone(),
             store,
@@ -221,7 +226,7 @@ impl Engine {
         if !self.dry {
             let observations = self.observe_signals(&workloads, &rates, cur);
             self.advance_trials(&workloads, &observations)?;
-            self.enforce_held(&workloads)?;
+            self.enforce_held(&workloads, &observations)?;
         }
         let states = self.propose(&workloads, &rates, prev, cur)?;
         self.update_status(&workloads, &rates, states);

@@ -11,10 +11,12 @@ use perfpilot_sys::block;
 use perfpilot_sys::stat::ThpSettings;
 use tracing::debug;
 
+use super::plan::Planned;
 use super::policy::{backed_off, ineligible, unlisted};
 use super::trial::Proposed;
 use super::watch::read_bytes_per_s;
 use super::{Engine, EngineError};
+use crate::design::{DesignKind, PeriodLimits};
 use crate::fleet::Advice;
 use crate::strategy::{
     CacheAffinity, Context, DeviceView, LargePages, MemoryAffinity, Proposal, ReadAhead, Strategy,
@@ -44,6 +46,62 @@ const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
     StrategyKind::MemoryAffinity,
     StrategyKind::LargePages,
 ];
+
+/// A trial to start, as planned (`None`: unverified, no design).
+#[allow(clippy::too_many_arguments)]
+fn proposed<'a>(
+    w: &'a Workload,
+    kind: StrategyKind,
+    changes: Vec<perfpilot_sys::change::Change>,
+    reason: String,
+    irreversible: bool,
+    signal: Option<crate::signal::SignalKind>,
+    judge: String,
+    steady: Vec<f64>,
+    planned: Option<Planned>,
+) -> Proposed<'a> {
+    let server_kind = super::plan::server_kind(w, signal.as_ref());
+    match planned {
+        Some(p) => Proposed {
+            w,
+            kind,
+            changes,
+            reason,
+            design: p.kind,
+            design_why: p.why,
+            irreversible: p.irreversible,
+            signal,
+            judge,
+            steady,
+            control: p.control,
+            limits: p.limits,
+            one_way: p.one_way,
+            server_kind,
+        },
+        None => Proposed {
+            w,
+            kind,
+            changes,
+            reason,
+            design: DesignKind::BeforeAfter,
+            design_why: "unverified: applied without a trial".into(),
+            irreversible,
+            signal,
+            judge,
+            steady,
+            control: None,
+            limits: PeriodLimits {
+                window_s: 1.0,
+                settle_s: 0.0,
+                period_max_s: 1.0,
+                budget_windows: 0,
+                pairs_min: 0,
+            },
+            one_way: None,
+            server_kind,
+        },
+    }
+}
 
 impl Engine {
     /// Asks the strategies about every listed workload and the block devices; returns what
@@ -79,7 +137,7 @@ impl Engine {
         };
         let mut states = HashMap::new();
         for w in workloads {
-            if let Some(state) = self.propose_for(w, &scan, rates)? {
+            if let Some(state) = self.propose_for(w, &scan, rates, workloads)? {
                 states.insert(w.signature.clone(), state);
             }
         }
@@ -93,6 +151,7 @@ impl Engine {
         w: &Workload,
         scan: &Scan,
         rates: &Rates,
+        workloads: &[Workload],
     ) -> Result<Option<String>, EngineError> {
         if let Some(t) = self
             .actions
@@ -101,6 +160,17 @@ impl Engine {
             .find(|t| t.signature == w.signature)
         {
             return Ok(Some(format!("trial of {} (action {})", t.strategy, t.id)));
+        }
+        // A control is left as it is while its trial runs.
+        if let Some(t) = self.actions.trials.iter().find(|t| {
+            t.control
+                .as_ref()
+                .is_some_and(|c| c.signature == w.signature)
+        }) {
+            return Ok(Some(format!(
+                "the control of action {} ({} on {}): left as it is while that trial runs",
+                t.id, t.strategy, t.name
+            )));
         }
         if unlisted(w, self.tun.min_cpu_cores, self.tun.min_memory_bytes()) {
             return Ok(None);
@@ -191,7 +261,7 @@ impl Engine {
                 Proposal::Act {
                     changes,
                     reason,
-                    interleave,
+                    cheap_undo,
                     irreversible,
                 } => {
                     if let Ok(s) = &signal
@@ -202,17 +272,31 @@ impl Engine {
                         break;
                     }
                     let steady = self.steady.take(&w.signature);
-                    let id = self.start(Proposed {
+                    let planned = match &signal {
+                        Ok(s) => Some(self.plan_design(
+                            w,
+                            kind,
+                            changes.len(),
+                            cheap_undo,
+                            irreversible,
+                            s,
+                            workloads,
+                            rates,
+                            &steady,
+                        )),
+                        Err(_) => None,
+                    };
+                    let id = self.start(proposed(
                         w,
                         kind,
                         changes,
-                        reason: reason.clone(),
-                        interleave,
+                        reason.clone(),
                         irreversible,
-                        signal: signal.as_ref().ok().cloned(),
-                        judge: w.signature.clone(),
+                        signal.as_ref().ok().cloned(),
+                        w.signature.clone(),
                         steady,
-                    })?;
+                        planned,
+                    ))?;
                     state = match self.fleet_advice(&w.signature, kind) {
                         Some(Advice::First(why)) => {
                             format!("trial of {kind} (action {id}), first: {why}; {reason}")
@@ -277,13 +361,13 @@ impl Engine {
                 after: d,
                 interval_s: rates.interval_s,
             };
-            let (changes, reason, interleave, irreversible) = match ReadAhead.propose(&dv, &ctx) {
+            let (changes, reason, cheap_undo, irreversible) = match ReadAhead.propose(&dv, &ctx) {
                 Proposal::Act {
                     changes,
                     reason,
-                    interleave,
+                    cheap_undo,
                     irreversible,
-                } => (changes, reason, interleave, irreversible),
+                } => (changes, reason, cheap_undo, irreversible),
                 Proposal::Skip(why) => {
                     debug!(device = %d.name, "read_ahead: no action: {why}");
                     continue;
@@ -296,15 +380,26 @@ impl Engine {
                 .filter(|w| !self.policy.excluded(w))
                 .max_by(|a, b| read_bytes_per_s(a, rates).total_cmp(&read_bytes_per_s(b, rates)))
                 .filter(|w| read_bytes_per_s(w, rates) > 0.0);
-            let (judge_sig, signal) = match judge.map(|w| (w, self.signal_of(w, rates))) {
+            let (judge_sig, signal, planned) = match judge.map(|w| (w, self.signal_of(w, rates))) {
                 Some((w, Ok(s))) => {
                     if let Err(why) = self.steady_signal(w, &s, rates) {
                         debug!(device = %d.name, judge = %w.name, "read_ahead waits: {why}");
                         continue;
                     }
-                    (w.signature.clone(), Some(s))
+                    let planned = self.plan_design(
+                        w,
+                        StrategyKind::ReadAhead,
+                        changes.len(),
+                        cheap_undo,
+                        irreversible,
+                        &s,
+                        workloads,
+                        rates,
+                        &[],
+                    );
+                    (w.signature.clone(), Some(s), Some(planned))
                 }
-                _ if self.tun.allow_unverified => (sig.clone(), None),
+                _ if self.tun.allow_unverified => (sig.clone(), None, None),
                 _ => {
                     debug!(device = %d.name, "read_ahead waits: no workload to judge it reads ({reason})");
                     continue;
@@ -323,18 +418,18 @@ impl Engine {
                 threads: 0,
                 rss: 0,
             };
-            self.start(Proposed {
-                w: &pseudo,
-                kind: StrategyKind::ReadAhead,
+            // The judge's readings stay with it: its own trial may want them.
+            self.start(proposed(
+                &pseudo,
+                StrategyKind::ReadAhead,
                 changes,
                 reason,
-                interleave,
                 irreversible,
                 signal,
-                judge: judge_sig,
-                // The judge's readings stay with it: its own trial may want them.
-                steady: Vec::new(),
-            })?;
+                judge_sig,
+                Vec::new(),
+                planned,
+            ))?;
         }
         Ok(())
     }

@@ -122,24 +122,45 @@ pub struct TrialStatus {
     pub windows_needed: usize,
     /// The signal judging it, described.
     pub signal: String,
+    /// Its design (`switchback`, `control`, `before_after`, `one_way`).
+    pub design: crate::design::DesignKind,
+    /// Why that design, in a sentence.
+    pub design_why: String,
+    /// The sibling judged beside it, for a concurrent control.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
+    /// Pairs of periods judged so far (switchback).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<usize>,
+    /// Seconds since the trial started.
+    pub running_s: f64,
 }
 
 impl TrialStatus {
     /// A trial as status shows it.
-    pub(super) fn of(t: &Trial, windows_needed: usize) -> TrialStatus {
+    pub(super) fn of(t: &Trial) -> TrialStatus {
+        let (off, on) = t.windows();
         TrialStatus {
             action: t.id,
             workload: t.name.clone(),
             strategy: t.strategy,
             phase: format!("{:?}{}", t.phase, if t.on { " (on)" } else { " (off)" }).to_lowercase(),
-            windows_off: t.off_obs.len(),
-            windows_on: t.on_obs.len(),
-            windows_needed,
+            windows_off: off.len(),
+            windows_on: on.len(),
+            windows_needed: t.windows_each_side(),
             signal: t
                 .signal
                 .as_ref()
                 .map(|s| s.describe())
                 .unwrap_or_else(|| "none (unverified)".into()),
+            design: t.design_kind(),
+            design_why: t.design_why.clone(),
+            control: t.control.as_ref().map(|c| c.name.clone()),
+            pairs: match &t.design {
+                super::trial::Design::Switchback(sb) => sb.periods.as_ref().map(|p| p.pairs()),
+                super::trial::Design::Sequential(_) => None,
+            },
+            running_s: perfpilot_sys::clock::mono_ns() as f64 / 1e9 - t.started_s,
         }
     }
 }
@@ -227,7 +248,6 @@ impl Engine {
         rates: &Rates,
         states: HashMap<String, String>,
     ) {
-        let plan = super::verdict::WindowPlan::of(&self.tun);
         self.status.time_ms = perfpilot_sys::clock::now_ms();
         self.status.interval_s = self.tun.interval_s;
         self.status.scans += 1;
@@ -256,11 +276,6 @@ impl Engine {
             listed.push(s);
         }
         self.status.workloads = listed;
-        self.status.trials = self
-            .actions
-            .trials
-            .iter()
-            .map(|t| TrialStatus::of(t, t.windows_each_side(&plan)))
-            .collect();
+        self.status.trials = self.actions.trials.iter().map(TrialStatus::of).collect();
     }
 }

@@ -105,7 +105,7 @@ impl Strategy for CacheAffinity {
                 w.threads,
                 set.len()
             ),
-            interleave: true,
+            cheap_undo: true,
             irreversible: false,
         }
     }
@@ -144,13 +144,13 @@ mod tests {
         );
         let Proposal::Act {
             changes,
-            interleave,
+            cheap_undo,
             ..
         } = p
         else {
             panic!("{p:?}")
         };
-        assert!(interleave);
+        assert!(cheap_undo);
         assert_eq!(
             changes,
             vec![Change::Affinity {

@@ -211,10 +211,13 @@ fn a_backed_off_strategy_is_not_proposed_and_is_once_the_back_off_ends() {
         e.actions.trials[0].signal,
         Some(crate::signal::SignalKind::Cpu)
     );
-    // Cache affinity is interleaved: each off window pairs with the next on one, so the gate's
-    // readings do not seed its baseline (a sequential trial's they do).
-    assert!(e.actions.trials[0].doc.interleave);
-    assert!(e.actions.trials[0].off_obs.is_empty());
+    // Cache affinity is undone cheaply: a switchback trial, whose baseline plans its periods
+    // from windows of its own (the gate's readings seed a before/after trial's).
+    assert_eq!(
+        e.actions.trials[0].doc.design,
+        crate::design::DesignKind::Switchback
+    );
+    assert!(e.actions.trials[0].windows().0.is_empty());
 }
 
 #[test]
@@ -262,11 +265,12 @@ fn a_strategy_already_kept_or_switched_off_is_not_proposed_again() {
         doc: ActionDoc {
             members: vec![(100, 1)],
             changes: vec![],
-            interleave: true,
+            design: crate::design::DesignKind::Switchback,
             irreversible: false,
             signal: None,
             bound_to: None,
         },
+        watch: None,
     });
     let states = e
         .propose_workloads(std::slice::from_ref(&w), &rates(2, 0.0))
