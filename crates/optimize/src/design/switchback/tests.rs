@@ -3,7 +3,8 @@ use super::*;
 fn limits(window_s: f64, period_max_s: f64) -> PeriodLimits {
     PeriodLimits {
         window_s,
-        settle_s: 0.0,
+        // One window to settle.
+        settle_s: window_s,
         period_max_s,
         budget_windows: 60,
         pairs_min: 3,
@@ -31,12 +32,17 @@ fn the_variance_of_a_pair_difference_is_two_over_m_for_independent_windows_and_l
 fn independent_windows_make_long_periods_and_alike_ones_short_periods() {
     let independent = [100.0, 104.0, 97.0, 103.0, 96.0, 101.0, 99.0, 102.0];
     let p = PeriodPlan::for_signal(&independent, &limits(2.0, 120.0)).unwrap();
-    assert_eq!(p.settle, 0, "a change that takes hold at once");
+    assert_eq!(p.settle, 1);
     assert!(p.measure >= 2, "{p:?}");
     let wandering = [100.0, 101.0, 102.0, 103.0, 104.0, 103.0, 102.0, 101.0];
     let q = PeriodPlan::for_signal(&wandering, &limits(2.0, 120.0)).unwrap();
     assert!(q.measure < p.measure, "{q:?}");
     assert!(q.pairs_max >= 3);
+    // A change that takes hold at once loses nothing to settling: the shortest periods.
+    let mut at_once = limits(2.0, 120.0);
+    at_once.settle_s = 0.0;
+    let r = PeriodPlan::for_signal(&independent, &at_once).unwrap();
+    assert_eq!((r.settle, r.measure), (0, 1), "{r:?}");
 }
 
 #[test]
