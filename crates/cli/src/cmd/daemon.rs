@@ -204,6 +204,14 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                 t["windows_needed"],
                 t["signal"].as_str().unwrap_or_default()
             );
+            // Its design and why; the control it is judged against, the pairs judged so far.
+            let mut design = t["design_why"].as_str().unwrap_or_default().to_string();
+            if let Some(p) = t["pairs"].as_u64() {
+                design = format!("{design}; {p} pairs of periods judged so far");
+            }
+            if !design.is_empty() {
+                println!("       design: {design}");
+            }
         }
     }
     if actions.is_empty() {
