@@ -290,15 +290,17 @@ impl Sequential {
     }
 
     /// Fixes how many windows each side measures from the settled baseline's noise, once; a
-    /// one-way trial measures as many as its time bound allows (it cannot be tried again, and
-    /// a calm baseline says little of the spells to come). A count above the minimum is noted.
+    /// one-way trial measures `max_windows`, or fewer where its time bound allows fewer (it
+    /// cannot be tried again, and a calm baseline says little of the spells to come). A count
+    /// above the minimum is noted.
     fn plan_windows(&mut self) -> Option<String> {
         let p = self.plan;
         let (n, why) = match self.one_way.as_ref().map(|r| r.windows_cap) {
-            Some(cap) => (
+            Some(cap) if cap < p.max => (
                 cap.max(p.min),
                 "as many as the one-way rule's time bound allows".to_string(),
             ),
+            Some(_) => (p.max, "max_windows: a one-way trial cannot be tried again".to_string()),
             None => {
                 let n = stats::windows_needed(
                     &self.off,

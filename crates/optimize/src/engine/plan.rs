@@ -68,11 +68,13 @@ impl Engine {
     ) -> Planned {
         let window_s = self.window_s(&w.signature);
         // Huge pages collapsed again take a window to make and to show (the collapse itself, a
-        // server's page tables refilled); the other changes take hold at once.
-        let settle_s = if kind == StrategyKind::LargePages {
-            self.tun.switch_settle_s.max(window_s)
-        } else {
-            self.tun.switch_settle_s
+        // server's page tables refilled), and a read-ahead change reaches only the reads issued
+        // after it; a thread's new mask takes hold at once.
+        let settle_s = match kind {
+            StrategyKind::LargePages | StrategyKind::ReadAhead => {
+                self.tun.switch_settle_s.max(window_s)
+            }
+            StrategyKind::CacheAffinity | StrategyKind::MemoryAffinity => self.tun.switch_settle_s,
         };
         let limits = PeriodLimits {
             window_s,

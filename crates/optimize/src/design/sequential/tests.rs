@@ -67,4 +67,14 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
         "{note}"
     );
     assert_eq!(s.needed, Some(7));
+    // A time bound that allows more than max_windows: max_windows.
+    let mut s = Sequential::new(p, true, vec![]);
+    s.one_way = Some(OneWayRule {
+        harm_bound: 0.02,
+        windows_cap: 70,
+        prior: None,
+        drift_floor: 0.04,
+    });
+    feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
+    assert_eq!(s.needed, Some(50));
 }
