@@ -62,7 +62,10 @@ fn a_design_replayed_with_a_true_effect_prints_its_tally_as_json() {
         n("trials"),
         n("kept") + n("kept_no_harm") + n("reverted") + n("neutral")
     );
-    assert!(v["median_decision_s"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    assert!(
+        v["median_decision_s"].as_f64().is_some_and(|s| s > 0.0),
+        "{v}"
+    );
 }
 
 #[test]
@@ -71,10 +74,16 @@ fn an_unknown_design_or_a_control_design_without_a_control_trace_is_refused_with
     let out = verdicts(&[trace.as_ref(), "--design".as_ref(), "latin".as_ref()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--design latin: not a design; one of switchback, control"), "{err}");
+    assert!(
+        err.contains("--design latin: not a design; one of switchback, control"),
+        "{err}"
+    );
     let out = verdicts(&[trace.as_ref(), "--design".as_ref(), "control".as_ref()]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--design control needs --control TRACE"), "{err}");
+    assert!(
+        err.contains("--design control needs --control TRACE"),
+        "{err}"
+    );
 }
 
 #[test]

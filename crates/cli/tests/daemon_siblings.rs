@@ -123,7 +123,10 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     } else {
         (huge_b, huge_a)
     };
-    assert!(treated >= 64 << 20, "treated: {treated} B of huge pages\n{log}");
+    assert!(
+        treated >= 64 << 20,
+        "treated: {treated} B of huge pages\n{log}"
+    );
     assert!(other <= 8 << 20, "control: {other} B of huge pages\n{log}");
     let g = v["gain"]["ratio"].as_f64().expect("a gain");
     let low = v["gain"]["ci_low"].as_f64().expect("its interval");

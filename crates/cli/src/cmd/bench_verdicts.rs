@@ -44,6 +44,10 @@ pub struct VerdictsArgs {
     /// Seconds the effect takes to set in (and to go again when switched off).
     #[arg(long, default_value_t = 0.0)]
     settle: f64,
+    /// Seconds each switchback period drops after a switch (the tunable `switch_settle_s`; the
+    /// daemon drops at least one window for huge pages and read-ahead).
+    #[arg(long, default_value_t = 0.0)]
+    switch_settle: f64,
     /// The trace of a sibling recorded over the same time, for the control design.
     #[arg(long)]
     control: Option<PathBuf>,
@@ -72,8 +76,8 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         "--window must be positive, --windows at least 2 and --max-windows at least --windows"
     );
     anyhow::ensure!(
-        a.effect > 0.0 && a.settle >= 0.0 && a.stride >= 1,
-        "--effect must be positive, --settle not negative and --stride at least 1"
+        a.effect > 0.0 && a.settle >= 0.0 && a.switch_settle >= 0.0 && a.stride >= 1,
+        "--effect must be positive, --settle and --switch-settle not negative and --stride at least 1"
     );
     let designs: Vec<&'static str> = match a.design.as_str() {
         "all" => trace::DESIGNS
@@ -114,6 +118,7 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
     tun.resolution = plan.resolution;
     tun.confidence = plan.confidence;
     tun.min_effect = plan.min_effect;
+    tun.switch_settle_s = a.switch_settle;
     let opts = trace::DesignReplayOptions {
         window_s: a.window,
         effect: Effect {

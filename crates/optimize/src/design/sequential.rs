@@ -300,7 +300,10 @@ impl Sequential {
                 cap.max(p.min),
                 "as many as the one-way rule's time bound allows".to_string(),
             ),
-            Some(_) => (p.max, "max_windows: a one-way trial cannot be tried again".to_string()),
+            Some(_) => (
+                p.max,
+                "max_windows: a one-way trial cannot be tried again".to_string(),
+            ),
             None => {
                 let n = stats::windows_needed(
                     &self.off,

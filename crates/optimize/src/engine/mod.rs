@@ -10,7 +10,11 @@
 //!   (old enough, busy enough, not backed off);
 //! - `propose`: asking the strategies, for workloads and block devices;
 //! - `steady`: a trial starts only once its signal shows steady, non-idle work;
-//! - `trial`: a trial's windows, steps and verdict;
+//! - `trial`: a trial's core (what is changed, on whom, by which signal), its steps, switching
+//!   it on and off, and its design's state (`crate::design`);
+//! - `plan`: the design a proposal's trial gets (`crate::design::choose`), a one-way trial's
+//!   prior from the journal;
+//! - `control`: a sibling that stands as a trial's control, and pairing its windows;
 //! - `apply`: journaling each change's undo record, then making it;
 //! - `enforce`: kept actions (new threads, masks changed behind perfpilot's back, recovery);
 //! - `status`: what `status.json` shows;

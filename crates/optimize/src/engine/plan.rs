@@ -5,6 +5,7 @@
 
 use perfpilot_observe::Rates;
 use perfpilot_observe::workload::Workload;
+use perfpilot_sys::change::Change;
 
 use super::Engine;
 use super::control::Control;
@@ -20,6 +21,22 @@ const PRIOR_FLOOR_SD: f64 = 0.03;
 
 /// Pairs of periods before a switchback trial's first look.
 const PAIRS_MIN: usize = 3;
+
+/// Seconds a collapse of one GiB is allowed in a switchback period: twice the CPU it took on the
+/// 2-CPU VM (docs/optimizer.md, "Huge pages split back"), for a machine with other work on it;
+/// the period drops the windows it spans.
+const COLLAPSE_S_PER_GIB: f64 = 4.0;
+
+/// Bytes the collapse steps of a change cover.
+fn collapse_bytes(changes: &[Change]) -> u64 {
+    changes
+        .iter()
+        .map(|c| match c {
+            Change::Collapse { ranges, .. } => ranges.iter().map(|r| r.1).sum(),
+            _ => 0,
+        })
+        .sum()
+}
 
 /// What a proposal's trial is designed as.
 pub(super) struct Planned {
@@ -50,15 +67,15 @@ impl Engine {
             .max(self.tun.interval_s)
     }
 
-    /// The design of a trial of `kind` on `w` judged by `signal`, whose change takes `steps`
-    /// paced steps (`cheap_undo`: the strategy undoes it cheaply; `irreversible`: it cannot be
+    /// The design of a trial of `kind` on `w` judged by `signal`, whose change is `changes`
+    /// (paced steps; `cheap_undo`: the strategy undoes it cheaply; `irreversible`: it cannot be
     /// undone unless huge pages can be split).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn plan_design(
         &mut self,
         w: &Workload,
         kind: StrategyKind,
-        steps: usize,
+        changes: &[Change],
         cheap_undo: bool,
         irreversible: bool,
         signal: &SignalKind,
@@ -67,13 +84,16 @@ impl Engine {
         steady: &[f64],
     ) -> Planned {
         let window_s = self.window_s(&w.signature);
-        // Huge pages collapsed again take a window to make and to show (the collapse itself, a
-        // server's page tables refilled), and a read-ahead change reaches only the reads issued
-        // after it; a thread's new mask takes hold at once.
+        // Huge pages collapsed again take the collapse's time and a window to show (a server's
+        // page tables refilled), and a read-ahead change reaches only the reads issued after
+        // it; a thread's new mask takes hold at once.
         let settle_s = match kind {
-            StrategyKind::LargePages | StrategyKind::ReadAhead => {
-                self.tun.switch_settle_s.max(window_s)
-            }
+            StrategyKind::LargePages => self
+                .tun
+                .switch_settle_s
+                .max(window_s)
+                .max(collapse_bytes(changes) as f64 / (1u64 << 30) as f64 * COLLAPSE_S_PER_GIB),
+            StrategyKind::ReadAhead => self.tun.switch_settle_s.max(window_s),
             StrategyKind::CacheAffinity | StrategyKind::MemoryAffinity => self.tun.switch_settle_s,
         };
         let limits = PeriodLimits {
@@ -100,7 +120,7 @@ impl Engine {
         };
         let choice = design::choose(&facts);
         let one_way = (choice.kind == DesignKind::OneWay).then(|| {
-            let apply_s = steps as f64 * self.tun.interval_s;
+            let apply_s = changes.len() as f64 * self.tun.interval_s;
             OneWayRule {
                 harm_bound: self.tun.harm_bound,
                 windows_cap: one_way::windows_cap(

@@ -276,7 +276,7 @@ impl Engine {
                         Ok(s) => Some(self.plan_design(
                             w,
                             kind,
-                            changes.len(),
+                            &changes,
                             cheap_undo,
                             irreversible,
                             s,
@@ -389,7 +389,7 @@ impl Engine {
                     let planned = self.plan_design(
                         w,
                         StrategyKind::ReadAhead,
-                        changes.len(),
+                        &changes,
                         cheap_undo,
                         irreversible,
                         &s,
