@@ -28,8 +28,8 @@ interval_s = 1
 min_age_s = 0
 min_cpu_cores = 0.05
 min_memory_mib = 16
-windows = 4
-max_windows = 8
+windows = 3
+max_windows = 6
 cache_affinity = false
 memory_affinity = false
 read_ahead = false
@@ -69,9 +69,11 @@ while :; do
     a=$(huge "$anon" AnonHugePages) s=$(huge "$shm" ShmemPmdMapped)
     [ "$a" -gt "$max_anon" ] && max_anon=$a
     [ "$s" -gt "$max_shm" ] && max_shm=$s
-    decided=$(/bin/perfpilot status --json --state-dir /tmp/state | grep -c '"decision"' || true)
-    [ "$decided" -ge 2 ] && break
-    i=$((i + 1)); [ $i -lt 240 ] || break
+    if [ $((i % 5)) -eq 4 ]; then
+        decided=$(/bin/perfpilot status --json --state-dir /tmp/state | grep -c '"decision"' || true)
+        [ "$decided" -ge 2 ] && break
+    fi
+    i=$((i + 1)); [ $i -lt 400 ] || break
     sleep 1
 done
 /bin/perfpilot status --state-dir /tmp/state | sed -n '/trial:\|ID STRATEGY/,$p'

@@ -134,10 +134,13 @@ pub fn evidence(rec: &ActionRecord) -> String {
         }
         d
     };
-    let decision = |v: &serde_json::Value| match (v["decision"].as_str(), v["shown"].as_str()) {
-        (Some("keep"), Some("no_harm")) => format!(
+    let decision = |v: &serde_json::Value| match (
+        v["decision"].as_str(),
+        v["shown"]["no_harm"]["bound"].as_f64(),
+    ) {
+        (Some("keep"), Some(bound)) => format!(
             "keep (no loss worse than {:.0} %; gain not resolved)",
-            v["bound"].as_f64().unwrap_or(0.0) * 100.0
+            bound * 100.0
         ),
         (d, _) => d.unwrap_or_default().to_string(),
     };
@@ -278,7 +281,7 @@ mod tests {
         );
         // A one-way keep that showed only that there was no harm says so, with its design.
         rec.verdict = Some(
-            r#"{"signal":"postgresql","design":"one_way","decided_after_s":281.0,"before":{"n":16,"mean":2.0},"after":{"n":16,"mean":2.1},"gain":{"ratio":1.07,"ci_low":0.99,"ci_high":1.16},"decision":"keep","shown":"no_harm","bound":0.02}"#
+            r#"{"signal":"postgresql","design":"one_way","decided_after_s":281.0,"before":{"n":16,"mean":2.0},"after":{"n":16,"mean":2.1},"gain":{"ratio":1.07,"ci_low":0.99,"ci_high":1.16},"decision":"keep","shown":{"no_harm":{"bound":0.02}}}"#
                 .into(),
         );
         assert_eq!(

@@ -21,7 +21,7 @@ use crate::stats::{self, Decision, Gain};
 
 /// What a verdict showed.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case", tag = "shown")]
+#[serde(rename_all = "snake_case")]
 pub enum Shown {
     /// An effect (a gain cleared `min_effect`, or a loss), or nothing (neutral).
     #[default]

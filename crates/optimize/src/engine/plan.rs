@@ -146,7 +146,7 @@ impl Engine {
     /// Earlier verdicts of `kind` on servers of `server` that ended complete with a gain
     /// (neutral ones too: leaving them out would leave only the lucky ones), as a prior; `None`
     /// with fewer than two.
-    fn prior(&self, kind: StrategyKind, server: &str) -> Option<Prior> {
+    pub(super) fn prior(&self, kind: StrategyKind, server: &str) -> Option<Prior> {
         let records = self.store.actions(false, 1000).ok()?;
         let gains: Vec<_> = records
             .iter()

@@ -46,7 +46,7 @@ pub struct Verdict {
     /// What was decided.
     pub decision: Decision,
     /// What the windows showed: an effect, or for a one-way change only that it did no harm.
-    #[serde(default, flatten)]
+    #[serde(default)]
     pub shown: Shown,
     /// Earlier verdicts taken as a prior (the interval is then a credible one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
