@@ -15,9 +15,12 @@ use support::{Dir, daemon, status_if_written, terminate, wait_until};
 struct Cache(Child);
 
 impl Cache {
-    /// Starts one with a `mib` MiB table and one lookup thread; waits until it serves.
+    /// Starts one with a `mib` MiB table and one lookup thread on a port of its own (two
+    /// instances with the same command line would be one workload identity); waits until it
+    /// serves.
     fn start(mib: u64) -> Cache {
         let bin = perfpilot_testkit::workspace_bin("sharedcache", "perfpilot-sharedcache");
+        let listen = format!("127.0.0.1:{}", perfpilot_testkit::free_port());
         let mut child = Command::new(bin)
             .args([
                 "--table-mib",
@@ -25,7 +28,7 @@ impl Cache {
                 "--threads",
                 "1",
                 "--listen",
-                "127.0.0.1:0",
+                &listen,
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -78,16 +81,16 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     let dir = Dir::new("siblings");
     let config = dir.config(&format!(
         "only_matched = true\n\
-         [tunables]\ninterval_s = 0.5\nmin_age_s = 0\nmin_cpu_cores = 0.2\nmin_memory_mib = 64\n\
-         windows = 6\nmax_windows = 12\nread_ahead = false\ncache_affinity = false\n\
+         [tunables]\ninterval_s = 1\nmin_age_s = 0\nmin_cpu_cores = 0.05\nmin_memory_mib = 64\n\
+         windows = 6\nmax_windows = 20\nread_ahead = false\ncache_affinity = false\n\
          memory_affinity = false\nshmem_advise_at_start = false\nrest_change_max = 0\n\
          backoff_s = 3600\ncpu_budget_pct = 20\n\
          [[workload]]\nmatch = {{ comm = \"sharedcache\", cmdline = \"--table-mib {MIB}\" }}\n"
     ));
-    let d = daemon(&config, &dir.state(), "120s");
+    let d = daemon(&config, &dir.state(), "180s");
     // The first large-pages action decided, and what the other instance held at that moment.
     let mut decided = None;
-    let found = wait_until(Duration::from_secs(110), || {
+    let found = wait_until(Duration::from_secs(170), || {
         let Some(s) = status_if_written(&dir.state()) else {
             return false;
         };
@@ -109,7 +112,7 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     terminate(&d);
     let out = d.wait_with_output().expect("the daemon's exit");
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(found, "no large-pages verdict within 110 s:\n{log}");
+    assert!(found, "no large-pages verdict within 170 s:\n{log}");
     let (action, huge_a, huge_b) = decided.expect("the decided action");
     let v = &action["verdict"];
     assert_eq!(v["design"], "control", "{action:#}\n{log}");

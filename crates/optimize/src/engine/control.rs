@@ -65,19 +65,31 @@ pub(super) fn pairing(
     }
 }
 
-/// Whether `s` can stand as a control for a trial of `kind` on `w` judged by `signal`: the
-/// same program under the same user, a signal of the same kind and direction, about as busy
-/// (within a factor of two: a sibling that hardly works drifts on its own), and not itself in
-/// a trial or holding an action of the strategy.
-pub(super) fn alike(w: &Workload, s: &Workload, signal: &SignalKind, theirs: &SignalKind) -> bool {
-    s.signature != w.signature
-        && s.comm == w.comm
-        && s.uid == w.uid
-        && signal.source() == theirs.source()
+/// The scans a trial waits for a sibling's signal to become steady before it goes on without a
+/// control: twice the gate's readings and one more.
+const SIBLING_WAIT_SCANS: u64 = 2 * super::steady::STEADY_READINGS as u64 + 1;
+
+/// Why `s`, another instance of `w`'s program under the same user, cannot stand as a control
+/// for a trial judged by `signal` (`theirs`: `s`'s signal): a signal of another kind or
+/// direction. (How busy each is does not matter once both pass the steady gate: the ratio
+/// cancels what moves both, and one scan's CPU on a busy machine says little.) `None` when it
+/// can.
+pub(super) fn unlike(signal: &SignalKind, theirs: &SignalKind) -> Option<String> {
+    (!(signal.source() == theirs.source()
         && signal.higher_is_better() == theirs.higher_is_better()
-        && same_kind(signal, theirs)
-        && s.cpu_cores > 0.0
-        && (0.5..=2.0).contains(&(w.cpu_cores / s.cpu_cores))
+        && same_kind(signal, theirs)))
+    .then(|| format!("its signal is another kind ({})", theirs.describe()))
+}
+
+/// What the search for a control found.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Sibling {
+    /// This one: its windows start afresh with the treated workload's.
+    Found(Control),
+    /// One whose signal is not steady yet: the trial waits a scan for it (its name).
+    Wait(String),
+    /// None; the other instances of the program, each with why it cannot be the control.
+    None(Vec<String>),
 }
 
 /// Signals of the same kind: the same preset, the same probe metric, the same kernel proxy.
@@ -100,9 +112,10 @@ fn probe_key(p: &ProbeSpec) -> &str {
 }
 
 impl Engine {
-    /// A sibling of `w` to judge a trial of `kind` against, when one is eligible, steady and
-    /// free. Both workloads' windows start afresh this scan, so that they are cut over the same
-    /// spans from here on.
+    /// A sibling of `w` to judge a trial of `kind` against (another instance of the same
+    /// program under the same user, eligible, steady and free), a sibling worth waiting a scan
+    /// for, or why there is none. A found control's windows and `w`'s start afresh this scan, so
+    /// that they are cut over the same spans from here on.
     pub(super) fn sibling(
         &mut self,
         w: &Workload,
@@ -110,7 +123,7 @@ impl Engine {
         signal: &SignalKind,
         workloads: &[Workload],
         rates: &Rates,
-    ) -> Option<Control> {
+    ) -> Sibling {
         let actions = &self.actions;
         let busy = |sig: &str| {
             actions.trials.iter().any(|t| {
@@ -122,32 +135,59 @@ impl Engine {
                 .iter()
                 .any(|h| h.signature == sig && h.strategy == kind)
         };
-        let free: Vec<&Workload> = workloads.iter().filter(|s| !busy(&s.signature)).collect();
-        let mut candidates: Vec<(Workload, SignalKind)> = Vec::new();
-        for s in free {
-            if self.policy.left_alone(&self.topo, s, None).is_some() {
+        let mut why_not = Vec::new();
+        let instances: Vec<(&Workload, bool)> = workloads
+            .iter()
+            .filter(|s| s.signature != w.signature && s.comm == w.comm && s.uid == w.uid)
+            .map(|s| (s, busy(&s.signature)))
+            .collect();
+        let name = |s: &Workload| {
+            format!(
+                "{} (pid {})",
+                s.name,
+                s.pids().first().copied().unwrap_or(0)
+            )
+        };
+        for (s, busy) in instances {
+            if busy {
+                why_not.push(format!(
+                    "{}: in a trial, or holding {kind} already",
+                    name(s)
+                ));
                 continue;
             }
-            if let Ok(theirs) = self.signal_of(s, rates)
-                && alike(w, s, signal, &theirs)
-            {
-                candidates.push((s.clone(), theirs));
+            if let Some(why) = self.policy.left_alone(&self.topo, s, None) {
+                why_not.push(format!("{}: {why}", name(s)));
+                continue;
             }
-        }
-        for (s, theirs) in candidates {
-            if self.steady_signal(&s, &theirs, rates).is_err() {
+            let theirs = match self.signal_of(s, rates) {
+                Ok(t) => t,
+                Err(why) => {
+                    why_not.push(format!("{}: {why}", name(s)));
+                    continue;
+                }
+            };
+            if let Some(why) = unlike(signal, &theirs) {
+                why_not.push(format!("{}: {why}", name(s)));
+                continue;
+            }
+            if let Err(why) = self.steady_signal(s, &theirs, rates) {
+                if self.steady.waited_for_sibling(&w.signature) <= SIBLING_WAIT_SCANS {
+                    return Sibling::Wait(name(s));
+                }
+                why_not.push(format!("{}: {why}", name(s)));
                 continue;
             }
             self.steady.take(&s.signature);
             self.watch.restart_windows(&w.signature);
             self.watch.restart_windows(&s.signature);
-            return Some(Control {
+            return Sibling::Found(Control {
                 signature: s.signature.clone(),
-                name: s.name.clone(),
+                name: name(s),
                 members: s.members.iter().map(|m| (m.pid, m.starttime)).collect(),
                 signal: theirs,
             });
         }
-        None
+        Sibling::None(why_not)
     }
 }

@@ -8,7 +8,7 @@ use perfpilot_observe::workload::Workload;
 use perfpilot_sys::change::Change;
 
 use super::Engine;
-use super::control::Control;
+use super::control::{Control, Sibling};
 use super::verdict::Verdict;
 use crate::design::one_way::{self, OneWayRule, Prior};
 use crate::design::{self, DesignKind, Facts, PeriodLimits, PeriodPlan};
@@ -47,6 +47,8 @@ pub(super) struct Planned {
     pub(super) one_way: Option<OneWayRule>,
     /// The change can be undone (for large pages: split back).
     pub(super) irreversible: bool,
+    /// A sibling whose signal is not steady yet: the trial waits a scan to judge against it.
+    pub(super) wait_for: Option<String>,
 }
 
 /// What kind of server a workload is, as priors group verdicts: its preset, else its command.
@@ -108,9 +110,14 @@ impl Engine {
         } else {
             Err("not huge pages".into())
         };
-        let control = (!cheap_undo)
-            .then(|| self.sibling(w, kind, signal, workloads, rates))
-            .flatten();
+        let (control, wait_for, passed_over) = match cheap_undo {
+            true => (None, None, Vec::new()),
+            false => match self.sibling(w, kind, signal, workloads, rates) {
+                Sibling::Found(c) => (Some(c), None, Vec::new()),
+                Sibling::Wait(name) => (None, Some(name), Vec::new()),
+                Sibling::None(why) => (None, None, why),
+            },
+        };
         let facts = Facts {
             strategy: kind,
             cheap_undo,
@@ -118,7 +125,10 @@ impl Engine {
             sibling: control.as_ref().map(|c| c.name.clone()),
             periods: PeriodPlan::for_signal(steady, &limits),
         };
-        let choice = design::choose(&facts);
+        let mut choice = design::choose(&facts);
+        if choice.kind == DesignKind::OneWay && !passed_over.is_empty() {
+            choice.why = format!("{}; not a control: {}", choice.why, passed_over.join("; "));
+        }
         let one_way = (choice.kind == DesignKind::OneWay).then(|| {
             let apply_s = changes.len() as f64 * self.tun.interval_s;
             OneWayRule {
@@ -140,6 +150,7 @@ impl Engine {
             limits,
             one_way,
             irreversible: irreversible && !(kind == StrategyKind::LargePages && split.is_ok()),
+            wait_for,
         }
     }
 

@@ -271,21 +271,31 @@ impl Engine {
                         state = format!("would try {kind}: {why}");
                         break;
                     }
-                    let steady = self.steady.take(&w.signature);
                     let planned = match &signal {
-                        Ok(s) => Some(self.plan_design(
-                            w,
-                            kind,
-                            &changes,
-                            cheap_undo,
-                            irreversible,
-                            s,
-                            workloads,
-                            rates,
-                            &steady,
-                        )),
+                        Ok(s) => {
+                            let readings = self.steady.peek(&w.signature);
+                            Some(self.plan_design(
+                                w,
+                                kind,
+                                &changes,
+                                cheap_undo,
+                                irreversible,
+                                s,
+                                workloads,
+                                rates,
+                                &readings,
+                            ))
+                        }
                         Err(_) => None,
                     };
+                    if let Some(name) = planned.as_ref().and_then(|p| p.wait_for.clone()) {
+                        self.steady.wait(&w.signature, kind);
+                        state = format!(
+                            "would try {kind}: waiting for the signal of {name}, a sibling to judge it against, to be steady"
+                        );
+                        break;
+                    }
+                    let steady = self.steady.take(&w.signature);
                     let id = self.start(proposed(
                         w,
                         kind,

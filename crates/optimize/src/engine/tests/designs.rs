@@ -16,12 +16,7 @@ use crate::signal::SignalKind;
 use crate::strategy::StrategyKind;
 
 /// Journals a large-pages action on a server of `kind` with this verdict's gain and ending.
-fn journaled_verdict(
-    e: &mut super::super::Engine,
-    kind: &str,
-    ratio: f64,
-    ended: &str,
-) -> i64 {
+fn journaled_verdict(e: &mut super::super::Engine, kind: &str, ratio: f64, ended: &str) -> i64 {
     let id = e
         .store
         .journal_begin("sig", "postgres", "large_pages", "{}", "[]", "t")
@@ -74,7 +69,7 @@ fn earlier_complete_verdicts_of_the_same_strategy_on_the_same_kind_of_server_for
 
 #[test]
 fn a_control_that_exits_mid_trial_leaves_a_before_after_trial_on_the_treated_workloads_own_windows()
- {
+{
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
     let id = e
@@ -108,12 +103,24 @@ fn a_control_that_exits_mid_trial_leaves_a_before_after_trial_on_the_treated_wor
     // Paired windows are judged as ratios; a window of the treated one alone is not.
     for v in [100.0, 102.0, 98.0] {
         let end = t
-            .advance(Some(&w), Some(&obs(v)), Pairing::Paired(50.0), &plan, &mut io)
+            .advance(
+                Some(&w),
+                Some(&obs(v)),
+                Pairing::Paired(50.0),
+                &plan,
+                &mut io,
+            )
             .unwrap();
         assert_eq!(end, None);
     }
-    t.advance(Some(&w), Some(&obs(101.0)), Pairing::Unpaired, &plan, &mut io)
-        .unwrap();
+    t.advance(
+        Some(&w),
+        Some(&obs(101.0)),
+        Pairing::Unpaired,
+        &plan,
+        &mut io,
+    )
+    .unwrap();
     assert_eq!(seq(&t).off, vec![2.0, 2.04, 1.96]);
     // The control exits: from here the treated workload's own windows, and the journal says so.
     t.advance(
@@ -190,7 +197,11 @@ fn a_kept_one_way_action_whose_later_windows_show_a_loss_is_ended_and_backed_off
         "{}",
         rec.note
     );
-    assert!(rec.note.ends_with("ended (its huge pages stay)"), "{}", rec.note);
+    assert!(
+        rec.note.ends_with("ended (its huge pages stay)"),
+        "{}",
+        rec.note
+    );
     assert!(
         e.store
             .backoff_get(&w.signature, "large_pages")
@@ -198,4 +209,3 @@ fn a_kept_one_way_action_whose_later_windows_show_a_loss_is_ended_and_backed_off
             .is_some()
     );
 }
-
