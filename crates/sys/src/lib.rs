@@ -35,6 +35,7 @@
 
 pub mod affinity;
 pub mod block;
+pub mod cgroup;
 pub mod change;
 pub mod clock;
 pub mod collapse;
