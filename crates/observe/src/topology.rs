@@ -198,6 +198,56 @@ impl Topology {
         }
     }
 
+    /// The part of the machine inside a cpuset: nodes, caches and cores cut to `cpus`, nodes
+    /// outside `mems` (where given) and domains left without CPUs dropped. Strategies placing a
+    /// workload inside its cgroup's cpuset see this.
+    pub fn within(&self, cpus: &CpuSet, mems: Option<&CpuSet>) -> Topology {
+        let nodes = self
+            .nodes
+            .iter()
+            .filter(|n| mems.is_none_or(|m| m.contains(n.id)))
+            .filter_map(|n| {
+                let llcs: Vec<Llc> = n
+                    .llcs
+                    .iter()
+                    .filter_map(|l| {
+                        let cores: Vec<Core> = l
+                            .cores
+                            .iter()
+                            .map(|c| Core {
+                                cpus: c.cpus.intersection(cpus),
+                                ..c.clone()
+                            })
+                            .filter(|c| !c.cpus.is_empty())
+                            .collect();
+                        let lc = l.cpus.intersection(cpus);
+                        (!lc.is_empty()).then(|| Llc {
+                            cpus: lc,
+                            cores,
+                            ..l.clone()
+                        })
+                    })
+                    .collect();
+                let nc = n.cpus.intersection(cpus);
+                (!nc.is_empty()).then(|| Node {
+                    cpus: nc,
+                    llcs,
+                    ..n.clone()
+                })
+            })
+            .collect::<Vec<Node>>();
+        let online = nodes
+            .iter()
+            .fold(CpuSet::new(), |acc, n| acc.union(&n.cpus));
+        Topology {
+            nodes,
+            online,
+            offline: self.offline.clone(),
+            isolated: self.isolated.clone(),
+            possible: self.possible.clone(),
+        }
+    }
+
     /// Every core of the machine.
     pub fn cores(&self) -> impl Iterator<Item = &Core> {
         self.nodes

@@ -38,6 +38,7 @@ mod attach;
 mod dryrun;
 mod enforce;
 mod fleet;
+pub mod manual;
 mod policy;
 mod propose;
 mod reload;
@@ -254,6 +255,10 @@ impl Engine {
             warn!("persisted {e}; ignored");
         }
         self.policy.config.apply_tunables(&mut t);
+        self.policy.enabled = propose::WORKLOAD_STRATEGIES
+            .into_iter()
+            .filter(|k| k.enabled(&t))
+            .collect();
         self.tun = t;
         Ok(())
     }

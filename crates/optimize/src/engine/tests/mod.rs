@@ -21,6 +21,7 @@ use crate::strategy::StrategyKind;
 use crate::tunables::Tunables;
 
 mod apply;
+mod cpuset;
 mod devices;
 mod dryrun;
 mod fleet;
