@@ -58,6 +58,7 @@ pub mod scratchfs;
 pub mod signal;
 pub mod stat;
 pub mod user;
+pub mod zones;
 
 pub use cpuset::{CpuSet, CpuSetError};
 pub use error::{Error, Result};

@@ -213,6 +213,9 @@ impl Engine {
             }
         };
         self.steady.next_scan(cur.mono_ns as f64 / 1e9);
+        // Free memory per node now (memory affinity's "fits one node"), with what the node
+        // files leave out.
+        self.topo.set_node_memory(&cur.memory.nodes);
         let shm = self.watch.shared_memory(cur, &rates, &self.tun);
         let mut workloads = workload::group(cur, &rates, &shm);
         // Not itself: its own CPU would be a workload to bind, its /metrics a preset to read.
