@@ -280,10 +280,14 @@ impl Engine {
             let placement = self.policy.placement(w);
             s.cgroup = placement.cgroup;
             s.container = placement.container;
-            let ours = self.actions.bound_to(&w.signature).cloned();
-            let manual = self.policy.manual(&self.topo, w, ours.as_ref());
-            s.cpuset = (!manual.world.is_whole(&self.topo)).then_some(manual.world.cpus);
-            s.manual = manual.settings;
+            // What the config leaves alone is not read further (numa_maps and smaps walk
+            // page tables).
+            if class != WorkloadClass::Excluded {
+                let ours = self.actions.bound_to(&w.signature).cloned();
+                let manual = self.policy.manual(&self.topo, w, ours.as_ref());
+                s.cpuset = (!manual.world.is_whole(&self.topo)).then_some(manual.world.cpus);
+                s.manual = manual.settings;
+            }
             listed.push(s);
         }
         self.status.workloads = listed;
