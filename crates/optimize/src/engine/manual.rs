@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | affinity | a member's mask narrower than its cgroup's effective cpuset, not set by perfpilot (or changed behind its back) | cache and memory affinity |
 //! | memory policy | a policy other than `default` in `/proc/PID/numa_maps` (`numactl --membind`, `mbind`, `set_mempolicy`) | memory affinity |
-//! | large pages | `THP_enabled: 0` in `/proc/PID/status` (`PR_SET_THP_DISABLE`), `HugetlbPages` > 0 there (the server's own huge pages), a range of 2 MiB or more with `nh` in its `VmFlags` in `/proc/PID/smaps` (`MADV_NOHUGEPAGE`) | large pages |
+//! | large pages | `THP_enabled: 0` in `/proc/PID/status` (`PR_SET_THP_DISABLE`), `HugetlbPages` > 0 there (the server's own huge pages), a range larger than 8 MiB with `nh` in its `VmFlags` in `/proc/PID/smaps` (`MADV_NOHUGEPAGE`; glibc advises thread stacks so, which are smaller) | large pages |
 //! | read-ahead | a device's `read_ahead_kb` other than the kernel's default for it (128 KiB, or twice its `optimal_io_size`), unless the config names the device | read-ahead on that device |
 //!
 //! The cgroup's effective cpuset is the workload's world, not a setting: a mask equal to it is
@@ -21,6 +21,9 @@ use perfpilot_units as units;
 use serde::{Deserialize, Serialize};
 
 use crate::strategy::StrategyKind;
+
+/// The largest `MADV_NOHUGEPAGE` range taken for a thread stack (the default stack limit).
+const STACKS_MAX: u64 = 8 << 20;
 
 /// A setting someone else can make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -219,7 +222,10 @@ pub fn process_settings(fs: &Fs, pid: i32) -> Vec<ManualSetting> {
     if !out.iter().any(|s| s.knob == Knob::LargePages)
         && let Ok(Some(text)) = fs.read_opt(&format!("proc/{pid}/smaps"))
     {
-        let nh = tuning::nohugepage_ranges(&text, 2 << 20);
+        // Thread stacks are not a choice about the workload's memory: glibc advises them
+        // MADV_NOHUGEPAGE (seen on sharedcache's 2 MiB Rust stacks and rustc's here), and
+        // they are at most the stack limit, 8 MiB by default. Larger ranges count.
+        let nh = tuning::nohugepage_ranges(&text, STACKS_MAX + 1);
         if let Some((a, b)) = nh.first() {
             let total: u64 = nh.iter().map(|(a, b)| b - a).sum();
             out.push(ManualSetting::new(

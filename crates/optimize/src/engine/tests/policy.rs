@@ -158,7 +158,8 @@ fn a_memory_policy_blocks_memory_affinity_and_refused_or_own_huge_pages_block_la
         ),
         (
             "",
-            "7f0000000000-7f0040000000 rw-p 00000000 00:00 0\nVmFlags: rd wr mr mw me ac nh\n",
+            // A 2 MiB thread stack advised by glibc does not count; the 1 GiB range does.
+            "7e0000000000-7e0000200000 rw-p 00000000 00:00 0\nVmFlags: rd wr mr mw me ac nh\n7f0000000000-7f0040000000 rw-p 00000000 00:00 0\nVmFlags: rd wr mr mw me ac nh\n",
             "1 GiB in 1 range advised MADV_NOHUGEPAGE (VmFlags nh in /proc/100/smaps, first 7f0000000000-7f0040000000)",
         ),
     ] {
