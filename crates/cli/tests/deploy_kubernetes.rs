@@ -175,6 +175,23 @@ fn the_daemonset_mounts_sys_writable_and_keeps_its_journal_on_the_node() {
         volume(&config["name"])["configMap"]["name"],
         one("10-configmap.yaml", "ConfigMap")["metadata"]["name"]
     );
+    // containerd's bundles name each workload's pod, read only at the node's own path (where
+    // perfpilot_sys::cgroup::container looks); nothing of the kubelet's pod directories.
+    let bundles = "/run/containerd/io.containerd.runtime.v2.task/k8s.io";
+    let b = mount(bundles);
+    assert_eq!(b["readOnly"], true);
+    assert_eq!(volume(&b["name"])["hostPath"]["path"], bundles);
+    assert!(
+        pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| !m["mountPath"]
+                .as_str()
+                .unwrap()
+                .starts_with("/var/lib/kubelet")),
+        "the kubelet's pod directories hold every pod's secrets"
+    );
 }
 
 #[test]

@@ -44,6 +44,10 @@ fn status() -> Status {
                 state: "optimized: nothing more to do".into(),
                 class: classes[i % classes.len()],
                 capacity: None,
+                cgroup: None,
+                container: None,
+                cpuset: None,
+                manual: vec![],
             })
             .collect(),
         ..Status::default()

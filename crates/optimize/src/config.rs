@@ -443,6 +443,14 @@ impl DaemonConfig {
         })
     }
 
+    /// Whether `read_ahead_devices` names the device itself (not by a prefix): its read-ahead
+    /// is then perfpilot's to tune even where someone set it by hand.
+    pub fn read_ahead_named(&self, name: &str) -> bool {
+        self.read_ahead_devices
+            .as_ref()
+            .is_some_and(|list| list.iter().any(|p| p == name))
+    }
+
     /// The first rule matching a process.
     pub fn rule_for(&self, id: &Identity) -> Option<&Rule> {
         self.workloads.iter().find(|r| r.matcher.matches(id))
@@ -535,6 +543,8 @@ action = "exclude"
         assert!(c.read_ahead_device("nvme0n1"));
         assert!(!c.read_ahead_device("loop31"));
         assert!(!c.read_ahead_device("vda"));
+        assert!(c.read_ahead_named("loop3") && !c.read_ahead_named("nvme0n1"));
+        assert!(!all.read_ahead_named("vda"));
         for bad in ["\"/dev/sdb\"", "\"\"", "\"*\"", "\"sd*b\""] {
             let e = DaemonConfig::parse(
                 &format!("\nread_ahead_devices = [{bad}]\n"),

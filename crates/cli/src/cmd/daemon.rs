@@ -190,7 +190,16 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                 if let Some(line) = capacity_line(&w["capacity"]) {
                     println!("{:<18} {line}", "");
                 }
+                if let Some(line) = cgroup_line(&w) {
+                    println!("{:<18} {line}", "");
+                }
+                for m in w["manual"].as_array().into_iter().flatten() {
+                    println!("{:<18} {}", "", manual_line(m));
+                }
             }
+        }
+        for m in s["devices_left_alone"].as_array().into_iter().flatten() {
+            println!("device {}", manual_line(m));
         }
         for t in s["trials"].as_array().into_iter().flatten() {
             println!(
@@ -239,6 +248,40 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where a workload runs, as status shows it: `cgroup PATH (pod NS/NAME …), cpuset CPUS`.
+fn cgroup_line(w: &serde_json::Value) -> Option<String> {
+    let cgroup = w["cgroup"].as_str()?;
+    let mut line = format!("cgroup {cgroup}");
+    if let Ok(c) = serde_json::from_value::<perfpilot_sys::cgroup::container::Container>(
+        w["container"].clone(),
+    ) {
+        line.push_str(&format!(" ({})", c.describe()));
+    }
+    if let Some(cs) = w["cpuset"].as_str() {
+        line.push_str(&format!(", cpuset {cs}: strategies place it inside"));
+    }
+    Some(line)
+}
+
+/// A knob someone else set: `STRATEGIES left alone: manually tuned KNOB (EVIDENCE)`.
+fn manual_line(m: &serde_json::Value) -> String {
+    let blocks: Vec<&str> = m["blocks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b.as_str())
+        .collect();
+    let knob =
+        serde_json::from_value::<perfpilot_optimize::engine::manual::Knob>(m["knob"].clone())
+            .map(|k| k.as_str())
+            .unwrap_or("?");
+    format!(
+        "{} left alone: manually tuned {knob} ({})",
+        blocks.join(", "),
+        m["evidence"].as_str().unwrap_or_default()
+    )
 }
 
 /// `perfpilot revert`: undoes open actions from the journal while no daemon runs.

@@ -1,6 +1,7 @@
 //! Kept actions are enforced: threads started since get perfpilot's mask (journaled first), a
-//! mask changed behind perfpilot's back makes the workload manual, an exited workload ends the
-//! action; after a restart, kept actions are re-adopted and abandoned trials undone.
+//! mask changed behind perfpilot's back makes the workload's affinity manual, a cgroup cpuset
+//! that shrank under the binding or an exited workload ends the action; after a restart, kept
+//! actions are re-adopted and abandoned trials undone.
 
 use perfpilot_observe::workload::{Member, Workload};
 use perfpilot_store::Store;
@@ -134,6 +135,21 @@ impl Engine {
             let Some(mask) = h.doc.bound_to.clone() else {
                 continue;
             };
+            // The cgroup's cpuset shrank under the binding: the kernel has already narrowed
+            // the threads' masks to what is left; the action ends (nothing to undo, not manual).
+            let world = super::manual::world_of(&self.fs, &self.topo, w);
+            if !mask.is_subset(&world.cpus) {
+                let why = format!(
+                    "its cpuset is now {}{}: the binding to {mask} no longer fits; the kernel moved its threads, the action ends",
+                    world.cpus,
+                    world.by.map(|c| format!(" ({c})")).unwrap_or_default()
+                );
+                info!(action = h.id, workload = %w.name, "{why}");
+                self.store
+                    .journal_set_state(h.id, ActionState::Ended, &why)?;
+                drop.push(i);
+                continue;
+            }
             if let Some((pid, now)) = changed_mask(&self.fs, w, &h.doc, &mask) {
                 let why = format!(
                     "manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back; left as it is"

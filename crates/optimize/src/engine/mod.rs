@@ -43,6 +43,7 @@ mod control;
 mod dryrun;
 mod enforce;
 mod fleet;
+pub mod manual;
 mod plan;
 mod policy;
 mod propose;
@@ -221,6 +222,9 @@ impl Engine {
             }
         };
         self.steady.next_scan(cur.mono_ns as f64 / 1e9);
+        // Free memory per node now (memory affinity's "fits one node"), with what the node
+        // files leave out.
+        self.topo.set_node_memory(&cur.memory.nodes);
         let shm = self.watch.shared_memory(cur, &rates, &self.tun);
         let mut workloads = workload::group(cur, &rates, &shm);
         // Not itself: its own CPU would be a workload to bind, its /metrics a preset to read.
@@ -263,6 +267,10 @@ impl Engine {
             warn!("persisted {e}; ignored");
         }
         self.policy.config.apply_tunables(&mut t);
+        self.policy.enabled = propose::WORKLOAD_STRATEGIES
+            .into_iter()
+            .filter(|k| k.enabled(&t))
+            .collect();
         self.tun = t;
         Ok(())
     }

@@ -11,6 +11,7 @@ use perfpilot_sys::block;
 use perfpilot_sys::stat::ThpSettings;
 use tracing::debug;
 
+use super::manual;
 use super::plan::Planned;
 use super::policy::{backed_off, ineligible, unlisted};
 use super::trial::Proposed;
@@ -41,7 +42,7 @@ fn busy_shares(rates: &Rates) -> BTreeMap<u32, f64> {
 }
 
 /// The strategies asked about a workload, in order.
-const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
+pub(super) const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
     StrategyKind::CacheAffinity,
     StrategyKind::MemoryAffinity,
     StrategyKind::LargePages,
@@ -197,8 +198,23 @@ impl Engine {
             .collect();
         let mut state = "optimized: nothing more to do".to_string();
         let mut fleet_skips: Vec<String> = Vec::new();
+        // Someone else's settings leave their strategies alone; the cgroup's cpuset is where
+        // the others may place it.
+        let manual = self.policy.manual(&self.topo, w, ours);
+        let inside = (!manual.world.is_whole(&self.topo)).then(|| {
+            self.topo
+                .within(&manual.world.cpus, manual.world.mems.as_ref())
+        });
+        let mut left: Vec<String> = Vec::new();
         for kind in self.fleet_order(&w.signature, &WORKLOAD_STRATEGIES) {
             if !kind.enabled(&self.tun) || held_kinds.contains(&kind) {
+                continue;
+            }
+            if let Some(s) = manual.blocking(kind) {
+                left.push(format!(
+                    "{kind} left alone: manually tuned {}",
+                    s.describe()
+                ));
                 continue;
             }
             if let Some(Advice::Skip(why)) = self.fleet_advice(&w.signature, kind) {
@@ -229,7 +245,7 @@ impl Engine {
             };
             let bound = self.actions.bound_to(&w.signature).cloned();
             let ctx = Context {
-                topo: &self.topo,
+                topo: inside.as_ref().unwrap_or(&self.topo),
                 tun: &self.tun,
                 cpu_busy: scan.busy,
                 thp: &scan.thp,
@@ -317,6 +333,9 @@ impl Engine {
                 }
             }
         }
+        if !left.is_empty() {
+            state = format!("{state}; {}", left.join("; "));
+        }
         if !fleet_skips.is_empty() {
             state = format!("{state}; {}", fleet_skips.join("; "));
         }
@@ -335,6 +354,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let interval = self.tun.interval_s;
         let thp = ThpSettings::default();
+        let mut left = Vec::new();
         for d in &cur.disks {
             if !self.policy.config.read_ahead_device(&d.name) {
                 continue;
@@ -343,6 +363,14 @@ impl Engine {
             if self.actions.trials.iter().any(|t| t.signature == sig)
                 || self.actions.held.iter().any(|h| h.signature == sig)
             {
+                continue;
+            }
+            // A read-ahead someone set by hand stays, unless the config names the device.
+            if !self.policy.config.read_ahead_named(&d.name)
+                && let Ok(q) = block::read_queue(&self.fs, &d.name)
+                && let Some(m) = manual::read_ahead(&d.name, &q)
+            {
+                left.push(m);
                 continue;
             }
             let now = perfpilot_sys::clock::now_ms();
@@ -441,6 +469,7 @@ impl Engine {
                 planned,
             ))?;
         }
+        self.status.devices_left_alone = left;
         Ok(())
     }
 }

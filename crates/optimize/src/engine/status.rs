@@ -7,7 +7,11 @@ use perfpilot_observe::Rates;
 use perfpilot_observe::workload::Workload;
 use serde::Serialize;
 
+use perfpilot_sys::CpuSet;
+use perfpilot_sys::cgroup::container::Container;
+
 use super::Engine;
+use super::manual::ManualSetting;
 use super::signals::Choice;
 use super::trial::Trial;
 use crate::capacity::CapacityView;
@@ -80,6 +84,19 @@ pub struct WorkloadStatus {
     /// Its tier in the capacity model its `[[workload]]` names: utilisation and headroom.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityView>,
+    /// Its (first process's) cgroup, from `/proc/PID/cgroup`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// The container and Kubernetes pod that cgroup names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
+    /// The CPUs its cgroups' cpusets allow, where narrower than the machine: strategies place
+    /// it inside them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<CpuSet>,
+    /// Knobs someone else set, the evidence, and the strategies each leaves alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manual: Vec<ManualSetting>,
 }
 
 /// What the engine reports after each scan (written to `status.json` by the daemon).
@@ -101,6 +118,9 @@ pub struct Status {
     pub cpu: CpuShare,
     /// Scans so far.
     pub scans: u64,
+    /// Block devices whose read-ahead someone else set, left alone, with the evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices_left_alone: Vec<ManualSetting>,
 }
 
 /// A running trial as status shows it.
@@ -191,6 +211,10 @@ pub(super) fn workload_status(
         },
         class: WorkloadClass::Managed,
         capacity: None,
+        cgroup: None,
+        container: None,
+        cpuset: None,
+        manual: Vec::new(),
     }
 }
 
@@ -273,6 +297,17 @@ impl Engine {
                 .rule_for(w)
                 .and_then(|r| r.capacity.as_ref())
                 .map(|t| t.view(w.cpu_cores));
+            let placement = self.policy.placement(w);
+            s.cgroup = placement.cgroup;
+            s.container = placement.container;
+            // What the config leaves alone is not read further (numa_maps and smaps walk
+            // page tables).
+            if class != WorkloadClass::Excluded {
+                let ours = self.actions.bound_to(&w.signature).cloned();
+                let manual = self.policy.manual(&self.topo, w, ours.as_ref());
+                s.cpuset = (!manual.world.is_whole(&self.topo)).then_some(manual.world.cpus);
+                s.manual = manual.settings;
+            }
             listed.push(s);
         }
         self.status.workloads = listed;

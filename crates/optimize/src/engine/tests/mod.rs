@@ -22,6 +22,7 @@ use crate::strategy::StrategyKind;
 use crate::tunables::Tunables;
 
 mod apply;
+mod cpuset;
 mod designs;
 mod devices;
 mod dryrun;
