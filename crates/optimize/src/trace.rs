@@ -362,6 +362,7 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
                 ),
                 prior: None,
                 drift_floor: tun.drift_floor,
+                within_s: tun.verdict_within_s,
             }),
         },
         "interleave" => Spec::Interleave,

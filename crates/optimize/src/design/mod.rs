@@ -224,9 +224,21 @@ pub enum EndReason {
         /// What the kernel said.
         error: String,
     },
+    /// A one-way trial reached its time bound (`verdict_within_s`, windows dropped as
+    /// transients having cost it time): judged on the windows it has.
+    TimeBound {
+        /// Seconds since it started.
+        after_s: f64,
+    },
 }
 
 impl EndReason {
+    /// A trial so ended is judged on its windows (`Complete`, or a one-way trial at its time
+    /// bound).
+    pub fn judged(&self) -> bool {
+        matches!(self, EndReason::Complete | EndReason::TimeBound { .. })
+    }
+
     /// A trial so ended has no verdict on the strategy: undone, not judged, not backed off.
     pub fn abandoned(&self) -> bool {
         matches!(
@@ -248,11 +260,12 @@ impl EndReason {
             EndReason::RestMoved { .. } => "rest_moved",
             EndReason::ControlLost { .. } => "control_lost",
             EndReason::SplitRefused { .. } => "split_refused",
+            EndReason::TimeBound { .. } => "time_bound",
         }
     }
 
     /// Every label, for metrics that show each at zero.
-    pub const LABELS: [&'static str; 10] = [
+    pub const LABELS: [&'static str; 11] = [
         "complete",
         "workload_exited",
         "signal_failed",
@@ -263,6 +276,7 @@ impl EndReason {
         "rest_moved",
         "control_lost",
         "split_refused",
+        "time_bound",
     ];
 }
 
@@ -300,6 +314,10 @@ impl fmt::Display for EndReason {
             EndReason::SplitRefused { error } => write!(
                 f,
                 "splitting its huge pages back was refused ({error}); ended, its pages stay"
+            ),
+            EndReason::TimeBound { after_s } => write!(
+                f,
+                "it reached its time bound ({after_s:.0} s) before its windows were complete"
             ),
         }
     }

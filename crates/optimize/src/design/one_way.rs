@@ -78,6 +78,8 @@ pub struct OneWayRule {
     pub prior: Option<Prior>,
     /// The least drift between the two sides allowed for (sd of the log level, `drift_floor`).
     pub drift_floor: f64,
+    /// Seconds from its start by which it ends (`verdict_within_s`).
+    pub within_s: f64,
 }
 
 /// The variance of the log ratio of the mean of `n` windows to the mean of the `n` before them

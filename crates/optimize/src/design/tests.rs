@@ -84,6 +84,7 @@ fn every_end_reason_has_a_label_of_its_own_and_only_bad_data_abandons() {
         EndReason::SplitRefused {
             error: "EPERM".into(),
         },
+        EndReason::TimeBound { after_s: 330.0 },
     ];
     let labels: Vec<&str> = all.iter().map(|e| e.label()).collect();
     assert_eq!(labels, EndReason::LABELS);

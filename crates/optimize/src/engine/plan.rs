@@ -141,6 +141,7 @@ impl Engine {
                 ),
                 prior: self.prior(kind, &server_kind(w, Some(signal))),
                 drift_floor: self.tun.drift_floor,
+                within_s: self.tun.verdict_within_s,
             }
         });
         Planned {

@@ -235,7 +235,22 @@ impl Trial {
         if let Some(end) = self.observe(obs, &ctl, plan, io)? {
             return Ok(Some(end));
         }
+        if let Some(end) = self.past_time_bound() {
+            return Ok(Some(end));
+        }
         self.step(w, io)
+    }
+
+    /// A one-way trial past its time bound (windows dropped as transients cost it time) ends
+    /// there once it has the least windows after the change to judge; it keeps measuring
+    /// until then.
+    fn past_time_bound(&self) -> Option<EndReason> {
+        let Design::Sequential(s) = &self.design else {
+            return None;
+        };
+        let bound = s.one_way.as_ref()?.within_s;
+        let after_s = perfpilot_sys::clock::mono_ns() as f64 / 1e9 - self.started_s;
+        (after_s > bound && s.on.len() >= s.plan().min).then_some(EndReason::TimeBound { after_s })
     }
 
     /// The control sibling is gone: the trial goes on, on the treated workload's own windows.

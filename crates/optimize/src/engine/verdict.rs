@@ -161,13 +161,21 @@ fn sentence(g: &Gain, d: Decision, shown: Shown, min_effect: f64) -> String {
 pub(super) fn judge(t: &Trial, end: &EndReason, confidence: f64, min_effect: f64) -> Verdict {
     let hib = t.signal.as_ref().is_none_or(|s| s.higher_is_better());
     let (gain, decision, shown, why) = match end {
-        EndReason::Complete => match decided(t, confidence, min_effect) {
-            Some((g, d, shown, how)) => (
-                Some(g),
-                d,
-                shown,
-                format!("{}{how}", sentence(&g, d, shown, min_effect)),
-            ),
+        e if e.judged() => match decided(t, confidence, min_effect) {
+            Some((g, d, shown, how)) => {
+                let bound = match e {
+                    EndReason::TimeBound { after_s } => {
+                        format!(", at its time bound ({after_s:.0} s)")
+                    }
+                    _ => String::new(),
+                };
+                (
+                    Some(g),
+                    d,
+                    shown,
+                    format!("{}{how}{bound}", sentence(&g, d, shown, min_effect)),
+                )
+            }
             None => (
                 None,
                 Decision::Neutral,
@@ -225,7 +233,7 @@ impl Engine {
     /// stores the verdict and the back-off.
     pub(super) fn finish(&mut self, mut t: Trial, ending: EndReason) -> Result<(), EngineError> {
         crate::counters::COUNTERS.trial_ended(ending.label());
-        if t.signal.is_none() && ending == EndReason::Complete {
+        if t.signal.is_none() && ending.judged() {
             let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
             self.store.journal_set_verdict(t.id, &v.to_string())?;
             kill_point("engine.verdict.kept");

@@ -16,6 +16,7 @@ fn rule() -> OneWayRule {
         windows_cap: 20,
         prior: None,
         drift_floor: 0.03,
+        within_s: 300.0,
     }
 }
 

@@ -34,6 +34,7 @@ fn one_way() -> Spec {
             windows_cap: 16,
             prior: None,
             drift_floor: 0.04,
+            within_s: 300.0,
         }),
     }
 }

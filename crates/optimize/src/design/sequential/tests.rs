@@ -57,6 +57,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
         windows_cap: 7,
         prior: None,
         drift_floor: 0.03,
+        within_s: 300.0,
     });
     let step = feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     let Step::Note(note) = step else {
@@ -74,6 +75,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
         windows_cap: 70,
         prior: None,
         drift_floor: 0.04,
+        within_s: 300.0,
     });
     feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     assert_eq!(s.needed, Some(50));
