@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::design::one_way::{self, OneWayRule};
 use crate::design::replay::{self, Effect, Spec, Tally};
-use crate::design::{Looks, PeriodLimits, WindowPlan};
+use crate::design::{PeriodLimits, WindowPlan};
 use crate::signal::SpanWindow;
 use crate::stats::{self, Decision};
 use crate::tunables::Tunables;
@@ -323,20 +323,6 @@ pub struct DesignReplay {
     pub median_decision_s: f64,
 }
 
-/// The window plan the tunables give a replay (the rest of the machine is not in a trace).
-fn window_plan(tun: &Tunables) -> WindowPlan {
-    WindowPlan {
-        min: tun.window_count(),
-        max: tun.max_windows as usize,
-        resolution: tun.resolution,
-        looks: Looks {
-            confidence: tun.confidence,
-            min_effect: tun.min_effect,
-            rest_share: 0.0,
-        },
-    }
-}
-
 /// The replayed form of design `name`; `None` for a name it does not know.
 pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
     let tun = &o.tun;
@@ -389,14 +375,10 @@ pub fn replay_design(
         ("control", None) => return None,
         _ => w.to_vec(),
     };
-    let tally = replay::replay_all(
-        &spec,
-        &series,
-        o.effect,
-        &window_plan(&o.tun),
-        o.stride,
-        o.seed,
-    );
+    // The rest of the machine is not in a trace.
+    let mut plan = WindowPlan::of(&o.tun);
+    plan.looks.rest_share = 0.0;
+    let tally = replay::replay_all(&spec, &series, o.effect, &plan, o.stride, o.seed);
     Some(DesignReplay {
         design: name,
         median_decision_s: tally.median_windows() * o.window_s,

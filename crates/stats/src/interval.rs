@@ -137,46 +137,6 @@ pub(crate) fn log_ratio_ci(
     })
 }
 
-/// The difference `mean(numer) − mean(denom)` of two samples with its interval at `level`,
-/// each side's variance of the mean multiplied by its `inflation` and its degrees of freedom
-/// counted on n / inflation (Welch–Satterthwaite). `None` when a side has fewer than two values
-/// or a non-finite one.
-pub(crate) fn difference_ci(
-    numer: &[f64],
-    denom: &[f64],
-    level: f64,
-    inflation: [f64; 2],
-) -> Option<MeanCi> {
-    let (nn, nd) = (numer.len(), denom.len());
-    if nn < 2 || nd < 2 || numer.iter().chain(denom).any(|x| !x.is_finite()) {
-        return None;
-    }
-    let [fn_, fd] = inflation.map(|f| {
-        if f.is_finite() {
-            f.max(1.0)
-        } else {
-            f64::INFINITY
-        }
-    });
-    let vn = fn_ * stdev(numer).powi(2) / nn as f64;
-    let vd = fd * stdev(denom).powi(2) / nd as f64;
-    let dfn = (nn as f64 / fn_ - 1.0).max(1.0);
-    let dfd = (nd as f64 / fd - 1.0).max(1.0);
-    let se = (vn + vd).sqrt();
-    let df = if se > 0.0 && se.is_finite() {
-        (vn + vd).powi(2) / (vn.powi(2) / dfn + vd.powi(2) / dfd)
-    } else {
-        (nn + nd - 2) as f64
-    };
-    let d = mean(numer) - mean(denom);
-    let t = t_quantile(df.max(1.0), 0.5 + level / 2.0);
-    Some(MeanCi {
-        mean: d,
-        low: d - t * se,
-        high: d + t * se,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

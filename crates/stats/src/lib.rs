@@ -41,7 +41,7 @@ pub use interval::{
 pub use prior::Belief;
 pub use rng::Rng;
 pub use selection::{conditional_power, expected_loss};
-pub use serial::{SerialCi, serial_difference_ci, serial_mean_ci, serial_ratio_of_means_ci};
+pub use serial::{SerialCi, serial_mean_ci, serial_ratio_of_means_ci};
 pub use shift::{Shift, level_shift};
 pub use warmup::{Mser, mser, mser5};
 pub use weighted::WeightedChoice;

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::describe::mean;
-use crate::interval::{MeanCi, difference_ci, log_ratio_ci};
+use crate::interval::{MeanCi, log_ratio_ci};
 
 /// The largest lag-1 autocorrelation allowed for: beyond it an AR(1) model of a few windows
 /// says little, and the interval is already many times wider.
@@ -123,20 +123,6 @@ pub fn serial_mean_ci(xs: &[f64], level: f64) -> Option<SerialCi> {
         },
         rho,
     })
-}
-
-/// The difference `mean(after) − mean(before)` of two runs of consecutive values (e.g. the
-/// log ratios of a treated workload's signal to its control's), each side's variance of the
-/// mean widened as in [`serial_ratio_of_means_ci`]. `None` when a side has fewer than two
-/// values or a non-finite one.
-pub fn serial_difference_ci(after: &[f64], before: &[f64], level: f64) -> Option<SerialCi> {
-    let rho = allowed_lag1(&[after, before]);
-    let inflation = [
-        ar1_inflation(after.len(), rho),
-        ar1_inflation(before.len(), rho),
-    ];
-    let ci = difference_ci(after, before, level, inflation)?;
-    Some(SerialCi { ci, rho })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 use super::one_way::{OneWayRule, Shown};
 use super::{EndReason, Looks, Rest, Step};
 use crate::stats::{self, Decision, Gain};
+use crate::tunables::Tunables;
 
 /// How many windows a sequential trial measures: at least `min` a side, as many as its
 /// baseline's noise needs for an interval of about ±`resolution`, up to `max`.
@@ -28,6 +29,20 @@ pub struct WindowPlan {
 }
 
 impl WindowPlan {
+    /// The plan the tunables give.
+    pub fn of(tun: &Tunables) -> WindowPlan {
+        WindowPlan {
+            min: tun.window_count(),
+            max: tun.max_windows as usize,
+            resolution: tun.resolution,
+            looks: Looks {
+                confidence: tun.confidence,
+                min_effect: tun.min_effect,
+                rest_share: tun.rest_change_max,
+            },
+        }
+    }
+
     /// Exactly `n` windows a side, whatever the noise.
     pub fn fixed(n: usize) -> WindowPlan {
         WindowPlan {

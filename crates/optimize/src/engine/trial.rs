@@ -218,15 +218,7 @@ impl Trial {
                 return Ok(Some(end));
             }
             // Threads started while bound inherited perfpilot's mask: journal and bind them.
-            bind_new_threads(
-                io.store,
-                io.fs,
-                self.id,
-                &mut self.doc,
-                &mut self.undo,
-                w,
-                &mask,
-            )?;
+            self.bind_new(w, &mask, io)?;
         }
         if let Pairing::Lost(why) = &ctl {
             self.lose_control(why, io)?;
@@ -391,21 +383,32 @@ impl Trial {
         }
     }
 
+    /// Binds `w`'s threads that have no undo record yet to `mask` (journaled first).
+    fn bind_new(
+        &mut self,
+        w: &Workload,
+        mask: &perfpilot_sys::CpuSet,
+        io: &mut TrialIo,
+    ) -> Result<(), EngineError> {
+        bind_new_threads(
+            io.store,
+            io.fs,
+            self.id,
+            &mut self.doc,
+            &mut self.undo,
+            w,
+            mask,
+        )?;
+        Ok(())
+    }
+
     /// Switches the change off (its undo records) or on again (its journaled changes).
     fn switch(&mut self, on: bool, w: &Workload, io: &mut TrialIo) -> Result<(), EngineError> {
         if on {
             reapply(io.fs, self.id, &self.doc.changes);
             kill_point("engine.switch.on");
             if let Some(mask) = self.doc.bound_to.clone() {
-                bind_new_threads(
-                    io.store,
-                    io.fs,
-                    self.id,
-                    &mut self.doc,
-                    &mut self.undo,
-                    w,
-                    &mask,
-                )?;
+                self.bind_new(w, &mask, io)?;
             }
         } else {
             for l in journal::undo_all(io.fs, &self.doc.members, &self.undo) {

@@ -11,11 +11,10 @@ use super::apply::{json, reapply};
 use super::enforce::{Held, HeldWatch};
 use super::trial::{Design, Trial};
 use super::{Engine, EngineError};
-use crate::design::{DesignKind, EndReason, Looks, Prior, Shown, Watch, WindowPlan};
+use crate::design::{DesignKind, EndReason, Prior, Shown, Watch};
 use crate::journal;
 use crate::signal::SignalKind;
 use crate::stats::{self, Decision, Gain, Stats};
-use crate::tunables::Tunables;
 
 /// The evidence behind a decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,22 +71,6 @@ pub struct ShadowGain {
     pub signal: String,
     /// Its gain with the interval; `None` with too few windows.
     pub gain: Option<Gain>,
-}
-
-impl WindowPlan {
-    /// The plan the tunables give.
-    pub(super) fn of(tun: &Tunables) -> WindowPlan {
-        WindowPlan {
-            min: tun.window_count(),
-            max: tun.max_windows as usize,
-            resolution: tun.resolution,
-            looks: Looks {
-                confidence: tun.confidence,
-                min_effect: tun.min_effect,
-                rest_share: tun.rest_change_max,
-            },
-        }
-    }
 }
 
 /// The gain, decision, what was shown and how it was decided of a trial that ended complete.
