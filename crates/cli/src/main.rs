@@ -77,6 +77,8 @@ enum Command {
     Capacity(cmd::capacity::CapacityArgs),
     /// The fleet's verdicts and daemons, read from the Prometheus that scrapes them.
     Fleet(cmd::fleet::FleetArgs),
+    /// A private CA and certificates for mutual TLS (workers, coordinators, the exporter).
+    Certs(cmd::certs::CertsArgs),
     /// Man pages and shell completions from this CLI definition (for packaging).
     #[command(hide = true)]
     Generate(cmd::generate::GenerateArgs),
@@ -144,6 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Study(args) => cmd::study::run(*args),
         Command::Capacity(args) => cmd::capacity::run(args),
         Command::Fleet(a) => cmd::fleet::run(a),
+        Command::Certs(a) => cmd::certs::run(a),
         Command::Generate(a) => cmd::generate::run(a),
     }
 }
