@@ -136,9 +136,9 @@ fn a_scraper_needs_the_password_and_gets_the_configured_certificate_and_client_c
     let wrong = [&cacert[..], &["-u", "prometheus:wrong"]].concat();
     assert_eq!(curl(&wrong, &url).0, "401");
     let good = [&cacert[..], &["-u", "prometheus:scrape-me"]].concat();
-    let (code, body, out) = curl(&good, &url);
+    let (code, _, out) = curl(&good, &url);
     assert_eq!(code, "200", "{}", text(&out));
-    assert!(body.contains("perfpilot_build_info"), "{body}");
+    scraped(&good, &url);
     // /status on loopback, with the password.
     let (code, body, _) = curl(&good, &format!("https://{listen}/status"));
     assert_eq!(code, "200");
@@ -173,19 +173,21 @@ fn a_scraper_needs_the_password_and_gets_the_configured_certificate_and_client_c
     let url = format!("https://{listen}/metrics");
     let (code, _, out) = curl(&good, &url);
     assert_eq!(code, "000", "{}", text(&out));
-    let with_cert = [
-        &good[..],
-        &[
-            "--cert",
-            &s(&ca.join("prometheus.pem")),
-            "--key",
-            &s(&ca.join("prometheus.key")),
-        ],
-    ]
-    .concat();
-    let (code, body, out) = curl(&with_cert, &url);
+    let (cert, key) = (s(&ca.join("prometheus.pem")), s(&ca.join("prometheus.key")));
+    let with_cert = [&good[..], &["--cert", &cert, "--key", &key]].concat();
+    let (code, _, out) = curl(&with_cert, &url);
     assert_eq!(code, "200", "{}", text(&out));
-    assert!(body.contains("perfpilot_build_info"), "{body}");
+    scraped(&with_cert, &url);
+}
+
+/// Scrapes until the first scan's figures are there (the pages are empty before it).
+fn scraped(args: &[&str], url: &str) {
+    let mut last = String::new();
+    let ok = wait_until(Duration::from_secs(20), || {
+        last = curl(args, url).1;
+        last.contains("perfpilot_build_info")
+    });
+    assert!(ok, "no metrics at {url}: {last}");
 }
 
 #[test]
@@ -197,7 +199,7 @@ fn status_is_served_to_loopback_only_unless_status_remote_is_set() {
     let web = d.join("web-config.yml");
     std::fs::write(&web, "").unwrap();
     let listen = "0.0.0.0:10187";
-    let _daemon = Daemon::start(daemon_command(d, lab.command(lab.host(0), EXE), listen, &web));
+    let daemon = Daemon::start(daemon_command(d, lab.command(lab.host(0), EXE), listen, &web));
     let remote = |path: &str| {
         let out = lab
             .command(lab.hub(), "curl")
@@ -216,4 +218,10 @@ fn status_is_served_to_loopback_only_unless_status_remote_is_set() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&local.stdout), "200");
+    drop(daemon);
+    // Enabled: served to the other host too.
+    let mut c = daemon_command(d, lab.command(lab.host(0), EXE), listen, &web);
+    c.arg("--status-remote");
+    let _daemon = Daemon::start(c);
+    assert_eq!(remote("/status"), "200");
 }
