@@ -47,7 +47,13 @@ fn worker(lab: &NetLab, i: usize) -> NsProcess {
     let listen = format!("{}:7070", lab.addr(i));
     let child = lab
         .command(lab.host(i), EXE)
-        .args(["drive", "--worker", "--listen", &listen, "--insecure-listen"])
+        .args([
+            "drive",
+            "--worker",
+            "--listen",
+            &listen,
+            "--insecure-listen",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -156,7 +162,13 @@ fn a_worker_started_over_ssh_drives_its_share_and_an_unreachable_one_is_named() 
     let worker = format!("ssh://root@{}:{}", lab.addr(1), sshd::SSH_PORT);
     let drive = |workers: &str| {
         lab.command(lab.hub(), EXE)
-            .args(["drive", "--coordinator", "--no-progress", "--workers", workers])
+            .args([
+                "drive",
+                "--coordinator",
+                "--no-progress",
+                "--workers",
+                workers,
+            ])
             .args(["--ssh", &sshd.ssh, "--remote-perfpilot", EXE])
             .args(["-u", "2", "--think-time", "20ms", "-d", "2s", "--json", "-"])
             .arg(format!("http://{}:8080/", lab.addr(0)))

@@ -39,7 +39,9 @@ impl Daemon {
         });
         let d = Daemon { child, log };
         assert!(
-            wait_until(Duration::from_secs(20), || d.log().contains("metrics: serving")),
+            wait_until(Duration::from_secs(20), || d
+                .log()
+                .contains("metrics: serving")),
             "the endpoint never started:\n{}",
             d.log()
         );
@@ -127,7 +129,11 @@ fn a_scraper_needs_the_password_and_gets_the_configured_certificate_and_client_c
     let port = kit::free_port();
     let listen = format!("127.0.0.1:{port}");
     let daemon = Daemon::start(daemon_command(d, Command::new(EXE), &listen, &web));
-    assert!(daemon.log().contains("serving https://"), "{}", daemon.log());
+    assert!(
+        daemon.log().contains("serving https://"),
+        "{}",
+        daemon.log()
+    );
     let url = format!("https://{listen}/metrics");
     let cacert = ["--cacert", &s(&ca.join("ca.pem"))];
 
@@ -144,7 +150,10 @@ fn a_scraper_needs_the_password_and_gets_the_configured_certificate_and_client_c
     assert_eq!(code, "200");
     assert!(body.starts_with('{') || body.is_empty(), "{body}");
     // Plain HTTP to the TLS port is no way in.
-    let (code, _, _) = curl(&["-u", "prometheus:scrape-me"], &format!("http://{listen}/metrics"));
+    let (code, _, _) = curl(
+        &["-u", "prometheus:scrape-me"],
+        &format!("http://{listen}/metrics"),
+    );
     assert_ne!(code, "200");
 
     // The certificate served is the one configured.
@@ -199,11 +208,24 @@ fn status_is_served_to_loopback_only_unless_status_remote_is_set() {
     let web = d.join("web-config.yml");
     std::fs::write(&web, "").unwrap();
     let listen = "0.0.0.0:10187";
-    let daemon = Daemon::start(daemon_command(d, lab.command(lab.host(0), EXE), listen, &web));
+    let daemon = Daemon::start(daemon_command(
+        d,
+        lab.command(lab.host(0), EXE),
+        listen,
+        &web,
+    ));
     let remote = |path: &str| {
         let out = lab
             .command(lab.hub(), "curl")
-            .args(["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
             .arg(format!("http://{}:10187{path}", lab.addr(0)))
             .output()
             .unwrap();
@@ -213,7 +235,15 @@ fn status_is_served_to_loopback_only_unless_status_remote_is_set() {
     assert_eq!(remote("/status"), "403");
     let local = lab
         .command(lab.host(0), "curl")
-        .args(["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
         .arg("http://127.0.0.1:10187/status")
         .output()
         .unwrap();

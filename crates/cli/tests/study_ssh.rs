@@ -76,7 +76,14 @@ fn a_study_over_ssh_finds_what_the_tcp_path_finds_and_bad_hosts_are_refused_in_w
     let listen = format!("{}:7071", lab.addr(0));
     let worker = lab
         .command(lab.host(0), EXE)
-        .args(["study", "worker", "--listen", &listen, "--insecure-listen", "--store"])
+        .args([
+            "study",
+            "worker",
+            "--listen",
+            &listen,
+            "--insecure-listen",
+            "--store",
+        ])
         .arg(d.join("tcp-worker.db"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -92,7 +99,10 @@ fn a_study_over_ssh_finds_what_the_tcp_path_finds_and_bad_hosts_are_refused_in_w
     assert_eq!(ssh_best, tcp_best);
     assert_eq!(ssh_best, "best: conf=fast");
     let ok = |t: &BTreeSet<(String, String, String)>| t.iter().all(|(_, _, s)| s == "ok");
-    assert!(ok(&ssh_trials) && ok(&tcp_trials), "{ssh_trials:?} {tcp_trials:?}");
+    assert!(
+        ok(&ssh_trials) && ok(&tcp_trials),
+        "{ssh_trials:?} {tcp_trials:?}"
+    );
     let configs = |t: &BTreeSet<(String, String, String)>| -> BTreeSet<(String, String)> {
         t.iter().map(|(p, c, _)| (p.clone(), c.clone())).collect()
     };

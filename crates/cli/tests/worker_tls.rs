@@ -114,7 +114,10 @@ fn coordinate(dir: &Path, study: &Path, store: &Path, host: &str, tls: [&Path; 3
 
 /// The PEM files of a CA directory: `NAME.pem`, `NAME.key`.
 fn pair(ca: &Path, name: &str) -> (PathBuf, PathBuf) {
-    (ca.join(format!("{name}.pem")), ca.join(format!("{name}.key")))
+    (
+        ca.join(format!("{name}.pem")),
+        ca.join(format!("{name}.key")),
+    )
 }
 
 #[test]
@@ -146,7 +149,10 @@ fn a_tls_worker_refuses_every_stranger_and_serves_the_coordinator_of_its_ca() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(ca.join("ca.key")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(ca.join("ca.key"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 

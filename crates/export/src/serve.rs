@@ -200,7 +200,11 @@ where
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    typed(status, Bytes::from_static(body.as_bytes()), "text/plain; charset=utf-8")
+    typed(
+        status,
+        Bytes::from_static(body.as_bytes()),
+        "text/plain; charset=utf-8",
+    )
 }
 
 fn typed(status: StatusCode, body: Bytes, content_type: &'static str) -> Response<Full<Bytes>> {
@@ -280,6 +284,9 @@ fn answer(req: &Request<Incoming>, peer: SocketAddr, state: &State) -> Response<
             StatusCode::OK,
             "perfpilot daemon: /metrics (Prometheus text or OpenMetrics), /status (JSON)\n",
         ),
-        _ => text(StatusCode::NOT_FOUND, "not found: try /metrics or /status\n"),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: try /metrics or /status\n",
+        ),
     }
 }

@@ -212,7 +212,10 @@ fn version(v: Option<&str>, key: &str) -> Result<Option<u8>, String> {
 fn tls(t: RawTls, dir: &Path) -> Result<(Option<Arc<ServerConfig>>, bool), String> {
     for (set, key) in [
         (t.cipher_suites.is_some(), "tls_server_config.cipher_suites"),
-        (t.curve_preferences.is_some(), "tls_server_config.curve_preferences"),
+        (
+            t.curve_preferences.is_some(),
+            "tls_server_config.curve_preferences",
+        ),
         (
             t.prefer_server_cipher_suites.is_some(),
             "tls_server_config.prefer_server_cipher_suites",
@@ -316,7 +319,10 @@ mod tests {
     #[test]
     fn keys_perfpilot_does_not_implement_and_bad_hashes_are_refused_by_name() {
         for (text, says) in [
-            ("http_server_config:\n  http2: false\n", "http_server_config"),
+            (
+                "http_server_config:\n  http2: false\n",
+                "http_server_config",
+            ),
             (
                 "tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: [x]\n",
                 "tls_server_config.cipher_suites",

@@ -157,7 +157,10 @@ fn a_study_of_100_mb_another_version_and_silence_are_refused_and_the_next_coordi
     let Some(Reply::Refused { reason }) = reply else {
         panic!("{reply:?}")
     };
-    assert!(reason.contains("0.0.1-old") && reason.contains(VERSION), "{reason}");
+    assert!(
+        reason.contains("0.0.1-old") && reason.contains(VERSION),
+        "{reason}"
+    );
     drop(s);
     std::thread::sleep(Duration::from_millis(100));
 

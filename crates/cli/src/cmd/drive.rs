@@ -398,8 +398,14 @@ fn drive(a: RunArgs) -> Result<()> {
         let dialer = a.dial.dialer(&a.tls)?;
         let (outputs, senders) = LiveOutputs::start(&live_args)?;
         let progress = !a.no_progress && !a.out.quiet;
-        let result =
-            super::drive_coord::coordinate(a.workers.clone(), dialer, wire, bound, &senders, progress);
+        let result = super::drive_coord::coordinate(
+            a.workers.clone(),
+            dialer,
+            wire,
+            bound,
+            &senders,
+            progress,
+        );
         drop(senders);
         outputs.finish(a.out.quiet)?;
         let (m, lost, interrupted) = result?;

@@ -24,7 +24,9 @@ pub fn worker(listen: &ListenArgs, tls: &TlsArgs, once: bool) -> Result<()> {
     };
     if listen.stdio {
         let peer = stdio_peer();
-        log(&format!("perfpilot {VERSION} drive worker on stdio for {peer}"));
+        log(&format!(
+            "perfpilot {VERSION} drive worker on stdio for {peer}"
+        ));
         let end = coord::serve_session(Link::stdio(peer.clone()), &cfg)
             .with_context(|| format!("coordinator {peer}"))?;
         log(&format!(

@@ -74,8 +74,7 @@ impl ListenArgs {
             .next()
             .with_context(|| format!("--listen {listen} resolves to no address"))?;
         let files = tls.files();
-        check_listen(addr, files.is_some(), self.insecure_listen)
-            .map_err(anyhow::Error::msg)?;
+        check_listen(addr, files.is_some(), self.insecure_listen).map_err(anyhow::Error::msg)?;
         let (admission, how) = match &files {
             Some(f) => (
                 Admission::Tls(secure::server_config(f).map_err(anyhow::Error::msg)?),

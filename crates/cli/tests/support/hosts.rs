@@ -69,4 +69,3 @@ pub fn hosts_by_round(trials: &[TrialRecord]) -> BTreeMap<(String, i64), BTreeSe
 pub fn trials(store: &Path, run: i64) -> Vec<TrialRecord> {
     Store::open_existing(store).unwrap().trials(run).unwrap()
 }
-

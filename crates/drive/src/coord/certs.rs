@@ -134,7 +134,9 @@ pub fn issue(dir: &Path, name: &str, role: &Role, v: Validity) -> Result<Written
     }];
     set_validity(&mut p, v);
     let key = KeyPair::generate().map_err(|e| err("the key", e))?;
-    let cert = p.signed_by(&key, &ca).map_err(|e| err("the certificate", e))?;
+    let cert = p
+        .signed_by(&key, &ca)
+        .map_err(|e| err("the certificate", e))?;
     let out = Written {
         cert: dir.join(format!("{name}.pem")),
         key: dir.join(format!("{name}.key")),

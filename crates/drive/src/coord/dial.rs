@@ -238,7 +238,10 @@ mod tests {
             Route::parse("ssh://w1.example:2222").unwrap(),
             ssh("w1.example", Some(2222))
         );
-        assert_eq!(Route::parse("bob@10.0.0.2").unwrap(), ssh("bob@10.0.0.2", None));
+        assert_eq!(
+            Route::parse("bob@10.0.0.2").unwrap(),
+            ssh("bob@10.0.0.2", None)
+        );
         assert_eq!(Route::parse("w1").unwrap(), ssh("w1", None));
         assert_eq!(
             Route::parse("tls://w1:7071").unwrap(),
@@ -252,7 +255,13 @@ mod tests {
             Route::parse("10.0.0.2:7071").unwrap(),
             Route::Listening("10.0.0.2:7071".into())
         );
-        for bad in ["tls://w1", "http://w1:80", "ssh://", "-oProxyCommand=x", "a b"] {
+        for bad in [
+            "tls://w1",
+            "http://w1:80",
+            "ssh://",
+            "-oProxyCommand=x",
+            "a b",
+        ] {
             let e = Route::parse(bad).unwrap_err();
             assert!(e.contains("ssh://[USER@]HOST"), "{bad}: {e}");
         }

@@ -79,6 +79,12 @@ impl LinkReader {
         self.inner.get_mut().timeout = limit;
     }
 
+    /// Reads fail with `TimedOut` once `within` has passed from now, however the bytes trickle
+    /// in (`None`: no deadline): what a hello must arrive within.
+    pub fn set_deadline(&mut self, within: Option<Duration>) {
+        self.inner.get_mut().deadline = within.map(|d| std::time::Instant::now() + d);
+    }
+
     /// The next message; `Ok(None)` when the other side closed.
     pub fn recv<T: DeserializeOwned>(&mut self) -> std::io::Result<Option<T>> {
         recv(&mut self.inner)
@@ -111,7 +117,12 @@ impl LinkWriter {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let lines = self.0.stderr.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let lines = self
+            .0
+            .stderr
+            .lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         (!lines.is_empty()).then(|| lines.iter().cloned().collect::<Vec<_>>().join("; "))
     }
 }
@@ -122,10 +133,22 @@ struct Pump {
     chunk: Vec<u8>,
     at: usize,
     timeout: Option<Duration>,
+    deadline: Option<std::time::Instant>,
     ended: bool,
 }
 
 impl Pump {
+    /// How long the next read may wait: the per-read timeout, cut to the deadline.
+    fn wait(&self) -> Option<Duration> {
+        let left = self
+            .deadline
+            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        match (self.timeout, left) {
+            (Some(t), Some(l)) => Some(t.min(l)),
+            (t, l) => t.or(l),
+        }
+    }
+
     fn start(mut source: impl Read + Send + 'static) -> Pump {
         let (tx, chunks): (SyncSender<_>, _) = std::sync::mpsc::sync_channel(READ_AHEAD);
         std::thread::spawn(move || {
@@ -152,6 +175,7 @@ impl Pump {
             chunk: Vec::new(),
             at: 0,
             timeout: None,
+            deadline: None,
             ended: false,
         }
     }
@@ -163,9 +187,13 @@ impl Read for Pump {
             if self.ended {
                 return Ok(0);
             }
-            let next = match self.timeout {
+            let wait = self.wait();
+            let next = match wait {
                 Some(t) => self.chunks.recv_timeout(t),
-                None => self.chunks.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                None => self
+                    .chunks
+                    .recv()
+                    .map_err(|_| RecvTimeoutError::Disconnected),
             };
             match next {
                 Ok(Ok(c)) => {
@@ -185,7 +213,7 @@ impl Read for Pump {
                         std::io::ErrorKind::TimedOut,
                         format!(
                             "nothing received for {}",
-                            perfpilot_units::clock(self.timeout.unwrap_or_default())
+                            perfpilot_units::clock(wait.unwrap_or_default())
                         ),
                     ));
                 }

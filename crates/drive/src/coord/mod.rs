@@ -18,4 +18,7 @@ pub use coordinator::{
 pub use dial::{Dialer, Route};
 pub use link::{Link, LinkReader, LinkWriter};
 pub use secure::{TlsFiles, check_listen};
-pub use worker::{Admission, Greeted, OPENING, SessionEnd, WorkerConfig, greet, serve, serve_session};
+pub use worker::{
+    Admission, Greeted, OPENING, OPENING_AT_ONCE, Opening, OpeningSlot, SessionEnd, WorkerConfig,
+    greet, refused_crowd, serve, serve_session,
+};

@@ -167,21 +167,31 @@ fn tls_io(e: std::io::Error) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, text)
 }
 
-/// Runs a handshake on `sock` to its end, within [`HANDSHAKE`].
+/// Runs a handshake on `sock` to its end, within [`HANDSHAKE`] in all (a client that trickles
+/// its bytes gets no longer).
 fn handshake(conn: &mut Connection, sock: &mut TcpStream) -> std::io::Result<()> {
-    sock.set_read_timeout(Some(HANDSHAKE))?;
+    let until = std::time::Instant::now() + HANDSHAKE;
     sock.set_write_timeout(Some(HANDSHAKE))?;
     while conn.is_handshaking() {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no TLS handshake within {} (a client that sends nothing?)",
+                    perfpilot_units::clock(HANDSHAKE)
+                ),
+            ));
+        }
+        sock.set_read_timeout(Some(left))?;
         conn.complete_io(sock).map_err(|e| match e.kind() {
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "no TLS handshake within {} (a client that sends nothing?)",
-                        perfpilot_units::clock(HANDSHAKE)
-                    ),
-                )
-            }
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no TLS handshake within {} (a client that sends nothing?)",
+                    perfpilot_units::clock(HANDSHAKE)
+                ),
+            ),
             std::io::ErrorKind::UnexpectedEof => std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
                 "the connection closed during the TLS handshake",

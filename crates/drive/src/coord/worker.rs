@@ -23,6 +23,35 @@ use crate::error::DriveError;
 /// How long a connection has for its TLS handshake and its hello.
 pub const OPENING: Duration = Duration::from_secs(10);
 
+/// Connections in their handshake or hello at once, at most: past that a connection is closed
+/// at once (each waits on a thread of its own for up to [`OPENING`]).
+pub const OPENING_AT_ONCE: usize = 32;
+
+/// The connections being admitted now (see [`OPENING_AT_ONCE`]).
+#[derive(Clone, Default)]
+pub struct Opening(Arc<std::sync::atomic::AtomicUsize>);
+
+/// One connection's place among those being admitted; freed when dropped.
+pub struct OpeningSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Opening {
+    /// A place for one more connection, or `None` when [`OPENING_AT_ONCE`] are being admitted.
+    pub fn enter(&self) -> Option<OpeningSlot> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst);
+        if n >= OPENING_AT_ONCE {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(OpeningSlot(self.0.clone()))
+    }
+}
+
+impl Drop for OpeningSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Who a worker is and how it runs.
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
@@ -116,8 +145,13 @@ pub fn serve(
     }
     // The coordinator being served, if one is.
     let serving: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let opening = Opening::default();
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
+        let Some(slot) = opening.enter() else {
+            log(&refused_crowd(&stream));
+            continue;
+        };
         let serving = serving.clone();
         let (admission, cfg) = (admission.clone(), cfg.clone());
         // Each connection on a thread of its own: one that never finishes its handshake or
@@ -132,6 +166,7 @@ pub fn serve(
                 Ok(h) => h,
                 Err(why) => return log(&format!("coordinator {peer}: {why}")),
             };
+            drop(slot);
             let mut now = serving.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(other) = now.clone() {
                 drop(now);
@@ -151,6 +186,16 @@ pub fn serve(
     }
 }
 
+/// The log line of a connection closed because [`OPENING_AT_ONCE`] others are being admitted.
+pub fn refused_crowd(stream: &TcpStream) -> String {
+    format!(
+        "coordinator {}: refused: {OPENING_AT_ONCE} connections are in their handshake or hello already",
+        stream
+            .peer_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string())
+    )
+}
+
 fn log_end(peer: &str, end: Result<SessionEnd, DriveError>, log: fn(&str)) {
     match end {
         Ok(SessionEnd::Ran) => log(&format!("coordinator {peer}: share run and reported")),
@@ -168,9 +213,9 @@ pub struct Greeted {
 
 /// Reads the hello a coordinator opens with, within [`OPENING`].
 pub fn greet(mut link: Link) -> Result<Greeted, String> {
-    link.reader.set_timeout(Some(OPENING));
+    link.reader.set_deadline(Some(OPENING));
     let hello = link.reader.recv::<Msg>();
-    link.reader.set_timeout(None);
+    link.reader.set_deadline(None);
     match hello {
         Ok(Some(Msg::Hello { version, protocol })) => Ok(Greeted {
             link,
@@ -206,9 +251,8 @@ fn run_session(g: Greeted, cfg: &WorkerConfig) -> Result<SessionEnd, DriveError>
         mut reader,
         writer,
     } = link;
-    let say = |msg: &Msg| -> Result<(), DriveError> {
-        writer.send(msg).map_err(|e| wire_err(&peer, e))
-    };
+    let say =
+        |msg: &Msg| -> Result<(), DriveError> { writer.send(msg).map_err(|e| wire_err(&peer, e)) };
     if version != cfg.version || protocol != PROTOCOL {
         let reason = format!(
             "this worker runs perfpilot {} (protocol {PROTOCOL}), the coordinator \

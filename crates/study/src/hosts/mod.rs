@@ -17,11 +17,11 @@ use perfpilot_observe::Topology;
 use crate::error::StudyError;
 use crate::spec::Study;
 
+pub use perfpilot_drive::coord::{Admission, Dialer};
 pub use pool::LOCAL;
 pub(crate) use pool::{Event, Host, LocalHost, Pool, PoolEnd, RoundJob};
 pub use remote::HOST_SILENCE;
 pub(crate) use remote::RemoteHost;
-pub use perfpilot_drive::coord::{Admission, Dialer};
 pub use worker::{OPENING, WorkerConfig, serve, serve_stdio};
 
 /// perfpilot's version: a coordinator and its workers must run the same.

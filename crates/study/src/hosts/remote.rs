@@ -147,9 +147,7 @@ impl RemoteHost {
 
 impl Link {
     fn say(&self, r: &Request) -> Result<(), String> {
-        self.writer
-            .send(r)
-            .map_err(|e| format!("cannot send: {e}"))
+        self.writer.send(r).map_err(|e| format!("cannot send: {e}"))
     }
 
     /// The next reply other than `alive`, within `within` (`late` ends the message when it

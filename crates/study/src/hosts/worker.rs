@@ -19,7 +19,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use perfpilot_drive::coord::{Admission, Link, LinkReader, LinkWriter};
+use perfpilot_drive::coord::{Admission, Link, LinkReader, LinkWriter, Opening, refused_crowd};
 use perfpilot_observe::Topology;
 use perfpilot_store::TrialStatus;
 use perfpilot_sys::Fs;
@@ -80,8 +80,13 @@ pub fn serve(
     // stray connection or a client that says nothing does not make the coordinator that
     // comes next find it busy.
     std::thread::spawn(move || {
+        let opening = Opening::default();
         for stream in incoming.incoming() {
             let Ok(stream) = stream else { continue };
+            let Some(slot) = opening.enter() else {
+                log(&refused_crowd(&stream));
+                continue;
+            };
             let (serving, tx, admission) = (serving.clone(), tx.clone(), admission.clone());
             std::thread::spawn(move || {
                 let link = match admission.admit(stream) {
@@ -93,6 +98,7 @@ pub fn serve(
                     Ok(g) => g,
                     Err(why) => return log(&format!("coordinator {peer}: {why}")),
                 };
+                drop(slot);
                 let mut now = serving.lock().unwrap_or_else(|p| p.into_inner());
                 match now.as_ref() {
                     Some(other) => {
@@ -177,9 +183,9 @@ fn greet(link: Link) -> Result<Greeted, String> {
         mut reader,
         writer,
     } = link;
-    reader.set_timeout(Some(OPENING));
+    reader.set_deadline(Some(OPENING));
     let hello = reader.recv::<Request>();
-    reader.set_timeout(None);
+    reader.set_deadline(None);
     match hello {
         Ok(Some(Request::Hello { version, protocol })) => Ok(Greeted {
             peer,
@@ -252,9 +258,8 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
             stop.store(true, Ordering::SeqCst);
         });
     }
-    let say = |r: &Reply| -> Result<(), StudyError> {
-        writer.send(r).map_err(|e| wire_err(&peer, e))
-    };
+    let say =
+        |r: &Reply| -> Result<(), StudyError> { writer.send(r).map_err(|e| wire_err(&peer, e)) };
     let opening = |what: &str| -> Result<Option<Request>, StudyError> {
         match requests.recv_timeout(OPENING) {
             Ok(Ok(r)) => Ok(Some(r)),
