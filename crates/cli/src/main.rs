@@ -86,8 +86,15 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    // A reader that closes the pipe ends a printing command quietly; the daemon ignores it.
-    if !matches!(cli.command, Command::Daemon(_)) {
+    // A reader that closes the pipe ends a printing command quietly; the daemon ignores it, and
+    // so do the workers and coordinators, whose sockets and ssh pipes a peer may close (a
+    // write then fails with an error that names the peer).
+    let peers = match &cli.command {
+        Command::Drive(a) => a.talks_to_peers(),
+        Command::Study(a) => a.talks_to_peers(),
+        _ => false,
+    };
+    if !matches!(cli.command, Command::Daemon(_)) && !peers {
         perfpilot_sys::signal::end_on_closed_pipe();
     }
     let Err(e) = run(cli) else {

@@ -265,6 +265,14 @@ struct RunArgs {
     out: OutputArgs,
 }
 
+impl DriveArgs {
+    /// Whether this command speaks to workers or coordinators (a peer that goes away must be
+    /// an error, not a SIGPIPE that ends the process).
+    pub fn talks_to_peers(&self) -> bool {
+        self.sub.is_none() && (self.run.worker || self.run.coordinator)
+    }
+}
+
 pub fn run(args: DriveArgs) -> Result<()> {
     match args.sub {
         None => drive(args.run),

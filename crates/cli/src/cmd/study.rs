@@ -228,6 +228,18 @@ struct StoreArg {
     store: Option<PathBuf>,
 }
 
+impl StudyArgs {
+    /// Whether this command speaks to workers or coordinators (a peer that goes away must be
+    /// an error, not a SIGPIPE that ends the process).
+    pub fn talks_to_peers(&self) -> bool {
+        match &self.sub {
+            StudySub::Worker(_) => true,
+            StudySub::Run(a) => !a.hosts.is_empty(),
+            _ => false,
+        }
+    }
+}
+
 pub fn run(a: StudyArgs) -> Result<()> {
     match a.sub {
         StudySub::Validate(a) => validate(a),
