@@ -73,6 +73,13 @@ fn daemon_command(dir: &Path, program: Command, listen: &str, web: &Path) -> Com
     c
 }
 
+/// A daemon on a free loopback port with the web config `web`, and its address.
+fn on_loopback(dir: &Path, web: &Path) -> (Daemon, String) {
+    let listen = format!("127.0.0.1:{}", kit::free_port());
+    let d = Daemon::start(daemon_command(dir, Command::new(EXE), &listen, web));
+    (d, listen)
+}
+
 /// `curl ARGS… URL`: (HTTP status, body), and the output for messages.
 fn curl(args: &[&str], url: &str) -> (String, String, Output) {
     let body = std::env::temp_dir().join(format!("perfpilot-curl-{}", kit::free_port()));
@@ -126,9 +133,7 @@ fn a_scraper_needs_the_password_and_gets_the_configured_certificate_and_client_c
         ),
     )
     .unwrap();
-    let port = kit::free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let daemon = Daemon::start(daemon_command(d, Command::new(EXE), &listen, &web));
+    let (daemon, listen) = on_loopback(d, &web);
     assert!(
         daemon.log().contains("serving https://"),
         "{}",
@@ -176,9 +181,7 @@ fn a_scraper_needs_the_password_and_gets_the_configured_certificate_and_client_c
         ),
     )
     .unwrap();
-    let port = kit::free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let _daemon = Daemon::start(daemon_command(d, Command::new(EXE), &listen, &web));
+    let (_daemon, listen) = on_loopback(d, &web);
     let url = format!("https://{listen}/metrics");
     let (code, _, out) = curl(&good, &url);
     assert_eq!(code, "000", "{}", text(&out));

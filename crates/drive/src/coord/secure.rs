@@ -76,6 +76,15 @@ pub fn load_roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
     Ok(Arc::new(roots))
 }
 
+/// A certificate and key that rustls refused together.
+fn pair_err(f: &TlsFiles, e: &rustls::Error) -> String {
+    format!(
+        "certificate {} and key {}: {e}",
+        f.cert.display(),
+        f.key.display()
+    )
+}
+
 /// The worker's side: its certificate, and client certificates required, signed by `f.ca`.
 pub fn server_config(f: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
     let verifier = WebPkiClientVerifier::builder_with_provider(load_roots(&f.ca)?, provider())
@@ -86,13 +95,7 @@ pub fn server_config(f: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
         .map_err(|e| e.to_string())?
         .with_client_cert_verifier(verifier)
         .with_single_cert(load_certs(&f.cert, "certificate")?, load_key(&f.key)?)
-        .map_err(|e| {
-            format!(
-                "certificate {} and key {}: {e}",
-                f.cert.display(),
-                f.key.display()
-            )
-        })?;
+        .map_err(|e| pair_err(f, &e))?;
     Ok(Arc::new(config))
 }
 
@@ -103,13 +106,7 @@ pub fn client_config(f: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
         .map_err(|e| e.to_string())?
         .with_root_certificates(load_roots(&f.ca)?)
         .with_client_auth_cert(load_certs(&f.cert, "certificate")?, load_key(&f.key)?)
-        .map_err(|e| {
-            format!(
-                "certificate {} and key {}: {e}",
-                f.cert.display(),
-                f.key.display()
-            )
-        })?;
+        .map_err(|e| pair_err(f, &e))?;
     Ok(Arc::new(config))
 }
 
