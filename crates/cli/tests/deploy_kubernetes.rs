@@ -202,13 +202,13 @@ fn the_configmap_keeps_actions_at_pod_restarts_and_is_scraped_where_it_listens()
         .lines()
         .find_map(|l| l.strip_prefix("listen = "))
         .expect("a listen address for Prometheus");
-    assert_eq!(listen, "\"0.0.0.0:9187\"");
+    assert_eq!(listen, "\"0.0.0.0:10187\"");
     // The whole text is the daemon's config and must load, its listen address included.
     let config = DaemonConfig::parse(text, Path::new("10-configmap.yaml:perfpilot.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         config.listen.map(|a| a.to_string()).as_deref(),
-        Some("0.0.0.0:9187")
+        Some("0.0.0.0:10187")
     );
     assert_eq!(
         config.tunables.get("revert_on_stop").map(String::as_str),
@@ -217,10 +217,14 @@ fn the_configmap_keeps_actions_at_pod_restarts_and_is_scraped_where_it_listens()
     let ds = one("20-daemonset.yaml", "DaemonSet");
     let notes = &ds["spec"]["template"]["metadata"]["annotations"];
     assert_eq!(notes["prometheus.io/scrape"], "true");
-    assert_eq!(notes["prometheus.io/port"], "9187");
+    assert_eq!(notes["prometheus.io/port"], "10187");
     assert_eq!(notes["prometheus.io/path"], "/metrics");
     let port = &ds["spec"]["template"]["spec"]["containers"][0]["ports"][0];
-    assert_eq!(port["containerPort"], 9187);
+    assert_eq!(port["containerPort"], 10187);
+    // Liveness by TCP: it holds once TLS or a password guards /metrics, where an HTTP probe
+    // without credentials would fail.
+    let live = &ds["spec"]["template"]["spec"]["containers"][0]["livenessProbe"];
+    assert_eq!(live["tcpSocket"]["port"], "metrics", "{live:?}");
 }
 
 #[test]

@@ -132,7 +132,12 @@ fn main() {
         openmetrics: om,
         status: String::new(),
     }));
-    let ep = Endpoint::start("127.0.0.1:0".parse().expect("addr"), pages).expect("listen");
+    let ep = Endpoint::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        pages,
+        perfpilot_export::Access::default(),
+    )
+    .expect("listen");
     let addr = ep.addr();
     get(addr);
     let mut answer = Vec::new();

@@ -23,9 +23,18 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Serve /metrics (Prometheus text or OpenMetrics) and /status on ADDR:PORT, or on a bare
-    /// PORT of 127.0.0.1 (the usual port is 9187); overrides the config's `listen`.
+    /// PORT of 127.0.0.1 (the usual port is 10187); overrides the config's `listen`.
     #[arg(long, value_name = "ADDR", value_parser = perfpilot_optimize::config::parse_listen)]
     listen: Option<std::net::SocketAddr>,
+    /// TLS and basic auth for --listen: a web-config file in the format of Prometheus'
+    /// exporter toolkit (tls_server_config, basic_auth_users with bcrypt hashes); overrides the
+    /// config's `web_config`.
+    #[arg(long, value_name = "FILE")]
+    web_config: Option<PathBuf>,
+    /// Serve /status (process ids, command lines) to clients off loopback too; by default
+    /// only loopback clients get it.
+    #[arg(long)]
+    status_remote: bool,
     /// Write the metrics to DIR/perfpilot.prom after each scan, for node_exporter's textfile
     /// collector; overrides the config's `textfile`.
     #[arg(long, value_name = "DIR")]
@@ -92,9 +101,18 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
         .context("installing the SIGHUP handler")?;
     // The endpoint and the textfile are set at start (a reload says when they changed).
     let (config, _) = daemon::load_config(a.config.as_deref())?;
+    let web = match a.web_config.or(config.web_config) {
+        Some(path) => perfpilot_export::WebConfig::load(&path)?,
+        None => perfpilot_export::WebConfig::default(),
+    };
+    let access = perfpilot_export::Access {
+        web,
+        status_remote: a.status_remote || config.status_remote,
+    };
     let mut publisher = perfpilot_export::Publisher::start(
         a.listen.or(config.listen),
         a.textfile.or(config.textfile),
+        access,
     )?;
     let opts = Options {
         state_dir: state_dir(a.state_dir),

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod hosts;
+pub mod sshd;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
