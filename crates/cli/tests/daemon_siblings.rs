@@ -21,7 +21,7 @@ impl Cache {
     fn start(mib: u64) -> Cache {
         let bin = perfpilot_testkit::workspace_bin("sharedcache", "perfpilot-sharedcache");
         let listen = format!("127.0.0.1:{}", perfpilot_testkit::free_port());
-        let mut child = Command::new(bin)
+        let child = Command::new(bin)
             .args([
                 "--table-mib",
                 &mib.to_string(),
@@ -34,10 +34,12 @@ impl Cache {
             .stderr(Stdio::null())
             .spawn()
             .expect("starting sharedcache");
-        let out = BufReader::new(child.stdout.take().expect("its stdout"));
+        // Owned by a Cache at once, so a panic below kills and reaps it.
+        let mut cache = Cache(child);
+        let out = BufReader::new(cache.0.stdout.take().expect("its stdout"));
         for line in out.lines() {
             if line.expect("a line of sharedcache's stdout").trim() == "ready" {
-                return Cache(child);
+                return cache;
             }
         }
         panic!("sharedcache ended before it was ready");

@@ -112,13 +112,15 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         )),
         None => None,
     };
-    let mut tun = perfpilot_optimize::tunables::Tunables::default();
-    tun.windows = plan.min as f64;
-    tun.max_windows = plan.max as f64;
-    tun.resolution = plan.resolution;
-    tun.confidence = plan.confidence;
-    tun.min_effect = plan.min_effect;
-    tun.switch_settle_s = a.switch_settle;
+    let tun = perfpilot_optimize::tunables::Tunables {
+        windows: plan.min as f64,
+        max_windows: plan.max as f64,
+        resolution: plan.resolution,
+        confidence: plan.confidence,
+        min_effect: plan.min_effect,
+        switch_settle_s: a.switch_settle,
+        ..Default::default()
+    };
     let opts = trace::DesignReplayOptions {
         window_s: a.window,
         effect: Effect {

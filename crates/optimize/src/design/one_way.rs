@@ -267,7 +267,7 @@ impl Watch {
         if self.recent.len() > keep {
             self.recent.remove(0);
         }
-        if self.seen % self.every != 0 {
+        if !self.seen.is_multiple_of(self.every) {
             return WatchStep::Continue;
         }
         let level = stats::look_level(self.confidence, self.looks);
