@@ -20,6 +20,9 @@ pub const THINK_MEAN_MS: &str = "think_mean_ms";
 /// `extra` key: how many think pauses that mean is over.
 pub const THINK_PAUSES: &str = "think_pauses";
 
+/// When the first failed attempt ended, its outcome, its kind of the profile and its target.
+type FirstFailure = (Instant, Result<u16, ErrKind>, Option<usize>, Arc<Target>);
+
 /// What one task (or one event-loop thread) saw in the measured window. Latencies go to the
 /// thread's per-second [`Shard`] only: the run's histogram is the sum of its seconds.
 #[derive(Debug, Default)]
@@ -27,7 +30,7 @@ pub(crate) struct Recorder {
     /// When the first failed attempt (error or non-2xx/3xx status) ended, how it failed, of
     /// which kind of the profile it was and to which target; kept as data so that failing fast
     /// costs no formatting.
-    first_failure: Option<(Instant, Result<u16, ErrKind>, Option<usize>, Arc<Target>)>,
+    first_failure: Option<FirstFailure>,
     requests: u64,
     ok: u64,
     errors: u64,

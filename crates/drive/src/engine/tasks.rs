@@ -34,13 +34,8 @@ pub(super) fn run_thread(
     rt.block_on(async move {
         let mut tasks = Vec::new();
         for slot in slots {
-            let (load, shape, stop, live, seq) = (
-                load.clone(),
-                shape.clone(),
-                stop.clone(),
-                live.clone(),
-                seq.clone(),
-            );
+            let (load, shape, stop, live, seq) =
+                (load, shape.clone(), stop.clone(), live.clone(), seq.clone());
             tasks.push(tokio::spawn(async move {
                 match load {
                     Load::Closed { think, .. } => {
