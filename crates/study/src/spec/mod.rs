@@ -109,6 +109,8 @@ impl Study {
         let factors = factor::factors(&source, &raw.factors, &raw.parameters, &raw.allocators)?;
         param::check_conditions(&source, &raw.parameters, &factors)?;
         let mut search = search::search(&source, &raw.search, &factors)?;
+        let anchors = anchors(&raw);
+        search::check_not_empty(&source, &factors, &search.forbidden, &anchors)?;
         let allocators = factor::allocators(&raw.allocators);
         let templates = Templates::new(&source, &factors, raw.storage.is_some());
         let storage = match &raw.storage {
@@ -118,7 +120,6 @@ impl Study {
         let deployment = deployment::deployment(&source, &templates, &raw.deployment)?;
         let load = load::load(&source, &templates, &raw.load)?;
         let objective = objective::objective(&source, &raw.objective, &load)?;
-        let anchors = anchors(&raw);
         // Where a table the file leaves out is named: its first parameter.
         let first = anchors.parameters.values().min_by_key(|s| s.start).cloned();
         let space = Space::new(&factors, &search.forbidden);
@@ -199,7 +200,7 @@ impl Study {
             };
             for v in values {
                 let table = BTreeMap::from([(f.name.clone(), v)]);
-                if let Ok(c) = space.from_table(&table, space::Fill::From(&self.run.baseline))
+                if let Ok(c) = space.from_table(&table, space::Fill::Lowest(&self.run.baseline))
                     && !out.contains(&c)
                 {
                     out.push(c);

@@ -13,7 +13,7 @@ use super::expr::Expr;
 use super::factor::{Config, Domain, Factor, Level};
 use super::raw::{RawSearch, SpannedTable};
 use super::source::Source;
-use super::space::{ENUMERATE_LIMIT, Fill, Space, SpaceSize, kinds};
+use super::space::{ENUMERATE_LIMIT, Fill, SHARE_DRAWS, Space, SpaceSize, kinds};
 use super::{Budget, RunSpec};
 use crate::error::Result;
 
@@ -185,8 +185,8 @@ pub(super) fn config_in(
             .as_ref()
             .and_then(|n| table.get(n))
             .map(Spanned::span)
-            .or(at.clone())
             .or_else(|| table.values().next().map(Spanned::span))
+            .or(at.clone())
             .unwrap_or(0..0);
         let field = match name {
             Some(n) => format!("{section}.{n}"),
@@ -223,6 +223,50 @@ pub(super) fn initial(
     Ok(out)
 }
 
+/// The forbidden rules leave some configuration: else an error at the rule that forbids
+/// everything alone, or at the first when they do together.
+pub(super) fn check_not_empty(
+    source: &Source,
+    factors: &[Factor],
+    forbidden: &[Expr],
+    anchors: &Anchors,
+) -> Result<()> {
+    // Listed when the space can be, else none of its uniform draws allowed.
+    let empty = |rules: &[Expr]| {
+        let space = Space::new(factors, rules);
+        match space.enumerate(ENUMERATE_LIMIT) {
+            Some(all) => all.is_empty(),
+            None => {
+                let mut rng = crate::stats::Rng::new(0x5BACE);
+                (0..SHARE_DRAWS).all(|_| space.forbidding(&space.draw_uniform(&mut rng)).is_some())
+            }
+        }
+    };
+    if forbidden.is_empty() || !empty(forbidden) {
+        return Ok(());
+    }
+    let alone = (0..forbidden.len()).find(|&i| empty(std::slice::from_ref(&forbidden[i])));
+    let (i, why) = match alone {
+        Some(i) => (
+            i,
+            format!(
+                "`{}` forbids every configuration of the space",
+                forbidden[i]
+            ),
+        ),
+        None => (
+            0,
+            "these rules together forbid every configuration of the space".into(),
+        ),
+    };
+    let span = anchors.forbidden.get(i).cloned().unwrap_or(0..0);
+    Err(source.invalid(
+        span,
+        format!("search.forbidden[{i}]"),
+        format!("{why}: loosen it so that some configuration is left"),
+    ))
+}
+
 /// Spans the whole-space checks point at.
 pub(super) struct Anchors {
     /// `search.method`'s value, when given.
@@ -235,8 +279,7 @@ pub(super) struct Anchors {
     pub budget: Option<std::ops::Range<usize>>,
 }
 
-/// The checks over the whole space: the forbidden rules leave something; a grid can list
-/// its configurations (no real range, at most [`ENUMERATE_LIMIT`]); an iterated search has a
+/// The checks over the whole space: a grid can list its configurations (no real range, at most [`ENUMERATE_LIMIT`]); an iterated search has a
 /// budget that holds its iterations. Returns the space's size.
 pub(super) fn check_space(
     source: &Source,
@@ -252,37 +295,6 @@ pub(super) fn check_space(
         .clone()
         .or(first_param.clone())
         .unwrap_or(0..0);
-    let none_left = matches!(size, SpaceSize::Exact(0))
-        || matches!(size, SpaceSize::About { allowed, .. } if allowed == 0.0);
-    if none_left {
-        // One rule alone, or the rules together.
-        let alone = (0..search.forbidden.len()).find(|&i| {
-            let one = [search.forbidden[i].clone()];
-            matches!(
-                Space::new(factors, &one).size(),
-                SpaceSize::Exact(0)
-            ) || matches!(Space::new(factors, &one).size(), SpaceSize::About { allowed, .. } if allowed == 0.0)
-        });
-        let (i, why) = match alone {
-            Some(i) => (
-                i,
-                format!(
-                    "`{}` forbids every configuration of the space",
-                    search.forbidden[i]
-                ),
-            ),
-            None => (
-                0,
-                "these rules together forbid every configuration of the space".into(),
-            ),
-        };
-        let span = anchors.forbidden.get(i).cloned().unwrap_or(0..0);
-        return Err(source.invalid(
-            span,
-            format!("search.forbidden[{i}]"),
-            format!("{why}: loosen it so that some configuration is left"),
-        ));
-    }
     match search.method {
         Method::Grid => {
             if let Some(f) = factors

@@ -451,10 +451,12 @@ impl<'a> Space<'a> {
                             .filter(|l| f.domain.contains(l))
                     };
                     let first = f.domain.levels().and_then(|l| l.first());
+                    let lowest = lowest(&f.domain);
                     let fallback = match fill {
                         Fill::First => first,
                         Fill::FirstThen(c) => first.or_else(|| from(Some(c))),
                         Fill::From(c) => from(Some(c)).or(first),
+                        Fill::Lowest(c) => from(Some(c)).or(first).or(lowest.as_ref()),
                     };
                     match fallback {
                         Some(l) => values[i] = Some(l.clone()),
@@ -505,6 +507,18 @@ pub enum Fill<'c> {
     /// Each one's level in this configuration, else its first (`search.initial`, from the
     /// baseline).
     From(&'c Config),
+    /// As `From`, and a range's lowest value where neither has one (the configurations
+    /// `preflight` checks).
+    Lowest(&'c Config),
+}
+
+/// A range's lowest value (`None`: a listed domain).
+fn lowest(d: &Domain) -> Option<Level> {
+    match d {
+        Domain::Integer { min, .. } => Some(Level::Int(*min)),
+        Domain::Real { min, .. } => Some(Level::Float(*min)),
+        _ => None,
+    }
 }
 
 /// A seed of its own for the draws behind an estimated size, so `validate` prints the same.
