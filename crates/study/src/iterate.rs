@@ -126,6 +126,25 @@ fn given(study: &Study) -> Vec<Config> {
     out
 }
 
+/// An iterated search under way.
+struct Search<'a> {
+    sampler: Sampler<'a>,
+    rng: Rng,
+    /// The current elites, best first.
+    elites: Vec<Config>,
+    /// Every configuration drawn or given (never raced twice).
+    seen: BTreeSet<String>,
+    /// Every configuration raced, in order.
+    keys: Vec<String>,
+    eliminated: Vec<Elimination>,
+    iterations: Vec<IterationSummary>,
+    /// Race rounds stored so far.
+    offset: usize,
+    /// Race trials left.
+    left: usize,
+    warnings: Vec<String>,
+}
+
 /// Runs an iterated search of `session`'s study within `cap` trials, `reserve` of them kept
 /// for the confirmation; `runnable` says why a configuration cannot run here (it is drawn
 /// again).
@@ -139,116 +158,158 @@ pub(crate) fn search(
     let space = study.space();
     let schedule = study.schedule();
     let race_budget = cap.saturating_sub(reserve);
-    let mut left = race_budget;
-    let mut rng = Rng::new(study.run.seed ^ SAMPLING_SEED);
-    let mut sampler = Sampler::new(&space, varying(&study.factors));
-    let mut elites: Vec<Config> = Vec::new();
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    let mut keys: Vec<String> = Vec::new();
-    let mut eliminated: Vec<Elimination> = Vec::new();
-    let mut iterations: Vec<IterationSummary> = Vec::new();
-    let mut offset = 0;
+    let mut s = Search {
+        sampler: Sampler::new(&space, varying(&study.factors)),
+        rng: Rng::new(study.run.seed ^ SAMPLING_SEED),
+        elites: Vec::new(),
+        seen: BTreeSet::new(),
+        keys: given(study).iter().map(Config::key).collect(),
+        eliminated: Vec::new(),
+        iterations: Vec::new(),
+        offset: 0,
+        left: race_budget,
+        warnings: Vec::new(),
+    };
     let mut last: Option<RaceEnd> = None;
-    let mut warnings = Vec::new();
     let mut j = 1;
-    loop {
-        let share = schedule.iterations.saturating_sub(j) + 1;
-        let budget = left / share;
-        let n = budget / schedule.rounds_per_configuration(j);
-        if j > 1 && n <= elites.len() {
+    while let Some(end) = s.iteration(session, &schedule, j, runnable)? {
+        last = Some(end);
+        if s.elites.is_empty() {
+            // Nothing completed a trial: drawing around nothing would be drawing blind.
             break;
         }
-        let n_iter = schedule.iterations.max(j);
-        // The last iteration (all the budget left) races to one winner, as a grid's race
-        // does; the others stop at the elites they keep.
-        let last_one = share == 1;
-        let wanted = n.saturating_sub(elites.len());
+        j += 1;
+    }
+    let winner = s.elites.first().cloned();
+    let (chance_best, indistinguishable) = match (&last, s.iterations.last()) {
+        (Some(end), Some(it)) => {
+            let view = session
+                .race_view(it.rounds.0 - 1, end.rounds_done)
+                .into_owned();
+            let alive: Vec<String> = end.alive.iter().map(Config::key).collect();
+            let rounds = end.rounds_done;
+            finalists(
+                study,
+                &view,
+                &alive,
+                winner.as_ref(),
+                &[],
+                &end.eliminated,
+                rounds,
+            )
+        }
+        _ => (Vec::new(), Vec::new()),
+    };
+    let mut all: Vec<String> = Vec::new();
+    for k in s.keys {
+        if !all.contains(&k) {
+            all.push(k);
+        }
+    }
+    Ok(Searched {
+        winner,
+        keys: all,
+        eliminated: s.eliminated,
+        indistinguishable,
+        chance_best,
+        rounds: s.offset,
+        warnings: s.warnings,
+        search: Some(SearchSummary {
+            space: space.size().to_string(),
+            planned: schedule.iterations,
+            elites: schedule.elites,
+            race_budget,
+            iterations: s.iterations,
+        }),
+    })
+}
+
+impl Search<'_> {
+    /// Iteration `j`: its budget and configurations, its draws, its race, its elites. `None`
+    /// when the budget left holds no more than the elites, or no new configuration is left
+    /// to draw.
+    fn iteration(
+        &mut self,
+        session: &mut Session<'_>,
+        schedule: &Schedule,
+        j: usize,
+        runnable: &dyn Fn(&Config) -> Option<String>,
+    ) -> Result<Option<RaceEnd>> {
+        let study = session.ctx.study;
+        // After N_iter, iterations go on with all the budget left while it holds more than
+        // the elites.
+        let share = schedule.iterations.saturating_sub(j) + 1;
+        let budget = self.left / share;
+        let n = budget / schedule.rounds_per_configuration(j);
+        if j > 1 && n <= self.elites.len() {
+            return Ok(None);
+        }
+        let wanted = n.saturating_sub(self.elites.len());
         let Draws {
             configs: new,
             redrawn,
             restarted,
         } = if j == 1 {
-            sampler.first(&given(study), n, runnable, &mut seen, &mut rng)
+            let given = given(study);
+            (self.sampler).first(&given, n, runnable, &mut self.seen, &mut self.rng)
         } else {
-            sampler.update(&elites, j, n_iter, wanted.max(1));
-            sampler.around(&elites, wanted, n, runnable, &mut seen, &mut rng)
+            let n_iter = schedule.iterations.max(j);
+            self.sampler.update(&self.elites, j, n_iter, wanted.max(1));
+            let (seen, rng) = (&mut self.seen, &mut self.rng);
+            (self.sampler).around(&self.elites, wanted, n, runnable, seen, rng)
         };
-        if let Some(why) = &redrawn.example
-            && iterations.iter().all(|i| i.redrawn.example.is_none())
+        if let Some(why) = redrawn
+            .example
+            .as_ref()
+            .filter(|_| self.warnings.is_empty())
         {
-            warnings.push(format!(
+            self.warnings.push(format!(
                 "configurations this machine cannot run were drawn and drawn again (e.g. {why})"
             ));
         }
         if j > 1 && new.is_empty() {
-            warnings.push(format!(
-                "iteration {j} found no configuration left to race around the elites: the search ended with budget left ({left} race trials)"
+            self.warnings.push(format!(
+                "iteration {j} found no configuration left to race around the elites: the search ended with budget left ({} race trials)",
+                self.left
             ));
-            break;
+            return Ok(None);
         }
-        let sampling = if j == 1 {
-            Vec::new()
-        } else {
-            sampler.describe(&elites)
+        let sampling = match j {
+            1 => Vec::new(),
+            _ => self.sampler.describe(&self.elites),
         };
-        let configs: Vec<Config> = elites.iter().chain(&new).cloned().collect();
-        for c in &new {
-            keys.push(c.key());
-        }
+        let configs: Vec<Config> = self.elites.iter().chain(&new).cloned().collect();
+        self.keys.extend(new.iter().map(Config::key));
+        // The last iteration (all the budget left) races to one winner, as a grid's race
+        // does; the others stop at the elites they keep.
         let spec = RaceSpec {
             study,
-            offset,
+            offset: self.offset,
             racing: true,
             budget: Some((budget, 0)),
-            keep: if last_one { 1 } else { schedule.elites },
+            keep: if share == 1 { 1 } else { schedule.elites },
             label: format!("iteration {j}: race round"),
             shrink: false,
         };
         let end = session.race(&configs, &spec)?;
-        let view = session.race_view(offset, end.rounds_done).into_owned();
-        let used = view
-            .iter()
-            .filter(|t| t.round <= end.rounds_done as i64)
-            .count();
-        left = left.saturating_sub(used);
-        // The next elites: survivors and settled ones, by their means over this race.
-        let candidates: Vec<String> = end
-            .alive
-            .iter()
-            .map(Config::key)
-            .chain(
-                end.eliminated
-                    .iter()
-                    .filter(|e| e.kind == Left::Settled)
-                    .map(|e| e.config.clone()),
-            )
-            .collect();
-        let ranked = rank(study, &session.trials, &view, &candidates, end.rounds_done);
-        let kept: Vec<(String, f64)> = ranked.iter().take(schedule.elites).cloned().collect();
-        for (k, m) in ranked.iter().skip(schedule.elites) {
-            eliminated.push(Elimination {
-                config: k.clone(),
-                round: offset + end.rounds_done,
-                reason: format!(
-                    "not among the {} elites of iteration {j} (mean {m:.4} over its {} rounds)",
-                    schedule.elites, end.rounds_done
-                ),
-                p_value: None,
-                kind: Left::NotElite,
-            });
-        }
-        eliminated.extend(end.eliminated.iter().cloned().map(|mut e| {
-            e.round += offset;
-            e
-        }));
-        elites = kept
-            .iter()
-            .filter_map(|(k, _)| configs.iter().find(|c| &c.key() == k).cloned())
-            .collect();
-        sampler.keep(&elites);
-        iterations.push(IterationSummary {
+        let view = session.race_view(self.offset, end.rounds_done).into_owned();
+        let used = view.len();
+        self.left = self.left.saturating_sub(used);
+        let race = (&end, self.offset, j);
+        let (elites, kept, out) = next_elites(
+            study,
+            &session.trials,
+            &view,
+            race,
+            &configs,
+            schedule.elites,
+        );
+        self.eliminated.extend(out);
+        self.elites = elites;
+        self.sampler.keep(&self.elites);
+        self.iterations.push(IterationSummary {
             iteration: j,
-            rounds: (offset + 1, offset + end.rounds_done),
+            rounds: (self.offset + 1, self.offset + end.rounds_done),
             budget,
             trials: used,
             raced: configs.len(),
@@ -259,61 +320,66 @@ pub(crate) fn search(
             elites: kept,
             ended: race_ended(&end, schedule.elites, study.run.repetitions),
         });
-        session.progress.println(format!(
-            "iteration {j}: {} configurations raced ({} new) in {} rounds, {used} trials; elites: {}",
-            configs.len(),
-            new.len(),
-            end.rounds_done,
-            elites.iter().map(Config::key).collect::<Vec<_>>().join("; ")
-        ));
-        offset += end.rounds_done;
-        last = Some(end);
-        if elites.is_empty() {
-            // Nothing completed a trial: drawing around nothing would be drawing blind.
-            break;
-        }
-        j += 1;
+        let line = crate::report::iteration_line(&self.iterations[self.iterations.len() - 1]);
+        session.progress.println(line);
+        self.offset += end.rounds_done;
+        Ok(Some(end))
     }
-    let winner = elites.first().cloned();
-    let (chance_best, indistinguishable) = match &last {
-        Some(end) => {
-            let first = iterations.last().map_or(1, |i| i.rounds.0);
-            let view = session.race_view(first - 1, end.rounds_done).into_owned();
-            let alive: Vec<String> = end.alive.iter().map(Config::key).collect();
-            finalists(
-                study,
-                &view,
-                &alive,
-                winner.as_ref(),
-                &[],
-                &end.eliminated,
-                end.rounds_done,
-            )
-        }
-        None => (Vec::new(), Vec::new()),
-    };
-    let mut all: Vec<String> = Vec::new();
-    for k in given(study).iter().map(Config::key).chain(keys) {
-        if !all.contains(&k) {
-            all.push(k);
-        }
+}
+
+/// After iteration `j`'s race (`end`, stored after `offset` rounds, of `configs`): the next
+/// elites — those left and those its end settled, ranked by [`rank`], at most `keep` — with
+/// their means over the race, and every configuration that left it (rounds as stored), those
+/// left but not kept among them.
+fn next_elites(
+    study: &Study,
+    trials: &[perfpilot_store::TrialRecord],
+    view: &[perfpilot_store::TrialRecord],
+    race: (&RaceEnd, usize, usize),
+    configs: &[Config],
+    keep: usize,
+) -> (Vec<Config>, Vec<(String, f64)>, Vec<Elimination>) {
+    let (end, offset, j) = race;
+    let candidates: Vec<String> = end
+        .alive
+        .iter()
+        .map(Config::key)
+        .chain(
+            end.eliminated
+                .iter()
+                .filter(|e| e.kind == Left::Settled)
+                .map(|e| e.config.clone()),
+        )
+        .collect();
+    let ranked = rank(study, trials, view, &candidates, end.rounds_done);
+    let mut out: Vec<Elimination> = end
+        .eliminated
+        .iter()
+        .cloned()
+        .map(|mut e| {
+            e.round += offset;
+            e
+        })
+        .collect();
+    for (k, m) in ranked.iter().skip(keep) {
+        out.push(Elimination {
+            config: k.clone(),
+            round: offset + end.rounds_done,
+            reason: format!(
+                "not among the {keep} elites of iteration {j} (mean {} over its {} rounds)",
+                crate::report::figure(*m),
+                end.rounds_done
+            ),
+            p_value: None,
+            kind: Left::NotElite,
+        });
     }
-    Ok(Searched {
-        winner,
-        keys: all,
-        eliminated,
-        indistinguishable,
-        chance_best,
-        rounds: offset,
-        warnings,
-        search: Some(SearchSummary {
-            space: space.size().to_string(),
-            planned: schedule.iterations,
-            elites: schedule.elites,
-            race_budget,
-            iterations,
-        }),
-    })
+    let kept: Vec<(String, f64)> = ranked.into_iter().take(keep).collect();
+    let elites = kept
+        .iter()
+        .filter_map(|(k, _)| configs.iter().find(|c| &c.key() == k).cloned())
+        .collect();
+    (elites, kept, out)
 }
 
 /// `candidates` best first, with their means over the race just run (`view`, rounds 1 to

@@ -457,6 +457,18 @@ pub fn iteration_line(it: &crate::iterate::IterationSummary) -> String {
     )
 }
 
+/// A mean with four significant digits or so (`426.8`, `1.234`, `0.01234`).
+pub(crate) fn figure(x: f64) -> String {
+    let digits = match x.abs() {
+        a if a >= 1000.0 => 0,
+        a if a >= 100.0 => 1,
+        a if a >= 10.0 => 2,
+        a if a >= 1.0 => 3,
+        _ => 5,
+    };
+    format!("{x:.digits$}")
+}
+
 /// A numeric level's value, for ordering a range's values (others order as 0).
 fn level_order(l: &Level) -> f64 {
     match l {

@@ -41,7 +41,7 @@ fn iterations(s: &mut String, search: &crate::iterate::SearchSummary) {
             let _ = writeln!(s, "  - sampled from: {}", spread.join("; "));
         }
         for (k, m) in &it.elites {
-            let _ = writeln!(s, "  - elite {k}: mean {m:.4}");
+            let _ = writeln!(s, "  - elite {k}: mean {}", super::figure(*m));
         }
     }
     let _ = writeln!(s);
