@@ -28,6 +28,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use perfpilot_store::{TrialPhase, TrialRecord};
+
 use crate::error::Result;
 use crate::race::{Elimination, Left};
 use crate::rounds::Session;
@@ -293,17 +295,21 @@ impl Search<'_> {
         };
         let end = session.race(&configs, &spec)?;
         let view = session.race_view(self.offset, end.rounds_done).into_owned();
-        let used = view.len();
+        // This race's trials (a resumed run's store may hold later rounds too).
+        let (first, upto) = (self.offset as i64, (self.offset + end.rounds_done) as i64);
+        let used = (session.trials.iter())
+            .filter(|t| t.phase == TrialPhase::Race && t.round > first && t.round <= upto)
+            .count();
         self.left = self.left.saturating_sub(used);
+        // The rounds run so far: a resumed run's store may hold later ones, which this
+        // iteration must not see, or it would not choose what the stopped run chose.
+        let so_far: Vec<TrialRecord> = (session.trials.iter())
+            .filter(|t| t.phase == TrialPhase::Race && t.round <= upto)
+            .cloned()
+            .collect();
         let race = (&end, self.offset, j);
-        let (elites, kept, out) = next_elites(
-            study,
-            &session.trials,
-            &view,
-            race,
-            &configs,
-            schedule.elites,
-        );
+        let (elites, kept, out) =
+            next_elites(study, &so_far, &view, race, &configs, schedule.elites);
         self.eliminated.extend(out);
         self.elites = elites;
         self.sampler.keep(&self.elites);
@@ -333,8 +339,8 @@ impl Search<'_> {
 /// left but not kept among them.
 fn next_elites(
     study: &Study,
-    trials: &[perfpilot_store::TrialRecord],
-    view: &[perfpilot_store::TrialRecord],
+    trials: &[TrialRecord],
+    view: &[TrialRecord],
     race: (&RaceEnd, usize, usize),
     configs: &[Config],
     keep: usize,
@@ -387,8 +393,8 @@ fn next_elites(
 /// [`block_effects`]), so that an elite's earlier rounds count too.
 fn rank(
     study: &Study,
-    trials: &[perfpilot_store::TrialRecord],
-    view: &[perfpilot_store::TrialRecord],
+    trials: &[TrialRecord],
+    view: &[TrialRecord],
     candidates: &[String],
     rounds: usize,
 ) -> Vec<(String, f64)> {

@@ -440,3 +440,48 @@ fn the_known_answer_bed_is_a_valid_study_whose_search_gets_near_the_best() {
     assert!(share > 0.95, "{w}: {share}");
     assert!(out.summary.trials_run <= 1250);
 }
+
+/// `Smooth`, stopping the run (as Ctrl-C does) after `after` trials.
+#[derive(Debug)]
+struct Stopping {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    count: std::sync::atomic::AtomicUsize,
+    after: usize,
+}
+
+impl TrialSource for Stopping {
+    fn trial(&self, c: &Config, phase: TrialPhase, round: usize) -> TrialOutcome {
+        use std::sync::atomic::Ordering;
+        if self.count.fetch_add(1, Ordering::SeqCst) + 1 >= self.after {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        Smooth.trial(c, phase, round)
+    }
+}
+
+#[test]
+fn a_stopped_iterated_search_resumes_to_the_run_it_would_have_been() {
+    let dir = tempfile::tempdir().unwrap();
+    let study = parse(SPACE).unwrap();
+    simulated_run(&study, &dir.path().join("whole.db"), Arc::new(Smooth));
+    let topo = Topology::read(&Fs::live()).unwrap();
+    let store = dir.path().join("stopped.db");
+    let mut opts = RunOptions::new(store.clone());
+    // Stopped in the second iteration.
+    opts.simulated = Some(Arc::new(Stopping {
+        stop: opts.stop.clone(),
+        count: Default::default(),
+        after: 110,
+    }));
+    let e = run_study(&study, &topo, &opts).unwrap_err();
+    assert!(matches!(e, StudyError::Interrupted), "{e}");
+    let mut opts = RunOptions::new(store.clone());
+    opts.resume = Some(1);
+    opts.simulated = Some(Arc::new(Smooth));
+    let out = run_study(&study, &topo, &opts).unwrap();
+    assert!(out.summary.trials_run > 0);
+    assert_eq!(
+        race_trials(&store),
+        race_trials(&dir.path().join("whole.db"))
+    );
+}
