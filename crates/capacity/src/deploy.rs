@@ -320,16 +320,15 @@ fn start(
     };
     let log = std::fs::File::create(dir.path().join("log"))
         .map_err(|e| tier_err(&t.name, format!("cannot create its log: {e}")))?;
+    // The server joins its group as root and then drops to its user (cgroup v2 lets only a
+    // writer of the common ancestor's cgroup.procs move a process).
+    let mut user = None;
     let (mut cmd, stop_signal) = match t.kind {
         TierKind::Postgres => {
             if perfpilot_sys::user::is_root() {
-                // The server switches to the postgres user before it joins the group.
-                let (uid, gid) = ids_of("postgres").ok_or_else(|| {
+                user = Some(ids_of("postgres").ok_or_else(|| {
                     tier_err(&t.name, "running as root needs the OS user postgres")
-                })?;
-                group
-                    .delegate(uid, gid)
-                    .map_err(|e| tier_err(&t.name, e.to_string()))?;
+                })?);
             }
             (postgres(dep, t, dir.path(), port)?, Stop::Interrupt)
         }
@@ -356,7 +355,7 @@ fn start(
         .stdout(Stdio::null())
         .stderr(Stdio::from(log));
     group
-        .join_on_spawn(&mut cmd)
+        .join_on_spawn(&mut cmd, user)
         .map_err(|e| tier_err(&t.name, e.to_string()))?;
     let child = cmd
         .spawn()
@@ -490,7 +489,7 @@ fn postgres(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Comma
     for (k, v) in &t.settings {
         c.arg("-c").arg(format!("{k}={v}"));
     }
-    as_postgres(&mut c)?;
+    // The switch to the postgres user comes with joining the CPU group (`start`).
     Ok(c)
 }
 

@@ -68,7 +68,8 @@ pub struct TierFile {
     /// `round_robin` (default) or `least_conn`.
     #[serde(default)]
     pub balance: Option<Balance>,
-    /// CPU quota per instance in cores (cgroup v1 `cpu.cfs_quota_us`); none: no quota.
+    /// CPU quota per instance in cores (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us`); none: no
+    /// quota.
     #[serde(default)]
     pub cpu_quota: Option<f64>,
     /// Cores an instance can use without a quota (its threads or workers); default: all.

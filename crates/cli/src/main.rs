@@ -77,6 +77,8 @@ enum Command {
     Capacity(cmd::capacity::CapacityArgs),
     /// The fleet's verdicts and daemons, read from the Prometheus that scrapes them.
     Fleet(cmd::fleet::FleetArgs),
+    /// A private CA and certificates for mutual TLS (workers, coordinators, the exporter).
+    Certs(cmd::certs::CertsArgs),
     /// Man pages and shell completions from this CLI definition (for packaging).
     #[command(hide = true)]
     Generate(cmd::generate::GenerateArgs),
@@ -84,8 +86,15 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    // A reader that closes the pipe ends a printing command quietly; the daemon ignores it.
-    if !matches!(cli.command, Command::Daemon(_)) {
+    // A reader that closes the pipe ends a printing command quietly; the daemon ignores it, and
+    // so do the workers and coordinators, whose sockets and ssh pipes a peer may close (a
+    // write then fails with an error that names the peer).
+    let peers = match &cli.command {
+        Command::Drive(a) => a.talks_to_peers(),
+        Command::Study(a) => a.talks_to_peers(),
+        _ => false,
+    };
+    if !matches!(cli.command, Command::Daemon(_)) && !peers {
         perfpilot_sys::signal::end_on_closed_pipe();
     }
     let Err(e) = run(cli) else {
@@ -144,6 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Study(args) => cmd::study::run(*args),
         Command::Capacity(args) => cmd::capacity::run(args),
         Command::Fleet(a) => cmd::fleet::run(a),
+        Command::Certs(a) => cmd::certs::run(a),
         Command::Generate(a) => cmd::generate::run(a),
     }
 }

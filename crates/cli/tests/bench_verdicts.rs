@@ -35,6 +35,58 @@ fn the_postgresql_trace_replays_into_the_two_counts_of_false_verdicts() {
 }
 
 #[test]
+fn a_design_replayed_with_a_true_effect_prints_its_tally_as_json() {
+    let out = verdicts(&[
+        "crates/optimize/tests/data/redis-no-change-2026-11-25.csv".as_ref(),
+        "--window".as_ref(),
+        "2".as_ref(),
+        "--design".as_ref(),
+        "switchback".as_ref(),
+        "--effect".as_ref(),
+        "1.1".as_ref(),
+        "--stride".as_ref(),
+        "10".as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    assert!(n("trials") > 20, "{v}");
+    assert_eq!(n("reverted"), 0, "{v}");
+    assert!(n("kept") as f64 > 0.8 * n("trials") as f64, "{v}");
+    assert_eq!(
+        n("trials"),
+        n("kept") + n("kept_no_harm") + n("reverted") + n("neutral")
+    );
+    assert!(
+        v["median_decision_s"].as_f64().is_some_and(|s| s > 0.0),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_unknown_design_or_a_control_design_without_a_control_trace_is_refused_with_the_choices() {
+    let trace = "crates/optimize/tests/data/redis-no-change-2026-11-25.csv";
+    let out = verdicts(&[trace.as_ref(), "--design".as_ref(), "latin".as_ref()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--design latin: not a design; one of switchback, control"),
+        "{err}"
+    );
+    let out = verdicts(&[trace.as_ref(), "--design".as_ref(), "control".as_ref()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--design control needs --control TRACE"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_trace_row_it_cannot_read_is_named_with_its_line_and_the_format() {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let path = dir.path().join("trace.csv");

@@ -8,35 +8,15 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use perfpilot_sys::stat::selected_choice;
 use perfpilot_testkit as kit;
 
 mod support;
-use support::{Dir, Load, daemon, finish, status_if_written, terminate, wait_until};
+use support::{
+    Dir, Load, SHMEM_ENABLED, ShmemGuard, daemon, finish, pgbench_select_load, selected,
+    status_if_written, terminate, wait_until,
+};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-const SHMEM_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
-
-/// Puts `shmem_enabled` back as it was, also when the test panics.
-struct ShmemGuard(String);
-
-impl ShmemGuard {
-    fn take() -> ShmemGuard {
-        ShmemGuard(selected(&std::fs::read_to_string(SHMEM_ENABLED).unwrap()))
-    }
-}
-
-impl Drop for ShmemGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::write(SHMEM_ENABLED, &self.0);
-    }
-}
-
-/// The bracketed choice of a THP setting (`always within_size advise [never] deny force`).
-fn selected(text: &str) -> String {
-    selected_choice(text).unwrap_or_default().to_string()
-}
 
 /// The workloads of the daemon's last status.
 fn workloads(s: &serde_json::Value) -> Vec<serde_json::Value> {
@@ -131,41 +111,7 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_judged_on_
         selected(&std::fs::read_to_string(SHMEM_ENABLED).unwrap()) != "never"
     });
     let pg = kit::start_postgres_with(&[("shared_buffers", "1GB"), ("huge_pages", "off")]);
-    let port = pg.port.to_string();
-    let pg_args = ["-h", "127.0.0.1", "-p", port.as_str(), "-U", "postgres"];
-    let out = Command::new(kit::require("pgbench"))
-        .args(pg_args)
-        .args(["-i", "-q", "-s", "20", "postgres"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(kit::require("psql"))
-        .args(pg_args)
-        .args([
-            "-c",
-            "create extension pg_prewarm; select pg_prewarm('pgbench_accounts'), pg_prewarm('pgbench_accounts_pkey');",
-            "postgres",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _load = Load(
-        Command::new(kit::require("pgbench"))
-            .args(pg_args)
-            .args(["-S", "-c", "2", "-j", "2", "-T", "580", "postgres"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _load = pgbench_select_load(pg.port, 20, 580);
     let mut last = serde_json::Value::Null;
     let decided = wait_until(Duration::from_secs(480), || {
         let Some(s) = status_if_written(&dir.state()) else {

@@ -175,6 +175,23 @@ fn the_daemonset_mounts_sys_writable_and_keeps_its_journal_on_the_node() {
         volume(&config["name"])["configMap"]["name"],
         one("10-configmap.yaml", "ConfigMap")["metadata"]["name"]
     );
+    // containerd's bundles name each workload's pod, read only at the node's own path (where
+    // perfpilot_sys::cgroup::container looks); nothing of the kubelet's pod directories.
+    let bundles = "/run/containerd/io.containerd.runtime.v2.task/k8s.io";
+    let b = mount(bundles);
+    assert_eq!(b["readOnly"], true);
+    assert_eq!(volume(&b["name"])["hostPath"]["path"], bundles);
+    assert!(
+        pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| !m["mountPath"]
+                .as_str()
+                .unwrap()
+                .starts_with("/var/lib/kubelet")),
+        "the kubelet's pod directories hold every pod's secrets"
+    );
 }
 
 #[test]
@@ -185,13 +202,13 @@ fn the_configmap_keeps_actions_at_pod_restarts_and_is_scraped_where_it_listens()
         .lines()
         .find_map(|l| l.strip_prefix("listen = "))
         .expect("a listen address for Prometheus");
-    assert_eq!(listen, "\"0.0.0.0:9187\"");
+    assert_eq!(listen, "\"0.0.0.0:10187\"");
     // The whole text is the daemon's config and must load, its listen address included.
     let config = DaemonConfig::parse(text, Path::new("10-configmap.yaml:perfpilot.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         config.listen.map(|a| a.to_string()).as_deref(),
-        Some("0.0.0.0:9187")
+        Some("0.0.0.0:10187")
     );
     assert_eq!(
         config.tunables.get("revert_on_stop").map(String::as_str),
@@ -200,10 +217,14 @@ fn the_configmap_keeps_actions_at_pod_restarts_and_is_scraped_where_it_listens()
     let ds = one("20-daemonset.yaml", "DaemonSet");
     let notes = &ds["spec"]["template"]["metadata"]["annotations"];
     assert_eq!(notes["prometheus.io/scrape"], "true");
-    assert_eq!(notes["prometheus.io/port"], "9187");
+    assert_eq!(notes["prometheus.io/port"], "10187");
     assert_eq!(notes["prometheus.io/path"], "/metrics");
     let port = &ds["spec"]["template"]["spec"]["containers"][0]["ports"][0];
-    assert_eq!(port["containerPort"], 9187);
+    assert_eq!(port["containerPort"], 10187);
+    // Liveness by TCP: it holds once TLS or a password guards /metrics, where an HTTP probe
+    // without credentials would fail.
+    let live = &ds["spec"]["template"]["spec"]["containers"][0]["livenessProbe"];
+    assert_eq!(live["tcpSocket"]["port"], "metrics", "{live:?}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Coordinated drivers across network-namespace hosts on this machine: nginx on one host,
-//! `perfpilot drive --worker` on others, the coordinator in the hub; a worker killed mid-run.
+//! `perfpilot drive --worker` on others, the coordinator in the hub; a worker killed mid-run;
+//! a worker started over SSH for the run (sshd in its namespace, support/sshd.rs).
 //! Needs root and iproute2 (the lab is removed on drop, also on panic).
 
 mod support;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use perfpilot_drive::Measurement;
 use perfpilot_testkit as kit;
 use perfpilot_testkit::netns::{NetLab, NsProcess, wait_in};
-use support::{EXE, lab_or_skip, text};
+use support::{EXE, lab_or_skip, sshd, text};
 
 /// nginx on host 0 of the lab, port 8080.
 fn nginx(lab: &NetLab, dir: &kit::TempDir) -> NsProcess {
@@ -46,7 +47,13 @@ fn worker(lab: &NetLab, i: usize) -> NsProcess {
     let listen = format!("{}:7070", lab.addr(i));
     let child = lab
         .command(lab.host(i), EXE)
-        .args(["drive", "--worker", "--listen", &listen])
+        .args([
+            "drive",
+            "--worker",
+            "--listen",
+            &listen,
+            "--insecure-listen",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -144,4 +151,47 @@ fn a_worker_killed_mid_run_is_reported_with_the_users_it_carried_and_the_rest_is
     let m = Measurement::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
     assert_eq!(m.extra.get("lost_users"), Some(&2.0));
     assert!(m.ok > 0);
+}
+
+#[test]
+fn a_worker_started_over_ssh_drives_its_share_and_an_unreachable_one_is_named() {
+    let Some(lab) = lab_or_skip(2) else { return };
+    let dir = kit::TempDir::new("netns-ssh");
+    let _nginx = nginx(&lab, &dir);
+    let sshd = sshd::start(&lab, 1, &dir.0, EXE);
+    let worker = format!("ssh://root@{}:{}", lab.addr(1), sshd::SSH_PORT);
+    let drive = |workers: &str| {
+        lab.command(lab.hub(), EXE)
+            .args([
+                "drive",
+                "--coordinator",
+                "--no-progress",
+                "--workers",
+                workers,
+            ])
+            .args(["--ssh", &sshd.ssh, "--remote-perfpilot", EXE])
+            .args(["-u", "2", "--think-time", "20ms", "-d", "2s", "--json", "-"])
+            .arg(format!("http://{}:8080/", lab.addr(0)))
+            .output()
+            .unwrap()
+    };
+    let out = drive(&worker);
+    assert!(out.status.success(), "{}", text(&out));
+    let m = Measurement::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!(m.extra.get("workers"), Some(&1.0), "{}", text(&out));
+    assert!(m.ok > 20 && m.errors == 0, "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("worker {worker}: 2 users")),
+        "{}",
+        text(&out)
+    );
+    // No one at that address: the coordinator says which worker, and what ssh said.
+    let down = format!("ssh://root@{}:{}", lab.addr(7), sshd::SSH_PORT);
+    let out = drive(&down);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&down) && stderr.contains("ssh: connect to host"),
+        "{stderr}"
+    );
 }

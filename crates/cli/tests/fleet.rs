@@ -141,7 +141,7 @@ fn a_fleet_of_three_namespace_hosts_shares_its_verdicts_through_prometheus() {
     assert!(
         fleet
             .log("h1/daemon.log")
-            .contains("0.0.0.0:9187, which is not a loopback address"),
+            .contains("0.0.0.0:10187, which is not a loopback address"),
         "{}",
         fleet.log("h1/daemon.log")
     );
@@ -192,7 +192,7 @@ fn a_fleet_of_three_namespace_hosts_shares_its_verdicts_through_prometheus() {
     let actions_of = |ip: &str| {
         per_host
             .iter()
-            .find(|x| x["labels"]["instance"] == format!("{ip}:9187"))
+            .find(|x| x["labels"]["instance"] == format!("{ip}:10187"))
             .and_then(|x| x["value"].as_f64())
             .unwrap_or(-1.0)
     };

@@ -99,23 +99,23 @@ impl Rig {
                 format!(
                     "grep -Eq 'Cpus_allowed_list:[[:space:]]*[0-9]+$' /proc/{pid}/status && echo 100 || echo 50"
                 ),
-                "large_pages = false\n",
+                "large_pages = false\nmax_windows = 6\n",
             ),
             Scenario::AffinityHurts => (
                 format!(
                     "grep -Eq 'Cpus_allowed_list:[[:space:]]*[0-9]+$' /proc/{pid}/status && echo 50 || echo 100"
                 ),
-                "large_pages = false\n",
+                "large_pages = false\nmax_windows = 6\n",
             ),
             Scenario::LargePages => (
                 "echo 100".to_string(),
-                "large_pages = true\ncache_affinity = false\ncollapse_mb_per_s = 10\n",
+                "large_pages = true\ncache_affinity = false\ncollapse_mb_per_s = 10\nmax_windows = 2\n",
             ),
         };
         std::fs::write(
             dir.0.join("perfpilot.toml"),
             format!(
-                "only_matched = true\n[tunables]\ninterval_s = 0.2\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 2\nmax_windows = 2\nrest_change_max = 0\nread_ahead = false\nmemory_affinity = false\nbackoff_s = 3600\n{strategies}\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-{tag}\" }}\nsignal = {{ command = \"{signal}\", kind = \"gauge\" }}\n"
+                "only_matched = true\n[tunables]\ninterval_s = 0.2\nmin_age_s = 0\nmin_cpu_cores = 0\nmin_memory_mib = 0\naffinity_level = \"core\"\nwindows = 2\nrest_change_max = 0\nread_ahead = false\nmemory_affinity = false\nbackoff_s = 3600\n{strategies}\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-{tag}\" }}\nsignal = {{ command = \"{signal}\", kind = \"gauge\" }}\n"
             ),
         )
         .unwrap();
@@ -265,13 +265,13 @@ const CASES: &[Case] = &[
     },
     Case {
         scenario: Scenario::AffinityHelps,
-        point: "engine.interleave.off",
+        point: "engine.switch.off",
         nth: 0,
         run_for: "300s",
     },
     Case {
         scenario: Scenario::AffinityHelps,
-        point: "engine.interleave.on",
+        point: "engine.switch.on",
         nth: 0,
         run_for: "300s",
     },

@@ -7,63 +7,21 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use perfpilot_store::{Store, TrialRecord};
 use perfpilot_testkit as kit;
 use perfpilot_testkit::netns::{NetLab, NsProcess, wait_in};
+use support::hosts::{hosts_by_round, nginx_study, trials};
 use support::{EXE, lab_or_skip, text};
 
 /// The port each worker's nginx listens on, on its own host's loopback.
 const PORT: u16 = 18480;
 
-/// A study of two nginx configurations in `dir`: `fast` keeps connections open, `slow`
-/// (the baseline) closes each after one request.
 fn study(dir: &Path, repetitions: usize, confirm: usize) -> PathBuf {
-    let d = dir.display();
-    for (name, keepalive) in [("fast", 1_000_000), ("slow", 1)] {
-        let conf = format!(
-            "daemon off; master_process off; worker_processes 1; pid {d}/nginx-{name}.pid;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{ access_log off; keepalive_requests {keepalive};\n\
-               client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-               server {{ listen 127.0.0.1:{PORT}; location / {{ return 200 \"ok\\n\"; }} }} }}\n"
-        );
-        std::fs::write(dir.join(format!("{name}.conf")), conf).unwrap();
-    }
-    let nginx = kit::require("nginx");
-    let f = dir.join("hosts.toml");
-    std::fs::write(
-        &f,
-        format!(
-            r#"name = "nginx-hosts"
-[deployment]
-command = "{nginx} -p {d}/ -e {d}/error.log -c {d}/{{conf}}.conf"
-base_port = {PORT}
-[load]
-url = "http://127.0.0.1:{{port}}/"
-users_per_instance = 2
-threads = 1
-[objective]
-goal = "maximize throughput"
-[factors]
-conf = ["slow", "fast"]
-[run]
-warmup = "1s"
-measure = "1s"
-repetitions = {repetitions}
-min_rounds = 3
-confirm_rounds = {confirm}
-cooldown = "0s"
-"#,
-            nginx = nginx.display()
-        ),
-    )
-    .unwrap();
-    f
+    nginx_study(dir, PORT, repetitions, confirm)
 }
 
 /// A study worker on host `i`, port 7071 (`extra`: more arguments).
@@ -71,7 +29,7 @@ fn worker(lab: &NetLab, i: usize, extra: &[&str]) -> NsProcess {
     let listen = format!("{}:7071", lab.addr(i));
     let child = lab
         .command(lab.host(i), EXE)
-        .args(["study", "worker", "--listen", &listen])
+        .args(["study", "worker", "--listen", &listen, "--insecure-listen"])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -94,23 +52,6 @@ fn coordinator(lab: &NetLab, dir: &Path, hosts: &[usize], args: &[&str]) -> Comm
         .args(args)
         .args(["--hosts", &hosts.join(",")]);
     c
-}
-
-/// The host each stored trial ran on, by (phase, round).
-fn hosts_by_round(trials: &[TrialRecord]) -> BTreeMap<(String, i64), BTreeSet<String>> {
-    let mut out: BTreeMap<(String, i64), BTreeSet<String>> = BTreeMap::new();
-    for t in trials {
-        let d: serde_json::Value = serde_json::from_str(&t.detail).unwrap();
-        let host = d["host"].as_str().expect("every trial names its host");
-        out.entry((t.phase.to_string(), t.round))
-            .or_default()
-            .insert(host.to_string());
-    }
-    out
-}
-
-fn trials(store: &Path, run: i64) -> Vec<TrialRecord> {
-    Store::open_existing(store).unwrap().trials(run).unwrap()
 }
 
 #[test]

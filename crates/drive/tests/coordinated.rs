@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use common::{TestServer, free_port};
 use perfpilot_drive::coord::wire::{Msg, PROTOCOL, WireLoad, WireSpec, recv, send};
-use perfpilot_drive::coord::{CoordinatorConfig, WorkerConfig, coordinate, serve_session};
+use perfpilot_drive::coord::{
+    CoordinatorConfig, Dialer, Link, WorkerConfig, coordinate, serve_session,
+};
 
 const VERSION: &str = "9.9.9-test";
 
@@ -29,8 +31,8 @@ fn worker(version: &str, skew_ms: i64) -> String {
         cpu_clock: None,
     };
     std::thread::spawn(move || {
-        if let Ok((s, _)) = l.accept() {
-            let _ = serve_session(s, &cfg);
+        if let Ok((s, peer)) = l.accept() {
+            let _ = serve_session(Link::tcp(s, peer.to_string()).unwrap(), &cfg);
         }
     });
     addr
@@ -62,6 +64,7 @@ fn spec(url: String, users: usize, duration_ms: u64) -> WireSpec {
 fn config(workers: Vec<String>, spec: WireSpec) -> CoordinatorConfig {
     CoordinatorConfig {
         workers,
+        dialer: Dialer::default(),
         spec,
         version: VERSION.to_string(),
         max_clock_offset: Duration::from_millis(50),

@@ -44,6 +44,10 @@ fn status() -> Status {
                 state: "optimized: nothing more to do".into(),
                 class: classes[i % classes.len()],
                 capacity: None,
+                cgroup: None,
+                container: None,
+                cpuset: None,
+                manual: vec![],
             })
             .collect(),
         ..Status::default()
@@ -128,7 +132,12 @@ fn main() {
         openmetrics: om,
         status: String::new(),
     }));
-    let ep = Endpoint::start("127.0.0.1:0".parse().expect("addr"), pages).expect("listen");
+    let ep = Endpoint::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        pages,
+        perfpilot_export::Access::default(),
+    )
+    .expect("listen");
     let addr = ep.addr();
     get(addr);
     let mut answer = Vec::new();

@@ -3,13 +3,15 @@
 //!
 //! Cardinality is bounded: the per-workload families (`perfpilot_strategy_outcome`,
 //! `perfpilot_strategy_gain_ratio`) carry at most [`TOP_SIGNATURES`] workload signatures, those
-//! decided most recently; every other family is labelled only by strategy, decision, state or
-//! kind, a handful of values each.
+//! decided most recently, and `perfpilot_workload_container` the busiest [`TOP_SIGNATURES`]
+//! workloads in containers; every other family is labelled only by strategy, decision, state,
+//! knob or kind, a handful of values each.
 
 use std::collections::{BTreeMap, HashMap};
 
 use perfpilot_optimize::counters::Totals;
 use perfpilot_optimize::cpu::CpuTime;
+use perfpilot_optimize::engine::manual::Knob;
 use perfpilot_optimize::engine::{Status, WorkloadClass};
 use perfpilot_optimize::strategy::StrategyKind;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -69,6 +71,32 @@ struct TierLabels {
     signature: String,
     workload: String,
     tier: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ContainerLabels {
+    signature: String,
+    workload: String,
+    runtime: String,
+    container_id: String,
+    container: String,
+    pod_uid: String,
+    namespace: String,
+    pod: String,
+    qos: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KnobLabel {
+    knob: String,
+}
+
+/// A knob as a label value (`affinity`, `memory_policy`, `large_pages`, `read_ahead`).
+fn knob_label(k: Knob) -> String {
+    serde_json::to_value(k)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -264,6 +292,68 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         workloads,
     );
 
+    // Workloads in containers: who they are (the busiest TOP_SIGNATURES, joined to the other
+    // per-workload families on `signature`), and the knobs found set by someone else.
+    let containers = Family::<ContainerLabels, Gauge>::default();
+    let mut listed: Vec<_> = f
+        .status
+        .workloads
+        .iter()
+        .filter(|w| w.container.is_some())
+        .collect();
+    listed.sort_by(|a, b| b.cpu_cores.total_cmp(&a.cpu_cores));
+    for w in listed.into_iter().take(TOP_SIGNATURES) {
+        let Some(c) = &w.container else { continue };
+        let pod = c.pod.clone().unwrap_or_default();
+        containers
+            .get_or_create(&ContainerLabels {
+                signature: w.signature.clone(),
+                workload: w.name.clone(),
+                runtime: c.runtime.clone(),
+                container_id: c.id.chars().take(12).collect(),
+                container: c.name.clone().unwrap_or_default(),
+                pod_uid: pod.uid,
+                namespace: pod.namespace.unwrap_or_default(),
+                pod: pod.name.unwrap_or_default(),
+                qos: pod.qos,
+            })
+            .set(1);
+    }
+    r.register(
+        "workload_container",
+        "1 for a listed workload in a container: its runtime, container and Kubernetes pod (the busiest workloads only; join on signature)",
+        containers,
+    );
+    let knobs = Family::<KnobLabel, Gauge>::default();
+    for k in [Knob::Affinity, Knob::MemoryPolicy, Knob::LargePages] {
+        knobs
+            .get_or_create(&KnobLabel {
+                knob: knob_label(k),
+            })
+            .set(0);
+    }
+    for w in &f.status.workloads {
+        for m in &w.manual {
+            knobs
+                .get_or_create(&KnobLabel {
+                    knob: knob_label(m.knob),
+                })
+                .inc();
+        }
+    }
+    for m in &f.status.devices_left_alone {
+        knobs
+            .get_or_create(&KnobLabel {
+                knob: knob_label(m.knob),
+            })
+            .inc();
+    }
+    r.register(
+        "manual_knobs",
+        "Listed workloads (and devices, for read_ahead) with a knob someone else set, by knob: the strategies it concerns leave them alone",
+        knobs,
+    );
+
     // Workloads whose configuration names a capacity model: their tier (a few, by config).
     let busy = Family::<TierLabels, FloatGauge>::default();
     let implied = Family::<TierLabels, FloatGauge>::default();
@@ -333,6 +423,11 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "Signal reads that failed, by kind (timeout, failed, garbage, missing, preset)",
         by_kind(&f.totals.probe_failures),
     );
+    r.register(
+        "trials_ended",
+        "Trials ended, by why (kind: complete, workload_exited, signal_failed, manual, nothing_applied, not_settled, restarted, rest_moved, control_lost, split_refused)",
+        by_kind(&f.totals.trials_ended),
+    );
 
     // The daemon itself.
     r.register_with_unit(
@@ -386,4 +481,86 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &r);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use perfpilot_optimize::engine::WorkloadStatus;
+    use perfpilot_optimize::engine::manual::ManualSetting;
+    use perfpilot_sys::cgroup::container::{Container, Pod};
+
+    use super::*;
+
+    #[test]
+    fn a_workload_in_a_pod_is_labelled_with_it_and_knobs_left_alone_are_counted() {
+        let w = WorkloadStatus {
+            signature: "00000000000000ab".into(),
+            name: "postgres (5)".into(),
+            pids: vec![1201],
+            cpu_cores: 1.5,
+            threads: 5,
+            rss: 1 << 30,
+            age_s: 600.0,
+            signal: None,
+            signal_source: None,
+            signal_passed_over: vec![],
+            state: "optimized: nothing more to do".into(),
+            class: WorkloadClass::Managed,
+            capacity: None,
+            cgroup: Some("/kubepods.slice/kubepods-podx.slice/cri-containerd-3f7c.scope".into()),
+            container: Some(Container {
+                runtime: "containerd".into(),
+                id: "3f7c2a9e1b4d6f8a0c2e".into(),
+                pod: Some(Pod {
+                    uid: "6c1b3f0e-9d2a-4c1e-8f7a-2b5d9e0c1a34".into(),
+                    qos: "guaranteed".into(),
+                    namespace: Some("databases".into()),
+                    name: Some("pg-0".into()),
+                }),
+                name: Some("postgres".into()),
+            }),
+            cpuset: None,
+            manual: vec![ManualSetting::new(
+                Knob::LargePages,
+                "pid 1201: HugetlbPages",
+            )],
+        };
+        let status = Status {
+            workloads: vec![w],
+            ..Status::default()
+        };
+        let f = Figures {
+            status: &status,
+            effective_interval_s: 10.0,
+            configured_interval_s: 10.0,
+            cpu: CpuTime::default(),
+            totals: Totals::default(),
+        };
+        let text = render(&f, &Journal::default(), &scan_histogram());
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("perfpilot_workload_container{"))
+            .unwrap_or_else(|| panic!("{text}"));
+        for want in [
+            "namespace=\"databases\"",
+            "pod=\"pg-0\"",
+            "container=\"postgres\"",
+            "container_id=\"3f7c2a9e1b4d\"",
+            "qos=\"guaranteed\"",
+            "signature=\"00000000000000ab\"",
+        ] {
+            assert!(line.contains(want), "{want} in {line}");
+        }
+        assert!(line.ends_with(" 1"), "{line}");
+        assert!(
+            text.lines()
+                .any(|l| l == "perfpilot_manual_knobs{knob=\"large_pages\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l == "perfpilot_manual_knobs{knob=\"affinity\"} 0"),
+            "{text}"
+        );
+    }
 }

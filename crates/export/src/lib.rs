@@ -7,6 +7,7 @@
 //! - `families`: the metric families, built after each scan;
 //! - `format`: OpenMetrics or the Prometheus text format, chosen by the `Accept` header;
 //! - `serve`: the HTTP endpoint (on its own thread; a scrape never waits for a scan);
+//! - `webconfig`: who may read it (the exporter toolkit's web-config file: TLS, basic auth);
 //! - `textfile`: the textfile, replaced atomically;
 //! - `publisher`: all of it, fed by the daemon after each scan;
 //! - `fleet_status`: `perfpilot fleet status`, per workload signature × strategy.
@@ -18,9 +19,12 @@ pub mod journal;
 pub mod publisher;
 pub mod serve;
 pub mod textfile;
+pub mod webconfig;
 
 pub use families::TOP_SIGNATURES;
 pub use publisher::Publisher;
+pub use serve::Access;
+pub use webconfig::{WebConfig, WebConfigError};
 
 /// What can go wrong exporting.
 #[derive(Debug, thiserror::Error)]

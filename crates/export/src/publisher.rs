@@ -15,7 +15,7 @@ use crate::ExportError;
 use crate::families::{self, Figures};
 use crate::format::to_prometheus;
 use crate::journal::Journal;
-use crate::serve::{Endpoint, Pages};
+use crate::serve::{Access, Endpoint, Pages};
 use crate::textfile;
 
 /// The publisher (the endpoint stops when it is dropped).
@@ -29,22 +29,34 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Starts the endpoint on `listen` (a warning when that is not a loopback address) and
-    /// checks that the textfile directory can be written.
+    /// Starts the endpoint on `listen`, readable as `access` says (a warning when that is not a
+    /// loopback address and neither TLS nor a password guards it), and checks that the
+    /// textfile directory can be written.
     pub fn start(
         listen: Option<SocketAddr>,
         textfile_dir: Option<PathBuf>,
+        access: Access,
     ) -> Result<Publisher, ExportError> {
         let pages = Arc::new(RwLock::new(Pages::default()));
         let endpoint = match listen {
             Some(addr) => {
-                if !addr.ip().is_loopback() {
+                let guarded = access.web.tls.is_some() || !access.web.users.is_empty();
+                if !addr.ip().is_loopback() && !guarded {
                     warn!(
-                        "metrics: listening on {addr}, which is not a loopback address: /metrics and /status (workload names, command-line signatures, pids) are open to whoever can reach it; firewall it or use 127.0.0.1"
+                        "metrics: listening on {addr}, which is not a loopback address, without TLS or a password: /metrics (workload names, command-line signatures) is open to whoever can reach it{}; give a web config (--web-config: TLS, basic auth), firewall it, or use 127.0.0.1",
+                        if access.status_remote {
+                            ", and so is /status (pids)"
+                        } else {
+                            ""
+                        }
                     );
                 }
-                let e = Endpoint::start(addr, pages.clone())?;
-                info!("metrics: serving http://{}/metrics and /status", e.addr());
+                let e = Endpoint::start(addr, pages.clone(), access)?;
+                info!(
+                    "metrics: serving {}://{}/metrics and /status",
+                    e.scheme(),
+                    e.addr()
+                );
                 Some(e)
             }
             None => None,

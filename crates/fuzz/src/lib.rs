@@ -1,7 +1,8 @@
 //! Fuzz targets: every parser of input from outside perfpilot (procfs and sysfs files, the
 //! Prometheus text format, the outputs of load drivers, signal traces, JMVA XML, model, study and daemon files,
-//! the Measurement JSON, the lines workers and coordinators send, the store's stored blobs and
-//! journal entries), each behind one
+//! the Measurement JSON, the lines workers and coordinators send and their framing, the
+//! presets' clients of MySQL, Redis, memcached and nginx, the exporter's web config, the
+//! store's stored blobs and journal entries), each behind one
 //! function that must return for any bytes: an error is fine, a panic is the bug.
 //!
 //! `fuzz/` runs them under libFuzzer (`scripts/fuzz [SECONDS]`); this crate's test replays the
@@ -209,6 +210,70 @@ pub const TARGETS: &[Target] = &[
             let _ = recv::<Reply>(&mut r);
             let mut r = std::io::BufReader::new(d);
             let _ = recv::<Msg>(&mut r);
+        },
+    },
+    Target {
+        name: "worker_framing",
+        parses: "the framing of the worker protocols: lines read in pieces of any size (the first byte picks it), a line over the limit refused, every message kind of both protocols tried",
+        run: |d| {
+            use perfpilot_drive::coord::wire::{MAX_MESSAGE, Msg, recv};
+            use perfpilot_study::hosts::wire::{Reply, Request};
+            let Some((&first, rest)) = d.split_first() else {
+                return;
+            };
+            let capacity = [1, 2, 3, 7, 64, 4096][usize::from(first % 6)];
+            let mut r = std::io::BufReader::with_capacity(capacity, rest);
+            let mut lines = 0;
+            loop {
+                let got = match first & 0x30 {
+                    0x00 => recv::<Msg>(&mut r).map(|m| m.is_some()),
+                    0x10 => recv::<Request>(&mut r).map(|m| m.is_some()),
+                    _ => recv::<Reply>(&mut r).map(|m| m.is_some()),
+                };
+                match got {
+                    Ok(true) => lines += 1,
+                    Ok(false) => break,
+                    // A bad line is the end of a session: nothing after it is read.
+                    Err(_) => break,
+                }
+                assert!(lines <= rest.len(), "more messages than bytes");
+            }
+            assert!(rest.len() <= MAX_MESSAGE || lines <= rest.len() / 2 + 1);
+        },
+    },
+    Target {
+        name: "mysql_session",
+        parses: "a MySQL or MariaDB server's bytes as the preset's client reads them: greeting, authentication exchange, the result set of SHOW GLOBAL STATUS (the first byte picks password and socket)",
+        run: |d| {
+            let _ = perfpilot_optimize::preset::fuzzing::mysql(d);
+        },
+    },
+    Target {
+        name: "resp",
+        parses: "RESP replies as the Redis preset reads them (AUTH, INFO stats)",
+        run: |d| perfpilot_optimize::preset::fuzzing::resp(d),
+    },
+    Target {
+        name: "memcached_stats",
+        parses: "a memcached `stats` answer",
+        run: |d| {
+            if let Some(v) = perfpilot_optimize::preset::fuzzing::memcached_stats(d) {
+                assert!(v >= 0.0, "a negative count {v}");
+            }
+        },
+    },
+    Target {
+        name: "nginx_stub_status",
+        parses: "an nginx `stub_status` page",
+        run: |d| {
+            let _ = perfpilot_optimize::preset::fuzzing::nginx_stub_status(text(d));
+        },
+    },
+    Target {
+        name: "web_config",
+        parses: "the exporter's web-config file (YAML, the exporter toolkit's format)",
+        run: |d| {
+            let _ = perfpilot_export::WebConfig::parse(text(d), Path::new("/nonexistent"));
         },
     },
     Target {

@@ -106,3 +106,26 @@ fn every_corpus_directory_belongs_to_a_target() {
         );
     }
 }
+
+#[test]
+fn the_preset_seeds_are_real_sessions_that_read_to_their_counter() {
+    use perfpilot_optimize::preset::fuzzing;
+    let seed =
+        |t: &str, f: &str| std::fs::read(repo().join("fuzz/corpus").join(t).join(f)).unwrap();
+    // The captured MariaDB session (auth switch, then SHOW GLOBAL STATUS): Questions = 22.
+    for f in [
+        "mariadb-switch-then-questions",
+        "mariadb-unix-root-ok",
+        "mysql8-caching-sha2-fast",
+        "mysql8-full-auth-unix",
+    ] {
+        assert_eq!(fuzzing::mysql(&seed("mysql_session", f)), Some(22), "{f}");
+    }
+    assert_eq!(
+        fuzzing::mysql(&seed("mysql_session", "access-denied")),
+        None
+    );
+    assert!(fuzzing::memcached_stats(&seed("memcached_stats", "short")) == Some(12.0));
+    let page = String::from_utf8(seed("nginx_stub_status", "busy")).unwrap();
+    assert_eq!(fuzzing::nginx_stub_status(&page), Some(31_070_465));
+}

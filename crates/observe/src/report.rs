@@ -148,7 +148,10 @@ impl Watch {
             ..SamplerConfig::default()
         };
         let mut sampler = Sampler::new(fs, sampler_cfg);
-        let notes = notes(&cfg, &sampler, &pmu_supported);
+        let mut notes = notes(&cfg, &sampler, &pmu_supported);
+        if let Some(gap) = &topology.memory_gap {
+            notes.push(format!("memory: {}", gap.describe(perfpilot_units::bytes)));
+        }
         let pmu = pmu_supported.is_ok().then(|| PmuSet::new(&Event::HARDWARE));
         let mut book = MemoryBook::default();
         let prev = sampler.sample()?;

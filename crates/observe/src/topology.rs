@@ -64,6 +64,10 @@ pub struct Topology {
     pub isolated: CpuSet,
     /// CPUs that may ever exist.
     pub possible: CpuSet,
+    /// Where the node files count less (or more) memory than `/proc/meminfo`: the nodes'
+    /// figures then include their share of the difference (`perfpilot_sys::zones`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_gap: Option<perfpilot_sys::zones::MemoryGap>,
 }
 
 /// A topology that could not be built.
@@ -98,8 +102,10 @@ impl Topology {
         if cpus.is_empty() {
             return Err(TopologyError::NoCpus(fs.root().display().to_string()));
         }
-        let sys_nodes = node::read_nodes(fs)?;
-        Ok(Self::build(masks, &cpus, &sys_nodes))
+        let (sys_nodes, gap) = perfpilot_sys::zones::read_nodes_reconciled(fs)?;
+        let mut t = Self::build(masks, &cpus, &sys_nodes);
+        t.memory_gap = gap;
+        Ok(t)
     }
 
     /// Builds the model from raw readings. Online CPUs that no node lists go to node 0.
@@ -195,6 +201,69 @@ impl Topology {
             offline: masks.offline,
             isolated: masks.isolated,
             possible: masks.possible,
+            memory_gap: None,
+        }
+    }
+
+    /// Takes the nodes' memory from a sample (total and free now, with what the node files
+    /// leave out: `perfpilot_sys::zones`); the topology is read once, free memory changes.
+    pub fn set_node_memory(&mut self, nodes: &[crate::sample::NodeMemory]) {
+        for n in &mut self.nodes {
+            if let Some(m) = nodes.iter().find(|m| m.node == n.id) {
+                n.mem_total = m.total;
+                n.mem_free = m.free;
+            }
+        }
+    }
+
+    /// The part of the machine inside a cpuset: nodes, caches and cores cut to `cpus`, nodes
+    /// outside `mems` (where given) and domains left without CPUs dropped. Strategies placing a
+    /// workload inside its cgroup's cpuset see this.
+    pub fn within(&self, cpus: &CpuSet, mems: Option<&CpuSet>) -> Topology {
+        let nodes = self
+            .nodes
+            .iter()
+            .filter(|n| mems.is_none_or(|m| m.contains(n.id)))
+            .filter_map(|n| {
+                let llcs: Vec<Llc> = n
+                    .llcs
+                    .iter()
+                    .filter_map(|l| {
+                        let cores: Vec<Core> = l
+                            .cores
+                            .iter()
+                            .map(|c| Core {
+                                cpus: c.cpus.intersection(cpus),
+                                ..c.clone()
+                            })
+                            .filter(|c| !c.cpus.is_empty())
+                            .collect();
+                        let lc = l.cpus.intersection(cpus);
+                        (!lc.is_empty()).then(|| Llc {
+                            cpus: lc,
+                            cores,
+                            ..l.clone()
+                        })
+                    })
+                    .collect();
+                let nc = n.cpus.intersection(cpus);
+                (!nc.is_empty()).then(|| Node {
+                    cpus: nc,
+                    llcs,
+                    ..n.clone()
+                })
+            })
+            .collect::<Vec<Node>>();
+        let online = nodes
+            .iter()
+            .fold(CpuSet::new(), |acc, n| acc.union(&n.cpus));
+        Topology {
+            nodes,
+            online,
+            offline: self.offline.clone(),
+            isolated: self.isolated.clone(),
+            possible: self.possible.clone(),
+            memory_gap: self.memory_gap.clone(),
         }
     }
 

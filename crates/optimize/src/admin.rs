@@ -118,10 +118,37 @@ pub fn evidence(rec: &ActionRecord) -> String {
             })
             .collect::<String>()
     };
+    // The design, the control, and how long the trial took, where the verdict says them.
+    let design = |v: &serde_json::Value| {
+        let mut d = match v["design"].as_str().unwrap_or("before_after") {
+            "before_after" => "before/after",
+            "one_way" => "one-way",
+            other => other,
+        }
+        .to_string();
+        if let Some(c) = v["control"].as_str() {
+            d = format!("{d} against {c}");
+        }
+        if let Some(s) = v["decided_after_s"].as_f64() {
+            d = format!("{d}, {} after its start", units::duration_secs(s));
+        }
+        d
+    };
+    let decision = |v: &serde_json::Value| match (
+        v["decision"].as_str(),
+        v["shown"]["no_harm"]["bound"].as_f64(),
+    ) {
+        (Some("keep"), Some(bound)) => format!(
+            "keep (no loss worse than {:.0} %; gain not resolved)",
+            bound * 100.0
+        ),
+        (d, _) => d.unwrap_or_default().to_string(),
+    };
     match &v {
         Some(v) if v["gain"].is_object() => format!(
-            "{}: before {} (n {}), after {} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}{}",
+            "{} ({}): before {} (n {}), after {} (n {}), gain x{:.3} [{:.3}, {:.3}] → {}{}",
             v["signal"].as_str().unwrap_or_default(),
+            design(v),
             units::number(v["before"]["mean"].as_f64().unwrap_or(f64::NAN)),
             v["before"]["n"],
             units::number(v["after"]["mean"].as_f64().unwrap_or(f64::NAN)),
@@ -129,7 +156,7 @@ pub fn evidence(rec: &ActionRecord) -> String {
             v["gain"]["ratio"].as_f64().unwrap_or(f64::NAN),
             v["gain"]["ci_low"].as_f64().unwrap_or(f64::NAN),
             v["gain"]["ci_high"].as_f64().unwrap_or(f64::NAN),
-            v["decision"].as_str().unwrap_or_default(),
+            decision(v),
             shadow(v)
         ),
         Some(v) => v["why"].as_str().unwrap_or_default().to_string(),
@@ -250,7 +277,16 @@ mod tests {
         );
         assert_eq!(
             evidence(&rec),
-            "cpi: before 2 (n 6), after 1.5 (n 6), gain x1.333 [1.200, 1.500] → keep"
+            "cpi (before/after): before 2 (n 6), after 1.5 (n 6), gain x1.333 [1.200, 1.500] → keep"
+        );
+        // A one-way keep that showed only that there was no harm says so, with its design.
+        rec.verdict = Some(
+            r#"{"signal":"postgresql","design":"one_way","decided_after_s":281.0,"before":{"n":16,"mean":2.0},"after":{"n":16,"mean":2.1},"gain":{"ratio":1.07,"ci_low":0.99,"ci_high":1.16},"decision":"keep","shown":{"no_harm":{"bound":0.02}}}"#
+                .into(),
+        );
+        assert_eq!(
+            evidence(&rec),
+            "postgresql (one-way, 4 min 41 s after its start): before 2 (n 16), after 2.1 (n 16), gain x1.070 [0.990, 1.160] → keep (no loss worse than 2 %; gain not resolved)"
         );
     }
 

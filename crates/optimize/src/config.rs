@@ -24,8 +24,9 @@
 //! tier = "app"
 //! ```
 //!
-//! Top-level `listen` and `textfile` and a `[fleet]` table configure the live metrics and the
-//! fleet's priors; `read_ahead_devices = ["sdb", "nvme*"]` limits the read-ahead strategy to
+//! Top-level `listen`, `web_config` (TLS and basic auth for it, in the exporter toolkit's
+//! format), `status_remote` and `textfile`, and a `[fleet]` table configure the live metrics
+//! and the fleet's priors; `read_ahead_devices = ["sdb", "nvme*"]` limits the read-ahead strategy to
 //! those block devices; `conf.d/*.toml` beside the main file are read after it (`dropins.rs`).
 
 use std::collections::BTreeMap;
@@ -237,8 +238,13 @@ pub struct DaemonConfig {
     pub only_matched: bool,
     /// The `[[preset]]` tables: built-in application signals added or overridden.
     pub preset: Vec<PresetConfig>,
-    /// Where to serve `/metrics` and `/status` (`listen = "127.0.0.1:9187"`; off when absent).
+    /// Where to serve `/metrics` and `/status` (`listen = "127.0.0.1:10187"`; off when absent).
     pub listen: Option<SocketAddr>,
+    /// The endpoint's web-config file: TLS and basic auth, in the format of Prometheus'
+    /// exporter toolkit (`web_config = "/etc/perfpilot/web-config.yml"`).
+    pub web_config: Option<PathBuf>,
+    /// Serve `/status` to clients off loopback too (`status_remote = true`; default false).
+    pub status_remote: bool,
     /// A directory for node_exporter's textfile collector (`textfile = "/var/lib/…"`).
     pub textfile: Option<PathBuf>,
     /// The `[fleet]` table: verdicts of other hosts read from Prometheus.
@@ -259,13 +265,17 @@ struct Raw {
     #[serde(default)]
     preset: Vec<toml::Spanned<PresetConfig>>,
     listen: Option<toml::Spanned<String>>,
+    web_config: Option<PathBuf>,
+    status_remote: Option<bool>,
     textfile: Option<PathBuf>,
     fleet: Option<toml::Spanned<FleetConfig>>,
     read_ahead_devices: Option<toml::Spanned<Vec<String>>>,
 }
 
-/// The default port of the metrics endpoint (the one the DaemonSet and the docs use).
-pub const DEFAULT_PORT: u16 = 9187;
+/// The default port of the metrics endpoint (the one the unit's config, the DaemonSet and the
+/// docs use): past the exporters' allocations of Prometheus' default port list, whose
+/// 9100–9999 are all taken (9187 is postgres_exporter's); docs/metrics.md says how it was chosen.
+pub const DEFAULT_PORT: u16 = 10187;
 
 /// Reads a listen address: `ADDR:PORT`, `[V6]:PORT`, or a bare port (on 127.0.0.1).
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -425,6 +435,8 @@ impl DaemonConfig {
             only_matched: raw.only_matched.unwrap_or(false),
             preset,
             listen,
+            web_config: raw.web_config,
+            status_remote: raw.status_remote.unwrap_or(false),
             textfile: raw.textfile,
             fleet,
             read_ahead_devices,
@@ -441,6 +453,14 @@ impl DaemonConfig {
                 None => name == p,
             })
         })
+    }
+
+    /// Whether `read_ahead_devices` names the device itself (not by a prefix): its read-ahead
+    /// is then perfpilot's to tune even where someone set it by hand.
+    pub fn read_ahead_named(&self, name: &str) -> bool {
+        self.read_ahead_devices
+            .as_ref()
+            .is_some_and(|list| list.iter().any(|p| p == name))
     }
 
     /// The first rule matching a process.
@@ -535,6 +555,8 @@ action = "exclude"
         assert!(c.read_ahead_device("nvme0n1"));
         assert!(!c.read_ahead_device("loop31"));
         assert!(!c.read_ahead_device("vda"));
+        assert!(c.read_ahead_named("loop3") && !c.read_ahead_named("nvme0n1"));
+        assert!(!all.read_ahead_named("vda"));
         for bad in ["\"/dev/sdb\"", "\"\"", "\"*\"", "\"sd*b\""] {
             let e = DaemonConfig::parse(
                 &format!("\nread_ahead_devices = [{bad}]\n"),

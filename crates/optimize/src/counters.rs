@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use perfpilot_sys::change::Applied;
 use perfpilot_sys::collapse::CollapseFailure;
 
+use crate::design::EndReason;
 use crate::signal::ProbeError;
 
 /// Why a signal read failed, as `/metrics` labels it.
@@ -83,6 +84,7 @@ pub struct Counters {
     migrated_bytes: AtomicU64,
     collapse_failures: [AtomicU64; 5],
     probe_failures: [AtomicU64; 5],
+    trials_ended: [AtomicU64; EndReason::LABELS.len()],
 }
 
 /// The process's totals.
@@ -91,6 +93,7 @@ pub static COUNTERS: Counters = Counters {
     migrated_bytes: AtomicU64::new(0),
     collapse_failures: [const { AtomicU64::new(0) }; 5],
     probe_failures: [const { AtomicU64::new(0) }; 5],
+    trials_ended: [const { AtomicU64::new(0) }; EndReason::LABELS.len()],
 };
 
 /// What the totals were at one moment.
@@ -104,6 +107,8 @@ pub struct Totals {
     pub collapse_failures: Vec<(&'static str, u64)>,
     /// Failed signal reads, by kind (label, count).
     pub probe_failures: Vec<(&'static str, u64)>,
+    /// Trials ended, by why (`design::EndReason` labels, count).
+    pub trials_ended: Vec<(&'static str, u64)>,
 }
 
 impl Counters {
@@ -138,6 +143,13 @@ impl Counters {
         self.probe_failures[i].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a trial that ended, by the label of why.
+    pub fn trial_ended(&self, label: &str) {
+        if let Some(i) = EndReason::LABELS.iter().position(|l| *l == label) {
+            self.trials_ended[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The totals now.
     pub fn totals(&self) -> Totals {
         Totals {
@@ -152,6 +164,11 @@ impl Counters {
                 .iter()
                 .zip(&self.probe_failures)
                 .map(|(k, n)| (k.as_str(), n.load(Ordering::Relaxed)))
+                .collect(),
+            trials_ended: EndReason::LABELS
+                .iter()
+                .zip(&self.trials_ended)
+                .map(|(k, n)| (*k, n.load(Ordering::Relaxed)))
                 .collect(),
         }
     }
@@ -170,6 +187,7 @@ mod tests {
             migrated_bytes: AtomicU64::new(0),
             collapse_failures: [const { AtomicU64::new(0) }; 5],
             probe_failures: [const { AtomicU64::new(0) }; 5],
+            trials_ended: [const { AtomicU64::new(0) }; EndReason::LABELS.len()],
         };
         c.applied(
             &Applied::Pages(PagesOutcome {
@@ -194,11 +212,13 @@ mod tests {
         );
         c.probe_failed(ProbeFailure::Timeout);
         c.probe_failed(ProbeFailure::Timeout);
+        c.trial_ended("control_lost");
         let t = c.totals();
         assert_eq!(t.migrated_bytes, 3 * 4096);
         assert_eq!(t.collapsed_bytes, 2 << 20);
         assert_eq!(t.collapse_failures[0], ("busy", 1));
         assert_eq!(t.collapse_failures[1], ("charge", 0));
         assert_eq!(t.probe_failures[0], ("timeout", 2));
+        assert!(t.trials_ended.contains(&("control_lost", 1)), "{t:?}");
     }
 }

@@ -1,6 +1,6 @@
 //! A configuration in layers: the main file (`/etc/perfpilot/perfpilot.toml`) and then the
 //! drop-ins of `conf.d/*.toml` beside it, in name order. A later file overrides what it sets:
-//! each `[tunables]` value, `only_matched`, `listen`, `textfile`, `read_ahead_devices` and `[fleet]`; its
+//! each `[tunables]` value, `only_matched`, `listen`, `web_config`, `status_remote`, `textfile`, `read_ahead_devices` and `[fleet]`; its
 //! `[[workload]]` rules are tried before the earlier files' (the first match wins), and its
 //! `[[preset]]` tables come after theirs. One file with an error fails the whole load, naming
 //! that file and line, so a reload keeps the configuration in force.
@@ -67,6 +67,10 @@ impl DaemonConfig {
         if later.listen.is_some() {
             self.listen = later.listen;
         }
+        if later.web_config.is_some() {
+            self.web_config = later.web_config;
+        }
+        self.status_remote |= later.status_remote;
         if later.textfile.is_some() {
             self.textfile = later.textfile;
         }
@@ -97,7 +101,7 @@ mod tests {
     #[test]
     fn later_drop_ins_override_what_they_set_and_their_rules_come_first() {
         let d = tree(
-            "only_matched = true\nlisten = \"127.0.0.1:9187\"\n[tunables]\ninterval_s = 5\nwindows = 6\n[[workload]]\nmatch = { comm = \"redis-server\" }\n",
+            "only_matched = true\nlisten = \"127.0.0.1:10187\"\n[tunables]\ninterval_s = 5\nwindows = 6\n[[workload]]\nmatch = { comm = \"redis-server\" }\n",
             &[
                 ("10-interval.toml", "[tunables]\ninterval_s = 2\n"),
                 (
@@ -113,7 +117,7 @@ mod tests {
         assert_eq!(c.tunables["interval_s"], "3");
         assert_eq!(c.tunables["windows"], "6");
         assert!(c.only_matched);
-        assert_eq!(c.listen.unwrap().port(), 9187);
+        assert_eq!(c.listen.unwrap().port(), 10187);
         assert_eq!(c.workloads.len(), 2);
         assert_eq!(c.workloads[0].action, RuleAction::Exclude);
     }

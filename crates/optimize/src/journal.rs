@@ -21,8 +21,10 @@ pub struct ActionDoc {
     pub members: Vec<(i32, u64)>,
     /// Every change applied so far, in order.
     pub changes: Vec<Change>,
-    /// Measured in interleaved off/on windows (cheap to undo and redo).
-    pub interleave: bool,
+    /// How its trial is designed (entries journaled before designs were named read as
+    /// before/after).
+    #[serde(default)]
+    pub design: crate::design::DesignKind,
     /// Cannot be undone (huge pages stay): reverting it ends it instead.
     pub irreversible: bool,
     /// The signal the action is judged by (`None`: unverified).
@@ -109,6 +111,7 @@ pub fn undo_all(fs: &Fs, members: &[(i32, u64)], undos: &[Undo]) -> Vec<String> 
             Ok(Restored::Knob { rel, value }) => out.push(format!("restored /{rel} to {value}")),
             Ok(Restored::ScratchFs { what }) => out.push(what),
             Ok(Restored::Irreversible { what }) => out.push(format!("left in place: {what}")),
+            Ok(Restored::Split { what }) => out.push(what),
             Err(e) if e.is_vanished() => out.push(format!("process gone: {e}")),
             Err(e) => out.push(format!("could not restore: {e}")),
         }

@@ -357,6 +357,11 @@ impl SpanWindow {
         out
     }
 
+    /// The least length of its windows, seconds.
+    pub fn min_s(&self) -> f64 {
+        self.min_s
+    }
+
     fn restart(&mut self, t_s: f64, value: f64) {
         self.start = Some((t_s, value));
         self.last_t = t_s;

@@ -200,6 +200,22 @@ pub fn look_level(confidence: f64, looks: usize) -> f64 {
     1.0 - (1.0 - confidence) / looks.max(1) as f64
 }
 
+/// The confidence level of look `k` (from 1) of `looks` when half the error the verdicts allow
+/// is kept for the last look and the other half shared out over the ones before (Bonferroni:
+/// the chance of any false verdict stays within `1 − confidence`). The last look, which sees
+/// every window, keeps most of its power; the early ones decide only a clear effect.
+pub fn spent_level(confidence: f64, k: usize, looks: usize) -> f64 {
+    let alpha = 1.0 - confidence;
+    if looks <= 1 {
+        return confidence;
+    }
+    if k >= looks {
+        1.0 - alpha / 2.0
+    } else {
+        1.0 - alpha / (2.0 * (looks - 1) as f64)
+    }
+}
+
 /// Keep when the interval's low end clears `1 + min_effect`, revert when its high end is below
 /// 1, neutral otherwise.
 pub fn decide(g: &Gain, min_effect: f64) -> Decision {
@@ -215,6 +231,16 @@ pub fn decide(g: &Gain, min_effect: f64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spent_levels_keep_half_the_error_for_the_last_look_and_sum_to_the_whole() {
+        let (c, looks) = (0.95, 11);
+        let total: f64 = (1..=looks).map(|k| 1.0 - spent_level(c, k, looks)).sum();
+        assert!((total - 0.05).abs() < 1e-12, "{total}");
+        assert!((spent_level(c, looks, looks) - 0.975).abs() < 1e-12);
+        assert!((spent_level(c, 1, looks) - 0.9975).abs() < 1e-12);
+        assert_eq!(spent_level(c, 1, 1), 0.95);
+    }
 
     #[test]
     fn a_move_of_the_rest_of_the_machine_is_reported_past_its_share_of_the_cpus() {

@@ -1,10 +1,15 @@
 //! A server's signal recorded with nothing changed (`scripts/signal-trace`: a work counter and
 //! the server's CPU-seconds, once a second), cut into the daemon's windows and replayed as
-//! no-change sequential trials at every start: whatever such a trial decides other than
-//! neutral is false. `perfpilot bench verdicts` prints it; docs/optimizer.md quotes it.
+//! trials at every start: planned before/after trials judged two ways (whatever such a trial
+//! decides other than neutral is false), and each trial design (`crate::design`) run as the
+//! daemon runs it, with or without a true effect applied from where the design switches the
+//! change on. `perfpilot bench verdicts` prints both; docs/optimizer.md quotes them.
 
 use std::path::Path;
 
+use crate::design::one_way::{self, OneWayRule};
+use crate::design::replay::{self, Effect, Spec, Tally};
+use crate::design::{PeriodLimits, WindowPlan};
 use crate::signal::SpanWindow;
 use crate::stats::{self, Decision};
 use crate::tunables::Tunables;
@@ -278,6 +283,107 @@ pub fn replay_file(
     plan: &ReplayPlan,
 ) -> Result<(usize, Replay), TraceError> {
     replay_readings(&read(path)?, &path.display().to_string(), window_s, plan)
+}
+
+/// The designs a replay can run, by their `--design` names: the daemon's four, and the old
+/// interleaved pairs for comparison.
+pub const DESIGNS: [&str; 5] = [
+    "switchback",
+    "control",
+    "before_after",
+    "one_way",
+    "interleave",
+];
+
+/// What a design replay is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesignReplayOptions {
+    /// The window length, seconds.
+    pub window_s: f64,
+    /// The true effect (its settling in windows).
+    pub effect: Effect,
+    /// A trial starts at every `stride`-th window.
+    pub stride: usize,
+    /// The seed of the switchback orders.
+    pub seed: u64,
+    /// The tunables the designs take their bounds from (`windows`, `max_windows`,
+    /// `resolution`, `confidence`, `min_effect`, `period_max_s`, `switch_settle_s`,
+    /// `harm_bound`, `drift_floor`, `verdict_within_s`).
+    pub tun: Tunables,
+}
+
+/// What one design's replay found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesignReplay {
+    /// The design's name.
+    pub design: &'static str,
+    /// How its trials ended.
+    pub tally: Tally,
+    /// The median seconds from a trial's start to its verdict.
+    pub median_decision_s: f64,
+}
+
+/// The replayed form of design `name`; `None` for a name it does not know.
+pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
+    let tun = &o.tun;
+    Some(match name {
+        "switchback" => Spec::Switchback {
+            limits: PeriodLimits {
+                window_s: o.window_s,
+                settle_s: tun.switch_settle_s,
+                period_max_s: tun.period_max_s,
+                budget_windows: 2 * tun.max_windows as usize,
+                pairs_min: 3,
+            },
+        },
+        "before_after" | "control" => Spec::Sequential { one_way: None },
+        "one_way" => Spec::Sequential {
+            one_way: Some(OneWayRule {
+                harm_bound: tun.harm_bound,
+                windows_cap: one_way::windows_cap(
+                    tun.verdict_within_s,
+                    0.0,
+                    o.window_s,
+                    tun.window_count(),
+                ),
+                prior: None,
+                drift_floor: tun.drift_floor,
+                within_s: tun.verdict_within_s,
+            }),
+        },
+        "interleave" => Spec::Interleave,
+        _ => return None,
+    })
+}
+
+/// Replays design `name` over the windows `w` (for `control`, the ratios of the treated trace's
+/// windows to its control's: `control` gives the control's windows).
+pub fn replay_design(
+    name: &'static str,
+    w: &[f64],
+    control: Option<&[f64]>,
+    o: &DesignReplayOptions,
+) -> Option<DesignReplay> {
+    let spec = design_spec(name, o)?;
+    let series: Vec<f64> = match (name, control) {
+        ("control", Some(c)) => w
+            .iter()
+            .zip(c)
+            .filter(|(_, c)| **c > 0.0)
+            .map(|(v, c)| v / c)
+            .collect(),
+        ("control", None) => return None,
+        _ => w.to_vec(),
+    };
+    // The rest of the machine is not in a trace.
+    let mut plan = WindowPlan::of(&o.tun);
+    plan.looks.rest_share = 0.0;
+    let tally = replay::replay_all(&spec, &series, o.effect, &plan, o.stride, o.seed);
+    Some(DesignReplay {
+        design: name,
+        median_decision_s: tally.median_windows() * o.window_s,
+        tally,
+    })
 }
 
 #[cfg(test)]

@@ -262,7 +262,7 @@ tunables! {
     huge_coverage_target: f64 = 0.9 [0.0, 1.0], "share",
         "a workload whose huge-page coverage is above this is not promoted";
     windows: f64 = 6 [2.0, 100.0], "windows",
-        "evaluation windows before and after an action (or on/off pairs when interleaved)";
+        "evaluation windows before and after an action, at least (a switchback trial's baseline that plans its periods)";
     max_windows: f64 = 30 [2.0, 1000.0], "windows",
         "a sequential trial whose baseline is noisy measures up to this many windows on each side (at least `windows`), as many as `resolution` needs";
     resolution: f64 = 0.03 [0.001, 1.0], "share",
@@ -273,6 +273,18 @@ tunables! {
         "keep an action only when the lower end of its gain's confidence interval clears this";
     confidence: f64 = 0.95 [0.5, 0.999], "share",
         "confidence level of the verdicts' intervals";
+    period_max_s: f64 = 120 [2.0, 3600.0], "s",
+        "the longest period of a switchback trial (the change on, or off): longer ones let the drift back in; a signal whose windows do not fit is measured before and after";
+    switch_settle_s: f64 = 0 [0.0, 3600.0], "s",
+        "seconds a switched change needs to take hold; each switchback period drops at least one window, and as many as this covers";
+    harm_bound: f64 = 0.02 [0.0, 0.5], "share",
+        "a one-way change (no undo, no control) is kept when its interval rules out a loss worse than this, even when its gain is not resolved (said as such)";
+    drift_floor: f64 = 0.04 [0.0, 0.5], "share",
+        "a one-way trial allows at least this much drift (sd of the level, log scale) between its windows before and after, more where its own windows show more";
+    verdict_within_s: f64 = 300 [30.0, 86_400.0], "s",
+        "a one-way trial ends within this long of its start: its windows a side are capped to fit, its change's application included";
+    watch_windows: f64 = 2 [0.0, 100.0], "× the trial's windows",
+        "after a one-way keep, its later windows are watched against its baseline for this many times the windows it measured after the change; a loss ends it (0: no watch)";
     backoff_s: f64 = 3600 [0.0, 1e8], "s",
         "after a reverted or neutral action, do not try that strategy on that workload for this long (the source's hibernation)";
     allow_unverified: bool = off, "",

@@ -49,7 +49,7 @@ fn run_action(
     let mut doc = ActionDoc {
         members: Vec::new(),
         changes: Vec::new(),
-        interleave: false,
+        design: perfpilot_optimize::design::DesignKind::BeforeAfter,
         irreversible: false,
         signal: None,
         bound_to: None,

@@ -8,8 +8,11 @@
 //! - [`selection`]: ranking and selection: the expected loss of choosing a leader over a rival,
 //!   and the conditional power of a continued comparison.
 //! - [`bootstrap`]: each alternative's chance of being the best, from resampled blocks.
-//! - [`serial`]: the same ratio for windows measured one after another, widened for their
-//!   lag-1 autocorrelation (AR(1)).
+//! - [`serial`]: the same ratio for windows measured one after another, and the mean of a
+//!   series (a switchback trial's pair differences), widened for their lag-1 autocorrelation
+//!   (AR(1)).
+//! - [`prior`]: a normal belief about an effect from earlier trials' estimates, updated with a
+//!   new one (credible intervals).
 //! - [`warmup`]: MSER-5 truncation of a series' warm-up.
 //! - [`shift`]: a level shift inside a series (where a plateau steps to another level).
 //! - [`rng`]: SplitMix64, the seeded generator behind round orders, resamples, request bodies
@@ -22,6 +25,7 @@
 pub mod bootstrap;
 pub mod describe;
 pub mod interval;
+pub mod prior;
 pub mod rng;
 pub mod selection;
 pub mod serial;
@@ -34,9 +38,10 @@ pub use describe::{Summary, cv, mean, median, stdev};
 pub use interval::{
     MeanCi, RatioCi, mean_ci, paired_ratio_ci, ratio_of_means_ci, t_quantile, upper_bound,
 };
+pub use prior::Belief;
 pub use rng::Rng;
 pub use selection::{conditional_power, expected_loss};
-pub use serial::{SerialCi, serial_ratio_of_means_ci};
+pub use serial::{SerialCi, serial_mean_ci, serial_ratio_of_means_ci};
 pub use shift::{Shift, level_shift};
 pub use warmup::{Mser, mser, mser5};
 pub use weighted::WeightedChoice;

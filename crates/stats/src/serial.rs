@@ -93,6 +93,38 @@ pub fn serial_ratio_of_means_ci(numer: &[f64], denom: &[f64], level: f64) -> Opt
     Some(SerialCi { ci, rho })
 }
 
+/// The interval at `level` of the mean of a series of consecutive values (a switchback trial's
+/// pair differences), its variance widened by [`ar1_inflation`] at the series' bias-corrected
+/// lag-1 autocorrelation and its degrees of freedom counted on the effective number of values.
+/// Newey–West's kernel estimate was the other candidate; on a dozen or two values it missed
+/// far more often than its level (the test below measures both). `None` with fewer than two
+/// values or a non-finite one.
+pub fn serial_mean_ci(xs: &[f64], level: f64) -> Option<SerialCi> {
+    let n = xs.len();
+    if n < 2 || xs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let rho = allowed_lag1(&[xs]);
+    let f = ar1_inflation(n, rho);
+    let f = if f.is_finite() {
+        f.max(1.0)
+    } else {
+        f64::INFINITY
+    };
+    let se = (f * crate::stdev(xs).powi(2) / n as f64).sqrt();
+    let df = (n as f64 / f - 1.0).max(1.0);
+    let m = mean(xs);
+    let half = crate::t_quantile(df, 0.5 + level / 2.0) * se;
+    Some(SerialCi {
+        ci: MeanCi {
+            mean: m,
+            low: m - half,
+            high: m + half,
+        },
+        rho,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +202,53 @@ mod tests {
         assert!((s.ci.mean - 1.2f64.ln()).abs() < 1e-12);
         assert_eq!(Some(s.ci), crate::ratio_of_means_ci(&a, &b, 0.95));
         assert!(serial_ratio_of_means_ci(&[1.0], &[1.0, 2.0], 0.95).is_none());
+    }
+
+    /// Newey–West's variance of a mean with `lags` Bartlett-weighted lags (for comparison).
+    fn newey_west(xs: &[f64], lags: usize) -> f64 {
+        let n = xs.len();
+        let m = mean(xs);
+        let d: Vec<f64> = xs.iter().map(|x| x - m).collect();
+        let gamma = |k: usize| d.iter().zip(&d[k..]).map(|(a, b)| a * b).sum::<f64>() / n as f64;
+        let lrv = gamma(0)
+            + (1..=lags)
+                .map(|k| 2.0 * (1.0 - k as f64 / (lags as f64 + 1.0)) * gamma(k))
+                .sum::<f64>();
+        lrv.max(0.0) / n as f64
+    }
+
+    #[test]
+    fn on_a_dozen_correlated_values_the_serial_interval_keeps_nearer_its_level_than_newey_west() {
+        // 4,000 AR(1) series of 12 values at ρ = 0.3, mean 0: the share of 95 % intervals that
+        // miss 0. Newey–West (bandwidth 2, t on 11 degrees of freedom) misses more than one in
+        // ten even with no correlation; the AR(1) widening about 7 % at 0.3, under 5 % at 0.
+        let mut rng = Rng::new(11);
+        let rate = |rng: &mut Rng, rho: f64| {
+            let (mut nw, mut serial) = (0, 0);
+            for _ in 0..4000 {
+                let mut e = rng.normal();
+                let xs: Vec<f64> = (0..12)
+                    .map(|_| {
+                        let v = e;
+                        e = rho * e + (1.0 - rho * rho).sqrt() * rng.normal();
+                        v
+                    })
+                    .collect();
+                let half = crate::t_quantile(11.0, 0.975) * newey_west(&xs, 2).sqrt();
+                nw += usize::from(mean(&xs).abs() > half);
+                let s = serial_mean_ci(&xs, 0.95).unwrap().ci;
+                serial += usize::from(s.low > 0.0 || s.high < 0.0);
+            }
+            (nw as f64 / 4000.0, serial as f64 / 4000.0)
+        };
+        let (nw, serial) = rate(&mut rng, 0.3);
+        assert!(nw > 0.1, "Newey-West {nw}");
+        assert!(serial < 0.085, "serial {serial}");
+        let (nw, serial) = rate(&mut rng, 0.0);
+        assert!(
+            serial < 0.05 && nw > serial,
+            "Newey-West {nw}, serial {serial}"
+        );
+        assert!(serial_mean_ci(&[1.0], 0.95).is_none());
     }
 }

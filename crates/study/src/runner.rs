@@ -48,9 +48,11 @@ pub struct RunOptions {
     pub racing: Option<bool>,
     /// Override the study file's `run.budget`.
     pub budget: Option<Budget>,
-    /// Hosts that run the trials, whole rounds at a time (`local`, or `HOST:PORT` of a
-    /// `perfpilot study worker`); empty: this process, one trial after another.
+    /// Hosts that run the trials, whole rounds at a time (`local`, `ssh://HOST`, or
+    /// `HOST:PORT` of a `perfpilot study worker`); empty: this process, one trial after another.
     pub hosts: Vec<String>,
+    /// How the hosts are reached (SSH command, TLS certificate).
+    pub dialer: hosts::Dialer,
     /// Trials computed instead of run, without `--hosts` (the known-answer bed,
     /// `crate::surface`): everything else — rounds, racing, the store, the confirmation —
     /// is the run's own.
@@ -76,6 +78,7 @@ impl RunOptions {
             racing: None,
             budget: None,
             hosts: Vec::new(),
+            dialer: hosts::Dialer::default(),
             simulated: None,
         }
     }
@@ -383,7 +386,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     // The hosts first: one that cannot be used is refused before anything is stored.
     let remotes = match opts.hosts.is_empty() {
         true => Vec::new(),
-        false => hosts::connect(&opts.hosts, study)?,
+        false => hosts::connect(&opts.hosts, &opts.dialer, study)?,
     };
     // Layouts are planned on the first host's machine (this one without `--hosts`).
     let (plan_topo, facts) = match remotes.first() {

@@ -3,7 +3,6 @@
 
 use std::io;
 
-use crate::fs::read_pid_file;
 use crate::{CpuSet, Error, Fs, Result};
 
 /// Largest affinity buffer tried, in bytes (enough for 1 M CPUs; the kernel's limit is lower).
@@ -91,61 +90,15 @@ pub fn set_affinity(tid: i32, cpus: &CpuSet) -> Result<()> {
 
 /// The effective CPUs of the cgroup cpuset process `pid` is confined to, from
 /// `/proc/<pid>/cgroup` and the nearest cgroup (walking up) that has a cpuset file:
-/// `cpuset.cpus.effective` in the cgroup v2 hierarchy (mounted at `/sys/fs/cgroup`, or at
-/// `/sys/fs/cgroup/unified` on hybrid systems), else `cpuset.effective_cpus` in the v1 cpuset
-/// hierarchy (`/sys/fs/cgroup/cpuset`).
+/// `cpuset.cpus.effective` in the cgroup v2 hierarchy, else `cpuset.effective_cpus` in the v1
+/// cpuset hierarchy ([`crate::cgroup::read::cpuset`]).
 ///
 /// `None` when cpuset is not in use for the process: no cgroup below the hierarchy root has
-/// the file (the root's cpuset is always every online CPU). A `Some` set may still be every
-/// CPU; compare with the online CPUs to tell a cpuset-narrowed process. Paths are those of the
-/// caller's cgroup namespace.
+/// the file, or only the root does (the root's cpuset is always every online CPU). A `Some`
+/// set may still be every CPU; compare with the online CPUs to tell a cpuset-narrowed process.
+/// Paths are those of the caller's cgroup namespace.
 pub fn cpuset_of(fs: &Fs, pid: i32) -> Result<Option<CpuSet>> {
-    let path = fs.path(&format!("proc/{pid}/cgroup"));
-    let mut buf = Vec::new();
-    read_pid_file(&path, &mut buf)?;
-    let text = String::from_utf8_lossy(&buf);
-    let mut v2 = None;
-    let mut v1 = None;
-    for line in text.lines() {
-        let mut it = line.splitn(3, ':');
-        let (Some(hier), Some(ctrls), Some(cg)) = (it.next(), it.next(), it.next()) else {
-            continue;
-        };
-        if hier == "0" && ctrls.is_empty() {
-            v2 = Some(cg.to_string());
-        } else if ctrls.split(',').any(|c| c == "cpuset") {
-            v1 = Some(cg.to_string());
-        }
-    }
-    if let Some(cg) = v2 {
-        for base in ["sys/fs/cgroup", "sys/fs/cgroup/unified"] {
-            if fs.path(&format!("{base}/cgroup.controllers")).exists() {
-                if let Some(set) = nearest(fs, base, &cg, "cpuset.cpus.effective")? {
-                    return Ok(Some(set));
-                }
-                break;
-            }
-        }
-    }
-    if let Some(cg) = v1 {
-        return nearest(fs, "sys/fs/cgroup/cpuset", &cg, "cpuset.effective_cpus");
-    }
-    Ok(None)
-}
-
-/// Walks from `base/cg` up to (not including) `base`, returning the first `file` found.
-fn nearest(fs: &Fs, base: &str, cg: &str, file: &str) -> Result<Option<CpuSet>> {
-    let mut cg = cg.trim().trim_end_matches('/');
-    while !cg.is_empty() && cg != "/" {
-        let rel = format!("{base}/{}/{file}", cg.trim_start_matches('/'));
-        if let Some(text) = fs.read_opt(&rel)? {
-            let set = CpuSet::parse(&text).map_err(|e| Error::parse(fs.path(&rel), 1, e.reason))?;
-            return Ok(Some(set));
-        }
-        cg = match cg.rfind('/') {
-            Some(i) => &cg[..i],
-            None => "",
-        };
-    }
-    Ok(None)
+    Ok(crate::cgroup::read::cpuset_of_pid(fs, pid)?
+        .filter(|c| !c.dir.is_root())
+        .map(|c| c.effective_cpus))
 }

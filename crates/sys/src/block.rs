@@ -131,6 +131,9 @@ pub struct QueueSettings {
     pub logical_block_size: Option<u64>,
     /// Device size in bytes.
     pub size_bytes: Option<u64>,
+    /// `optimal_io_size`: the device's preferred I/O size in bytes (0: none given); the
+    /// kernel's default read-ahead is twice this where that exceeds 128 KiB.
+    pub optimal_io_size: Option<u64>,
 }
 
 /// Reads the queue settings of `dev`.
@@ -156,6 +159,7 @@ pub fn read_queue(fs: &Fs, dev: &str) -> Result<QueueSettings> {
         logical_block_size: num(format!("{q}/logical_block_size"))?,
         size_bytes: num(format!("sys/block/{dev}/size"))?
             .map(|sectors| sectors.saturating_mul(512)),
+        optimal_io_size: num(format!("{q}/optimal_io_size"))?,
     })
 }
 

@@ -76,7 +76,8 @@ pub enum Undo {
         /// `(address, node or -errno)` per page.
         previous: Vec<(u64, i32)>,
     },
-    /// Collapsed ranges: cannot be undone cheaply; undoing reports [`Restored::Irreversible`].
+    /// Collapsed ranges: undone by splitting them back where the kernel allows it
+    /// ([`crate::split`]), else left as they are ([`Restored::Irreversible`]).
     Collapse {
         /// The process.
         pid: i32,
@@ -189,6 +190,11 @@ pub enum Restored {
     /// The scratch file system is gone; `what` says what was removed.
     ScratchFs {
         /// What was unmounted, detached and deleted.
+        what: String,
+    },
+    /// Collapsed ranges were split back into small pages.
+    Split {
+        /// What was split.
         what: String,
     },
     /// Nothing could be restored (collapsed huge pages stay; the kernel may split them later).
@@ -372,11 +378,27 @@ pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
             }
             Restored::Pages(out)
         }
-        Undo::Collapse { pid, ranges } => Restored::Irreversible {
-            what: format!(
-                "{} collapsed range(s) of pid {pid}: huge pages are not split back",
-                ranges.len()
-            ),
+        Undo::Collapse { pid, ranges } => match crate::split::supported(fs) {
+            Ok(()) => {
+                let o = crate::split::split(fs, *pid, ranges).map_err(|source| Error::Syscall {
+                    call: "write",
+                    target: format!("{} for pid {pid}", crate::split::SPLIT_HUGE_PAGES),
+                    source,
+                })?;
+                Restored::Split {
+                    what: format!(
+                        "{} range(s) of pid {pid} ({} MiB) split back into small pages",
+                        o.ranges,
+                        o.bytes >> 20
+                    ),
+                }
+            }
+            Err(why) => Restored::Irreversible {
+                what: format!(
+                    "{} collapsed range(s) of pid {pid}: huge pages are not split back ({why})",
+                    ranges.len()
+                ),
+            },
         },
         Undo::Sysfs { rel, previous } => {
             write_knob(fs, rel, previous)?;

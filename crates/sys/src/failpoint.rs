@@ -36,12 +36,12 @@ pub const POINTS: &[KillPoint] = &[
         place: "a step applied, the journal not yet told how it went",
     },
     KillPoint {
-        name: "engine.interleave.off",
-        place: "an interleaved trial switched off (its changes undone), the journal still holding them open",
+        name: "engine.switch.off",
+        place: "a switchback trial switched off (its changes undone), the journal still holding them open",
     },
     KillPoint {
-        name: "engine.interleave.on",
-        place: "an interleaved trial switched back on (its changes made again)",
+        name: "engine.switch.on",
+        place: "a switchback trial switched back on (its changes made again)",
     },
     KillPoint {
         name: "engine.verdict.undone",

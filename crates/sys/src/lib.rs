@@ -35,6 +35,7 @@
 
 pub mod affinity;
 pub mod block;
+pub mod cgroup;
 pub mod change;
 pub mod clock;
 pub mod collapse;
@@ -55,8 +56,10 @@ pub mod perf;
 pub mod process;
 pub mod scratchfs;
 pub mod signal;
+pub mod split;
 pub mod stat;
 pub mod user;
+pub mod zones;
 
 pub use cpuset::{CpuSet, CpuSetError};
 pub use error::{Error, Result};

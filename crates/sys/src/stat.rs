@@ -216,9 +216,14 @@ pub struct Pressure {
 
 /// Reads `/proc/pressure/<resource>` (`cpu`, `memory` or `io`); `Ok(None)` on kernels without PSI.
 pub fn read_pressure(fs: &Fs, resource: &str) -> Result<Option<Pressure>> {
-    let rel = format!("proc/pressure/{resource}");
-    let path = fs.path(&rel);
-    let Some(text) = fs.read_opt(&rel)? else {
+    read_pressure_at(fs, &format!("proc/pressure/{resource}"))
+}
+
+/// Reads a pressure-stall file at `rel` (the system's, or a cgroup v2 group's `cpu.pressure`,
+/// `memory.pressure`, `io.pressure`); `Ok(None)` where it is absent.
+pub fn read_pressure_at(fs: &Fs, rel: &str) -> Result<Option<Pressure>> {
+    let path = fs.path(rel);
+    let Some(text) = fs.read_opt(rel)? else {
         return Ok(None);
     };
     let mut p = Pressure::default();

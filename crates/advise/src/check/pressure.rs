@@ -110,7 +110,7 @@ fn stat_value(text: &str, key: &str) -> Option<u64> {
 fn throttling(ctx: &Ctx, found: &mut Found) {
     let mut seen = BTreeSet::new();
     for p in &ctx.procs.list {
-        let Some((dir, _)) = crate::cgroup::dir_of(ctx.fs, p.pid, "cpu") else {
+        let Some(dir) = crate::cgroup::dir_of(ctx.fs, p.pid, "cpu") else {
             continue;
         };
         if !seen.insert(dir.clone()) {

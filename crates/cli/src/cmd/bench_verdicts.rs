@@ -1,11 +1,14 @@
 //! `perfpilot bench verdicts`: a signal recorded with nothing changed (`scripts/signal-trace`)
-//! replayed as no-change trials at every start, judged with an interval that takes the windows
-//! as independent and as the daemon judges them; prints how often each decided something.
+//! replayed as trials at every start: planned before/after trials judged with an interval that
+//! takes the windows as independent and as the daemon judges them, then each trial design as the
+//! daemon runs it, with a true effect applied (`--effect`) or none; prints how often each
+//! decided what, and how soon.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use perfpilot_optimize::design::replay::Effect;
 use perfpilot_optimize::trace::{self, ReplayPlan};
 
 #[derive(Args)]
@@ -31,6 +34,32 @@ pub struct VerdictsArgs {
     /// The gain a kept action's interval must clear [default: tunable `min_effect`].
     #[arg(long)]
     min_effect: Option<f64>,
+    /// The design to replay: switchback, control (needs --control), before_after, one_way,
+    /// interleave (the old fixed off/on pairs), or all.
+    #[arg(long, default_value = "all")]
+    design: String,
+    /// A true multiplicative effect applied while the change is on (1: none).
+    #[arg(long, default_value_t = 1.0)]
+    effect: f64,
+    /// Seconds the effect takes to set in (and to go again when switched off).
+    #[arg(long, default_value_t = 0.0)]
+    settle: f64,
+    /// Seconds each switchback period drops after a switch (the tunable `switch_settle_s`; the
+    /// daemon drops at least one window for huge pages and read-ahead).
+    #[arg(long, default_value_t = 0.0)]
+    switch_settle: f64,
+    /// The trace of a sibling recorded over the same time, for the control design.
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// A trial starts at every N-th window.
+    #[arg(long, default_value_t = 1)]
+    stride: usize,
+    /// The seed of the switchback periods' orders.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the designs' tallies as JSON (one object, or one per design under its name).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
@@ -46,8 +75,88 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         a.window > 0.0 && plan.min >= 2 && plan.max >= plan.min,
         "--window must be positive, --windows at least 2 and --max-windows at least --windows"
     );
+    anyhow::ensure!(
+        a.effect > 0.0 && a.settle >= 0.0 && a.switch_settle >= 0.0 && a.stride >= 1,
+        "--effect must be positive, --settle and --switch-settle not negative and --stride at least 1"
+    );
+    let designs: Vec<&'static str> = match a.design.as_str() {
+        "all" => trace::DESIGNS
+            .into_iter()
+            .filter(|d| *d != "control" || a.control.is_some())
+            .collect(),
+        name => vec![
+            *trace::DESIGNS
+                .iter()
+                .find(|d| **d == name)
+                .with_context(|| {
+                    format!(
+                        "--design {name}: not a design; one of {} or all",
+                        trace::DESIGNS.join(", ")
+                    )
+                })?,
+        ],
+    };
+    anyhow::ensure!(
+        !designs.contains(&"control") || a.control.is_some(),
+        "--design control needs --control TRACE: the sibling's trace recorded over the same time"
+    );
     let (n, r) = trace::replay_file(&a.trace, a.window, &plan)
         .with_context(|| format!("replaying {}", a.trace.display()))?;
+    let readings =
+        trace::read(&a.trace).with_context(|| format!("reading {}", a.trace.display()))?;
+    let windows = trace::windows(&readings, a.window);
+    let control = match &a.control {
+        Some(p) => Some(trace::windows(
+            &trace::read(p).with_context(|| format!("reading {}", p.display()))?,
+            a.window,
+        )),
+        None => None,
+    };
+    let tun = perfpilot_optimize::tunables::Tunables {
+        windows: plan.min as f64,
+        max_windows: plan.max as f64,
+        resolution: plan.resolution,
+        confidence: plan.confidence,
+        min_effect: plan.min_effect,
+        switch_settle_s: a.switch_settle,
+        ..Default::default()
+    };
+    let opts = trace::DesignReplayOptions {
+        window_s: a.window,
+        effect: Effect {
+            ratio: a.effect,
+            settle: a.settle / a.window,
+        },
+        stride: a.stride,
+        seed: a.seed,
+        tun,
+    };
+    let replays: Vec<trace::DesignReplay> = designs
+        .iter()
+        .filter_map(|d| trace::replay_design(d, &windows, control.as_deref(), &opts))
+        .collect();
+    if a.json {
+        let obj = |d: &trace::DesignReplay| {
+            let t = &d.tally;
+            serde_json::json!({
+                "trials": t.trials,
+                "decided_no_change": t.decided_no_change(),
+                "kept": t.kept,
+                "kept_no_harm": t.kept_no_harm,
+                "reverted": t.reverted,
+                "neutral": t.neutral,
+                "median_decision_s": d.median_decision_s,
+            })
+        };
+        let out = match replays.as_slice() {
+            [one] if a.design != "all" => obj(one),
+            all => serde_json::Value::Object(
+                all.iter().map(|d| (d.design.to_string(), obj(d))).collect(),
+            ),
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
     println!(
         "trace: {}, {n} windows of {} s",
         a.trace.display(),
@@ -77,6 +186,31 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
             d.keep,
             d.revert,
             d.neutral
+        );
+    }
+    let effect = if a.effect == 1.0 {
+        "no effect".to_string()
+    } else {
+        format!(
+            "a true effect of ×{} (setting in over {} s)",
+            a.effect, a.settle
+        )
+    };
+    println!(
+        "each design as the daemon runs it, a trial at every {} window(s), {effect}:",
+        a.stride
+    );
+    for d in &replays {
+        let t = &d.tally;
+        println!(
+            "  {:<12} {} trials: {} kept, {} kept as no harm, {} reverted, {} neutral; verdict after {} (median)",
+            d.design,
+            t.trials,
+            t.kept,
+            t.kept_no_harm,
+            t.reverted,
+            t.neutral,
+            perfpilot_units::duration_secs(d.median_decision_s)
         );
     }
     Ok(())

@@ -23,9 +23,18 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Serve /metrics (Prometheus text or OpenMetrics) and /status on ADDR:PORT, or on a bare
-    /// PORT of 127.0.0.1 (the usual port is 9187); overrides the config's `listen`.
+    /// PORT of 127.0.0.1 (the usual port is 10187); overrides the config's `listen`.
     #[arg(long, value_name = "ADDR", value_parser = perfpilot_optimize::config::parse_listen)]
     listen: Option<std::net::SocketAddr>,
+    /// TLS and basic auth for --listen: a web-config file in the format of Prometheus'
+    /// exporter toolkit (tls_server_config, basic_auth_users with bcrypt hashes); overrides the
+    /// config's `web_config`.
+    #[arg(long, value_name = "FILE")]
+    web_config: Option<PathBuf>,
+    /// Serve /status (process ids, command lines) to clients off loopback too; by default
+    /// only loopback clients get it.
+    #[arg(long)]
+    status_remote: bool,
     /// Write the metrics to DIR/perfpilot.prom after each scan, for node_exporter's textfile
     /// collector; overrides the config's `textfile`.
     #[arg(long, value_name = "DIR")]
@@ -92,9 +101,18 @@ pub fn run_daemon(a: DaemonArgs) -> anyhow::Result<()> {
         .context("installing the SIGHUP handler")?;
     // The endpoint and the textfile are set at start (a reload says when they changed).
     let (config, _) = daemon::load_config(a.config.as_deref())?;
+    let web = match a.web_config.or(config.web_config) {
+        Some(path) => perfpilot_export::WebConfig::load(&path)?,
+        None => perfpilot_export::WebConfig::default(),
+    };
+    let access = perfpilot_export::Access {
+        web,
+        status_remote: a.status_remote || config.status_remote,
+    };
     let mut publisher = perfpilot_export::Publisher::start(
         a.listen.or(config.listen),
         a.textfile.or(config.textfile),
+        access,
     )?;
     let opts = Options {
         state_dir: state_dir(a.state_dir),
@@ -190,7 +208,16 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                 if let Some(line) = capacity_line(&w["capacity"]) {
                     println!("{:<18} {line}", "");
                 }
+                if let Some(line) = cgroup_line(&w) {
+                    println!("{:<18} {line}", "");
+                }
+                for m in w["manual"].as_array().into_iter().flatten() {
+                    println!("{:<18} {}", "", manual_line(m));
+                }
             }
+        }
+        for m in s["devices_left_alone"].as_array().into_iter().flatten() {
+            println!("device {}", manual_line(m));
         }
         for t in s["trials"].as_array().into_iter().flatten() {
             println!(
@@ -204,6 +231,14 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
                 t["windows_needed"],
                 t["signal"].as_str().unwrap_or_default()
             );
+            // Its design and why; the control it is judged against, the pairs judged so far.
+            let mut design = t["design_why"].as_str().unwrap_or_default().to_string();
+            if let Some(p) = t["pairs"].as_u64() {
+                design = format!("{design}; {p} pairs of periods judged so far");
+            }
+            if !design.is_empty() {
+                println!("       design: {design}");
+            }
         }
     }
     if actions.is_empty() {
@@ -231,6 +266,40 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where a workload runs, as status shows it: `cgroup PATH (pod NS/NAME …), cpuset CPUS`.
+fn cgroup_line(w: &serde_json::Value) -> Option<String> {
+    let cgroup = w["cgroup"].as_str()?;
+    let mut line = format!("cgroup {cgroup}");
+    if let Ok(c) = serde_json::from_value::<perfpilot_sys::cgroup::container::Container>(
+        w["container"].clone(),
+    ) {
+        line.push_str(&format!(" ({})", c.describe()));
+    }
+    if let Some(cs) = w["cpuset"].as_str() {
+        line.push_str(&format!(", cpuset {cs}: strategies place it inside"));
+    }
+    Some(line)
+}
+
+/// A knob someone else set: `STRATEGIES left alone: manually tuned KNOB (EVIDENCE)`.
+fn manual_line(m: &serde_json::Value) -> String {
+    let blocks: Vec<&str> = m["blocks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b.as_str())
+        .collect();
+    let knob =
+        serde_json::from_value::<perfpilot_optimize::engine::manual::Knob>(m["knob"].clone())
+            .map(|k| k.as_str())
+            .unwrap_or("?");
+    format!(
+        "{} left alone: manually tuned {knob} ({})",
+        blocks.join(", "),
+        m["evidence"].as_str().unwrap_or_default()
+    )
 }
 
 /// `perfpilot revert`: undoes open actions from the journal while no daemon runs.

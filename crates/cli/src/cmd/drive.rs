@@ -41,9 +41,11 @@ Exit codes:
        part the lost one measured are written; the lines before say which load was lost)
   130  stopped by Ctrl-C (the summary covers the part before)
 
-Coordinated drivers (one command per host, then one coordinator):
-  perfpilot drive --worker --listen 0.0.0.0:7070
-  perfpilot drive --coordinator --workers 10.0.0.2:7070,10.0.0.3:7070 --users 400 -d 60s URL";
+Coordinated drivers over SSH (each worker started for the run; no port opens):
+  perfpilot drive --coordinator --workers ssh://bob@10.0.0.2,ssh://bob@10.0.0.3 --users 400 -d 60s URL
+Or workers that listen, with mutual TLS (certificates from `perfpilot certs`):
+  perfpilot drive --worker --listen 10.0.0.2:7070 --tls-cert w2.pem --tls-key w2.key --tls-ca ca.pem
+  perfpilot drive --coordinator --workers 10.0.0.2:7070 --tls-cert c.pem --tls-key c.key --tls-ca ca.pem …";
 
 /// Drive load against HTTP targets (closed or open loop), or adapt another driver's results.
 ///
@@ -188,21 +190,27 @@ struct RunArgs {
     /// A label NAME=VALUE on every remote-written series (repeatable).
     #[arg(long, value_name = "NAME=VALUE")]
     remote_write_label: Vec<String>,
-    /// Run as a worker: wait for coordinators on --listen and run the shares they send.
+    /// Run as a worker: wait for coordinators on --listen (or serve the one on --stdio) and run
+    /// the shares they send.
     #[arg(long, conflicts_with = "coordinator")]
     worker: bool,
-    /// Worker: the address to listen on.
-    #[arg(long, default_value = "0.0.0.0:7070", value_name = "ADDR")]
-    listen: String,
+    #[command(flatten)]
+    listen: super::remote::ListenArgs,
     /// Worker: serve one coordinator, then exit.
     #[arg(long)]
     once: bool,
     /// Coordinate the workers of --workers: split the load, start together, merge live.
     #[arg(long, requires = "workers")]
     coordinator: bool,
-    /// Coordinator: worker addresses, comma-separated (HOST:PORT,…).
-    #[arg(long, value_delimiter = ',', value_name = "ADDR,…")]
+    /// Coordinator: the workers, comma-separated: ssh://[USER@]HOST[:PORT] (the worker is
+    /// started over SSH for this run), HOST:PORT of a listening worker (mutual TLS with
+    /// --tls-cert, plain TCP without), or tls:// or tcp:// to say which.
+    #[arg(long, value_delimiter = ',', value_name = "WORKER,…")]
     workers: Vec<String>,
+    #[command(flatten)]
+    dial: super::remote::DialArgs,
+    #[command(flatten)]
+    tls: super::remote::TlsArgs,
     /// Coordinator: refuse a worker whose clock is further off than this (closer ones are
     /// corrected).
     #[arg(long, default_value = "50ms")]
@@ -257,6 +265,14 @@ struct RunArgs {
     out: OutputArgs,
 }
 
+impl DriveArgs {
+    /// Whether this command speaks to workers or coordinators (a peer that goes away must be
+    /// an error, not a SIGPIPE that ends the process).
+    pub fn talks_to_peers(&self) -> bool {
+        self.sub.is_none() && (self.run.worker || self.run.coordinator)
+    }
+}
+
 pub fn run(args: DriveArgs) -> Result<()> {
     match args.sub {
         None => drive(args.run),
@@ -304,7 +320,7 @@ fn read_measurement(path: &PathBuf) -> Result<Measurement> {
 
 fn drive(a: RunArgs) -> Result<()> {
     if a.worker {
-        return super::drive_coord::worker(&a.listen, a.once);
+        return super::drive_coord::worker(&a.listen, &a.tls, a.once);
     }
     // Reject a bad threshold before driving any load.
     parse_thresholds(&a.out.fail_if)?;
@@ -387,10 +403,17 @@ fn drive(a: RunArgs) -> Result<()> {
     if a.coordinator {
         let wire = wire_spec(&a, &spec, body.as_deref())?;
         let bound = parse_duration(&a.max_clock_offset)?;
+        let dialer = a.dial.dialer(&a.tls)?;
         let (outputs, senders) = LiveOutputs::start(&live_args)?;
         let progress = !a.no_progress && !a.out.quiet;
-        let result =
-            super::drive_coord::coordinate(a.workers.clone(), wire, bound, &senders, progress);
+        let result = super::drive_coord::coordinate(
+            a.workers.clone(),
+            dialer,
+            wire,
+            bound,
+            &senders,
+            progress,
+        );
         drop(senders);
         outputs.finish(a.out.quiet)?;
         let (m, lost, interrupted) = result?;

@@ -1,39 +1,52 @@
 //! `perfpilot drive --worker` and `--coordinator`: coordinated drivers on several hosts.
 
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use perfpilot_drive::coord::{self, CoordinatorConfig, WorkerConfig};
+use perfpilot_drive::coord::{self, CoordinatorConfig, Dialer, Link, WorkerConfig};
 use perfpilot_drive::{Interval, Measurement};
 use perfpilot_units as units;
+
+use super::remote::{ListenArgs, TlsArgs, log, stdio_peer};
 
 /// perfpilot's version: a coordinator and its workers must agree on it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Serves coordinators on `listen`; after one session when `once`.
-pub fn worker(listen: &str, once: bool) -> Result<()> {
-    let l = TcpListener::bind(listen).with_context(|| {
-        format!("cannot listen on {listen} (an address of this host, e.g. 0.0.0.0:7070)")
-    })?;
+/// Serves coordinators on `--listen`, or the one on stdin and stdout (`--stdio`, under ssh);
+/// after one session when `once`.
+pub fn worker(listen: &ListenArgs, tls: &TlsArgs, once: bool) -> Result<()> {
     let cfg = WorkerConfig {
         version: VERSION.to_string(),
         clock_skew_ms: 0,
         cpu_clock: Some(perfpilot_sys::self_cpu_time),
     };
-    eprintln!(
-        "perfpilot {VERSION} drive worker listening on {}",
-        l.local_addr().map_or(listen.to_string(), |a| a.to_string())
-    );
-    if once {
-        let (s, peer) = l.accept().context("cannot accept a coordinator")?;
-        coord::serve_session(s, &cfg).with_context(|| format!("coordinator {peer}"))?;
-        eprintln!("coordinator {peer}: share run and reported");
+    if listen.stdio {
+        let peer = stdio_peer();
+        log(&format!(
+            "perfpilot {VERSION} drive worker on stdio for {peer}"
+        ));
+        let end = coord::serve_session(Link::stdio(peer.clone()), &cfg)
+            .with_context(|| format!("coordinator {peer}"))?;
+        log(&format!(
+            "coordinator {peer}: {}",
+            match end {
+                coord::SessionEnd::Ran => "share run and reported",
+                coord::SessionEnd::HungUp => "hung up before a run",
+            }
+        ));
         return Ok(());
     }
-    coord::serve(&l, &cfg, &|line| eprintln!("{line}"));
+    let l = listen.bind(tls, "10.0.0.2:7070")?;
+    log(&format!(
+        "perfpilot {VERSION} drive worker listening on {} ({})",
+        l.listener
+            .local_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string()),
+        l.how
+    ));
+    coord::serve(&l.listener, &l.admission, &cfg, log, once);
     Ok(())
 }
 
@@ -41,6 +54,7 @@ pub fn worker(listen: &str, once: bool) -> Result<()> {
 /// whether a worker was lost, and whether Ctrl-C stopped the run.
 pub fn coordinate(
     workers: Vec<String>,
+    dialer: Dialer,
     spec: coord::wire::WireSpec,
     max_clock_offset: Duration,
     live: &[std::sync::mpsc::Sender<Interval>],
@@ -55,6 +69,7 @@ pub fn coordinate(
     }
     let cfg = CoordinatorConfig {
         workers,
+        dialer,
         spec,
         version: VERSION.to_string(),
         max_clock_offset,

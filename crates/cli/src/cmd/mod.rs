@@ -6,6 +6,7 @@ pub mod bench_read;
 pub mod bench_search;
 pub mod bench_verdicts;
 pub mod capacity;
+pub mod certs;
 pub mod daemon;
 pub mod drive;
 pub mod drive_coord;
@@ -16,6 +17,7 @@ pub mod generate;
 pub mod model;
 pub mod observe;
 pub mod record;
+pub mod remote;
 pub mod study;
 pub mod topology;
 

@@ -4,7 +4,6 @@
 mod cross;
 mod print;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +22,7 @@ use perfpilot_study::{
 };
 
 use crate::cmd::record::store_path;
+use crate::cmd::remote::log;
 use print::{print_comparison, print_replay, print_run, print_scaling, print_validation};
 
 /// Search a deployment's configuration space under load and report the best configuration.
@@ -61,7 +61,8 @@ enum StudySub {
     Compare(CompareArgs),
     /// Serve study coordinators (`study run --hosts`): run the trials they send on this host,
     /// one coordinator after the other. It runs whatever the study's commands say, as this
-    /// user: listen on a network you trust.
+    /// user: a coordinator starts it over SSH (`--stdio`), or it listens with mutual TLS
+    /// (`--tls-cert`, `--tls-key`, `--tls-ca`) and serves only coordinators its CA signed.
     Worker(WorkerArgs),
     /// List the study runs in the store.
     List {
@@ -94,19 +95,26 @@ struct RunArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
-    /// Run the trials on these hosts, comma-separated: HOST:PORT of a `perfpilot study
-    /// worker`, or `local` for this process. Each host runs whole rounds, one at a time, so
-    /// as many rounds run at once as there are hosts; a host lost mid-round loses that round,
-    /// which runs again on another host.
-    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT|local")]
+    /// Run the trials on these hosts, comma-separated: ssh://[USER@]HOST[:PORT] (the worker
+    /// is started there over SSH for this run: `perfpilot study worker --stdio`), HOST:PORT of
+    /// a listening `perfpilot study worker` (mutual TLS with --tls-cert, plain TCP without),
+    /// or `local` for this process. Each host runs whole rounds, one at a time, so as many
+    /// rounds run at once as there are hosts; a host lost mid-round loses that round, which
+    /// runs again on another host.
+    #[arg(long, value_delimiter = ',', value_name = "HOST|local")]
     hosts: Vec<String>,
+    #[command(flatten)]
+    dial: super::remote::DialArgs,
+    #[command(flatten)]
+    tls: super::remote::TlsArgs,
 }
 
 #[derive(Args, Debug)]
 struct WorkerArgs {
-    /// The address to listen on (an address of this host, e.g. 0.0.0.0:7071).
-    #[arg(long, value_name = "ADDR:PORT")]
-    listen: String,
+    #[command(flatten)]
+    listen: super::remote::ListenArgs,
+    #[command(flatten)]
+    tls: super::remote::TlsArgs,
     /// The store whose knob journal (`<store>.knobs-journal.json`) holds the undo records of
     /// the knobs trials change here (no trial is stored here: the coordinator stores them).
     #[command(flatten)]
@@ -220,6 +228,18 @@ struct StoreArg {
     store: Option<PathBuf>,
 }
 
+impl StudyArgs {
+    /// Whether this command speaks to workers or coordinators (a peer that goes away must be
+    /// an error, not a SIGPIPE that ends the process).
+    pub fn talks_to_peers(&self) -> bool {
+        match &self.sub {
+            StudySub::Worker(_) => true,
+            StudySub::Run(a) => !a.hosts.is_empty(),
+            _ => false,
+        }
+    }
+}
+
 pub fn run(a: StudyArgs) -> Result<()> {
     match a.sub {
         StudySub::Validate(a) => validate(a),
@@ -307,6 +327,7 @@ fn run_one(a: RunArgs) -> Result<()> {
     let mut opts = options(path.clone(), a.quiet)?;
     opts.resume = a.resume;
     opts.hosts = a.hosts;
+    opts.dialer = a.dial.dialer(&a.tls)?;
     if a.exhaustive {
         opts.racing = Some(false);
     }
@@ -451,18 +472,25 @@ fn worker(a: WorkerArgs) -> Result<()> {
         eprintln!("\nperfpilot study worker: Ctrl-C: ending the trial, restoring every knob");
     })
     .context("installing the Ctrl-C handler")?;
-    let l = TcpListener::bind(&a.listen).with_context(|| {
-        format!(
-            "cannot listen on {} (an address of this host, e.g. 0.0.0.0:7071)",
-            a.listen
-        )
-    })?;
-    eprintln!(
-        "perfpilot {} study worker listening on {}",
+    if a.listen.stdio {
+        let peer = super::remote::stdio_peer();
+        log(&format!(
+            "perfpilot {} study worker on stdio for {peer}",
+            cfg.version
+        ));
+        hosts::serve_stdio(&cfg, peer, log)?;
+        return Ok(());
+    }
+    let l = a.listen.bind(&a.tls, "10.0.0.2:7071")?;
+    log(&format!(
+        "perfpilot {} study worker listening on {} ({})",
         cfg.version,
-        l.local_addr().map_or(a.listen.clone(), |a| a.to_string())
-    );
-    hosts::serve(&l, &cfg, |line| eprintln!("{line}"))?;
+        l.listener
+            .local_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string()),
+        l.how
+    ));
+    hosts::serve(&l.listener, &l.admission, &cfg, log)?;
     Ok(())
 }
 

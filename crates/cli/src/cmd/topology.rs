@@ -55,6 +55,9 @@ pub fn render(t: &Topology) -> String {
         fmt::cpus(&t.offline),
         fmt::cpus(&t.isolated)
     );
+    if let Some(gap) = &t.memory_gap {
+        let _ = writeln!(s, "memory: {}", gap.describe(fmt::bytes));
+    }
     for n in &t.nodes {
         let dist: Vec<String> = n.distances.iter().map(|d| d.to_string()).collect();
         let _ = writeln!(

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod hosts;
+pub mod sshd;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -150,5 +153,82 @@ pub fn text(o: &std::process::Output) -> String {
         o.status,
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The THP setting the daemon raises at start when large pages are on.
+pub const SHMEM_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+
+/// Puts `shmem_enabled` back as it was, also when the test panics.
+pub struct ShmemGuard(pub String);
+
+impl ShmemGuard {
+    pub fn take() -> ShmemGuard {
+        ShmemGuard(selected(&std::fs::read_to_string(SHMEM_ENABLED).unwrap()))
+    }
+}
+
+impl Drop for ShmemGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::write(SHMEM_ENABLED, &self.0);
+    }
+}
+
+/// The bracketed choice of a THP setting (`always within_size advise [never] deny force`).
+pub fn selected(text: &str) -> String {
+    perfpilot_sys::stat::selected_choice(text)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A pgbench table of `scale` in the PostgreSQL on `port`, prewarmed into its buffer pool
+/// (huge pages are made of populated memory only), and `pgbench -S` with two clients on it for
+/// `seconds`.
+pub fn pgbench_select_load(port: u16, scale: u32, seconds: u32) -> Load {
+    use perfpilot_testkit as kit;
+    let port = port.to_string();
+    let pg_args = ["-h", "127.0.0.1", "-p", port.as_str(), "-U", "postgres"];
+    let scale = scale.to_string();
+    let out = Command::new(kit::require("pgbench"))
+        .args(pg_args)
+        .args(["-i", "-q", "-s", scale.as_str(), "postgres"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(kit::require("psql"))
+        .args(pg_args)
+        .args([
+            "-c",
+            "create extension pg_prewarm; select pg_prewarm('pgbench_accounts'), pg_prewarm('pgbench_accounts_pkey');",
+            "postgres",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Load(
+        Command::new(kit::require("pgbench"))
+            .args(pg_args)
+            .args([
+                "-S",
+                "-c",
+                "2",
+                "-j",
+                "2",
+                "-T",
+                &seconds.to_string(),
+                "postgres",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
     )
 }

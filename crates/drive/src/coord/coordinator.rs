@@ -5,14 +5,14 @@
 //! carried and the part it measured before is kept.
 
 use std::collections::BTreeMap;
-use std::io::BufReader;
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::wire::{Msg, PROTOCOL, WireLoad, WireSpec, recv, send};
+use super::dial::{Dialer, closed_early};
+use super::link::{Link, LinkReader, LinkWriter};
+use super::wire::{Msg, PROTOCOL, WireLoad, WireSpec};
 use crate::error::{DriveError, invalid};
 use crate::hist::LatencyHistogram;
 use crate::interval::Interval;
@@ -25,8 +25,10 @@ pub const WORKER_SILENCE: Duration = Duration::from_secs(10);
 /// A coordinated run.
 #[derive(Clone, Debug)]
 pub struct CoordinatorConfig {
-    /// Worker addresses (`host:port`).
+    /// Worker addresses (`ssh://host`, `host:port`, …: [`super::dial`]).
     pub workers: Vec<String>,
+    /// How workers are reached.
+    pub dialer: Dialer,
     /// The whole run; each worker gets its share.
     pub spec: WireSpec,
     /// perfpilot's version, which every worker must run too.
@@ -141,39 +143,34 @@ pub fn split(spec: &WireSpec, n: usize) -> Result<Vec<WireSpec>, DriveError> {
 /// A connected worker before the start.
 struct Session {
     addr: String,
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
+    writer: LinkWriter,
+    reader: LinkReader,
     offset_us: i64,
     rtt_us: i64,
 }
 
+/// What a worker's program is asked to run over SSH.
+const WORKER_ARGS: [&str; 3] = ["drive", "--worker", "--stdio"];
+
 /// Connects, says hello, checks the version and measures the clock offset.
 fn open(addr: &str, cfg: &CoordinatorConfig) -> Result<Session, DriveError> {
-    let sock = addr
-        .to_socket_addrs()
-        .map_err(|e| worker_err(addr, format!("cannot resolve: {e}")))?
-        .next()
-        .ok_or_else(|| worker_err(addr, "resolves to no address"))?;
-    let stream = TcpStream::connect_timeout(&sock, Duration::from_secs(5)).map_err(|e| {
+    let Link {
+        mut reader, writer, ..
+    } = cfg.dialer.dial(addr, &WORKER_ARGS).map_err(|why| {
         worker_err(
             addr,
-            format!("cannot connect: {e}: is `perfpilot drive --worker` listening there?"),
+            format!("{why}: is `perfpilot drive --worker` listening there?"),
         )
     })?;
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(WORKER_SILENCE));
+    reader.set_timeout(Some(WORKER_SILENCE));
     let io = |e: std::io::Error| worker_err(addr, e.to_string());
-    let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
-    let mut w = stream.try_clone().map_err(io)?;
-    send(
-        &mut w,
-        &Msg::Hello {
+    writer
+        .send(&Msg::Hello {
             version: cfg.version.clone(),
             protocol: PROTOCOL,
-        },
-    )
-    .map_err(io)?;
-    match recv(&mut reader).map_err(io)? {
+        })
+        .map_err(io)?;
+    match reader.recv().map_err(io)? {
         Some(Msg::Hello { version, protocol }) => {
             if version != cfg.version || protocol != PROTOCOL {
                 return Err(worker_err(
@@ -189,15 +186,20 @@ fn open(addr: &str, cfg: &CoordinatorConfig) -> Result<Session, DriveError> {
         }
         Some(Msg::Refused { reason }) => return Err(worker_err(addr, reason)),
         Some(other) => return Err(worker_err(addr, format!("expected hello, got {other:?}"))),
-        None => return Err(worker_err(addr, "closed the connection at hello")),
+        None => {
+            return Err(worker_err(
+                addr,
+                format!("{} at hello", closed_early(writer.transport_said())),
+            ));
+        }
     }
     // NTP's estimate: the worker read its clock halfway through the round trip; the reading
     // with the shortest round trip is the most certain.
     let mut best: Option<(i64, i64)> = None;
     for _ in 0..8 {
         let t0 = now_us();
-        send(&mut w, &Msg::Ping { t0_us: t0 }).map_err(io)?;
-        let Some(Msg::Pong { t0_us, worker_us }) = recv(&mut reader).map_err(io)? else {
+        writer.send(&Msg::Ping { t0_us: t0 }).map_err(io)?;
+        let Some(Msg::Pong { t0_us, worker_us }) = reader.recv().map_err(io)? else {
             return Err(worker_err(addr, "did not answer the clock ping"));
         };
         let t1 = now_us();
@@ -227,7 +229,7 @@ fn open(addr: &str, cfg: &CoordinatorConfig) -> Result<Session, DriveError> {
     }
     Ok(Session {
         addr: addr.to_string(),
-        stream,
+        writer,
         reader,
         offset_us,
         rtt_us,
@@ -272,17 +274,15 @@ pub fn coordinate(
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Event)>();
     let mut reports = Vec::new();
     let mut writers = Vec::new();
-    for (i, (mut s, share)) in sessions.into_iter().zip(shares).enumerate() {
+    for (i, (s, share)) in sessions.into_iter().zip(shares).enumerate() {
         let start_at_ms = (start_ms as i64 + s.offset_us / 1000).max(0) as u64;
         let load = share.load.clone();
-        send(
-            &mut s.stream,
-            &Msg::Start {
+        s.writer
+            .send(&Msg::Start {
                 spec: share,
                 start_at_ms,
-            },
-        )
-        .map_err(|e| worker_err(&s.addr, e.to_string()))?;
+            })
+            .map_err(|e| worker_err(&s.addr, e.to_string()))?;
         reports.push(WorkerReport {
             addr: s.addr.clone(),
             share: load,
@@ -291,12 +291,12 @@ pub fn coordinate(
             measurement: None,
             lost: None,
         });
-        writers.push(s.stream);
+        writers.push(s.writer);
         let tx = tx.clone();
         let mut reader = s.reader;
         std::thread::spawn(move || {
             loop {
-                match recv(&mut reader) {
+                match reader.recv() {
                     Ok(Some(m)) => {
                         let done = matches!(m, Msg::Done { .. } | Msg::Failed { .. });
                         if tx.send((i, Event::Msg(Box::new(m)))).is_err() || done {
@@ -373,8 +373,8 @@ pub fn coordinate(
                 if !stopping && cfg.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                     stopping = true;
                     progress("stopping every worker; each sends what it measured so far");
-                    for w in &mut writers {
-                        let _ = send(w, &Msg::Stop);
+                    for w in &writers {
+                        let _ = w.send(&Msg::Stop);
                     }
                 }
                 continue;

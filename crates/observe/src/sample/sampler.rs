@@ -241,7 +241,10 @@ impl Sampler {
             m.anon_huge = g("AnonHugePages");
             m.shmem_pmd_mapped = g("ShmemPmdMapped");
         }
-        if let Some(nodes) = self.opt(node::read_nodes(&self.fs), skips) {
+        // Node figures with what the node files leave out (perfpilot_sys::zones).
+        if let Some((nodes, _)) =
+            self.opt(perfpilot_sys::zones::read_nodes_reconciled(&self.fs), skips)
+        {
             m.nodes = nodes
                 .iter()
                 .map(|n| NodeMemory {

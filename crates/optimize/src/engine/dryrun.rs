@@ -45,6 +45,7 @@ impl Engine {
                     signature: rec.signature.clone(),
                     strategy,
                     doc,
+                    watch: None,
                 }),
                 Err(e) => debug!(action = rec.id, "dry run: {e}"),
             }

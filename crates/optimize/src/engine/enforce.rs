@@ -1,6 +1,7 @@
 //! Kept actions are enforced: threads started since get perfpilot's mask (journaled first), a
-//! mask changed behind perfpilot's back makes the workload manual, an exited workload ends the
-//! action; after a restart, kept actions are re-adopted and abandoned trials undone.
+//! mask changed behind perfpilot's back makes the workload's affinity manual, a cgroup cpuset
+//! that shrank under the binding or an exited workload ends the action; after a restart, kept
+//! actions are re-adopted and abandoned trials undone.
 
 use perfpilot_observe::workload::{Member, Workload};
 use perfpilot_store::Store;
@@ -11,9 +12,13 @@ use perfpilot_sys::process::ProcReader;
 use perfpilot_sys::{CpuSet, Fs};
 use tracing::{info, warn};
 
+use std::collections::HashMap;
+
 use super::apply::{describe, json};
+use super::watch::Window;
 use super::{Engine, EngineError};
 use crate::cpu::making_changes;
+use crate::design::one_way::WatchStep;
 use crate::journal::{self, ActionDoc};
 use crate::strategy::StrategyKind;
 
@@ -24,6 +29,16 @@ pub(super) struct Held {
     pub(super) signature: String,
     pub(super) strategy: StrategyKind,
     pub(super) doc: ActionDoc,
+    /// The watch after a one-way keep, while it lasts.
+    pub(super) watch: Option<HeldWatch>,
+}
+
+/// A kept one-way action's watch and the workload whose signal it reads.
+pub(super) struct HeldWatch {
+    /// The judged workload's signature.
+    pub(super) judge: String,
+    /// The watch.
+    pub(super) watch: crate::design::Watch,
 }
 
 impl Engine {
@@ -64,6 +79,7 @@ impl Engine {
                             signature: rec.signature.clone(),
                             strategy,
                             doc,
+                            watch: None,
                         });
                     }
                 } else {
@@ -89,10 +105,23 @@ impl Engine {
     }
 
     /// Kept actions: new threads get the mask, a changed mask makes the workload manual, an
-    /// exited workload ends the action.
-    pub(super) fn enforce_held(&mut self, workloads: &[Workload]) -> Result<(), EngineError> {
+    /// exited workload ends the action, a watched one-way action whose later windows show a
+    /// loss ends (`obs`: this scan's windows).
+    pub(super) fn enforce_held(
+        &mut self,
+        workloads: &[Workload],
+        obs: &HashMap<String, Window>,
+    ) -> Result<(), EngineError> {
         let mut drop = Vec::new();
+        for i in 0..self.actions.held.len() {
+            if self.watch_held(i, obs)? {
+                drop.push(i);
+            }
+        }
         for (i, h) in self.actions.held.iter_mut().enumerate() {
+            if drop.contains(&i) {
+                continue;
+            }
             if h.signature.starts_with("device:") {
                 continue;
             }
@@ -106,6 +135,21 @@ impl Engine {
             let Some(mask) = h.doc.bound_to.clone() else {
                 continue;
             };
+            // The cgroup's cpuset shrank under the binding: the kernel has already narrowed
+            // the threads' masks to what is left; the action ends (nothing to undo, not manual).
+            let world = super::manual::world_of(&self.fs, &self.topo, w);
+            if !mask.is_subset(&world.cpus) {
+                let why = format!(
+                    "its cpuset is now {}{}: the binding to {mask} no longer fits; the kernel moved its threads, the action ends",
+                    world.cpus,
+                    world.by.map(|c| format!(" ({c})")).unwrap_or_default()
+                );
+                info!(action = h.id, workload = %w.name, "{why}");
+                self.store
+                    .journal_set_state(h.id, ActionState::Ended, &why)?;
+                drop.push(i);
+                continue;
+            }
             if let Some((pid, now)) = changed_mask(&self.fs, w, &h.doc, &mask) {
                 let why = format!(
                     "manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back; left as it is"
@@ -136,10 +180,61 @@ impl Engine {
                 info!(action = h.id, workload = %w.name, "bound {n} new threads to {mask}");
             }
         }
+        drop.sort_unstable();
+        drop.dedup();
         for i in drop.into_iter().rev() {
             self.actions.held.remove(i);
         }
         Ok(())
+    }
+
+    /// Feeds this scan's window to held action `i`'s watch; `true` when a look showed a loss
+    /// and the action ended (undone where it can be, its strategy backed off).
+    fn watch_held(&mut self, i: usize, obs: &HashMap<String, Window>) -> Result<bool, EngineError> {
+        let h = &mut self.actions.held[i];
+        let Some(hw) = h.watch.as_mut() else {
+            return Ok(false);
+        };
+        let Some(Window {
+            main: Ok(Some(v)), ..
+        }) = obs.get(&hw.judge)
+        else {
+            return Ok(false);
+        };
+        let g = match hw.watch.record(*v) {
+            WatchStep::Continue => return Ok(false),
+            WatchStep::Done => {
+                info!(action = h.id, strategy = %h.strategy, "the watch after its verdict is over: no loss seen");
+                h.watch = None;
+                return Ok(false);
+            }
+            WatchStep::Harm(g) => g,
+        };
+        let (id, strategy, signature) = (h.id, h.strategy, h.signature.clone());
+        let undo: Vec<Undo> = self
+            .store
+            .action(id)?
+            .and_then(|r| serde_json::from_str(&r.undo).ok())
+            .unwrap_or_default();
+        let lines = journal::undo_all(&self.fs, &h.doc.members, &undo);
+        let (what, state) = if h.doc.irreversible {
+            ("ended (its huge pages stay)", ActionState::Ended)
+        } else {
+            ("reverted", ActionState::Reverted)
+        };
+        let why = format!(
+            "a later look showed a loss: gain {:.3} ({:.3}..{:.3}) against the baseline it was judged by; {what}",
+            g.ratio, g.ci_low, g.ci_high
+        );
+        warn!(action = id, strategy = %strategy, "{why}; {}", lines.join("; "));
+        self.store.journal_set_state(id, state, &why)?;
+        self.store.backoff_set(
+            &signature,
+            strategy.as_str(),
+            perfpilot_sys::clock::now_ms() + (self.tun.backoff_s * 1000.0) as i64,
+            &why,
+        )?;
+        Ok(true)
     }
 }
 

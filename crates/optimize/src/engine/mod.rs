@@ -10,7 +10,11 @@
 //!   (old enough, busy enough, not backed off);
 //! - `propose`: asking the strategies, for workloads and block devices;
 //! - `steady`: a trial starts only once its signal shows steady, non-idle work;
-//! - `trial`: a trial's windows, steps and verdict;
+//! - `trial`: a trial's core (what is changed, on whom, by which signal), its steps, switching
+//!   it on and off, and its design's state (`crate::design`);
+//! - `plan`: the design a proposal's trial gets (`crate::design::choose`), a one-way trial's
+//!   prior from the journal;
+//! - `control`: a sibling that stands as a trial's control, and pairing its windows;
 //! - `apply`: journaling each change's undo record, then making it;
 //! - `enforce`: kept actions (new threads, masks changed behind perfpilot's back, recovery);
 //! - `status`: what `status.json` shows;
@@ -35,9 +39,12 @@ use crate::tunables::Tunables;
 
 mod apply;
 mod attach;
+mod control;
 mod dryrun;
 mod enforce;
 mod fleet;
+pub mod manual;
+mod plan;
 mod policy;
 mod propose;
 mod reload;
@@ -152,6 +159,9 @@ impl Engine {
         if !watch.collapse_supported {
             notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
         }
+        if let Err(why) = &watch.split_supported {
+            notes.push(format!("large pages: not split back here, so their trials are one-way or against a control: {why}"));
+        }
         Ok(Engine {
             fs: fs.clone(),
             store,
@@ -212,6 +222,9 @@ impl Engine {
             }
         };
         self.steady.next_scan(cur.mono_ns as f64 / 1e9);
+        // Free memory per node now (memory affinity's "fits one node"), with what the node
+        // files leave out.
+        self.topo.set_node_memory(&cur.memory.nodes);
         let shm = self.watch.shared_memory(cur, &rates, &self.tun);
         let mut workloads = workload::group(cur, &rates, &shm);
         // Not itself: its own CPU would be a workload to bind, its /metrics a preset to read.
@@ -221,7 +234,7 @@ impl Engine {
         if !self.dry {
             let observations = self.observe_signals(&workloads, &rates, cur);
             self.advance_trials(&workloads, &observations)?;
-            self.enforce_held(&workloads)?;
+            self.enforce_held(&workloads, &observations)?;
         }
         let states = self.propose(&workloads, &rates, prev, cur)?;
         self.update_status(&workloads, &rates, states);
@@ -254,6 +267,10 @@ impl Engine {
             warn!("persisted {e}; ignored");
         }
         self.policy.config.apply_tunables(&mut t);
+        self.policy.enabled = propose::WORKLOAD_STRATEGIES
+            .into_iter()
+            .filter(|k| k.enabled(&t))
+            .collect();
         self.tun = t;
         Ok(())
     }

@@ -1,19 +1,57 @@
 //! Who the engine may touch and who is eligible: a workload the config excludes (or does not
-//! match under `only_matched`), one with `PERFPILOT=off` in a member's environment, one tuned by
-//! hand (a narrower affinity or cpuset perfpilot did not set, or a mask changed behind its
-//! back) is left alone; one too young or too idle is not eligible yet; a strategy backed off
-//! for a workload is not tried on it until the back-off ends.
+//! match under `only_matched`) or with `PERFPILOT=off` in a member's environment is left alone;
+//! a knob someone else set (`manual`: an affinity narrower than the cgroup's cpuset, a memory
+//! policy, huge pages refused or the server's own) leaves alone the strategies it concerns, and
+//! the whole workload only when it leaves every enabled strategy; one too young or too idle is
+//! not eligible yet; a strategy backed off for a workload is not tried on it until the
+//! back-off ends.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use perfpilot_observe::Topology;
 use perfpilot_observe::workload::Workload;
 use perfpilot_store::Store;
+use perfpilot_sys::cgroup::container::{self, Container};
+use perfpilot_sys::cgroup::{Hierarchies, Membership};
 use perfpilot_sys::process::ProcReader;
 use perfpilot_sys::{CpuSet, Fs};
 
 use super::enforce::mask_of;
+use super::manual::{self, Knob, ManualSetting, World};
 use crate::config::{DaemonConfig, Identity, Rule, RuleAction};
+use crate::strategy::StrategyKind;
+
+/// How long what was read from a process's `numa_maps`, `smaps`, `status` and cgroup stands
+/// before it is read again (a policy set or a group changed later is seen within this).
+const REREAD: Duration = Duration::from_secs(60);
+/// Entries of the per-process caches past which the stale ones are dropped.
+const CACHE_MAX: usize = 4096;
+
+/// Where a process runs: its cgroup path and the container that path names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Placement {
+    /// Its cgroup path (`/proc/PID/cgroup`).
+    pub(super) cgroup: Option<String>,
+    /// The container and pod, where the path names one.
+    pub(super) container: Option<Container>,
+}
+
+/// What manual tuning a workload has: its world and the knobs set by someone else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Manual {
+    /// The CPUs and nodes its cgroups allow.
+    pub(super) world: World,
+    /// The knobs found set, one entry per knob.
+    pub(super) settings: Vec<ManualSetting>,
+}
+
+impl Manual {
+    /// The setting that leaves `kind` alone, if one does.
+    pub(super) fn blocking(&self, kind: StrategyKind) -> Option<&ManualSetting> {
+        self.settings.iter().find(|s| s.blocks.contains(&kind))
+    }
+}
 
 /// The engine's memory of who may be touched.
 pub(super) struct Policy {
@@ -24,8 +62,15 @@ pub(super) struct Policy {
     opted_out: HashMap<(i32, u64), bool>,
     /// (executable, cgroup) per process (pid, start time): read once per process.
     identity: HashMap<(i32, u64), (Option<String>, Option<String>)>,
-    /// Workloads made manual (their mask changed behind perfpilot's back), with why.
+    /// Workloads whose mask changed behind perfpilot's back (their affinity is manual), with
+    /// why.
     pub(super) manual: HashMap<String, String>,
+    /// The workload strategies the tunables switch on (the engine sets it at each reload).
+    pub(super) enabled: Vec<StrategyKind>,
+    /// The slow evidence of each process (pid, start time), with when it was read.
+    settings: HashMap<(i32, u64), (Instant, Vec<ManualSetting>)>,
+    /// Where each process runs, with when it was read.
+    placements: HashMap<(i32, u64), (Instant, Placement)>,
 }
 
 impl Policy {
@@ -38,7 +83,83 @@ impl Policy {
             opted_out: HashMap::new(),
             identity: HashMap::new(),
             manual: HashMap::new(),
+            enabled: vec![
+                StrategyKind::CacheAffinity,
+                StrategyKind::MemoryAffinity,
+                StrategyKind::LargePages,
+            ],
+            settings: HashMap::new(),
+            placements: HashMap::new(),
         }
+    }
+
+    /// Where a workload runs: its first member's cgroup and container (read at most once a
+    /// minute per process; a process that moved is seen within that).
+    pub(super) fn placement(&mut self, w: &Workload) -> Placement {
+        let Some(m) = w.members.first() else {
+            return Placement::default();
+        };
+        let key = (m.pid, m.starttime);
+        if let Some((at, p)) = self.placements.get(&key)
+            && at.elapsed() < REREAD
+        {
+            return p.clone();
+        }
+        let h = Hierarchies::detect(&self.fs);
+        let cgroup = Membership::of_pid(&self.fs, m.pid)
+            .ok()
+            .map(|mb| mb.path(&h))
+            .filter(|p| p != "/");
+        let p = Placement {
+            container: cgroup
+                .as_deref()
+                .and_then(|c| container::identify(&self.fs, c)),
+            cgroup,
+        };
+        prune(&mut self.placements);
+        self.placements.insert(key, (Instant::now(), p.clone()));
+        p
+    }
+
+    /// The knobs someone else set on a workload, and its world. `ours` is the mask perfpilot
+    /// bound it to, if any: that one is not manual tuning.
+    pub(super) fn manual(
+        &mut self,
+        topo: &Topology,
+        w: &Workload,
+        ours: Option<&CpuSet>,
+    ) -> Manual {
+        let world = manual::world_of(&self.fs, topo, w);
+        let mut settings = Vec::new();
+        if let Some(why) = self.manual.get(&w.signature) {
+            let why = why.strip_prefix("manually tuned: ").unwrap_or(why);
+            settings.push(ManualSetting::new(Knob::Affinity, why));
+        } else {
+            let masks: Vec<(i32, Option<CpuSet>)> = w
+                .members
+                .iter()
+                .map(|m| (m.pid, mask_of(&self.fs, m)))
+                .collect();
+            settings.extend(manual::affinity(topo, &world, &masks, ours));
+        }
+        for m in &w.members {
+            let key = (m.pid, m.starttime);
+            let found = match self.settings.get(&key) {
+                Some((at, v)) if at.elapsed() < REREAD => v.clone(),
+                _ => {
+                    let v = manual::process_settings(&self.fs, m.pid);
+                    prune(&mut self.settings);
+                    self.settings.insert(key, (Instant::now(), v.clone()));
+                    v
+                }
+            };
+            for s in found {
+                if !settings.iter().any(|x| x.knob == s.knob) {
+                    settings.push(s);
+                }
+            }
+        }
+        Manual { world, settings }
     }
 
     /// The executable and cgroup of a process, read once.
@@ -105,8 +226,9 @@ impl Policy {
         w.members.iter().any(|m| self.opted_out(m.pid, m.starttime))
     }
 
-    /// Why a workload is left alone, if it is (config, `PERFPILOT=off`, manual tuning).
-    /// `ours` is the mask perfpilot bound it to, if any: that one is not manual tuning.
+    /// Why a workload is left alone, if it is (config, `PERFPILOT=off`, or manual tuning of
+    /// every knob the enabled strategies turn). `ours` is the mask perfpilot bound it to, if
+    /// any: that one is not manual tuning.
     pub(super) fn left_alone(
         &mut self,
         topo: &Topology,
@@ -131,29 +253,30 @@ impl Policy {
                 ));
             }
         }
-        if let Some(why) = self.manual.get(&w.signature) {
-            return Some(why.clone());
-        }
-        for m in &w.members {
-            if let Some(mask) = &mask_of(&self.fs, m)
-                && !topo.online.is_subset(mask)
-                && ours != Some(mask)
-            {
-                return Some(format!(
-                    "manually tuned: pid {} has affinity {mask} (not set by perfpilot)",
-                    m.pid
-                ));
-            }
-            if let Ok(Some(cs)) = perfpilot_sys::affinity::cpuset_of(&self.fs, m.pid)
-                && !topo.online.is_subset(&cs)
-            {
-                return Some(format!(
-                    "manually tuned: pid {} is in a cpuset of {cs}",
-                    m.pid
-                ));
-            }
+        // Manual tuning leaves the whole workload alone only where it leaves every enabled
+        // strategy alone.
+        let manual = self.manual(topo, w, ours);
+        let enabled: Vec<StrategyKind> = self.enabled.clone();
+        if !manual.settings.is_empty()
+            && !enabled.is_empty()
+            && enabled.iter().all(|k| manual.blocking(*k).is_some())
+        {
+            let said: Vec<&str> = manual
+                .settings
+                .iter()
+                .map(|s| s.evidence.as_str())
+                .collect();
+            return Some(format!("manually tuned: {}", said.join("; ")));
         }
         None
+    }
+}
+
+/// Drops the entries read longer than [`REREAD`] ago once a cache is large (processes that
+/// exited leave theirs behind).
+fn prune<T>(cache: &mut HashMap<(i32, u64), (Instant, T)>) {
+    if cache.len() >= CACHE_MAX {
+        cache.retain(|_, (at, _)| at.elapsed() < REREAD);
     }
 }
 

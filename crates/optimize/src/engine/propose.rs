@@ -11,10 +11,13 @@ use perfpilot_sys::block;
 use perfpilot_sys::stat::ThpSettings;
 use tracing::debug;
 
+use super::manual;
+use super::plan::Planned;
 use super::policy::{backed_off, ineligible, unlisted};
 use super::trial::Proposed;
 use super::watch::read_bytes_per_s;
 use super::{Engine, EngineError};
+use crate::design::{DesignKind, PeriodLimits};
 use crate::fleet::Advice;
 use crate::strategy::{
     CacheAffinity, Context, DeviceView, LargePages, MemoryAffinity, Proposal, ReadAhead, Strategy,
@@ -39,11 +42,67 @@ fn busy_shares(rates: &Rates) -> BTreeMap<u32, f64> {
 }
 
 /// The strategies asked about a workload, in order.
-const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
+pub(super) const WORKLOAD_STRATEGIES: [StrategyKind; 3] = [
     StrategyKind::CacheAffinity,
     StrategyKind::MemoryAffinity,
     StrategyKind::LargePages,
 ];
+
+/// A trial to start, as planned (`None`: unverified, no design).
+#[allow(clippy::too_many_arguments)]
+fn proposed<'a>(
+    w: &'a Workload,
+    kind: StrategyKind,
+    changes: Vec<perfpilot_sys::change::Change>,
+    reason: String,
+    irreversible: bool,
+    signal: Option<crate::signal::SignalKind>,
+    judge: String,
+    steady: Vec<f64>,
+    planned: Option<Planned>,
+) -> Proposed<'a> {
+    let server_kind = super::plan::server_kind(w, signal.as_ref());
+    match planned {
+        Some(p) => Proposed {
+            w,
+            kind,
+            changes,
+            reason,
+            design: p.kind,
+            design_why: p.why,
+            irreversible: p.irreversible,
+            signal,
+            judge,
+            steady,
+            control: p.control,
+            limits: p.limits,
+            one_way: p.one_way,
+            server_kind,
+        },
+        None => Proposed {
+            w,
+            kind,
+            changes,
+            reason,
+            design: DesignKind::BeforeAfter,
+            design_why: "unverified: applied without a trial".into(),
+            irreversible,
+            signal,
+            judge,
+            steady,
+            control: None,
+            limits: PeriodLimits {
+                window_s: 1.0,
+                settle_s: 0.0,
+                period_max_s: 1.0,
+                budget_windows: 0,
+                pairs_min: 0,
+            },
+            one_way: None,
+            server_kind,
+        },
+    }
+}
 
 impl Engine {
     /// Asks the strategies about every listed workload and the block devices; returns what
@@ -79,7 +138,7 @@ impl Engine {
         };
         let mut states = HashMap::new();
         for w in workloads {
-            if let Some(state) = self.propose_for(w, &scan, rates)? {
+            if let Some(state) = self.propose_for(w, &scan, rates, workloads)? {
                 states.insert(w.signature.clone(), state);
             }
         }
@@ -93,6 +152,7 @@ impl Engine {
         w: &Workload,
         scan: &Scan,
         rates: &Rates,
+        workloads: &[Workload],
     ) -> Result<Option<String>, EngineError> {
         if let Some(t) = self
             .actions
@@ -101,6 +161,17 @@ impl Engine {
             .find(|t| t.signature == w.signature)
         {
             return Ok(Some(format!("trial of {} (action {})", t.strategy, t.id)));
+        }
+        // A control is left as it is while its trial runs.
+        if let Some(t) = self.actions.trials.iter().find(|t| {
+            t.control
+                .as_ref()
+                .is_some_and(|c| c.signature == w.signature)
+        }) {
+            return Ok(Some(format!(
+                "the control of action {} ({} on {}): left as it is while that trial runs",
+                t.id, t.strategy, t.name
+            )));
         }
         if unlisted(w, self.tun.min_cpu_cores, self.tun.min_memory_bytes()) {
             return Ok(None);
@@ -127,8 +198,23 @@ impl Engine {
             .collect();
         let mut state = "optimized: nothing more to do".to_string();
         let mut fleet_skips: Vec<String> = Vec::new();
+        // Someone else's settings leave their strategies alone; the cgroup's cpuset is where
+        // the others may place it.
+        let manual = self.policy.manual(&self.topo, w, ours);
+        let inside = (!manual.world.is_whole(&self.topo)).then(|| {
+            self.topo
+                .within(&manual.world.cpus, manual.world.mems.as_ref())
+        });
+        let mut left: Vec<String> = Vec::new();
         for kind in self.fleet_order(&w.signature, &WORKLOAD_STRATEGIES) {
             if !kind.enabled(&self.tun) || held_kinds.contains(&kind) {
+                continue;
+            }
+            if let Some(s) = manual.blocking(kind) {
+                left.push(format!(
+                    "{kind} left alone: manually tuned {}",
+                    s.describe()
+                ));
                 continue;
             }
             if let Some(Advice::Skip(why)) = self.fleet_advice(&w.signature, kind) {
@@ -159,7 +245,7 @@ impl Engine {
             };
             let bound = self.actions.bound_to(&w.signature).cloned();
             let ctx = Context {
-                topo: &self.topo,
+                topo: inside.as_ref().unwrap_or(&self.topo),
                 tun: &self.tun,
                 cpu_busy: scan.busy,
                 thp: &scan.thp,
@@ -191,7 +277,7 @@ impl Engine {
                 Proposal::Act {
                     changes,
                     reason,
-                    interleave,
+                    cheap_undo,
                     irreversible,
                 } => {
                     if let Ok(s) = &signal
@@ -201,18 +287,42 @@ impl Engine {
                         state = format!("would try {kind}: {why}");
                         break;
                     }
+                    let planned = match &signal {
+                        Ok(s) => {
+                            let readings = self.steady.peek(&w.signature);
+                            Some(self.plan_design(
+                                w,
+                                kind,
+                                &changes,
+                                cheap_undo,
+                                irreversible,
+                                s,
+                                workloads,
+                                rates,
+                                &readings,
+                            ))
+                        }
+                        Err(_) => None,
+                    };
+                    if let Some(name) = planned.as_ref().and_then(|p| p.wait_for.clone()) {
+                        self.steady.wait(&w.signature, kind);
+                        state = format!(
+                            "would try {kind}: waiting for the signal of {name}, a sibling to judge it against, to be steady"
+                        );
+                        break;
+                    }
                     let steady = self.steady.take(&w.signature);
-                    let id = self.start(Proposed {
+                    let id = self.start(proposed(
                         w,
                         kind,
                         changes,
-                        reason: reason.clone(),
-                        interleave,
+                        reason.clone(),
                         irreversible,
-                        signal: signal.as_ref().ok().cloned(),
-                        judge: w.signature.clone(),
+                        signal.as_ref().ok().cloned(),
+                        w.signature.clone(),
                         steady,
-                    })?;
+                        planned,
+                    ))?;
                     state = match self.fleet_advice(&w.signature, kind) {
                         Some(Advice::First(why)) => {
                             format!("trial of {kind} (action {id}), first: {why}; {reason}")
@@ -222,6 +332,9 @@ impl Engine {
                     break;
                 }
             }
+        }
+        if !left.is_empty() {
+            state = format!("{state}; {}", left.join("; "));
         }
         if !fleet_skips.is_empty() {
             state = format!("{state}; {}", fleet_skips.join("; "));
@@ -241,6 +354,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let interval = self.tun.interval_s;
         let thp = ThpSettings::default();
+        let mut left = Vec::new();
         for d in &cur.disks {
             if !self.policy.config.read_ahead_device(&d.name) {
                 continue;
@@ -249,6 +363,14 @@ impl Engine {
             if self.actions.trials.iter().any(|t| t.signature == sig)
                 || self.actions.held.iter().any(|h| h.signature == sig)
             {
+                continue;
+            }
+            // A read-ahead someone set by hand stays, unless the config names the device.
+            if !self.policy.config.read_ahead_named(&d.name)
+                && let Ok(q) = block::read_queue(&self.fs, &d.name)
+                && let Some(m) = manual::read_ahead(&d.name, &q)
+            {
+                left.push(m);
                 continue;
             }
             let now = perfpilot_sys::clock::now_ms();
@@ -277,13 +399,13 @@ impl Engine {
                 after: d,
                 interval_s: rates.interval_s,
             };
-            let (changes, reason, interleave, irreversible) = match ReadAhead.propose(&dv, &ctx) {
+            let (changes, reason, cheap_undo, irreversible) = match ReadAhead.propose(&dv, &ctx) {
                 Proposal::Act {
                     changes,
                     reason,
-                    interleave,
+                    cheap_undo,
                     irreversible,
-                } => (changes, reason, interleave, irreversible),
+                } => (changes, reason, cheap_undo, irreversible),
                 Proposal::Skip(why) => {
                     debug!(device = %d.name, "read_ahead: no action: {why}");
                     continue;
@@ -296,15 +418,26 @@ impl Engine {
                 .filter(|w| !self.policy.excluded(w))
                 .max_by(|a, b| read_bytes_per_s(a, rates).total_cmp(&read_bytes_per_s(b, rates)))
                 .filter(|w| read_bytes_per_s(w, rates) > 0.0);
-            let (judge_sig, signal) = match judge.map(|w| (w, self.signal_of(w, rates))) {
+            let (judge_sig, signal, planned) = match judge.map(|w| (w, self.signal_of(w, rates))) {
                 Some((w, Ok(s))) => {
                     if let Err(why) = self.steady_signal(w, &s, rates) {
                         debug!(device = %d.name, judge = %w.name, "read_ahead waits: {why}");
                         continue;
                     }
-                    (w.signature.clone(), Some(s))
+                    let planned = self.plan_design(
+                        w,
+                        StrategyKind::ReadAhead,
+                        &changes,
+                        cheap_undo,
+                        irreversible,
+                        &s,
+                        workloads,
+                        rates,
+                        &[],
+                    );
+                    (w.signature.clone(), Some(s), Some(planned))
                 }
-                _ if self.tun.allow_unverified => (sig.clone(), None),
+                _ if self.tun.allow_unverified => (sig.clone(), None, None),
                 _ => {
                     debug!(device = %d.name, "read_ahead waits: no workload to judge it reads ({reason})");
                     continue;
@@ -323,19 +456,20 @@ impl Engine {
                 threads: 0,
                 rss: 0,
             };
-            self.start(Proposed {
-                w: &pseudo,
-                kind: StrategyKind::ReadAhead,
+            // The judge's readings stay with it: its own trial may want them.
+            self.start(proposed(
+                &pseudo,
+                StrategyKind::ReadAhead,
                 changes,
                 reason,
-                interleave,
                 irreversible,
                 signal,
-                judge: judge_sig,
-                // The judge's readings stay with it: its own trial may want them.
-                steady: Vec::new(),
-            })?;
+                judge_sig,
+                Vec::new(),
+                planned,
+            ))?;
         }
+        self.status.devices_left_alone = left;
         Ok(())
     }
 }

@@ -28,8 +28,14 @@ impl Engine {
         if old.fleet != config.fleet {
             changed.push("fleet".to_string());
         }
-        if old.listen != config.listen || old.textfile != config.textfile {
-            changed.push("listen/textfile (taken in at the next start)".to_string());
+        if old.listen != config.listen
+            || old.textfile != config.textfile
+            || old.web_config != config.web_config
+            || old.status_remote != config.status_remote
+        {
+            changed.push(
+                "listen/web_config/status_remote/textfile (taken in at the next start)".to_string(),
+            );
         }
         if !changed.is_empty() {
             info!("configuration reloaded: {}", changed.join(", "));

@@ -214,6 +214,22 @@ impl Servers {
         self.slots.get(signature)?.serves.as_deref()
     }
 
+    /// Starts the workload's windows afresh at its next reading.
+    pub(super) fn restart_windows(&mut self, signature: &str) {
+        if let Some(slot) = self.slots.get_mut(signature) {
+            slot.windowed.reset();
+            if let Some(span) = slot.span.as_mut() {
+                span.reset();
+            }
+        }
+    }
+
+    /// The length of the workload's windows, when its preset reads them over several scans.
+    pub(super) fn window_s(&self, signature: &str) -> Option<f64> {
+        let slot = self.slots.get(signature)?;
+        slot.span.as_ref().map(|s| s.min_s())
+    }
+
     /// This window's observation of workload `w` by its preset: the counter's rate per
     /// CPU-second (`t_s`: monotonic seconds). A failed reading is an error and starts the rate
     /// afresh.

@@ -147,7 +147,7 @@ impl Engine {
         let mut doc = ActionDoc {
             members: Vec::new(),
             changes: Vec::new(),
-            interleave: false,
+            design: crate::design::DesignKind::BeforeAfter,
             irreversible: false,
             signal: None,
             bound_to: None,

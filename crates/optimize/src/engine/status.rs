@@ -7,7 +7,11 @@ use perfpilot_observe::Rates;
 use perfpilot_observe::workload::Workload;
 use serde::Serialize;
 
+use perfpilot_sys::CpuSet;
+use perfpilot_sys::cgroup::container::Container;
+
 use super::Engine;
+use super::manual::ManualSetting;
 use super::signals::Choice;
 use super::trial::Trial;
 use crate::capacity::CapacityView;
@@ -80,6 +84,19 @@ pub struct WorkloadStatus {
     /// Its tier in the capacity model its `[[workload]]` names: utilisation and headroom.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityView>,
+    /// Its (first process's) cgroup, from `/proc/PID/cgroup`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// The container and Kubernetes pod that cgroup names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
+    /// The CPUs its cgroups' cpusets allow, where narrower than the machine: strategies place
+    /// it inside them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<CpuSet>,
+    /// Knobs someone else set, the evidence, and the strategies each leaves alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manual: Vec<ManualSetting>,
 }
 
 /// What the engine reports after each scan (written to `status.json` by the daemon).
@@ -101,6 +118,9 @@ pub struct Status {
     pub cpu: CpuShare,
     /// Scans so far.
     pub scans: u64,
+    /// Block devices whose read-ahead someone else set, left alone, with the evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices_left_alone: Vec<ManualSetting>,
 }
 
 /// A running trial as status shows it.
@@ -122,24 +142,45 @@ pub struct TrialStatus {
     pub windows_needed: usize,
     /// The signal judging it, described.
     pub signal: String,
+    /// Its design (`switchback`, `control`, `before_after`, `one_way`).
+    pub design: crate::design::DesignKind,
+    /// Why that design, in a sentence.
+    pub design_why: String,
+    /// The sibling judged beside it, for a concurrent control.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
+    /// Pairs of periods judged so far (switchback).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<usize>,
+    /// Seconds since the trial started.
+    pub running_s: f64,
 }
 
 impl TrialStatus {
     /// A trial as status shows it.
-    pub(super) fn of(t: &Trial, windows_needed: usize) -> TrialStatus {
+    pub(super) fn of(t: &Trial) -> TrialStatus {
+        let (off, on) = t.windows();
         TrialStatus {
             action: t.id,
             workload: t.name.clone(),
             strategy: t.strategy,
             phase: format!("{:?}{}", t.phase, if t.on { " (on)" } else { " (off)" }).to_lowercase(),
-            windows_off: t.off_obs.len(),
-            windows_on: t.on_obs.len(),
-            windows_needed,
+            windows_off: off.len(),
+            windows_on: on.len(),
+            windows_needed: t.windows_each_side(),
             signal: t
                 .signal
                 .as_ref()
                 .map(|s| s.describe())
                 .unwrap_or_else(|| "none (unverified)".into()),
+            design: t.design_kind(),
+            design_why: t.design_why.clone(),
+            control: t.control.as_ref().map(|c| c.name.clone()),
+            pairs: match &t.design {
+                super::trial::Design::Switchback(sb) => sb.periods.as_ref().map(|p| p.pairs()),
+                super::trial::Design::Sequential(_) => None,
+            },
+            running_s: perfpilot_sys::clock::mono_ns() as f64 / 1e9 - t.started_s,
         }
     }
 }
@@ -170,6 +211,10 @@ pub(super) fn workload_status(
         },
         class: WorkloadClass::Managed,
         capacity: None,
+        cgroup: None,
+        container: None,
+        cpuset: None,
+        manual: Vec::new(),
     }
 }
 
@@ -227,7 +272,6 @@ impl Engine {
         rates: &Rates,
         states: HashMap<String, String>,
     ) {
-        let plan = super::verdict::WindowPlan::of(&self.tun);
         self.status.time_ms = perfpilot_sys::clock::now_ms();
         self.status.interval_s = self.tun.interval_s;
         self.status.scans += 1;
@@ -253,14 +297,20 @@ impl Engine {
                 .rule_for(w)
                 .and_then(|r| r.capacity.as_ref())
                 .map(|t| t.view(w.cpu_cores));
+            let placement = self.policy.placement(w);
+            s.cgroup = placement.cgroup;
+            s.container = placement.container;
+            // What the config leaves alone is not read further (numa_maps and smaps walk
+            // page tables).
+            if class != WorkloadClass::Excluded {
+                let ours = self.actions.bound_to(&w.signature).cloned();
+                let manual = self.policy.manual(&self.topo, w, ours.as_ref());
+                s.cpuset = (!manual.world.is_whole(&self.topo)).then_some(manual.world.cpus);
+                s.manual = manual.settings;
+            }
             listed.push(s);
         }
         self.status.workloads = listed;
-        self.status.trials = self
-            .actions
-            .trials
-            .iter()
-            .map(|t| TrialStatus::of(t, t.windows_each_side(&plan)))
-            .collect();
+        self.status.trials = self.actions.trials.iter().map(TrialStatus::of).collect();
     }
 }

@@ -63,6 +63,9 @@ pub(super) struct Steady {
     /// in: until its signal is steady, the next scans read only the signal, not the workload's
     /// memory the strategy would need (a 6 GB server's page tables cost the scan its budget).
     waiting: HashMap<String, (StrategyKind, u64)>,
+    /// Scans a trial on a workload (by signature) has waited for a sibling's signal to be
+    /// steady, to judge against it.
+    sibling_waits: HashMap<String, u64>,
 }
 
 impl Steady {
@@ -155,11 +158,28 @@ impl Steady {
         r.verdict.clone()
     }
 
+    /// `signature`'s readings so far, oldest first, left in place.
+    pub(super) fn peek(&self, signature: &str) -> Vec<f64> {
+        self.recent
+            .get(signature)
+            .map(|r| r.values.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Counts a scan in which a trial on `signature` waited for a sibling's signal to be steady
+    /// (to judge against it); returns the scans waited so far.
+    pub(super) fn waited_for_sibling(&mut self, signature: &str) -> u64 {
+        let n = self.sibling_waits.entry(signature.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
     /// Takes `signature`'s steady readings, oldest first (its trial starts: they are windows
     /// without the change, so a sequential trial's baseline starts with them, and the next
     /// trial needs fresh ones).
     pub(super) fn take(&mut self, signature: &str) -> Vec<f64> {
         self.waiting.remove(signature);
+        self.sibling_waits.remove(signature);
         self.recent
             .remove(signature)
             .filter(|r| r.verdict.is_ok())

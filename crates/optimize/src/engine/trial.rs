@@ -1,6 +1,7 @@
-//! Trials: an action is journaled, its baseline measured, its steps applied (one per scan), its
-//! effect measured in windows (sequential, or interleaved off/on where undo is cheap), until it
-//! ends; the verdict and what follows it are `verdict.rs`'s.
+//! Trials: an action is journaled, measured in the design chosen for it (`crate::design`), its
+//! steps applied (one per scan), switched on and off where its design asks, until the design
+//! ends it; the verdict and what follows it are `verdict.rs`'s. A trial is one shared core
+//! (what is changed, on whom, by which signal) and one design's state.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -14,37 +15,51 @@ use serde::Serialize;
 use tracing::{debug, info, warn};
 
 use super::apply::{journal_and_apply, json, outcome, reapply, refresh_tids};
+use super::control::{Control, Pairing};
 use super::enforce::{bind_new_threads, changed_mask};
-use super::verdict::WindowPlan;
-use super::watch::{Observation, Window};
+use super::watch::Window;
 use super::{Engine, EngineError};
+use crate::design::{
+    DesignKind, EndReason, PeriodLimits, PeriodPlan, Sequential, Step, Switchback, WindowPlan,
+};
 use crate::journal::{self, ActionDoc};
 use crate::signal::SignalKind;
-use crate::stats;
 use crate::strategy::StrategyKind;
 
 /// Where a trial is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(super) enum Phase {
-    /// Windows before the change (sequential trials).
+    /// Windows before the change.
     Baseline,
     /// Applying a paced change, one step per scan.
     Applying,
-    /// Windows after the change (sequential), or alternating off/on windows (interleaved).
+    /// The change made: windows after it, or periods on and off.
     Measuring,
 }
 
-/// How a trial ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Ending {
-    /// Every window measured (or, unverified, every step applied).
-    Complete,
-    /// Ended before its windows were complete, and why: neutral, without a gain.
-    Early(String),
-    /// Its data cannot be judged (its server restarted mid-trial): undone, not judged, not
-    /// backed off.
-    Abandoned(String),
+/// A switchback trial: a baseline that plans its periods, then the periods.
+#[derive(Debug, Clone)]
+pub(super) struct SwitchbackTrial {
+    /// The baseline windows, until the periods are planned.
+    pub(super) baseline: Vec<f64>,
+    /// What bounds the periods.
+    pub(super) limits: PeriodLimits,
+    /// The running periods, once planned.
+    pub(super) periods: Option<Switchback>,
+    /// The seed of the periods' order.
+    pub(super) seed: u64,
+    /// Whether a larger signal is better.
+    pub(super) hib: bool,
+}
+
+/// A trial's design and its state.
+#[derive(Debug, Clone)]
+pub(super) enum Design {
+    /// Before and after: on the signal, or on its ratio to a control; one-way or not.
+    Sequential(Sequential),
+    /// Periods on and off.
+    Switchback(SwitchbackTrial),
 }
 
 /// A running trial.
@@ -60,10 +75,6 @@ pub(super) struct Trial {
     pub(super) phase: Phase,
     /// The change is in effect now.
     pub(super) on: bool,
-    /// Observations without the change.
-    pub(super) off_obs: Vec<f64>,
-    /// Observations with the change.
-    pub(super) on_obs: Vec<f64>,
     /// The shadow proxy's observations without and with the change (windows where both it and
     /// the signal were read).
     pub(super) shadow_off: Vec<f64>,
@@ -80,41 +91,19 @@ pub(super) struct Trial {
     pub(super) effective: bool,
     /// What the last ineffective step said.
     pub(super) last_problem: Option<String>,
-    /// Sequential windows dropped as a transient (before or after the change).
-    pub(super) dropped: usize,
-    /// Whether the windows after the change were already cut at a step (once: a signal that
-    /// steps back and forth, as PostgreSQL's read-write load does with its checkpoints, is
-    /// noise to measure through, not a settling to wait out).
-    pub(super) stepped: bool,
-    /// The windows each side of a sequential trial measures, fixed from its settled baseline's
-    /// noise (`None` until then: the plan's minimum).
-    pub(super) needed: Option<usize>,
-    /// Busy cores of the rest of the machine in the scans before and after the change
-    /// (sequential trials), and its CPUs.
-    pub(super) rest_off: Vec<f64>,
-    /// As `rest_off`, with the change.
-    pub(super) rest_on: Vec<f64>,
-    /// The machine's CPUs, as the last reading of the rest of it saw them.
-    pub(super) cpus: usize,
-    /// Set when an interim look decided the trial before its planned windows.
-    pub(super) early: Option<EarlyLook>,
+    /// The design and its state.
+    pub(super) design: Design,
+    /// Why this design, for `status` and the journal.
+    pub(super) design_why: String,
+    /// The sibling left as it is, for a concurrent control.
+    pub(super) control: Option<Control>,
+    /// When the trial started (monotonic seconds), for the time to its verdict.
+    pub(super) started_s: f64,
+    /// How many times the change was switched on and off (switchback).
+    pub(super) switches: usize,
+    /// The kind of server judged (`plan::server_kind`).
+    pub(super) kind: String,
 }
-
-/// An interim look that decided a sequential trial before its planned windows after the change.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct EarlyLook {
-    /// The confidence level of each look: the verdicts' level shared out over the looks
-    /// (Bonferroni), so looking early does not make a false verdict more likely.
-    pub(super) confidence: f64,
-    /// The looks the trial could take, the planned one included.
-    pub(super) looks: usize,
-    /// The windows after the change it had planned.
-    pub(super) planned: usize,
-}
-
-/// How many times its windows a side a sequential trial drops as transients before it gives up
-/// on a signal that does not settle.
-const SETTLE_LIMIT: usize = 4;
 
 /// What a strategy proposed, to start a trial of.
 pub(super) struct Proposed<'a> {
@@ -123,15 +112,24 @@ pub(super) struct Proposed<'a> {
     pub(super) kind: StrategyKind,
     pub(super) changes: Vec<Change>,
     pub(super) reason: String,
-    pub(super) interleave: bool,
+    /// The design chosen for it and why.
+    pub(super) design: DesignKind,
+    pub(super) design_why: String,
     pub(super) irreversible: bool,
     /// `None`: unverified.
     pub(super) signal: Option<SignalKind>,
     /// The signature of the workload whose signal judges it.
     pub(super) judge: String,
-    /// The steady readings the gate took just before (`steady.rs`): the first baseline windows
-    /// of a sequential trial.
+    /// The steady readings the gate took just before (`steady.rs`): the first baseline windows.
     pub(super) steady: Vec<f64>,
+    /// The sibling left as it is, for a concurrent control.
+    pub(super) control: Option<Control>,
+    /// What bounds a switchback's periods.
+    pub(super) limits: PeriodLimits,
+    /// The one-way rule, for a one-way design.
+    pub(super) one_way: Option<crate::design::OneWayRule>,
+    /// The kind of server judged (`plan::server_kind`).
+    pub(super) server_kind: String,
 }
 
 /// What advancing a trial may touch.
@@ -143,72 +141,126 @@ pub(super) struct TrialIo<'a> {
 }
 
 impl Trial {
-    /// The windows each side measures: the noise-fixed count once known, else the minimum.
-    pub(super) fn windows_each_side(&self, plan: &WindowPlan) -> usize {
-        self.needed.unwrap_or(plan.min)
+    /// The design's kind.
+    pub(super) fn design_kind(&self) -> DesignKind {
+        self.doc.design
     }
 
-    /// Which side of the change this scan's windows fall on: `Some(true)` with it in effect,
-    /// `Some(false)` without, `None` while it is being applied.
-    fn side(&self) -> Option<bool> {
-        match self.phase {
-            Phase::Baseline => Some(false),
-            Phase::Applying => None,
-            Phase::Measuring => Some(self.on),
+    /// The windows each side measures (sequential designs; a switchback's periods count as
+    /// their windows).
+    pub(super) fn windows_each_side(&self) -> usize {
+        match &self.design {
+            Design::Sequential(s) => s.windows_each_side(),
+            Design::Switchback(sb) => sb.periods.as_ref().map_or(0, |p| {
+                let plan = p.plan();
+                plan.pairs_max * plan.measure
+            }),
         }
     }
 
-    /// Takes in this window's observation; ends the trial when its signal failed more than
-    /// `windows` times in a row.
-    pub(super) fn record(&mut self, obs: Option<&Observation>, windows: usize) -> Option<Ending> {
-        match obs {
-            Some(Ok(Some(v))) => {
-                self.failures = 0;
-                debug!(action = self.id, workload = %self.name, phase = ?self.phase, on = self.on, "window: {v}");
-                match self.side() {
-                    Some(true) => self.on_obs.push(*v),
-                    Some(false) => self.off_obs.push(*v),
-                    None => {}
-                }
-            }
-            Some(Err(e)) => {
-                self.failures += 1;
-                warn!(action = self.id, workload = %self.name, "signal: {e}");
-                if self.failures as usize > windows {
-                    return Some(Ending::Early(format!(
-                        "its signal failed {} times in a row: {e}",
-                        self.failures
-                    )));
-                }
-            }
-            Some(Ok(None)) | None => {}
+    /// The judged windows without and with the change so far.
+    pub(super) fn windows(&self) -> (Vec<f64>, Vec<f64>) {
+        match &self.design {
+            Design::Sequential(s) => (s.off.clone(), s.on.clone()),
+            Design::Switchback(sb) => match &sb.periods {
+                Some(p) => p.windows(),
+                None => (sb.baseline.clone(), Vec::new()),
+            },
         }
-        None
     }
 
-    /// Takes in what the rest of the machine used this scan, on its side of a sequential trial.
-    fn record_rest(&mut self, obs: Option<&Window>) {
-        let Some(rest) = obs.and_then(|o| o.rest) else {
-            return;
+    /// Whether the design wants the change on during the next window.
+    fn want_on(&self) -> bool {
+        match &self.design {
+            Design::Sequential(s) => s.want_on(),
+            Design::Switchback(sb) => sb.periods.as_ref().is_some_and(|p| p.want_on()),
+        }
+    }
+
+    /// One scan of a trial on its workload `w` (`None`: it exited), with this scan's windows
+    /// of the judged workload (`obs`) and of the control (`ctl`): the restart and mask checks,
+    /// the observation, then the next step. Returns why it ended, if it did.
+    pub(super) fn advance(
+        &mut self,
+        w: Option<&Workload>,
+        obs: Option<&Window>,
+        ctl: Pairing,
+        plan: &WindowPlan,
+        io: &mut TrialIo,
+    ) -> Result<Option<EndReason>, EngineError> {
+        let Some(w) = w else {
+            return Ok(Some(EndReason::WorkloadExited));
         };
-        if self.doc.interleave {
-            return;
+        // A server restarted under the same signature: its windows span two processes.
+        if !self.doc.members.is_empty()
+            && !w
+                .members
+                .iter()
+                .any(|m| self.doc.members.contains(&(m.pid, m.starttime)))
+        {
+            return Ok(Some(EndReason::Restarted {
+                pid: w.members.first().map(|m| m.pid).unwrap_or_default(),
+            }));
         }
-        self.cpus = rest.cpus;
-        match self.side() {
-            Some(true) => self.rest_on.push(rest.cores),
-            Some(false) => self.rest_off.push(rest.cores),
-            None => {}
+        if self.on
+            && let Some(mask) = self.doc.bound_to.clone()
+        {
+            // Someone changed our mask: the workload becomes manual.
+            if let Some((pid, now)) = changed_mask(io.fs, w, &self.doc, &mask) {
+                let end = EndReason::ManualMask {
+                    pid,
+                    mask: now.to_string(),
+                };
+                io.manual.insert(
+                    self.signature.clone(),
+                    format!("manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back"),
+                );
+                return Ok(Some(end));
+            }
+            // Threads started while bound inherited perfpilot's mask: journal and bind them.
+            self.bind_new(w, &mask, io)?;
         }
+        if let Pairing::Lost(why) = &ctl {
+            self.lose_control(why, io)?;
+        }
+        self.record_shadow(obs);
+        if let Some(end) = self.observe(obs, &ctl, plan, io)? {
+            return Ok(Some(end));
+        }
+        if let Some(end) = self.past_time_bound() {
+            return Ok(Some(end));
+        }
+        self.step(w, io)
     }
 
-    /// Why a complete sequential trial cannot be judged: the rest of the machine moved.
-    fn rest_moved(&self, plan: &WindowPlan) -> Option<String> {
-        let (before, after) =
-            stats::rest_moved(&self.rest_off, &self.rest_on, self.cpus, plan.rest_share)?;
-        Some(format!(
-            "the rest of the machine changed during the trial: other processes used {before:.2} cores before the change and {after:.2} after (more than rest_change_max allows); abandoned, not judged"
-        ))
+    /// A one-way trial past its time bound (windows dropped as transients cost it time) ends
+    /// there once it has the least windows after the change to judge; it keeps measuring
+    /// until then.
+    fn past_time_bound(&self) -> Option<EndReason> {
+        let Design::Sequential(s) = &self.design else {
+            return None;
+        };
+        let bound = s.one_way.as_ref()?.within_s;
+        let after_s = perfpilot_sys::clock::mono_ns() as f64 / 1e9 - self.started_s;
+        (after_s > bound && s.on.len() >= s.plan().min).then_some(EndReason::TimeBound { after_s })
+    }
+
+    /// The control sibling is gone: the trial goes on, on the treated workload's own windows.
+    fn lose_control(&mut self, why: &str, io: &mut TrialIo) -> Result<(), EngineError> {
+        let Some(c) = self.control.take() else {
+            return Ok(());
+        };
+        if let Design::Sequential(s) = &mut self.design {
+            s.drop_control();
+        }
+        let note = format!(
+            "its control {} {why}: judged on its own windows from here (before and after, the drift no longer cancels)",
+            c.name
+        );
+        warn!(action = self.id, workload = %self.name, "{note}");
+        io.store
+            .journal_set_state(self.id, ActionState::Trial, &note)?;
+        Ok(())
     }
 
     /// Takes in the shadow proxy's observation of a window whose signal observation was
@@ -222,266 +274,150 @@ impl Trial {
         else {
             return;
         };
-        match self.side() {
-            Some(true) => self.shadow_on.push(*v),
-            Some(false) => self.shadow_off.push(*v),
-            None => {}
+        match self.phase {
+            Phase::Applying => {}
+            _ if self.on => self.shadow_on.push(*v),
+            _ => self.shadow_off.push(*v),
         }
     }
 
-    /// One scan of a trial on its workload `w` (`None`: it exited): the restart and mask
-    /// checks, the observation, then the next step. Returns how it ended, if it did.
-    pub(super) fn advance(
+    /// Takes in this scan's window, if one completed, into the design; journals what it notes.
+    fn observe(
         &mut self,
-        w: Option<&Workload>,
         obs: Option<&Window>,
+        ctl: &Pairing,
         plan: &WindowPlan,
         io: &mut TrialIo,
-    ) -> Result<Option<Ending>, EngineError> {
-        let windows = plan.min;
-        let Some(w) = w else {
-            return Ok(Some(Ending::Early("its workload exited".into())));
+    ) -> Result<Option<EndReason>, EngineError> {
+        let Some(o) = obs else {
+            return Ok(None);
         };
-        // A server restarted under the same signature: its windows span two processes.
-        if !self.doc.members.is_empty()
-            && !w
-                .members
-                .iter()
-                .any(|m| self.doc.members.contains(&(m.pid, m.starttime)))
-        {
-            return Ok(Some(Ending::Abandoned(format!(
-                "its processes restarted during the trial (now pid {}); abandoned, not judged",
-                w.members.first().map(|m| m.pid).unwrap_or_default()
-            ))));
-        }
-        if self.on
-            && let Some(mask) = self.doc.bound_to.clone()
-        {
-            // Someone changed our mask: the workload becomes manual.
-            if let Some((pid, now)) = changed_mask(io.fs, w, &self.doc, &mask) {
-                let why = format!(
-                    "manually tuned: pid {pid} affinity changed to {now} behind perfpilot's back"
-                );
-                io.manual.insert(self.signature.clone(), why.clone());
-                return Ok(Some(Ending::Early(format!("{why}; left as it is"))));
+        let v = match &o.main {
+            Ok(Some(v)) => {
+                self.failures = 0;
+                *v
             }
-            // Threads started while bound inherited perfpilot's mask: journal and bind them.
-            bind_new_threads(
-                io.store,
-                io.fs,
-                self.id,
-                &mut self.doc,
-                &mut self.undo,
-                w,
-                &mask,
-            )?;
-        }
-        self.record_shadow(obs);
-        self.record_rest(obs);
-        if let Some(end) = self.record(obs.map(|o| &o.main), windows) {
-            return Ok(Some(end));
-        }
-        self.step(w, plan, io)
-    }
-
-    /// Drops a transient from the start of the sequential windows of one side (`on`: after the
-    /// change), or, once, the windows after the change before a step inside them, with the
-    /// shadow proxy's windows of that side; ends the trial when more than [`SETTLE_LIMIT`] × the windows a side were
-    /// dropped in all.
-    fn settle(
-        &mut self,
-        on: bool,
-        plan: &WindowPlan,
-        io: &mut TrialIo,
-    ) -> Result<Option<Ending>, EngineError> {
-        let limit = SETTLE_LIMIT * self.windows_each_side(plan);
-        let (obs, shadow) = if on {
-            (&mut self.on_obs, &mut self.shadow_on)
-        } else {
-            (&mut self.off_obs, &mut self.shadow_off)
+            Err(e) => {
+                self.failures += 1;
+                warn!(action = self.id, workload = %self.name, "signal: {e}");
+                if self.failures as usize > plan.min {
+                    return Ok(Some(EndReason::SignalFailed {
+                        times: self.failures,
+                        error: e.clone(),
+                    }));
+                }
+                return Ok(None);
+            }
+            Ok(None) => return Ok(None),
         };
-        // After the change, once, also a step inside the windows: the change settling (a
-        // server on a plateau for minutes after its memory was collapsed). Before it, the gate
-        // and MSER wait out a warm-up; a step there is the workload's own.
-        let (d, step) = match stats::transient(obs) {
-            0 if on && !self.stepped => match stats::level_shift(obs, plan.resolution) {
-                Some(s) => (s.at, Some(s)),
-                None => return Ok(None),
+        // A window in which the change was being applied holds both states: not judged.
+        if self.phase == Phase::Applying {
+            return Ok(None);
+        }
+        let (value, raw) = match (&self.control, ctl) {
+            (Some(_), Pairing::Paired(c)) if *c > 0.0 => (v / c, Some(v)),
+            // The control's window did not complete with this one: not judged.
+            (Some(_), _) => return Ok(None),
+            (None, _) => (v, None),
+        };
+        debug!(action = self.id, workload = %self.name, phase = ?self.phase, on = self.on, "window: {value}");
+        let step = match &mut self.design {
+            Design::Sequential(s) => {
+                let dropped = s.dropped;
+                let step = s.record(self.on, value, raw, o.rest);
+                // Windows dropped as a transient (of the side just recorded) take the shadow
+                // proxy's of that side with them.
+                let d = s.dropped - dropped;
+                let shadow = if self.on {
+                    &mut self.shadow_on
+                } else {
+                    &mut self.shadow_off
+                };
+                shadow.drain(..d.min(shadow.len()));
+                step
+            }
+            Design::Switchback(sb) => match sb.record(self.on, value, o.rest, plan) {
+                Ok(step) => step,
+                Err((why, baseline)) => {
+                    let hib = sb.hib;
+                    self.design = Design::Sequential(Sequential::new(*plan, hib, baseline));
+                    self.doc.design = DesignKind::BeforeAfter;
+                    self.design_why = format!("before and after: no switchback, {why}");
+                    Step::Note(self.design_why.clone())
+                }
             },
-            0 => return Ok(None),
-            d => (d, None),
         };
-        if step.is_some() {
-            self.stepped = true;
-        }
-        let gone: Vec<f64> = obs.drain(..d).collect();
-        shadow.drain(..d.min(shadow.len()));
-        self.dropped += d;
-        let side = if on { "after the change" } else { "before it" };
         match step {
-            Some(s) => {
-                info!(action = self.id, workload = %self.name, "{d} windows {side} dropped: the signal stepped ×{:.3} after them (t = {:.1}): {gone:?}", s.ratio, s.t)
+            Step::Continue => Ok(None),
+            Step::Note(note) => {
+                info!(action = self.id, workload = %self.name, "{note}");
+                io.store
+                    .journal_set_state(self.id, ActionState::Trial, &note)?;
+                Ok(None)
             }
-            None => {
-                info!(action = self.id, workload = %self.name, "{d} windows {side} dropped as a transient: {gone:?}")
-            }
+            Step::End(end) => Ok(Some(end)),
         }
-        if self.dropped > limit {
-            return Ok(Some(Ending::Early(format!(
-                "its signal did not settle: {} windows dropped as transients",
-                self.dropped
-            ))));
-        }
-        let note = format!(
-            "measuring {}: {} windows of a transient dropped so far",
-            if on { "the effect" } else { "the baseline" },
-            self.dropped
-        );
-        io.store
-            .journal_set_state(self.id, ActionState::Trial, &note)?;
-        Ok(None)
     }
 
-    /// The next step: from the baseline to applying, one paced change, the measuring windows,
-    /// switching an interleaved trial off or on.
-    fn step(
-        &mut self,
-        w: &Workload,
-        plan: &WindowPlan,
-        io: &mut TrialIo,
-    ) -> Result<Option<Ending>, EngineError> {
-        let windows = plan.min;
-        // Interleaved trials need one baseline window before alternating; sequential ones all,
-        // steady: a run that opens with a transient loses it and waits for more windows.
-        let baseline = if self.doc.interleave { 1 } else { windows };
-        if self.phase == Phase::Baseline && self.off_obs.len() >= baseline {
-            if !self.doc.interleave {
-                if let Some(end) = self.settle(false, plan, io)? {
-                    return Ok(Some(end));
-                }
-                if self.off_obs.len() < windows {
-                    return Ok(None);
-                }
-                if self.needed.is_none() {
-                    self.plan_windows(plan, io)?;
-                }
-                if self.off_obs.len() < self.windows_each_side(plan) {
-                    return Ok(None);
-                }
-            }
-            self.phase = Phase::Applying;
+    /// The next step: from the baseline to applying, one paced change, and switching the
+    /// change on or off where the design asks.
+    fn step(&mut self, w: &Workload, io: &mut TrialIo) -> Result<Option<EndReason>, EngineError> {
+        if self.signal.is_none() {
+            // Unverified: nothing to measure; applied, then kept.
+            return self.apply_step(w, io);
         }
         match self.phase {
+            Phase::Baseline if self.want_on() => {
+                self.phase = Phase::Applying;
+                self.apply_step(w, io)
+            }
             Phase::Baseline => Ok(None),
             Phase::Applying => self.apply_step(w, io),
-            Phase::Measuring if self.doc.interleave => {
-                if self.off_obs.len() >= windows && self.on_obs.len() >= windows {
-                    return Ok(Some(Ending::Complete));
-                }
-                // Alternate: after an on-window switch off, after an off-window switch on.
-                if self.on {
-                    for l in journal::undo_all(io.fs, &self.doc.members, &self.undo) {
-                        debug!(action = self.id, "interleave off: {l}");
-                    }
-                    kill_point("engine.interleave.off");
-                    self.on = false;
-                } else {
-                    reapply(io.fs, self.id, &self.doc.changes);
-                    kill_point("engine.interleave.on");
-                    if let Some(mask) = self.doc.bound_to.clone() {
-                        bind_new_threads(
-                            io.store,
-                            io.fs,
-                            self.id,
-                            &mut self.doc,
-                            &mut self.undo,
-                            w,
-                            &mask,
-                        )?;
-                    }
-                    self.on = true;
+            Phase::Measuring => {
+                let want = self.want_on();
+                if want != self.on {
+                    self.switch(want, w, io)?;
                 }
                 Ok(None)
             }
-            Phase::Measuring if self.on_obs.len() >= self.windows_each_side(plan) => {
-                if let Some(end) = self.settle(true, plan, io)? {
-                    return Ok(Some(end));
-                }
-                if self.on_obs.len() < self.windows_each_side(plan) {
-                    return Ok(None);
-                }
-                Ok(Some(match self.rest_moved(plan) {
-                    Some(why) => Ending::Abandoned(why),
-                    None => Ending::Complete,
-                }))
+        }
+    }
+
+    /// Binds `w`'s threads that have no undo record yet to `mask` (journaled first).
+    fn bind_new(
+        &mut self,
+        w: &Workload,
+        mask: &perfpilot_sys::CpuSet,
+        io: &mut TrialIo,
+    ) -> Result<(), EngineError> {
+        bind_new_threads(
+            io.store,
+            io.fs,
+            self.id,
+            &mut self.doc,
+            &mut self.undo,
+            w,
+            mask,
+        )?;
+        Ok(())
+    }
+
+    /// Switches the change off (its undo records) or on again (its journaled changes).
+    fn switch(&mut self, on: bool, w: &Workload, io: &mut TrialIo) -> Result<(), EngineError> {
+        if on {
+            reapply(io.fs, self.id, &self.doc.changes);
+            kill_point("engine.switch.on");
+            if let Some(mask) = self.doc.bound_to.clone() {
+                self.bind_new(w, &mask, io)?;
             }
-            Phase::Measuring => Ok(self.look(plan)),
+        } else {
+            for l in journal::undo_all(io.fs, &self.doc.members, &self.undo) {
+                debug!(action = self.id, "switch off: {l}");
+            }
+            kill_point("engine.switch.off");
         }
-    }
-
-    /// An interim look at a sequential trial's windows after the change, each scan from the
-    /// plan's minimum until the planned count: a gain clear at the looks' shared-out level keeps
-    /// the action now. A clear ×1.09 on PostgreSQL was judged after 26–30 windows a side, 7½
-    /// minutes, where a dozen after the change show it. A loss is not decided early: a change
-    /// may pay its cost first (PostgreSQL ran slower for a minute or two after its buffer pool
-    /// was collapsed, then stepped up — or was in one of the spells it has with nothing
-    /// changed), and a look on that plateau read ×0.949, "worse", 2026-11-25.
-    /// Windows still settling (a transient or a step inside them) wait for the planned count,
-    /// which drops them.
-    fn look(&mut self, plan: &WindowPlan) -> Option<Ending> {
-        let planned = self.windows_each_side(plan);
-        let n = self.on_obs.len();
-        if self.doc.interleave || n < plan.min || n >= planned {
-            return None;
-        }
-        if stats::transient(&self.on_obs) > 0
-            || stats::level_shift(&self.on_obs, plan.resolution).is_some()
-            || self.rest_moved(plan).is_some()
-        {
-            return None;
-        }
-        let looks = planned - plan.min + 1;
-        let confidence = stats::look_level(plan.confidence, looks);
-        let hib = self.signal.as_ref().is_none_or(|s| s.higher_is_better());
-        let g = stats::gain_sequential(&self.off_obs, &self.on_obs, hib, confidence)?;
-        if stats::decide(&g, plan.min_effect) != stats::Decision::Keep {
-            return None;
-        }
-        self.early = Some(EarlyLook {
-            confidence,
-            looks,
-            planned,
-        });
-        info!(action = self.id, workload = %self.name, "kept at an early look: gain {:.3} ({:.3}..{:.3}) after {n} of {planned} windows", g.ratio, g.ci_low, g.ci_high);
-        Some(Ending::Complete)
-    }
-
-    /// Fixes how many windows each side measures from the settled baseline's noise, once; a
-    /// count above the minimum is logged and journaled, since the trial takes longer.
-    fn plan_windows(&mut self, plan: &WindowPlan, io: &mut TrialIo) -> Result<(), EngineError> {
-        let n = stats::windows_needed(
-            &self.off_obs,
-            plan.resolution,
-            plan.confidence,
-            plan.min,
-            plan.max,
-        );
-        self.needed = Some(n);
-        if n > plan.min {
-            let cv = perfpilot_stats::cv(&self.off_obs) * 100.0;
-            let note = format!(
-                "measuring the baseline: its windows vary by {cv:.1} %, so {n} windows a side (for an interval of ±{:.0} %{})",
-                plan.resolution * 100.0,
-                if n == plan.max {
-                    ", at most max_windows"
-                } else {
-                    ""
-                }
-            );
-            info!(action = self.id, workload = %self.name, "{note}");
-            io.store
-                .journal_set_state(self.id, ActionState::Trial, &note)?;
-        }
+        self.on = on;
+        self.switches += 1;
         Ok(())
     }
 
@@ -491,7 +427,7 @@ impl Trial {
         &mut self,
         w: &Workload,
         io: &mut TrialIo,
-    ) -> Result<Option<Ending>, EngineError> {
+    ) -> Result<Option<EndReason>, EngineError> {
         if let Some(c) = self.steps.pop_front() {
             let members: Vec<(i32, Vec<i32>)> =
                 w.members.iter().map(|m| (m.pid, m.tids.clone())).collect();
@@ -528,17 +464,54 @@ impl Trial {
             self.phase = Phase::Measuring;
             // Nothing took effect: there is nothing to measure.
             if !self.effective {
-                return Ok(Some(Ending::Early(format!(
-                    "nothing could be applied: {}",
-                    self.last_problem.clone().unwrap_or_default()
-                ))));
+                return Ok(Some(EndReason::NothingApplied {
+                    problem: self.last_problem.clone().unwrap_or_default(),
+                }));
             }
             // Unverified: nothing to measure; kept once every step is applied.
             if self.signal.is_none() {
-                return Ok(Some(Ending::Complete));
+                return Ok(Some(EndReason::Complete));
             }
         }
         Ok(None)
+    }
+}
+
+impl SwitchbackTrial {
+    /// Takes in one window: a baseline window until the periods are planned, then a period's.
+    /// `Err` with the baseline when the periods cannot be planned for this signal: the trial
+    /// goes on before and after on the same windows.
+    fn record(
+        &mut self,
+        on: bool,
+        value: f64,
+        rest: Option<crate::design::Rest>,
+        plan: &WindowPlan,
+    ) -> Result<Step, (String, Vec<f64>)> {
+        if let Some(p) = self.periods.as_mut() {
+            return Ok(p.record(on, value, rest));
+        }
+        if on {
+            return Ok(Step::Continue);
+        }
+        self.baseline.push(value);
+        if self.baseline.len() < plan.min {
+            return Ok(Step::Continue);
+        }
+        match PeriodPlan::for_signal(&self.baseline, &self.limits) {
+            Ok(p) => {
+                self.periods = Some(Switchback::new(p, self.seed, self.hib, plan.looks));
+                Ok(Step::Note(format!(
+                    "periods planned: {} windows each ({} settling, {} judged), {} to {} pairs, in a seeded order",
+                    p.period(),
+                    p.settle,
+                    p.measure,
+                    p.pairs_min,
+                    p.pairs_max
+                )))
+            }
+            Err(r) => Err((r.why, std::mem::take(&mut self.baseline))),
+        }
     }
 }
 
@@ -553,7 +526,7 @@ impl Engine {
         let doc = ActionDoc {
             members: p.w.members.iter().map(|m| (m.pid, m.starttime)).collect(),
             changes: Vec::new(),
-            interleave: p.interleave,
+            design: p.design,
             irreversible: p.irreversible,
             signal: p.signal.clone(),
             bound_to,
@@ -571,15 +544,43 @@ impl Engine {
         // Unverified actions have nothing to measure: they are applied (paced) and kept.
         let (phase, note) = match &p.signal {
             Some(sig) => {
-                info!(action = id, workload = %p.w.name, strategy = %p.kind, signal = %sig.describe(), "trial starts: {}", p.reason);
-                (Phase::Baseline, "measuring the baseline")
+                info!(action = id, workload = %p.w.name, strategy = %p.kind, signal = %sig.describe(), design = %p.design, "trial starts: {}; {}", p.reason, p.design_why);
+                (
+                    Phase::Baseline,
+                    format!("measuring the baseline; {}", p.design_why),
+                )
             }
             None => {
                 info!(action = id, workload = %p.w.name, strategy = %p.kind, "applying without verification (allow_unverified): {}", p.reason);
-                (Phase::Applying, "applying (unverified)")
+                (Phase::Applying, "applying (unverified)".to_string())
             }
         };
-        self.store.journal_set_state(id, ActionState::Trial, note)?;
+        self.store
+            .journal_set_state(id, ActionState::Trial, &note)?;
+        let plan = WindowPlan::of(&self.tun);
+        let hib = p.signal.as_ref().is_none_or(|s| s.higher_is_better());
+        let (design, control) = match (p.design, p.control) {
+            (DesignKind::Switchback, _) => (
+                Design::Switchback(SwitchbackTrial {
+                    baseline: Vec::new(),
+                    limits: p.limits,
+                    periods: None,
+                    seed: perfpilot_stats::rng::mix64(id as u64 ^ 0x5eed),
+                    hib,
+                }),
+                None,
+            ),
+            // Both windows start afresh with the trial (`control.rs`): no seed.
+            (DesignKind::Control, Some(c)) => (
+                Design::Sequential(Sequential::controlled(plan, hib, Vec::new(), Vec::new())),
+                Some(c),
+            ),
+            (_, _) => {
+                let mut s = Sequential::new(plan, hib, p.steady);
+                s.one_way = p.one_way;
+                (Design::Sequential(s), None)
+            }
+        };
         self.actions.trials.push(Trial {
             id,
             signature: p.w.signature.clone(),
@@ -590,13 +591,6 @@ impl Engine {
             steps: p.changes.into(),
             phase,
             on: false,
-            // Interleaved trials pair each off window with the next on one: no seed for them.
-            off_obs: if p.interleave || p.signal.is_none() {
-                Vec::new()
-            } else {
-                p.steady
-            },
-            on_obs: Vec::new(),
             shadow_off: Vec::new(),
             shadow_on: Vec::new(),
             judge: p.judge,
@@ -605,13 +599,12 @@ impl Engine {
             reason: p.reason,
             effective: false,
             last_problem: None,
-            dropped: 0,
-            stepped: false,
-            needed: None,
-            rest_off: Vec::new(),
-            rest_on: Vec::new(),
-            cpus: 0,
-            early: None,
+            design,
+            design_why: p.design_why,
+            control,
+            started_s: perfpilot_sys::clock::mono_ns() as f64 / 1e9,
+            switches: 0,
+            kind: p.server_kind,
         });
         Ok(id)
     }
@@ -635,12 +628,13 @@ impl Engine {
                         .then(|| workloads.first())
                         .flatten()
                 });
+            let ctl = super::control::pairing(t.control.as_ref(), workloads, obs);
             let mut io = TrialIo {
                 store: &mut self.store,
                 fs: &self.fs,
                 manual: &mut self.policy.manual,
             };
-            if let Some(end) = t.advance(w, obs.get(&t.judge), &plan, &mut io)? {
+            if let Some(end) = t.advance(w, obs.get(&t.judge), ctl, &plan, &mut io)? {
                 finished.push((i, end));
             }
         }

@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use super::apply::{json, reapply};
-use super::enforce::Held;
-use super::trial::{Ending, Trial};
+use super::enforce::{Held, HeldWatch};
+use super::trial::{Design, Trial};
 use super::{Engine, EngineError};
+use crate::design::{DesignKind, EndReason, Prior, Shown, Watch};
 use crate::journal;
 use crate::signal::SignalKind;
 use crate::stats::{self, Decision, Gain, Stats};
-use crate::tunables::Tunables;
 
 /// The evidence behind a decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,9 +25,18 @@ pub struct Verdict {
     pub signal: String,
     /// Whether a larger signal is better.
     pub higher_is_better: bool,
-    /// Whether the windows were interleaved off/on pairs.
-    pub interleaved: bool,
-    /// The windows without the change.
+    /// How the trial was designed (verdicts stored before designs were named read as
+    /// before/after).
+    #[serde(default)]
+    pub design: DesignKind,
+    /// The kind of server judged (its preset, else its command): earlier verdicts of a strategy
+    /// on the same kind form the prior of a one-way trial.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// The sibling judged beside it, for a concurrent control.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
+    /// The windows without the change (with a control: the ratios to it).
     pub before: Stats,
     /// The windows with the change.
     pub after: Stats,
@@ -35,6 +44,18 @@ pub struct Verdict {
     pub gain: Option<Gain>,
     /// What was decided.
     pub decision: Decision,
+    /// What the windows showed: an effect, or for a one-way change only that it did no harm.
+    #[serde(default)]
+    pub shown: Shown,
+    /// Earlier verdicts taken as a prior (the interval is then a credible one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior: Option<Prior>,
+    /// Seconds from the trial's start to this verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_after_s: Option<f64>,
+    /// Why the trial ended, as the metrics count it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ended: String,
     /// Why, in a sentence.
     pub why: String,
     /// The same windows seen by the system-call proxy, when the signal was something else:
@@ -52,142 +73,139 @@ pub struct ShadowGain {
     pub gain: Option<Gain>,
 }
 
-/// How many windows a trial measures: at least `min` a side; a sequential trial as many as its
-/// baseline's noise needs for an interval of about ±`resolution`, up to `max`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct WindowPlan {
-    pub(super) min: usize,
-    pub(super) max: usize,
-    pub(super) resolution: f64,
-    pub(super) confidence: f64,
-    /// `rest_change_max`: how far the rest of the machine may move (0: not checked).
-    pub(super) rest_share: f64,
-    /// `min_effect`: the gain a kept action's interval must clear.
-    pub(super) min_effect: f64,
-}
-
-impl WindowPlan {
-    /// The plan the tunables give.
-    pub(super) fn of(tun: &Tunables) -> WindowPlan {
-        WindowPlan {
-            min: tun.window_count(),
-            max: tun.max_windows as usize,
-            resolution: tun.resolution,
-            confidence: tun.confidence,
-            rest_share: tun.rest_change_max,
-            min_effect: tun.min_effect,
-        }
-    }
-
-    /// Exactly `n` windows a side, whatever the noise.
-    #[cfg(test)]
-    pub(super) fn fixed(n: usize) -> WindowPlan {
-        WindowPlan {
-            min: n,
-            max: n,
-            resolution: 1.0,
-            confidence: 0.95,
-            rest_share: 0.0,
-            min_effect: 0.02,
-        }
-    }
-}
-
-/// The gain of windows with the change over windows without: off/on pairs (as many as both
-/// sides have) when interleaved, else independent samples.
-fn gain_of(
-    off: &[f64],
-    on: &[f64],
-    interleaved: bool,
-    higher_is_better: bool,
-    confidence: f64,
-) -> Option<Gain> {
-    if interleaved {
-        let n = off.len().min(on.len());
-        stats::gain_paired(&off[..n], &on[..n], higher_is_better, confidence)
-    } else {
-        stats::gain_sequential(off, on, higher_is_better, confidence)
-    }
-}
-
-/// The verdict on a trial that ended: from its windows when complete (a gain with its interval,
-/// decided against `min_effect`), else neutral for the reason it ended early.
-pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64) -> Verdict {
-    let hib = t.signal.as_ref().is_none_or(|s| s.higher_is_better());
-    let (gain, decision, why) = match ending {
-        Ending::Early(why) | Ending::Abandoned(why) => (None, Decision::Neutral, why.clone()),
-        Ending::Complete => {
-            // A trial decided at an interim look is judged at that look's stricter level.
-            let confidence = t.early.map_or(confidence, |e| e.confidence);
-            match gain_of(&t.off_obs, &t.on_obs, t.doc.interleave, hib, confidence) {
-                Some(g) => {
-                    let d = stats::decide(&g, min_effect);
-                    let why = match d {
-                        Decision::Keep => format!(
-                            "gain {:.3} ({:.3}..{:.3}) clears the minimum effect {min_effect}",
-                            g.ratio, g.ci_low, g.ci_high
-                        ),
-                        Decision::Revert => format!(
-                            "it made things worse: gain {:.3} ({:.3}..{:.3})",
-                            g.ratio, g.ci_low, g.ci_high
-                        ),
-                        Decision::Neutral => format!(
-                            "no clear effect: gain {:.3} ({:.3}..{:.3}) does not clear {min_effect}",
-                            g.ratio, g.ci_low, g.ci_high
-                        ),
-                    };
-                    let why = if g.serial > 0.0 {
-                        format!(
-                            "{why}; the interval allows for windows alike from one to the next (lag-1 autocorrelation {:.2})",
-                            g.serial
-                        )
-                    } else {
-                        why
-                    };
-                    (Some(g), d, why)
-                }
-                None => (
-                    None,
-                    Decision::Neutral,
-                    "too few usable windows to judge".into(),
+/// The gain, decision, what was shown and how it was decided of a trial that ended complete.
+fn decided(t: &Trial, confidence: f64, min_effect: f64) -> Option<(Gain, Decision, Shown, String)> {
+    match &t.design {
+        Design::Sequential(s) => {
+            let (g, d, shown) = s.decide()?;
+            let how = match s.early {
+                Some(e) => format!(
+                    ", at an early look: {} of {} windows after the change, at {:.2} % (one of {} looks)",
+                    s.on.len(),
+                    e.planned,
+                    e.confidence * 100.0,
+                    e.looks
                 ),
-            }
+                None => String::new(),
+            };
+            Some((g, d, shown, how))
         }
+        Design::Switchback(sb) => {
+            let p = sb.periods.as_ref()?;
+            let (g, d) = match p.decided {
+                Some(x) => x,
+                None => {
+                    let g = p.gain(confidence)?;
+                    (g, stats::decide(&g, min_effect))
+                }
+            };
+            let how = format!(
+                ", from {} pairs of periods{}",
+                p.pairs(),
+                if p.dropped_pairs > 0 {
+                    format!(
+                        " ({} dropped: the rest of the machine moved)",
+                        p.dropped_pairs
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            Some((g, d, Shown::Effect, how))
+        }
+    }
+}
+
+/// The sentence for a decision on a gain.
+fn sentence(g: &Gain, d: Decision, shown: Shown, min_effect: f64) -> String {
+    let iv = format!("{:.3} ({:.3}..{:.3})", g.ratio, g.ci_low, g.ci_high);
+    let why = match (d, shown) {
+        (Decision::Keep, Shown::NoHarm { bound }) => format!(
+            "no loss worse than {:.0} % at {:.0} % (gain {iv} not resolved)",
+            bound * 100.0,
+            g.confidence * 100.0
+        ),
+        (Decision::Keep, _) => format!("gain {iv} clears the minimum effect {min_effect}"),
+        (Decision::Revert, _) => format!("it made things worse: gain {iv}"),
+        (Decision::Neutral, _) => format!("no clear effect: gain {iv} does not clear {min_effect}"),
     };
-    let why = match t.early {
-        Some(e) if *ending == Ending::Complete => format!(
-            "{why}, at an early look: {} of {} windows after the change, at {:.2} % (one of {} looks)",
-            t.on_obs.len(),
-            e.planned,
-            e.confidence * 100.0,
-            e.looks
+    if g.serial > 0.0 {
+        format!(
+            "{why}; the interval allows for windows alike from one to the next (lag-1 autocorrelation {:.2})",
+            g.serial
+        )
+    } else {
+        why
+    }
+}
+
+/// The verdict on a trial that ended: from its design's windows when complete (a gain with its
+/// interval, decided against `min_effect`), else neutral for the reason it ended.
+pub(super) fn judge(t: &Trial, end: &EndReason, confidence: f64, min_effect: f64) -> Verdict {
+    let hib = t.signal.as_ref().is_none_or(|s| s.higher_is_better());
+    let (gain, decision, shown, why) = match end {
+        e if e.judged() => match decided(t, confidence, min_effect) {
+            Some((g, d, shown, how)) => {
+                let bound = match e {
+                    EndReason::TimeBound { after_s } => {
+                        format!(", at its time bound ({after_s:.0} s)")
+                    }
+                    _ => String::new(),
+                };
+                (
+                    Some(g),
+                    d,
+                    shown,
+                    format!("{}{how}{bound}", sentence(&g, d, shown, min_effect)),
+                )
+            }
+            None => (
+                None,
+                Decision::Neutral,
+                Shown::Effect,
+                "too few usable windows to judge".into(),
+            ),
+        },
+        other => (None, Decision::Neutral, Shown::Effect, other.to_string()),
+    };
+    let prior = match &t.design {
+        Design::Sequential(s) => s.one_way.as_ref().and_then(|r| r.prior.clone()),
+        Design::Switchback(_) => None,
+    };
+    let why = match &prior {
+        Some(p) if gain.is_some() => format!(
+            "{why}; with {} earlier verdicts of {} as a prior (×{:.3}, sd {:.3} on the log scale): a credible interval",
+            p.verdicts,
+            p.of,
+            p.belief.mean.exp(),
+            p.belief.sd
         ),
         _ => why,
     };
+    let (off, on) = t.windows();
     let shadow = if t.shadow_off.is_empty() && t.shadow_on.is_empty() {
         Vec::new()
     } else {
-        let gain = gain_of(
-            &t.shadow_off,
-            &t.shadow_on,
-            t.doc.interleave,
-            true,
-            confidence,
-        );
         vec![ShadowGain {
             signal: SignalKind::Syscalls.describe(),
-            gain,
+            gain: stats::gain_sequential(&t.shadow_off, &t.shadow_on, true, confidence),
         }]
     };
     Verdict {
         action: t.id,
         signal: t.signal.as_ref().map(|s| s.describe()).unwrap_or_default(),
         higher_is_better: hib,
-        interleaved: t.doc.interleave,
-        before: Stats::of(&t.off_obs),
-        after: Stats::of(&t.on_obs),
+        design: t.design_kind(),
+        kind: t.kind.clone(),
+        control: t.control.as_ref().map(|c| c.name.clone()),
+        before: Stats::of(&off),
+        after: Stats::of(&on),
         gain,
         decision,
+        shown,
+        prior,
+        decided_after_s: Some(perfpilot_sys::clock::mono_ns() as f64 / 1e9 - t.started_s),
+        ended: end.label().to_string(),
         why,
         shadow,
     }
@@ -196,8 +214,9 @@ pub(super) fn judge(t: &Trial, ending: &Ending, confidence: f64, min_effect: f64
 impl Engine {
     /// Ends a trial: decides from its windows (or from why it ended early), keeps or reverts,
     /// stores the verdict and the back-off.
-    pub(super) fn finish(&mut self, mut t: Trial, ending: Ending) -> Result<(), EngineError> {
-        if t.signal.is_none() && ending == Ending::Complete {
+    pub(super) fn finish(&mut self, mut t: Trial, ending: EndReason) -> Result<(), EngineError> {
+        crate::counters::COUNTERS.trial_ended(ending.label());
+        if t.signal.is_none() && ending.judged() {
             let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
             self.store.journal_set_verdict(t.id, &v.to_string())?;
             kill_point("engine.verdict.kept");
@@ -209,11 +228,12 @@ impl Engine {
                 signature: t.signature.clone(),
                 strategy: t.strategy,
                 doc: t.doc,
+                watch: None,
             });
             return Ok(());
         }
-        if let Ending::Abandoned(why) = &ending {
-            return self.abandon(t, why);
+        if ending.abandoned() {
+            return self.abandon(t, &ending.to_string());
         }
         let verdict = judge(&t, &ending, self.tun.confidence, self.tun.min_effect);
         self.store.journal_set_verdict(t.id, &json(&verdict))?;
@@ -228,11 +248,13 @@ impl Engine {
                 kill_point("engine.verdict.kept");
                 self.store
                     .journal_set_state(t.id, ActionState::Kept, &why)?;
+                let watch = self.watch_after(&t, verdict.design);
                 self.actions.held.push(Held {
                     id: t.id,
                     signature: t.signature.clone(),
                     strategy: t.strategy,
                     doc: t.doc,
+                    watch,
                 });
             }
             _ if manual => {
@@ -241,7 +263,8 @@ impl Engine {
                     .journal_set_state(t.id, ActionState::Manual, &why)?;
             }
             _ => {
-                let lines = if t.on || !t.doc.interleave {
+                // A switchback trial that ended off has nothing left on.
+                let lines = if t.on || !matches!(t.design, Design::Switchback(_)) {
                     journal::undo_all(&self.fs, &t.doc.members, &t.undo)
                 } else {
                     Vec::new()
@@ -269,6 +292,29 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// The watch after a one-way keep: the action's later windows against its baseline, for as
+    /// many windows again as the trial measured after the change (`watch_windows` × that).
+    fn watch_after(&self, t: &Trial, design: DesignKind) -> Option<HeldWatch> {
+        let Design::Sequential(s) = &t.design else {
+            return None;
+        };
+        if design != DesignKind::OneWay || self.tun.watch_windows <= 0.0 {
+            return None;
+        }
+        let windows =
+            ((s.on.len().max(s.plan().min) as f64) * self.tun.watch_windows).ceil() as usize;
+        Some(HeldWatch {
+            judge: t.judge.clone(),
+            watch: Watch::new(
+                s.off.clone(),
+                s.hib,
+                windows,
+                s.plan().min,
+                self.tun.confidence,
+            ),
+        })
     }
 
     /// Ends a trial whose data cannot be judged: undone as far as it can be, no verdict on the

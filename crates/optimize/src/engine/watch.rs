@@ -36,16 +36,7 @@ pub(super) struct Window {
     pub(super) rest: Option<Rest>,
 }
 
-/// The CPU the rest of the machine (everything but the judged workload) used in a scan: a
-/// build or a batch job starting between the windows before and after a change would be
-/// judged as the change's effect.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Rest {
-    /// Busy cores outside the workload.
-    pub(super) cores: f64,
-    /// The machine's CPUs.
-    pub(super) cpus: usize,
-}
+pub(super) use crate::design::Rest;
 
 /// What the machine used outside `w` over the rates' interval; `None` without per-CPU rows.
 pub(super) fn rest_of_machine(w: &Workload, rates: &Rates) -> Option<Rest> {
@@ -73,6 +64,8 @@ pub(super) struct Watch {
     pmu_last: HashMap<String, (u64, u64)>,
     /// `process_madvise(MADV_COLLAPSE)` works on this kernel.
     pub(super) collapse_supported: bool,
+    /// Huge pages can be split back here (`sys::split`), or why not.
+    pub(super) split_supported: Result<(), String>,
     /// The servers among the workloads and their presets.
     pub(super) servers: Servers,
     /// Who attaches which shared memory, remembered across scans.
@@ -102,6 +95,7 @@ impl Watch {
             pmu,
             pmu_last: HashMap::new(),
             collapse_supported: perfpilot_sys::collapse::kernel_supports_collapse(),
+            split_supported: perfpilot_sys::split::supported(fs),
             servers: Servers::new(fs, presets),
             attachments: Attachments::default(),
         }
@@ -129,6 +123,13 @@ impl Watch {
             |p| p.rss >= min_mem || cpu.get(&p.pid).copied().unwrap_or(0.0) >= min_cpu,
             |pid| reader.shm_attachments(pid),
         )
+    }
+
+    /// Starts `signature`'s signal windows afresh at its next reading (a probe's or a preset's),
+    /// so that two workloads restarted in the same scan are cut over the same spans.
+    pub(super) fn restart_windows(&mut self, signature: &str) {
+        self.windowed.remove(signature);
+        self.servers.restart_windows(signature);
     }
 
     /// Reads a workload's memory placement and maps (expensive: only when a strategy needs it).
@@ -227,12 +228,21 @@ impl Engine {
         cur: &Sample,
     ) -> HashMap<String, Window> {
         let mut out = HashMap::new();
-        let judges: Vec<(String, SignalKind)> = self
+        // The judges of trials, their controls, and the judges of kept actions still watched.
+        let mut judges: Vec<(String, SignalKind)> = self
             .actions
             .trials
             .iter()
             .filter_map(|t| Some((t.judge.clone(), t.signal.clone()?)))
             .collect();
+        judges.extend(self.actions.trials.iter().filter_map(|t| {
+            let c = t.control.as_ref()?;
+            Some((c.signature.clone(), c.signal.clone()))
+        }));
+        judges.extend(self.actions.held.iter().filter_map(|h| {
+            let w = h.watch.as_ref()?;
+            Some((w.judge.clone(), h.doc.signal.clone()?))
+        }));
         let t_s = cur.mono_ns as f64 / 1e9;
         let timeout = Duration::from_secs_f64(self.tun.probe_timeout_s);
         for (sig, kind) in judges {

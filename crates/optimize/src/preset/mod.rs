@@ -18,6 +18,8 @@
 
 mod config;
 mod detect;
+#[doc(hidden)]
+pub mod fuzzing;
 mod memcached;
 mod mysql;
 mod nginx;

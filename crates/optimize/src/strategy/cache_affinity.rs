@@ -1,6 +1,8 @@
 //! Cache affinity: compact a multi-threaded workload whose CPU demand fits one domain (node,
 //! LLC or core) with headroom onto the least-loaded domain that fits. Never when the demand
-//! exceeds the domain's free capacity × headroom (a predicted loss in response time).
+//! exceeds the domain's free capacity × headroom (a predicted loss in response time). The
+//! domains are those of the topology it is given: the engine gives the part of the machine
+//! inside the workload's cgroup cpuset (`Topology::within`), so it is placed there only.
 
 use perfpilot_observe::Topology;
 use perfpilot_sys::CpuSet;
@@ -51,7 +53,8 @@ impl Strategy for CacheAffinity {
         let doms = domains(ctx.topo, level);
         if doms.len() < 2 {
             return skip(format!(
-                "the machine has one {level} domain: nothing to compact onto"
+                "the CPUs it may use ({}) hold one {level} domain: nothing to compact onto",
+                ctx.topo.online
             ));
         }
         let headroom = ctx.tun.headroom;
@@ -105,7 +108,7 @@ impl Strategy for CacheAffinity {
                 w.threads,
                 set.len()
             ),
-            interleave: true,
+            cheap_undo: true,
             irreversible: false,
         }
     }
@@ -144,13 +147,13 @@ mod tests {
         );
         let Proposal::Act {
             changes,
-            interleave,
+            cheap_undo,
             ..
         } = p
         else {
             panic!("{p:?}")
         };
-        assert!(interleave);
+        assert!(cheap_undo);
         assert_eq!(
             changes,
             vec![Change::Affinity {
@@ -209,6 +212,59 @@ mod tests {
         assert!(
             matches!(CacheAffinity.propose(&View { w: &two, memory: None, maps: None, bound_to: Some(&set) }, &c2), Proposal::Skip(s) if s.contains("already bound"))
         );
+    }
+
+    #[test]
+    fn a_workload_in_a_cpuset_is_compacted_inside_it_only() {
+        // 2 nodes x 2 LLCs x 4 cores; its cgroup's cpuset holds LLCs 1 and 2 (cpus 4-11) and
+        // node 1's memory. LLC 3 (12-15), idle and outside, is not a choice; LLC 2 is idler.
+        let topo = machine(2, 2, 4, 1);
+        let cpus = CpuSet::parse("4-11").unwrap();
+        let mems = CpuSet::parse("0-1").unwrap();
+        let inside = topo.within(&cpus, Some(&mems));
+        assert_eq!(domains(&inside, Level::Llc).len(), 2);
+        assert_eq!(inside.online, cpus);
+        let w = workload(&[(4, 0.3), (9, 0.3)]);
+        let busy = busy(&topo, |c| {
+            if (8..12).contains(&c) {
+                0.1
+            } else if c >= 12 {
+                0.0
+            } else {
+                0.6
+            }
+        });
+        let (tun, thp) = (Tunables::default(), thp("madvise", "never"));
+        let v = View {
+            w: &w,
+            memory: None,
+            maps: None,
+            bound_to: None,
+        };
+        let Proposal::Act { changes, .. } =
+            CacheAffinity.propose(&v, &ctx(&inside, &tun, &busy, &thp))
+        else {
+            panic!("no proposal")
+        };
+        assert_eq!(
+            changes,
+            vec![Change::Affinity {
+                pid: 100,
+                tids: vec![100, 101],
+                cpus: CpuSet::parse("8-11").unwrap()
+            }]
+        );
+        // A cpuset of one core: nothing to compact onto, said with its CPUs.
+        let one = topo.within(&CpuSet::parse("1").unwrap(), None);
+        let p = CacheAffinity.propose(&v, &ctx(&one, &tun, &busy, &thp));
+        assert!(
+            matches!(&p, Proposal::Skip(s) if s.contains("(1) hold one llc domain")),
+            "{p:?}"
+        );
+        // Nodes outside its memory nodes are not offered.
+        let node0 = topo.within(&topo.online, Some(&CpuSet::parse("0").unwrap()));
+        assert_eq!(node0.nodes.len(), 1);
+        assert_eq!(node0.online, CpuSet::parse("0-7").unwrap());
     }
 
     #[test]

@@ -308,7 +308,7 @@ impl Strategy for LargePages {
                 target * 100.0
             )),
             changes,
-            interleave: false,
+            cheap_undo: false,
             irreversible: true,
         }
     }

@@ -120,7 +120,7 @@ impl Strategy for MemoryAffinity {
                 node.id,
             ),
             changes,
-            interleave: false,
+            cheap_undo: false,
             irreversible: false,
         }
     }
@@ -197,14 +197,14 @@ mod tests {
         let v = (&w, &mem, &maps, Some(&bound));
         let Proposal::Act {
             changes,
-            interleave,
+            cheap_undo,
             reason,
             ..
         } = proposed(v, &ctx)
         else {
             panic!()
         };
-        assert!(!interleave);
+        assert!(!cheap_undo);
         assert_eq!(
             reason,
             "move up to 60 MiB of its private memory (60 MiB on other nodes, cap 70 %) to node 0 \

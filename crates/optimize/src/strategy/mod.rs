@@ -117,8 +117,8 @@ pub enum Proposal {
         changes: Vec<Change>,
         /// Why, for the log and the journal.
         reason: String,
-        /// Cheap to undo and redo: measure in interleaved off/on windows.
-        interleave: bool,
+        /// Cheap to undo and redo: measured in switchback periods.
+        cheap_undo: bool,
         /// Cannot be undone (huge pages stay): "revert" means stop and remember.
         irreversible: bool,
     },

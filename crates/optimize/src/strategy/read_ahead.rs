@@ -108,7 +108,7 @@ impl ReadAhead {
                 d.name,
                 seq * 100.0
             ),
-            interleave: true,
+            cheap_undo: true,
             irreversible: false,
         }
     }
@@ -164,13 +164,13 @@ mod tests {
         let p = propose(stats(0, 0, 0), stats(1000, 3000, 1000 * 256), 128);
         let Proposal::Act {
             changes,
-            interleave,
+            cheap_undo,
             ..
         } = p
         else {
             panic!("{p:?}")
         };
-        assert!(interleave);
+        assert!(cheap_undo);
         assert_eq!(
             changes,
             vec![Change::Sysfs {

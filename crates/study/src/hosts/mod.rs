@@ -4,7 +4,8 @@
 //! are hosts ([`pool`](self)). A round runs on one host in its seeded order, so the host is a
 //! blocking factor that the rounds absorb and every comparison stays paired within a host; a
 //! host lost during a round loses that round, which runs again on another host. The messages
-//! are in [`wire`].
+//! are in [`wire`]; they travel over SSH (the worker started for the run) or mutual TLS (a
+//! listening worker), as `perfpilot_drive::coord` carries them.
 
 mod pool;
 mod remote;
@@ -16,11 +17,12 @@ use perfpilot_observe::Topology;
 use crate::error::StudyError;
 use crate::spec::Study;
 
+pub use perfpilot_drive::coord::{Admission, Dialer};
 pub use pool::LOCAL;
 pub(crate) use pool::{Event, Host, LocalHost, Pool, PoolEnd, RoundJob};
 pub use remote::HOST_SILENCE;
 pub(crate) use remote::RemoteHost;
-pub use worker::{WorkerConfig, serve};
+pub use worker::{OPENING, WorkerConfig, serve, serve_stdio};
 
 /// perfpilot's version: a coordinator and its workers must run the same.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -30,6 +32,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// naming it: nothing has run yet.
 pub(crate) fn connect(
     hosts: &[String],
+    dialer: &Dialer,
     study: &Study,
 ) -> Result<Vec<Option<RemoteHost>>, StudyError> {
     let workdir = std::env::current_dir()
@@ -50,12 +53,12 @@ pub(crate) fn connect(
         out.push(if h == LOCAL {
             None
         } else {
-            Some(RemoteHost::connect(h, VERSION, study, &workdir)?)
+            Some(RemoteHost::connect(h, dialer, VERSION, study, &workdir)?)
         });
     }
     if out.is_empty() {
         return Err(StudyError::Failed(
-            "--hosts names no host; give HOST:PORT of a `perfpilot study worker`, or `local`"
+            "--hosts names no host; give ssh://HOST (a `perfpilot study worker --stdio` over SSH), HOST:PORT of a listening `perfpilot study worker`, or `local`"
                 .into(),
         ));
     }

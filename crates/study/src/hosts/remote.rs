@@ -1,14 +1,15 @@
-//! A study worker seen from the coordinator: connect, hello (versions compared), the study
-//! sent and checked on the worker's host, then one trial at a time. A worker that closes the
-//! connection or stays silent for [`HOST_SILENCE`] during a trial is lost.
+//! A study worker seen from the coordinator: connect (over SSH, mutual TLS or plain TCP, by
+//! the form of its address: `perfpilot_drive::coord::dial`), hello (versions compared), the
+//! study sent and checked on the worker's host, then one trial at a time. A worker that closes
+//! the connection or stays silent for [`HOST_SILENCE`] during a trial is lost.
 
-use std::io::BufReader;
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use perfpilot_drive::coord::wire::{recv, send};
+use perfpilot_drive::coord::dial::closed_early;
+use perfpilot_drive::coord::{Dialer, LinkWriter};
 use perfpilot_observe::Topology;
 use perfpilot_store::TrialPhase;
 
@@ -27,10 +28,13 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// What the worker's connection brought: a reply, its end, or a read error.
 type Incoming = std::io::Result<Option<Reply>>;
 
+/// What the coordinator's host runs on a worker's host over SSH.
+const WORKER_ARGS: [&str; 3] = ["study", "worker", "--stdio"];
+
 /// The connection to a worker.
 struct Link {
     addr: String,
-    stream: TcpStream,
+    writer: LinkWriter,
     replies: Receiver<Incoming>,
 }
 
@@ -55,30 +59,25 @@ impl RemoteHost {
     /// has it check `study` (read relative to `workdir`) on its host.
     pub fn connect(
         addr: &str,
+        dialer: &Dialer,
         version: &str,
         study: &Study,
         workdir: &std::path::Path,
     ) -> Result<RemoteHost, StudyError> {
-        let sock = addr
-            .to_socket_addrs()
-            .map_err(|e| host_err(addr, format!("cannot resolve it: {e}")))?
-            .next()
-            .ok_or_else(|| host_err(addr, "it resolves to no address"))?;
-        let stream = TcpStream::connect_timeout(&sock, Duration::from_secs(5)).map_err(|e| {
+        let link = dialer.dial(addr, &WORKER_ARGS).map_err(|why| {
             host_err(
                 addr,
-                format!("cannot connect: {e}; is `perfpilot study worker --listen {addr}` running there?"),
+                format!("{why}; is `perfpilot study worker` listening there (or SSH reaching it)?"),
             )
         })?;
-        let _ = stream.set_nodelay(true);
-        let io = |e: std::io::Error| host_err(addr, e.to_string());
-        let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
+        let mut reader = link.reader;
+        let writer = link.writer;
         // The replies on a thread of their own, so that a trial can wait with a deadline
         // and the coordinator can say Stop meanwhile.
         let (tx, replies) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             loop {
-                let r: Incoming = recv(&mut reader);
+                let r: Incoming = reader.recv();
                 let end = !matches!(r, Ok(Some(_)));
                 if tx.send(r).is_err() || end {
                     break;
@@ -87,7 +86,7 @@ impl RemoteHost {
         });
         let h = Link {
             addr: addr.to_string(),
-            stream,
+            writer,
             replies,
         };
         h.say(&Request::Hello {
@@ -148,8 +147,7 @@ impl RemoteHost {
 
 impl Link {
     fn say(&self, r: &Request) -> Result<(), String> {
-        let mut w = &self.stream;
-        send(&mut w, r).map_err(|e| format!("cannot send: {e}"))
+        self.writer.send(r).map_err(|e| format!("cannot send: {e}"))
     }
 
     /// The next reply other than `alive`, within `within` (`late` ends the message when it
@@ -162,7 +160,10 @@ impl Link {
                 Ok(Ok(Some(Reply::Alive))) => {}
                 Ok(Ok(Some(r))) => return Ok(r),
                 Ok(Ok(None)) | Err(RecvTimeoutError::Disconnected) => {
-                    return Err("the worker closed the connection".into());
+                    return Err(format!(
+                        "the worker {}",
+                        closed_early(self.writer.transport_said())
+                    ));
                 }
                 Ok(Err(e)) => return Err(e.to_string()),
                 Err(RecvTimeoutError::Timeout) => {
@@ -227,6 +228,6 @@ impl Host for RemoteHost {
 impl Drop for Link {
     fn drop(&mut self) {
         // The worker sees the end of the session and listens again; the reader thread ends.
-        let _ = self.stream.shutdown(Shutdown::Both);
+        self.writer.shutdown(Shutdown::Both);
     }
 }

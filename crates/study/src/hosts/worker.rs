@@ -6,16 +6,20 @@
 //! every second while one runs. A coordinator that goes away (or says stop) ends the trial
 //! early; the trial's guards restore every knob and stop every instance, and the worker
 //! listens again.
+//!
+//! Each connection is admitted on a thread of its own (mutual TLS checked, or plain TCP:
+//! [`Admission`]) and must say hello within [`OPENING`]; a message over the framing's limit,
+//! another version or a refused certificate ends that connection alone, with a line in the
+//! log. `--stdio` ([`serve_stdio`]) serves the one coordinator that started it over `ssh`.
 
-use std::io::BufReader;
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use perfpilot_drive::coord::wire::{recv, send};
+use perfpilot_drive::coord::{Admission, Link, LinkReader, LinkWriter, Opening, refused_crowd};
 use perfpilot_observe::Topology;
 use perfpilot_store::TrialStatus;
 use perfpilot_sys::Fs;
@@ -26,8 +30,8 @@ use crate::error::StudyError;
 use crate::spec::{Study, preflight};
 use crate::trial::{TrialContext, TrialOutcome, run_trial};
 
-/// How long a coordinator has for its hello and its study.
-const OPENING: Duration = Duration::from_secs(60);
+/// How long a coordinator has for its hello, and then for its study.
+pub const OPENING: Duration = Duration::from_secs(10);
 
 /// Who a worker is and where it runs trials.
 pub struct WorkerConfig {
@@ -54,13 +58,15 @@ fn wire_err(peer: &str, reason: impl std::fmt::Display) -> StudyError {
 
 /// Serves coordinators one after the other until `cfg.quit` is set; knobs a killed worker
 /// left changed are restored first. A coordinator that comes while another is served is
-/// refused at once, naming the other. Each session's end (or error) goes to `log`.
-pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Result<(), StudyError> {
-    for line in
-        deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal).map_err(StudyError::Failed)?
-    {
-        log(&line);
-    }
+/// refused at once, naming the other. Each admission, refusal and session's end (or error)
+/// goes to `log`.
+pub fn serve(
+    listener: &TcpListener,
+    admission: &Admission,
+    cfg: &WorkerConfig,
+    log: fn(&str),
+) -> Result<(), StudyError> {
+    recover(cfg, log)?;
     let incoming = listener
         .try_clone()
         .map_err(|e| StudyError::Failed(format!("cannot accept coordinators: {e}")))?;
@@ -68,15 +74,31 @@ pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Resul
     let serving: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let (tx, sessions) = std::sync::mpsc::channel::<Greeted>();
     let claim = serving.clone();
-    // Accepts for as long as the process lives; each connection is greeted on a thread of its
-    // own and claims the worker only with a hello, so that a port check or a stray connection
-    // does not make the coordinator that comes next find it busy.
+    let admission = admission.clone();
+    // Accepts for as long as the process lives; each connection is admitted and greeted on a
+    // thread of its own and claims the worker only with a hello, so that a port check, a
+    // stray connection or a client that says nothing does not make the coordinator that
+    // comes next find it busy.
     std::thread::spawn(move || {
+        let opening = Opening::default();
         for stream in incoming.incoming() {
             let Ok(stream) = stream else { continue };
-            let (serving, tx) = (serving.clone(), tx.clone());
+            let Some(slot) = opening.enter() else {
+                log(&refused_crowd(&stream));
+                continue;
+            };
+            let (serving, tx, admission) = (serving.clone(), tx.clone(), admission.clone());
             std::thread::spawn(move || {
-                let Some(g) = greet(stream) else { return };
+                let link = match admission.admit(stream) {
+                    Ok(l) => l,
+                    Err(why) => return log(&format!("coordinator {why}")),
+                };
+                let peer = link.peer.clone();
+                let g = match greet(link) {
+                    Ok(g) => g,
+                    Err(why) => return log(&format!("coordinator {peer}: {why}")),
+                };
+                drop(slot);
                 let mut now = serving.lock().unwrap_or_else(|p| p.into_inner());
                 match now.as_ref() {
                     Some(other) => {
@@ -100,12 +122,7 @@ pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Resul
     });
     for g in sessions {
         let peer = g.peer.clone();
-        match serve_session(g, cfg, &log) {
-            Ok(n) => log(&format!(
-                "coordinator {peer}: {n} trial(s) run; session ended"
-            )),
-            Err(e) => log(&e.to_string()),
-        }
+        end_session(&peer, serve_session(g, cfg, &log), log);
         *claim.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if cfg.quit.load(Ordering::SeqCst) {
             break;
@@ -114,92 +131,139 @@ pub fn serve(listener: &TcpListener, cfg: &WorkerConfig, log: fn(&str)) -> Resul
     Ok(())
 }
 
+/// Serves the one coordinator on this process's stdin and stdout (started by `ssh … perfpilot
+/// study worker --stdio`); `peer` says who (the SSH client's address).
+pub fn serve_stdio(cfg: &WorkerConfig, peer: String, log: fn(&str)) -> Result<(), StudyError> {
+    recover(cfg, log)?;
+    match greet(Link::stdio(peer.clone())) {
+        Ok(g) => {
+            log(&format!("coordinator {peer}: admitted"));
+            end_session(&peer, serve_session(g, cfg, &log), log);
+            Ok(())
+        }
+        Err(why) => Err(wire_err(&peer, why)),
+    }
+}
+
+/// Restores the knobs a killed worker left changed.
+fn recover(cfg: &WorkerConfig, log: fn(&str)) -> Result<(), StudyError> {
+    for line in
+        deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal).map_err(StudyError::Failed)?
+    {
+        log(&line);
+    }
+    Ok(())
+}
+
+fn end_session(peer: &str, end: Result<usize, StudyError>, log: fn(&str)) {
+    match end {
+        Ok(n) => log(&format!(
+            "coordinator {peer}: {n} trial(s) run; session ended"
+        )),
+        Err(e) => log(&e.to_string()),
+    }
+}
+
 /// A connection that said hello: what a session starts from.
 struct Greeted {
-    /// The coordinator's address.
+    /// Who the coordinator is (its address; its certificate's subject over TLS).
     peer: String,
-    stream: TcpStream,
+    writer: LinkWriter,
     /// The connection's reader, past the hello (it may hold what came after it).
-    reader: BufReader<TcpStream>,
+    reader: LinkReader,
     /// The hello's perfpilot version and wire protocol.
     version: String,
     protocol: u32,
 }
 
-/// Reads the hello a coordinator opens with (within [`OPENING`]); `None` for a connection
-/// that closes or says anything else first.
-fn greet(stream: TcpStream) -> Option<Greeted> {
-    let peer = stream
-        .peer_addr()
-        .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let _ = stream.set_read_timeout(Some(OPENING));
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let Ok(Some(Request::Hello { version, protocol })) = recv::<Request>(&mut reader) else {
-        return None;
-    };
-    let _ = stream.set_read_timeout(None);
-    Some(Greeted {
+/// Reads the hello a coordinator opens with (within [`OPENING`]); `Err` says why not.
+fn greet(link: Link) -> Result<Greeted, String> {
+    let Link {
         peer,
-        stream,
-        reader,
-        version,
-        protocol,
-    })
+        mut reader,
+        writer,
+    } = link;
+    reader.set_deadline(Some(OPENING));
+    let hello = reader.recv::<Request>();
+    reader.set_deadline(None);
+    match hello {
+        Ok(Some(Request::Hello { version, protocol })) => Ok(Greeted {
+            peer,
+            writer,
+            reader,
+            version,
+            protocol,
+        }),
+        Ok(Some(_)) => Err("refused: it did not open with a hello".into()),
+        Ok(None) => Err("closed before its hello".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
+            "refused: no hello within {}",
+            perfpilot_units::clock(OPENING)
+        )),
+        Err(e) => Err(format!("refused: {e}")),
+    }
 }
 
 /// Refuses the coordinator of `g`, this worker being busy with `other`, then the connection
 /// closes (the coordinator's close, not ours, ends it, so the refusal is read, not reset).
 fn refuse_busy(g: Greeted, other: &str) {
     let Greeted {
-        stream, mut reader, ..
+        writer, mut reader, ..
     } = g;
     let reason = format!(
         "this worker runs the trials of coordinator {other}; a worker serves one coordinator at a time: start another worker (another port) for this run"
     );
-    let _ = send(&mut &stream, &Reply::Refused { reason });
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    let _ = writer.send(&Reply::Refused { reason });
+    writer.shutdown(Shutdown::Write);
+    reader.set_timeout(Some(Duration::from_secs(2)));
+    while let Ok(Some(_)) = reader.recv::<serde_json::Value>() {}
 }
 
 /// Serves the coordinator that said hello on `g`; returns the trials run.
 fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<usize, StudyError> {
     let Greeted {
         peer,
-        stream,
+        writer,
         mut reader,
         version,
         protocol,
     } = g;
-    let _ = stream.set_nodelay(true);
     // Requests on a thread of their own: a stop, or the coordinator gone, ends the trial
-    // that runs meanwhile.
+    // that runs meanwhile. A message this worker cannot read (too long, not of this protocol)
+    // is refused in words and ends the session.
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, requests) = std::sync::mpsc::channel();
+    let (tx, requests) = std::sync::mpsc::channel::<Result<Request, String>>();
     {
         let stop = stop.clone();
+        let writer = writer.clone();
         std::thread::spawn(move || {
             loop {
-                match recv::<Request>(&mut reader) {
-                    Ok(Some(Request::Stop)) | Ok(None) | Err(_) => break,
+                match reader.recv::<Request>() {
+                    Ok(Some(Request::Stop)) | Ok(None) => break,
                     Ok(Some(r)) => {
-                        if tx.send(r).is_err() {
+                        if tx.send(Ok(r)).is_err() {
                             break;
                         }
+                    }
+                    Err(e) => {
+                        let reason = format!("this worker refused the coordinator's message: {e}");
+                        let _ = writer.send(&Reply::Refused {
+                            reason: reason.clone(),
+                        });
+                        let _ = tx.send(Err(reason));
+                        break;
                     }
                 }
             }
             stop.store(true, Ordering::SeqCst);
         });
     }
-    let writer = Mutex::new(stream);
-    let say = |r: &Reply| -> Result<(), StudyError> {
-        let w = writer.lock().unwrap_or_else(|p| p.into_inner());
-        send(&mut &*w, r).map_err(|e| wire_err(&peer, e))
-    };
+    let say =
+        |r: &Reply| -> Result<(), StudyError> { writer.send(r).map_err(|e| wire_err(&peer, e)) };
     let opening = |what: &str| -> Result<Option<Request>, StudyError> {
         match requests.recv_timeout(OPENING) {
-            Ok(r) => Ok(Some(r)),
+            Ok(Ok(r)) => Ok(Some(r)),
+            Ok(Err(why)) => Err(wire_err(&peer, why)),
             Err(RecvTimeoutError::Disconnected) => Ok(None),
             Err(RecvTimeoutError::Timeout) => Err(wire_err(
                 &peer,
@@ -316,14 +380,16 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
     Ok(trials)
 }
 
-/// The next request, or `None` when the coordinator is gone or said stop.
-fn next(requests: &Receiver<Request>, stop: &AtomicBool) -> Option<Request> {
+/// The next request, or `None` when the coordinator is gone, said stop, or sent what this
+/// worker refused.
+fn next(requests: &Receiver<Result<Request, String>>, stop: &AtomicBool) -> Option<Request> {
     loop {
         if stop.load(Ordering::SeqCst) {
             return None;
         }
         match requests.recv_timeout(Duration::from_millis(500)) {
-            Ok(r) => return Some(r),
+            Ok(Ok(r)) => return Some(r),
+            Ok(Err(_)) => return None,
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return None,
         }

@@ -14,6 +14,7 @@ mod memory;
 mod reader;
 mod stat;
 mod status;
+pub mod tuning;
 
 pub use maps::{MapRange, MappingKind, ShmAttach, classify_path, parse_maps, parse_maps_shm};
 pub use memory::{NumaRange, SmapsRollup, parse_numa_maps, parse_smaps_rollup};

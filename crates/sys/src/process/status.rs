@@ -42,6 +42,11 @@ pub struct ProcStatus {
     pub nonvoluntary_ctxt_switches: u64,
     /// True for kernel threads (no memory map: `VmSize` absent).
     pub kernel_thread: bool,
+    /// `THP_enabled`: false once the process called `prctl(PR_SET_THP_DISABLE)` (or inherited
+    /// it); `None` on kernels before 5.0, which do not say.
+    pub thp_enabled: Option<bool>,
+    /// `HugetlbPages`: memory it maps from hugetlbfs (the server's own huge pages), bytes.
+    pub hugetlb_pages: u64,
 }
 
 /// Parses the text of a `status` file.
@@ -95,6 +100,8 @@ pub fn parse_status(text: &str, path: &Path) -> Result<ProcStatus> {
                 "Mems_allowed_list" => st.mems_allowed = list()?,
                 "voluntary_ctxt_switches" => st.voluntary_ctxt_switches = num()?,
                 "nonvoluntary_ctxt_switches" => st.nonvoluntary_ctxt_switches = num()?,
+                "THP_enabled" => st.thp_enabled = Some(num()? != 0),
+                "HugetlbPages" => st.hugetlb_pages = parse_kb(path, line, k, v)?,
                 _ => {}
             }
             Ok(())

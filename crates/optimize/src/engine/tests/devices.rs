@@ -34,13 +34,30 @@ fn device_trials(e: &Engine) -> Vec<(String, String)> {
 #[test]
 fn read_ahead_devices_keeps_the_strategy_off_the_devices_it_does_not_list() {
     let r = rates(2, 10.0);
-    // Every device: both reading devices get a trial (unverified: nobody reads to judge it).
+    // Every device: both reading devices are asked (unverified: nobody reads to judge it);
+    // vda's read-ahead was set by hand (8192 KiB where the kernel gives 128), so it stays and
+    // status says so.
     let (_t, mut e) = engine("[tunables]\nallow_unverified = true\n");
+    let (prev, cur) = random_reads(&mut e, &["vda", "loop0"]);
+    e.propose(&[], &r, &prev, &cur).expect("proposing");
+    let all: Vec<String> = device_trials(&e).into_iter().map(|t| t.0).collect();
+    assert_eq!(all, ["device:loop0"]);
+    let left = &e.status.devices_left_alone;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0].evidence.starts_with("vda: read_ahead_kb 8192")
+            && left[0].evidence.contains("not the kernel's default 128"),
+        "{left:?}"
+    );
+    // Named in the config, it is perfpilot's to tune.
+    let (_t, mut e) =
+        engine("read_ahead_devices = [\"vda\", \"loop0\"]\n[tunables]\nallow_unverified = true\n");
     let (prev, cur) = random_reads(&mut e, &["vda", "loop0"]);
     e.propose(&[], &r, &prev, &cur).expect("proposing");
     let mut all: Vec<String> = device_trials(&e).into_iter().map(|t| t.0).collect();
     all.sort();
     assert_eq!(all, ["device:loop0", "device:vda"]);
+    assert!(e.status.devices_left_alone.is_empty());
     // Listed by name, or by a prefix: only those.
     for list in ["\"loop0\"", "\"loop*\""] {
         let (_t, mut e) = engine(&format!(
@@ -62,7 +79,7 @@ fn a_devices_judge_is_never_a_workload_the_config_leaves_alone() {
     // (judged by it, the action would wait for its I/O signal to be steady, and start no trial
     // on this scan); unverified, the device's trial has no judge but itself.
     let (_t, mut e) = engine(
-        "only_matched = true\n[[workload]]\nmatch = { comm = \"other\" }\n[tunables]\nallow_unverified = true\n",
+        "only_matched = true\nread_ahead_devices = [\"vda\"]\n[[workload]]\nmatch = { comm = \"other\" }\n[tunables]\nallow_unverified = true\n",
     );
     let w = two_threads(0.5);
     let mut r: Rates = rates(2, 10.0);

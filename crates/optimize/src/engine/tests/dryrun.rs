@@ -45,7 +45,7 @@ fn a_dry_run_reads_the_kept_actions_without_touching_them_or_the_system() {
     let doc = ActionDoc {
         members: vec![(100, 1)],
         changes: vec![],
-        interleave: true,
+        design: crate::design::DesignKind::Switchback,
         irreversible: false,
         signal: None,
         bound_to: None,

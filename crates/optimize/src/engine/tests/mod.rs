@@ -13,14 +13,17 @@ use perfpilot_sys::Fs;
 use perfpilot_sys::change::Change;
 
 use super::Engine;
-use super::trial::{Phase, Trial};
+use super::trial::{Design, Phase, SwitchbackTrial, Trial};
 use crate::config::DaemonConfig;
+use crate::design::{DesignKind, PeriodLimits, Sequential, WindowPlan};
 use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
 use crate::strategy::StrategyKind;
 use crate::tunables::Tunables;
 
 mod apply;
+mod cpuset;
+mod designs;
 mod devices;
 mod dryrun;
 mod fleet;
@@ -151,8 +154,37 @@ fn propose_steady(
     states
 }
 
-/// A trial of action `id` on the workload `app` in its baseline, judged by its own signal.
-fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Change>) -> Trial {
+/// A trial of action `id` on the workload `app` in its baseline, judged by its own signal, in
+/// `design`: before and after (six windows a side), or switchback (planning its periods from six
+/// baseline windows of a second each).
+fn trial(id: i64, signal: Option<SignalKind>, design: DesignKind, steps: Vec<Change>) -> Trial {
+    trial_planned(id, signal, design, steps, WindowPlan::fixed(6))
+}
+
+/// As [`trial`], a before/after trial measured by `plan`.
+fn trial_planned(
+    id: i64,
+    signal: Option<SignalKind>,
+    design: DesignKind,
+    steps: Vec<Change>,
+    plan: WindowPlan,
+) -> Trial {
+    let state = match design {
+        DesignKind::Switchback => Design::Switchback(SwitchbackTrial {
+            baseline: vec![],
+            limits: PeriodLimits {
+                window_s: 1.0,
+                settle_s: 0.0,
+                period_max_s: 120.0,
+                budget_windows: 60,
+                pairs_min: 3,
+            },
+            periods: None,
+            seed: 1,
+            hib: true,
+        }),
+        _ => Design::Sequential(Sequential::new(plan, true, vec![])),
+    };
     Trial {
         id,
         signature: "0123456789abcdef".into(),
@@ -161,7 +193,7 @@ fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Chang
         doc: ActionDoc {
             members: vec![],
             changes: vec![],
-            interleave,
+            design,
             irreversible: false,
             signal: signal.clone(),
             bound_to: None,
@@ -174,23 +206,36 @@ fn trial(id: i64, signal: Option<SignalKind>, interleave: bool, steps: Vec<Chang
             Phase::Applying
         },
         on: false,
-        off_obs: vec![],
         shadow_off: vec![],
         shadow_on: vec![],
-        on_obs: vec![],
         judge: "0123456789abcdef".into(),
         signal,
         failures: 0,
         reason: "a test".into(),
         effective: false,
         last_problem: None,
-        dropped: 0,
-        stepped: false,
-        needed: None,
-        rest_off: Vec::new(),
-        rest_on: Vec::new(),
-        cpus: 0,
-        early: None,
+        design: state,
+        design_why: "a test".into(),
+        control: None,
+        started_s: 0.0,
+        switches: 0,
+        kind: "app".into(),
+    }
+}
+
+/// The before/after state of a trial.
+fn seq(t: &Trial) -> &Sequential {
+    match &t.design {
+        Design::Sequential(s) => s,
+        Design::Switchback(_) => panic!("a switchback trial"),
+    }
+}
+
+/// As [`seq`], to change.
+fn seq_mut(t: &mut Trial) -> &mut Sequential {
+    match &mut t.design {
+        Design::Sequential(s) => s,
+        Design::Switchback(_) => panic!("a switchback trial"),
     }
 }
 

@@ -8,6 +8,7 @@ use super::super::enforce::Held;
 use super::super::policy::{Policy, backed_off, ineligible, unlisted};
 use super::{engine, propose_steady, rates, two_threads};
 use crate::config::DaemonConfig;
+use crate::engine::manual::{Knob, ManualSetting};
 use crate::journal::ActionDoc;
 use crate::strategy::StrategyKind;
 use crate::strategy::testing::machine;
@@ -44,48 +45,144 @@ fn a_workload_with_perfpilot_off_in_its_environment_is_left_alone() {
 }
 
 #[test]
-fn a_mask_narrowed_by_someone_else_is_left_alone_but_perfpilots_own_is_not() {
+fn a_mask_narrowed_by_someone_else_leaves_only_the_affinity_strategies_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let topo = machine(1, 1, 4, 1);
     let mut w = two_threads(0.5);
     let mut p = policy(tmp.path(), "");
     w.members[0].cpus_allowed = Some(CpuSet::parse("0-3").unwrap());
     assert_eq!(p.left_alone(&topo, &w, None), None, "the whole machine");
+    assert!(p.manual(&topo, &w, None).settings.is_empty());
     let narrow = CpuSet::parse("0-1").unwrap();
     w.members[0].cpus_allowed = Some(narrow.clone());
+    // Large pages have nothing to do with affinity: the workload stays managed.
+    assert_eq!(p.left_alone(&topo, &w, None), None);
+    let m = p.manual(&topo, &w, None);
+    assert_eq!(
+        m.settings,
+        vec![ManualSetting::new(
+            Knob::Affinity,
+            "pid 100 has affinity 0-1 (not set by perfpilot)"
+        )]
+    );
+    assert!(m.blocking(StrategyKind::CacheAffinity).is_some());
+    assert!(m.blocking(StrategyKind::MemoryAffinity).is_some());
+    assert!(m.blocking(StrategyKind::LargePages).is_none());
+    assert!(
+        p.manual(&topo, &w, Some(&narrow)).settings.is_empty(),
+        "our own mask"
+    );
+    // Where affinity is all the enabled strategies turn, the whole workload is manual.
+    p.enabled = vec![StrategyKind::CacheAffinity];
     assert_eq!(
         p.left_alone(&topo, &w, None),
         Some("manually tuned: pid 100 has affinity 0-1 (not set by perfpilot)".into())
     );
-    assert_eq!(p.left_alone(&topo, &w, Some(&narrow)), None, "our own mask");
+}
+
+/// A v2 tree in which pid 100 is in `/pinned.slice` with cpuset `cpus`.
+fn in_cpuset(root: &Path, cpus: &str) {
+    write(root, "proc/100/cgroup", "0::/pinned.slice\n");
+    write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
+    write(root, "sys/fs/cgroup/cpuset.cpus.effective", "0-3\n");
+    write(
+        root,
+        "sys/fs/cgroup/pinned.slice/cpuset.cpus.effective",
+        &format!("{cpus}\n"),
+    );
+    write(
+        root,
+        "sys/fs/cgroup/pinned.slice/cpuset.mems.effective",
+        "0\n",
+    );
 }
 
 #[test]
-fn a_process_in_a_narrow_cpuset_is_left_alone() {
+fn a_process_whose_affinity_is_its_cgroups_cpuset_is_not_manually_tuned() {
     let tmp = tempfile::tempdir().unwrap();
     let topo = machine(1, 1, 4, 1);
-    let w = two_threads(0.5);
-    write(tmp.path(), "proc/100/cgroup", "0::/pinned.slice\n");
-    write(
-        tmp.path(),
-        "sys/fs/cgroup/cgroup.controllers",
-        "cpuset cpu\n",
-    );
-    write(
-        tmp.path(),
-        "sys/fs/cgroup/pinned.slice/cpuset.cpus.effective",
-        "0-3\n",
-    );
-    assert_eq!(policy(tmp.path(), "").left_alone(&topo, &w, None), None);
-    write(
-        tmp.path(),
-        "sys/fs/cgroup/pinned.slice/cpuset.cpus.effective",
-        "2\n",
-    );
+    let mut w = two_threads(0.5);
+    in_cpuset(tmp.path(), "2");
+    w.members[0].cpus_allowed = Some(CpuSet::parse("2").unwrap());
+    let mut p = policy(tmp.path(), "");
+    let m = p.manual(&topo, &w, None);
+    assert!(m.settings.is_empty(), "{:?}", m.settings);
+    assert_eq!(m.world.cpus, CpuSet::parse("2").unwrap(), "its world");
+    assert_eq!(m.world.by.as_deref(), Some("/pinned.slice"));
+    assert_eq!(p.left_alone(&topo, &w, None), None);
+    // Narrower than its cpuset: that is someone's setting.
+    in_cpuset(tmp.path(), "2-3");
+    let mut p = policy(tmp.path(), "");
+    let m = p.manual(&topo, &w, None);
     assert_eq!(
-        policy(tmp.path(), "").left_alone(&topo, &w, None),
-        Some("manually tuned: pid 100 is in a cpuset of 2".into())
+        m.settings[0].evidence,
+        "pid 100 has affinity 2, narrower than its cgroup's cpuset 2-3 (/pinned.slice) (not set by perfpilot)"
     );
+    // The placement: the group path, no container.
+    let pl = p.placement(&w);
+    assert_eq!(pl.cgroup.as_deref(), Some("/pinned.slice"));
+    assert_eq!(pl.container, None);
+}
+
+#[test]
+fn a_memory_policy_blocks_memory_affinity_and_refused_or_own_huge_pages_block_large_pages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topo = machine(2, 1, 2, 1);
+    let w = two_threads(0.5);
+    write(
+        tmp.path(),
+        "proc/100/numa_maps",
+        "7f0000000000 bind:1 anon=512 dirty=512 N1=512 kernelpagesize_kB=4\n7f1000000000 default file=/lib/x.so\n",
+    );
+    let mut p = policy(tmp.path(), "");
+    let m = p.manual(&topo, &w, None);
+    assert_eq!(m.settings.len(), 1, "{:?}", m.settings);
+    assert_eq!(m.settings[0].knob, Knob::MemoryPolicy);
+    assert_eq!(
+        m.settings[0].evidence,
+        "pid 100: policy bind:1 on 1 of 2 ranges in /proc/100/numa_maps"
+    );
+    assert_eq!(m.settings[0].blocks, [StrategyKind::MemoryAffinity]);
+    assert!(m.blocking(StrategyKind::CacheAffinity).is_none());
+
+    for (status, smaps, said) in [
+        (
+            "THP_enabled:\t0\n",
+            "",
+            "THP_enabled 0 in /proc/100/status (prctl PR_SET_THP_DISABLE)",
+        ),
+        (
+            "HugetlbPages:\t 1048576 kB\n",
+            "",
+            "maps 1 GiB of its own huge pages (HugetlbPages in /proc/100/status)",
+        ),
+        (
+            "",
+            // A 2 MiB thread stack advised by glibc does not count; the 1 GiB range does.
+            "7e0000000000-7e0000200000 rw-p 00000000 00:00 0\nVmFlags: rd wr mr mw me ac nh\n7f0000000000-7f0040000000 rw-p 00000000 00:00 0\nVmFlags: rd wr mr mw me ac nh\n",
+            "1 GiB in 1 range advised MADV_NOHUGEPAGE (VmFlags nh in /proc/100/smaps, first 7f0000000000-7f0040000000)",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        write(
+            tmp.path(),
+            "proc/100/status",
+            &format!("Name:\tapp\nVmSize:\t 9 kB\n{status}"),
+        );
+        write(tmp.path(), "proc/100/smaps", smaps);
+        let mut p = policy(tmp.path(), "");
+        let m = p.manual(&topo, &w, None);
+        assert_eq!(m.settings.len(), 1, "{:?}", m.settings);
+        assert_eq!(m.settings[0].knob, Knob::LargePages);
+        assert_eq!(m.settings[0].evidence, format!("pid 100: {said}"));
+        assert_eq!(m.settings[0].blocks, [StrategyKind::LargePages]);
+        p.enabled = vec![StrategyKind::LargePages];
+        assert!(
+            p.left_alone(&topo, &w, None)
+                .unwrap()
+                .starts_with("manually tuned: pid 100: ")
+        );
+    }
 }
 
 #[test]
@@ -211,10 +308,13 @@ fn a_backed_off_strategy_is_not_proposed_and_is_once_the_back_off_ends() {
         e.actions.trials[0].signal,
         Some(crate::signal::SignalKind::Cpu)
     );
-    // Cache affinity is interleaved: each off window pairs with the next on one, so the gate's
-    // readings do not seed its baseline (a sequential trial's they do).
-    assert!(e.actions.trials[0].doc.interleave);
-    assert!(e.actions.trials[0].off_obs.is_empty());
+    // Cache affinity is undone cheaply: a switchback trial, whose baseline plans its periods
+    // from windows of its own (the gate's readings seed a before/after trial's).
+    assert_eq!(
+        e.actions.trials[0].doc.design,
+        crate::design::DesignKind::Switchback
+    );
+    assert!(e.actions.trials[0].windows().0.is_empty());
 }
 
 #[test]
@@ -262,11 +362,12 @@ fn a_strategy_already_kept_or_switched_off_is_not_proposed_again() {
         doc: ActionDoc {
             members: vec![(100, 1)],
             changes: vec![],
-            interleave: true,
+            design: crate::design::DesignKind::Switchback,
             irreversible: false,
             signal: None,
             bound_to: None,
         },
+        watch: None,
     });
     let states = e
         .propose_workloads(std::slice::from_ref(&w), &rates(2, 0.0))

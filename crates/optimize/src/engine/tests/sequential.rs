@@ -8,11 +8,13 @@ use perfpilot_store::journal::ActionState;
 use perfpilot_observe::workload::Workload;
 
 use super::super::Engine;
-use super::super::trial::{Ending, Phase, Trial, TrialIo};
-use super::super::verdict::{WindowPlan, judge};
+use super::super::control::Pairing;
+use super::super::trial::{Phase, Trial, TrialIo};
+use super::super::verdict::judge;
 use super::super::watch::{Rest, Window};
 use super::trials::read_ahead_trial;
-use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
+use super::{VDA_READ_AHEAD, engine, knob, seq, trial, two_threads};
+use crate::design::{DesignKind, EndReason, Looks, WindowPlan};
 use crate::signal::SignalKind;
 use crate::stats::Decision;
 
@@ -25,9 +27,11 @@ fn up_to_twelve() -> WindowPlan {
         min: 6,
         max: 12,
         resolution: 0.03,
-        confidence: 0.95,
-        rest_share: 0.0,
-        min_effect: 0.02,
+        looks: Looks {
+            confidence: 0.95,
+            min_effect: 0.02,
+            rest_share: 0.0,
+        },
     }
 }
 
@@ -36,16 +40,16 @@ fn up_to_twelve() -> WindowPlan {
 fn after_a_noisy_baseline() -> (tempfile::TempDir, Engine, Workload, Trial) {
     let (tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
+    let (_, mut t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, up_to_twelve());
     for v in NOISY.iter().chain(&NOISY) {
         assert_eq!(scan_in(&mut e, &w, &mut t, *v), None);
     }
-    assert_eq!((t.phase, t.needed), (Phase::Measuring, Some(12)));
+    assert_eq!((t.phase, seq(&t).needed), (Phase::Measuring, Some(12)));
     (tmp, e, w, t)
 }
 
 /// One scan of `t` in `e` under `up_to_twelve`, its signal reading `v`.
-fn scan_in(e: &mut Engine, w: &Workload, t: &mut Trial, v: f64) -> Option<Ending> {
+fn scan_in(e: &mut Engine, w: &Workload, t: &mut Trial, v: f64) -> Option<EndReason> {
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -61,20 +65,21 @@ fn scan_once(
     plan: &WindowPlan,
     io: &mut TrialIo,
     v: f64,
-) -> Option<Ending> {
+) -> Option<EndReason> {
     let obs = Window {
         main: Ok(Some(v)),
         shadow: None,
         rest: None,
     };
-    t.advance(Some(w), Some(&obs), plan, io).unwrap()
+    t.advance(Some(w), Some(&obs), Pairing::None, plan, io)
+        .unwrap()
 }
 
 #[test]
 fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_windows() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, WindowPlan::fixed(6));
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -86,8 +91,14 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
             shadow: Some(v),
             rest: None,
         };
-        t.advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
-            .unwrap()
+        t.advance(
+            Some(&w),
+            Some(&obs),
+            Pairing::None,
+            &WindowPlan::fixed(6),
+            &mut io,
+        )
+        .unwrap()
     };
     // A server still loading its data for two windows, then steady: the two are dropped and
     // the baseline waits for two more before the change is applied.
@@ -95,7 +106,7 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
         assert_eq!(scan(&mut t, v), None);
     }
     assert_eq!(t.phase, Phase::Baseline);
-    assert_eq!(t.off_obs, vec![100.0, 101.0, 99.0, 100.0]);
+    assert_eq!(seq(&t).off, vec![100.0, 101.0, 99.0, 100.0]);
     assert_eq!(t.shadow_off.len(), 4);
     assert_eq!(scan(&mut t, 101.0), None);
     assert_eq!(scan(&mut t, 99.0), None);
@@ -105,10 +116,10 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
     for v in [30.0, 110.0, 111.0, 109.0, 110.0, 111.0] {
         assert_eq!(scan(&mut t, v), None);
     }
-    assert_eq!(t.on_obs.len(), 5);
-    assert_eq!(scan(&mut t, 109.0), Some(Ending::Complete));
-    assert_eq!(t.dropped, 3);
-    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    assert_eq!(seq(&t).on.len(), 5);
+    assert_eq!(scan(&mut t, 109.0), Some(EndReason::Complete));
+    assert_eq!(seq(&t).dropped, 3);
+    let v = judge(&t, &EndReason::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Keep, "{v:?}");
     let g = v.gain.unwrap();
     assert!((g.ratio - 1.1).abs() < 0.005, "{g:?}");
@@ -118,7 +129,7 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
             .unwrap()
             .unwrap()
             .note
-            .contains("3 windows of a transient dropped"),
+            .contains("3 dropped so far"),
         "the journal says why the trial takes longer"
     );
 }
@@ -127,7 +138,7 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
 fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, up_to_twelve());
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -140,23 +151,23 @@ fn a_noisy_baseline_makes_a_sequential_trial_measure_more_windows_on_both_sides(
         assert_eq!(scan(&mut t, v), None);
     }
     assert_eq!(t.phase, Phase::Baseline, "six NOISY windows are not enough");
-    assert_eq!(t.needed, Some(12));
+    assert_eq!(seq(&t).needed, Some(12));
     for v in NOISY {
         assert_eq!(scan(&mut t, v), None);
     }
     assert_eq!(t.phase, Phase::Measuring);
-    assert_eq!(t.off_obs.len(), 12);
+    assert_eq!(seq(&t).off.len(), 12);
     // No effect: no interim look decides, the trial measures its twelve windows after.
     for v in NOISY.iter().chain(&NOISY[..5]) {
         assert_eq!(scan(&mut t, *v), None);
     }
-    assert_eq!(scan(&mut t, NOISY[5]), Some(Ending::Complete));
-    assert_eq!((t.on_obs.len(), t.early), (12, None));
-    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    assert_eq!(scan(&mut t, NOISY[5]), Some(EndReason::Complete));
+    assert_eq!((seq(&t).on.len(), seq(&t).early), (12, None));
+    let v = judge(&t, &EndReason::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Neutral, "{v:?}");
     let note = e.store.action(id).unwrap().unwrap().note;
     assert!(
-        note.contains("vary by 4.5 %, so 12 windows a side"),
+        note.contains("12 windows a side (its windows vary by 4.5 %"),
         "the journal says why the trial takes longer: {note}"
     );
 }
@@ -177,16 +188,20 @@ fn a_plateau_after_the_change_that_then_steps_up_is_dropped_and_the_new_level_ju
     for v in &after {
         assert_eq!(scan(&mut t, *v), None, "the step keeps the trial measuring");
     }
-    assert_eq!(t.dropped, 7, "the windows before the step are dropped");
-    assert_eq!(t.on_obs.len(), 5);
+    assert_eq!(
+        seq(&t).dropped,
+        7,
+        "the windows before the step are dropped"
+    );
+    assert_eq!(seq(&t).on.len(), 5);
     let end = NOISY
         .iter()
         .chain(&NOISY)
         .find_map(|v| scan(&mut t, v * 1.2));
-    assert_eq!(end, Some(Ending::Complete));
+    assert_eq!(end, Some(EndReason::Complete));
     // ×1.2 is clear at an interim look, before the twelfth window.
-    assert!((6..12).contains(&t.on_obs.len()), "{}", t.on_obs.len());
-    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    assert!((6..12).contains(&seq(&t).on.len()), "{}", seq(&t).on.len());
+    let v = judge(&t, &EndReason::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Keep, "{v:?}");
     let g = v.gain.unwrap();
     assert!(
@@ -205,22 +220,22 @@ fn a_clear_gain_is_kept_at_an_early_look_judged_at_the_looks_stricter_level() {
         .iter()
         .chain(&NOISY)
         .find_map(|v| scan(&mut t, v * 1.1));
-    assert_eq!(end, Some(Ending::Complete));
-    let n = t.on_obs.len();
+    assert_eq!(end, Some(EndReason::Complete));
+    let n = seq(&t).on.len();
     assert!((6..12).contains(&n), "decided early: {n}");
-    let early = t.early.expect("an early look");
+    let early = seq(&t).early.expect("an early look");
     assert_eq!((early.looks, early.planned), (7, 12));
     assert!((early.confidence - (1.0 - 0.05 / 7.0)).abs() < 1e-12);
-    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    let v = judge(&t, &EndReason::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Keep, "{v:?}");
     let g = v.gain.unwrap();
     assert_eq!(g.confidence, early.confidence, "judged at the look's level");
     assert!(g.ci_low > 1.02 && (g.ratio - 1.1).abs() < 0.01, "{g:?}");
     assert!(v.why.contains("at an early look"), "{}", v.why);
     // One window fewer and the same gain is not yet clear at that level.
-    let mut fewer = t.on_obs.clone();
+    let mut fewer = seq(&t).on.clone();
     fewer.pop();
-    let g = crate::stats::gain_sequential(&t.off_obs, &fewer, true, early.confidence).unwrap();
+    let g = crate::stats::gain_sequential(&seq(&t).off, &fewer, true, early.confidence).unwrap();
     assert!(g.ci_low <= 1.02, "the look before did not decide: {g:?}");
 }
 
@@ -233,9 +248,9 @@ fn a_clear_loss_is_not_decided_early_the_trial_measures_its_planned_windows() {
     for v in NOISY.iter().chain(&NOISY[..5]).map(|v| v * 0.9) {
         assert_eq!(scan(&mut t, v), None, "no early revert");
     }
-    assert_eq!(scan(&mut t, NOISY[5] * 0.9), Some(Ending::Complete));
-    assert_eq!((t.on_obs.len(), t.early), (12, None));
-    let v = judge(&t, &Ending::Complete, 0.95, 0.02);
+    assert_eq!(scan(&mut t, NOISY[5] * 0.9), Some(EndReason::Complete));
+    assert_eq!((seq(&t).on.len(), seq(&t).early), (12, None));
+    let v = judge(&t, &EndReason::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Revert, "{v:?}");
 }
 
@@ -281,7 +296,7 @@ fn interim_looks_on_noise_alone_keep_the_false_verdicts_within_the_confidence_le
 fn a_step_before_the_change_or_a_second_one_after_it_is_measured_through_not_dropped() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let (_, mut t) = read_ahead_trial(&mut e, &w, false);
+    let (_, mut t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, up_to_twelve());
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -303,12 +318,12 @@ fn a_step_before_the_change_or_a_second_one_after_it_is_measured_through_not_dro
     for v in stepped(1.0) {
         assert_eq!(scan(&mut t, v), None);
     }
-    assert_eq!((t.phase, t.dropped), (Phase::Measuring, 0));
+    assert_eq!((t.phase, seq(&t).dropped), (Phase::Measuring, 0));
     // After the change: the first step is cut (seven windows), a second one is not.
     for v in stepped(1.0) {
         assert_eq!(scan(&mut t, v), None);
     }
-    assert_eq!((t.dropped, t.on_obs.len()), (7, 5));
+    assert_eq!((seq(&t).dropped, seq(&t).on.len()), (7, 5));
     let second: Vec<f64> = NOISY[..3]
         .iter()
         .map(|v| v * 1.2)
@@ -318,15 +333,15 @@ fn a_step_before_the_change_or_a_second_one_after_it_is_measured_through_not_dro
     for v in second {
         end = scan(&mut t, v);
     }
-    assert_eq!(end, Some(Ending::Complete));
-    assert_eq!((t.dropped, t.on_obs.len()), (7, 12));
+    assert_eq!(end, Some(EndReason::Complete));
+    assert_eq!((seq(&t).dropped, seq(&t).on.len()), (7, 12));
 }
 
 #[test]
 fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let mut t = trial(7, Some(SignalKind::Io), false, vec![]);
+    let mut t = trial(7, Some(SignalKind::Io), DesignKind::BeforeAfter, vec![]);
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -341,16 +356,22 @@ fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
             rest: None,
         };
         end = t
-            .advance(Some(&w), Some(&obs), &WindowPlan::fixed(6), &mut io)
+            .advance(
+                Some(&w),
+                Some(&obs),
+                Pairing::None,
+                &WindowPlan::fixed(6),
+                &mut io,
+            )
             .unwrap();
         if end.is_some() {
             break;
         }
     }
-    let Some(Ending::Early(why)) = end else {
+    let Some(EndReason::NotSettled { dropped }) = end else {
         panic!("{end:?}")
     };
-    assert!(why.starts_with("its signal did not settle"), "{why}");
+    assert!(dropped > 24, "{dropped}");
     assert_eq!(t.phase, Phase::Baseline, "nothing was applied");
 }
 
@@ -360,7 +381,8 @@ fn a_sequential_trial_during_which_the_rest_of_the_machine_got_busy_is_abandoned
     let w = two_threads(0.3);
     let windows = e.tun.window_count();
     perfpilot_sys::knob::write_knob(&e.fs, VDA_READ_AHEAD, "8192").unwrap();
-    let (id, t) = read_ahead_trial(&mut e, &w, false);
+    let plan = WindowPlan::of(&e.tun);
+    let (id, t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, plan);
     e.actions.trials.push(t);
     // The signal drops by a fifth after the change, but a build of 0.8 cores started with it
     // on this 2-CPU machine: the verdict would be the build's, so there is none.

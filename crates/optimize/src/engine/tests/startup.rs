@@ -268,7 +268,7 @@ fn with_revert_on_stop_off_the_knob_stays_beside_kept_huge_pages_only() {
     let doc = ActionDoc {
         members: vec![],
         changes: vec![],
-        interleave: false,
+        design: crate::design::DesignKind::BeforeAfter,
         irreversible: true,
         signal: None,
         bound_to: None,
@@ -292,6 +292,7 @@ fn with_revert_on_stop_off_the_knob_stays_beside_kept_huge_pages_only() {
         signature: "0123456789abcdef".into(),
         strategy: StrategyKind::LargePages,
         doc,
+        watch: None,
     });
     e.shutdown().unwrap();
     assert_eq!(shmem(&e), "advise");

@@ -189,8 +189,8 @@ fn a_workloads_kept_actions_come_before_what_happens_to_it_now() {
 
 #[test]
 fn a_trial_shows_its_phase_windows_and_signal() {
-    let mut t = trial(4, None, true, vec![]);
-    let s = TrialStatus::of(&t, 6);
+    let mut t = trial(4, None, crate::design::DesignKind::BeforeAfter, vec![]);
+    let s = TrialStatus::of(&t);
     assert_eq!(
         (s.phase.as_str(), s.signal.as_str()),
         ("applying (off)", "none (unverified)")
@@ -198,9 +198,11 @@ fn a_trial_shows_its_phase_windows_and_signal() {
     t.signal = Some(SignalKind::Cpi);
     t.phase = super::super::trial::Phase::Measuring;
     t.on = true;
-    (t.off_obs, t.on_obs) = (vec![1.0, 1.1], vec![0.9]);
-    let s = TrialStatus::of(&t, 6);
+    let w = super::seq_mut(&mut t);
+    (w.off, w.on) = (vec![1.0, 1.1], vec![0.9]);
+    let s = TrialStatus::of(&t);
     assert_eq!(s.phase, "measuring (on)");
     assert_eq!((s.windows_off, s.windows_on, s.windows_needed), (2, 1, 6));
     assert_eq!(s.signal, "cycles per instruction");
+    assert_eq!(s.design, crate::design::DesignKind::BeforeAfter);
 }

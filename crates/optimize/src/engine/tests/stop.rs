@@ -25,7 +25,7 @@ fn hold(
     let doc = ActionDoc {
         members: vec![],
         changes: vec![],
-        interleave: false,
+        design: crate::design::DesignKind::BeforeAfter,
         irreversible,
         signal: None,
         bound_to: None,
@@ -49,6 +49,7 @@ fn hold(
         signature: signature.into(),
         strategy,
         doc,
+        watch: None,
     });
     id
 }
@@ -176,9 +177,14 @@ fn at_stop_running_trials_are_undone_but_a_huge_page_trial_ends_with_its_pages_i
         begin(StrategyKind::ReadAhead),
         begin(StrategyKind::LargePages),
     );
-    let mut ahead = trial(ahead_id, None, false, vec![]);
+    let mut ahead = trial(
+        ahead_id,
+        None,
+        crate::design::DesignKind::BeforeAfter,
+        vec![],
+    );
     ahead.undo = read_ahead_undo();
-    let mut pages = trial(pages_id, None, false, vec![]);
+    let mut pages = trial(pages_id, None, crate::design::DesignKind::OneWay, vec![]);
     pages.strategy = StrategyKind::LargePages;
     pages.doc.irreversible = true;
     pages.undo = huge_pages_undo();

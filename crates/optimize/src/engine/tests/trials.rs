@@ -6,34 +6,35 @@ use perfpilot_store::journal::ActionState;
 use perfpilot_sys::CpuSet;
 use perfpilot_sys::change::{Change, Undo};
 
+use super::super::control::Pairing;
 use super::super::enforce::Held;
-use super::super::trial::{Ending, Phase, TrialIo};
-use super::super::verdict::{WindowPlan, judge};
-use super::super::watch::{Observation, Window};
-use super::{VDA_READ_AHEAD, engine, knob, trial, two_threads};
+use super::super::trial::{Phase, TrialIo};
+use super::super::verdict::judge;
+use super::super::watch::Window;
+use super::{VDA_READ_AHEAD, engine, knob, seq, seq_mut, trial, trial_planned, two_threads};
+use crate::design::{DesignKind, EndReason, WindowPlan};
 use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
 use crate::stats::Decision;
 use crate::strategy::StrategyKind;
 
 /// A complete trial with these windows, judged at 95 % with a 2 % minimum effect.
-fn verdict_of(
-    signal: SignalKind,
-    interleave: bool,
-    off: &[f64],
-    on: &[f64],
-) -> super::super::Verdict {
-    let mut t = trial(1, Some(signal), interleave, vec![]);
-    t.off_obs = off.to_vec();
-    t.on_obs = on.to_vec();
-    judge(&t, &Ending::Complete, 0.95, 0.02)
+fn verdict_of(signal: SignalKind, off: &[f64], on: &[f64]) -> super::super::Verdict {
+    let hib = signal.higher_is_better();
+    let mut t = trial(1, Some(signal), DesignKind::BeforeAfter, vec![]);
+    let s = seq_mut(&mut t);
+    s.hib = hib;
+    s.off = off.to_vec();
+    s.on = on.to_vec();
+    judge(&t, &EndReason::Complete, 0.95, 0.02)
 }
 
 /// A journaled read-ahead trial on `w` (vda to 512 KiB, judged by I/O), not yet started.
 pub(super) fn read_ahead_trial(
     e: &mut super::super::Engine,
     w: &perfpilot_observe::workload::Workload,
-    interleave: bool,
+    design: DesignKind,
+    plan: WindowPlan,
 ) -> (i64, super::super::trial::Trial) {
     let id = e
         .store
@@ -43,14 +44,16 @@ pub(super) fn read_ahead_trial(
         rel: VDA_READ_AHEAD.into(),
         value: "512".into(),
     };
-    (id, trial(id, Some(SignalKind::Io), interleave, vec![step]))
+    (
+        id,
+        trial_planned(id, Some(SignalKind::Io), design, vec![step], plan),
+    )
 }
 
 #[test]
 fn a_clear_gain_is_kept() {
     let v = verdict_of(
         SignalKind::Io,
-        false,
         &[100.0, 102.0, 98.0, 101.0, 99.0, 100.0],
         &[120.0, 121.0, 119.0, 122.0, 118.0, 120.0],
     );
@@ -68,7 +71,6 @@ fn a_clear_gain_is_kept() {
 fn a_clear_loss_is_reverted() {
     let v = verdict_of(
         SignalKind::Io,
-        false,
         &[120.0, 121.0, 119.0, 122.0, 118.0, 120.0],
         &[100.0, 102.0, 98.0, 101.0, 99.0, 100.0],
     );
@@ -85,7 +87,6 @@ fn a_lower_is_better_signal_turns_the_same_windows_round() {
     // Cycles per instruction fell by a sixth: a gain.
     let v = verdict_of(
         SignalKind::Cpi,
-        false,
         &[1.2, 1.21, 1.19, 1.22, 1.18, 1.2],
         &[1.0, 1.02, 0.98, 1.01, 0.99, 1.0],
     );
@@ -97,7 +98,6 @@ fn a_lower_is_better_signal_turns_the_same_windows_round() {
 fn noise_is_neutral() {
     let v = verdict_of(
         SignalKind::Io,
-        false,
         &[100.0, 110.0, 90.0, 105.0, 95.0, 100.0],
         &[101.0, 92.0, 108.0, 99.0, 104.0, 97.0],
     );
@@ -106,30 +106,15 @@ fn noise_is_neutral() {
 }
 
 #[test]
-fn interleaved_windows_are_paired_so_drift_cancels() {
-    // The signal drifts upwards by 20 a window; switched on, it is 3 % higher.
-    let off: Vec<f64> = (0..6).map(|i| 100.0 + 20.0 * i as f64).collect();
-    let on: Vec<f64> = (0..6).map(|i| (110.0 + 20.0 * i as f64) * 1.03).collect();
-    assert_eq!(
-        verdict_of(SignalKind::Io, true, &off, &on).decision,
-        Decision::Keep
-    );
-    assert_eq!(
-        verdict_of(SignalKind::Io, false, &off, &on).decision,
-        Decision::Neutral
-    );
-}
-
-#[test]
 fn a_trial_ended_early_or_with_too_few_windows_is_neutral_and_says_why() {
-    let t = trial(1, Some(SignalKind::Io), false, vec![]);
-    let v = judge(&t, &Ending::Early("its workload exited".into()), 0.95, 0.02);
+    let t = trial(1, Some(SignalKind::Io), DesignKind::BeforeAfter, vec![]);
+    let v = judge(&t, &EndReason::WorkloadExited, 0.95, 0.02);
     assert_eq!(
-        (v.decision, v.why.as_str()),
-        (Decision::Neutral, "its workload exited")
+        (v.decision, v.why.as_str(), v.ended.as_str()),
+        (Decision::Neutral, "its workload exited", "workload_exited")
     );
     assert_eq!(v.gain, None);
-    let v = verdict_of(SignalKind::Io, false, &[100.0], &[120.0]);
+    let v = verdict_of(SignalKind::Io, &[100.0], &[120.0]);
     assert_eq!(
         (v.decision, v.why.as_str()),
         (Decision::Neutral, "too few usable windows to judge")
@@ -138,58 +123,88 @@ fn a_trial_ended_early_or_with_too_few_windows_is_neutral_and_says_why() {
 
 #[test]
 fn a_signal_failing_more_times_than_there_are_windows_ends_the_trial() {
-    let mut t = trial(1, Some(SignalKind::Io), false, vec![]);
-    let fail: Observation = Err("probe `x` timed out".into());
-    assert_eq!(t.record(Some(&fail), 2), None);
-    assert_eq!(t.record(Some(&fail), 2), None);
-    assert_eq!(
-        t.record(Some(&fail), 2),
-        Some(Ending::Early(
-            "its signal failed 3 times in a row: probe `x` timed out".into()
-        ))
-    );
-    // A good window in between starts the count again.
-    let mut t = trial(1, Some(SignalKind::Io), false, vec![]);
-    assert_eq!(t.record(Some(&fail), 2), None);
-    assert_eq!(t.record(Some(&fail), 2), None);
-    assert_eq!(t.record(Some(&Ok(Some(5.0))), 2), None);
-    assert_eq!(t.record(Some(&fail), 2), None);
-    assert_eq!(t.off_obs, vec![5.0]);
-}
-
-#[test]
-fn an_interleaved_trial_switches_its_change_off_and_on_until_its_windows_are_in() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let (id, mut t) = read_ahead_trial(&mut e, &w, true);
+    let mut t = trial(1, Some(SignalKind::Io), DesignKind::BeforeAfter, vec![]);
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
         manual: &mut e.policy.manual,
     };
-    let mut scan = |t: &mut super::super::trial::Trial, v: f64| {
+    let plan = WindowPlan::fixed(2);
+    let mut scan = |t: &mut super::super::trial::Trial, main: Result<Option<f64>, String>| {
+        let obs = Window {
+            main,
+            shadow: None,
+            rest: None,
+        };
+        t.advance(Some(&w), Some(&obs), Pairing::None, &plan, &mut io)
+            .unwrap()
+    };
+    let fail = || Err("probe `x` timed out".to_string());
+    assert_eq!(scan(&mut t, fail()), None);
+    assert_eq!(scan(&mut t, fail()), None);
+    assert_eq!(
+        scan(&mut t, fail()),
+        Some(EndReason::SignalFailed {
+            times: 3,
+            error: "probe `x` timed out".into()
+        })
+    );
+    // A good window in between starts the count again.
+    let mut t = trial(1, Some(SignalKind::Io), DesignKind::BeforeAfter, vec![]);
+    assert_eq!(scan(&mut t, fail()), None);
+    assert_eq!(scan(&mut t, fail()), None);
+    assert_eq!(scan(&mut t, Ok(Some(5.0))), None);
+    assert_eq!(scan(&mut t, fail()), None);
+    assert_eq!(seq(&t).off, vec![5.0]);
+}
+
+#[test]
+fn a_switchback_trial_switches_its_change_on_and_off_in_seeded_periods_until_it_decides() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, DesignKind::Switchback, WindowPlan::fixed(6));
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    let plan = WindowPlan::fixed(6);
+    let mut states = Vec::new();
+    let mut end = None;
+    // The signal drifts upwards by 1 % a window; the change adds 10 % while on.
+    for i in 0..200 {
+        let drift = 100.0 * (1.0 + 0.01 * i as f64);
+        let v = if t.on { drift * 1.1 } else { drift };
         let obs = Window {
             main: Ok(Some(v)),
             shadow: None,
             rest: None,
         };
-        t.advance(Some(&w), Some(&obs), &WindowPlan::fixed(2), &mut io)
-            .unwrap()
-    };
-    // One baseline window, then the step: on.
-    assert_eq!(scan(&mut t, 100.0), None);
-    assert_eq!((t.phase, t.on), (Phase::Measuring, true));
-    assert_eq!(knob(&e.fs), "512");
-    // An on-window, then off (restored from the journaled undo record) ...
-    assert_eq!(scan(&mut t, 120.0), None);
-    assert_eq!((t.on, knob(&e.fs).as_str()), (false, "8192"));
-    // ... an off-window, then on again ...
-    assert_eq!(scan(&mut t, 100.0), None);
-    assert_eq!((t.on, knob(&e.fs).as_str()), (true, "512"));
-    // ... and the second on-window completes it.
-    assert_eq!(scan(&mut t, 121.0), Some(Ending::Complete));
-    assert_eq!(t.off_obs, vec![100.0, 100.0]);
-    assert_eq!(t.on_obs, vec![120.0, 121.0]);
+        end = t
+            .advance(Some(&w), Some(&obs), Pairing::None, &plan, &mut io)
+            .unwrap();
+        states.push((t.on, knob(&e.fs)));
+        if end.is_some() {
+            break;
+        }
+    }
+    assert_eq!(end, Some(EndReason::Complete));
+    // On and off in periods, the knob following: 512 on, 8192 (the journaled undo) off.
+    assert!(
+        states
+            .iter()
+            .all(|(on, k)| (*on && k == "512") || (!on && k == "8192"))
+    );
+    let switches = states.windows(2).filter(|p| p[0].0 != p[1].0).count();
+    assert!(switches >= 5, "{switches} switches: {states:?}");
+    let v = judge(&t, &EndReason::Complete, 0.95, 0.02);
+    assert_eq!(v.design, DesignKind::Switchback);
+    assert_eq!(v.decision, Decision::Keep, "{v:?}");
+    let g = v.gain.unwrap();
+    assert!((g.ratio - 1.1).abs() < 0.02, "the drift cancels: {g:?}");
+    assert!(v.why.contains("pairs of periods"), "{}", v.why);
     let undo = e.store.action(id).unwrap().unwrap().undo;
     assert!(undo.contains("\"previous\":\"8192\""), "{undo}");
 }
@@ -212,9 +227,12 @@ fn a_kept_trial_is_held_and_a_reverted_one_is_undone_and_backed_off() {
             rel: VDA_READ_AHEAD.into(),
             value: "512".into(),
         };
-        e.actions
-            .trials
-            .push(trial(id, Some(SignalKind::Io), false, vec![step]));
+        e.actions.trials.push(trial(
+            id,
+            Some(SignalKind::Io),
+            DesignKind::BeforeAfter,
+            vec![step],
+        ));
         // Sequential: every baseline window, the step, every window after; slight noise.
         let mut ended = false;
         for i in 0..(2 * windows + 1) {
@@ -274,13 +292,13 @@ fn huge_pages_judged_against_end_rather_than_revert_and_say_their_pages_stay() {
         .store
         .journal_begin(&w.signature, "app", "large_pages", "{}", "[]", "test")
         .unwrap();
-    let mut t = trial(id, Some(SignalKind::Io), false, vec![]);
+    let mut t = trial(id, Some(SignalKind::Io), DesignKind::BeforeAfter, vec![]);
     t.strategy = StrategyKind::LargePages;
     t.doc.irreversible = true;
     (t.phase, t.on) = (Phase::Measuring, true);
-    t.off_obs = vec![100.0, 101.0, 99.0];
-    t.on_obs = vec![100.0, 99.0, 101.0];
-    e.finish(t, Ending::Complete).unwrap();
+    seq_mut(&mut t).off = vec![100.0, 101.0, 99.0];
+    seq_mut(&mut t).on = vec![100.0, 99.0, 101.0];
+    e.finish(t, EndReason::Complete).unwrap();
     let rec = e.store.action(id).unwrap().unwrap();
     assert_eq!(rec.state, ActionState::Ended, "{}", rec.note);
     assert!(
@@ -301,9 +319,9 @@ fn huge_pages_judged_against_end_rather_than_revert_and_say_their_pages_stay() {
 fn a_trial_whose_server_restarted_is_abandoned_undone_and_not_backed_off() {
     let (_tmp, mut e) = engine("");
     let mut w = two_threads(0.3);
-    let (id, mut t) = read_ahead_trial(&mut e, &w, false);
+    let (id, mut t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, WindowPlan::fixed(6));
     t.doc.members = vec![(100, 1)];
-    t.off_obs = vec![100.0; 6];
+    seq_mut(&mut t).off = vec![100.0; 5];
     e.actions.trials.push(t);
     let obs: HashMap<String, Window> = [(
         w.signature.clone(),
@@ -347,7 +365,7 @@ fn a_trial_whose_mask_was_changed_behind_perfpilots_back_is_left_manual() {
         .store
         .journal_begin(&w.signature, "app", "cache_affinity", "{}", "[]", "test")
         .unwrap();
-    let mut t = trial(id, Some(SignalKind::Cpu), true, vec![]);
+    let mut t = trial(id, Some(SignalKind::Cpu), DesignKind::Switchback, vec![]);
     t.strategy = StrategyKind::CacheAffinity;
     t.doc.members = vec![(100, 1)];
     t.doc.bound_to = Some(CpuSet::parse("0").unwrap());
@@ -378,7 +396,7 @@ fn a_kept_action_whose_mask_was_changed_becomes_manual_and_one_whose_workload_ex
     let doc = ActionDoc {
         members: vec![(100, 1)],
         changes: vec![],
-        interleave: true,
+        design: DesignKind::Switchback,
         irreversible: false,
         signal: None,
         bound_to: Some(CpuSet::parse("0").unwrap()),
@@ -393,12 +411,14 @@ fn a_kept_action_whose_mask_was_changed_becomes_manual_and_one_whose_workload_ex
             signature: sig.into(),
             strategy: StrategyKind::CacheAffinity,
             doc: doc.clone(),
+            watch: None,
         });
         id
     };
     let (changed, exited) = (held(&w.signature), held("gone"));
     w.members[0].cpus_allowed = Some(CpuSet::parse("0-1").unwrap());
-    e.enforce_held(std::slice::from_ref(&w)).unwrap();
+    e.enforce_held(std::slice::from_ref(&w), &HashMap::new())
+        .unwrap();
     assert!(e.actions.held.is_empty());
     let rec = e.store.action(changed).unwrap().unwrap();
     assert_eq!(rec.state, ActionState::Manual);
@@ -429,7 +449,7 @@ fn a_restarted_engine_undoes_abandoned_trials_and_re_adopts_kept_actions() {
         serde_json::to_string(&ActionDoc {
             members,
             changes: vec![],
-            interleave: true,
+            design: DesignKind::Switchback,
             irreversible: false,
             signal: None,
             bound_to,

@@ -141,6 +141,46 @@ impl Session for Mysql {
     }
 }
 
+/// A server's side of a whole read replayed from `server` (the fuzz target's entry): the
+/// login as `user` (with `password`, over a Unix socket when `unix`), then the query; what
+/// perfpilot writes is dropped. Returns the value read, if the bytes made it that far.
+pub(crate) fn replay(server: &[u8], password: Option<&str>, unix: bool) -> Option<u64> {
+    let mut packets = Packets::new(Replay {
+        input: std::io::Cursor::new(server),
+    });
+    let login = Login {
+        user: DEFAULT_USER,
+        password,
+        unix,
+        field: "password",
+        tried: "user root".into(),
+    };
+    auth::log_in(&mut packets, &login).ok()?;
+    let value = query::questions(&mut packets, login.field, &login.tried).ok();
+    query::quit(&mut packets);
+    value
+}
+
+/// A stream that reads a server's bytes and drops what is written to it.
+struct Replay<'a> {
+    input: std::io::Cursor<&'a [u8]>,
+}
+
+impl std::io::Read for Replay<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+impl std::io::Write for Replay<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

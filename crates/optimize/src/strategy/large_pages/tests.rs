@@ -61,7 +61,7 @@ fn promotes_aligned_anonymous_and_shared_ranges_in_steps() {
     let Proposal::Act {
         mut changes,
         irreversible,
-        interleave,
+        cheap_undo,
         ..
     } = LargePages.propose(&v, &ctx)
     else {
@@ -75,7 +75,7 @@ fn promotes_aligned_anonymous_and_shared_ranges_in_steps() {
             value: "advise".into()
         }
     );
-    assert!(irreversible && !interleave);
+    assert!(irreversible && !cheap_undo);
     let mut total = 0;
     for c in &changes {
         let Change::Collapse { pid, ranges } = c else {

@@ -1,0 +1,147 @@
+//! Two instances of one server, and a change that cannot be undone: the daemon judges large pages
+//! on one `sharedcache` against the other left as it is (a concurrent control), read by the
+//! Prometheus preset from each one's `/metrics`, and keeps them; the control gets no huge
+//! pages while the trial runs. Root and `process_madvise(MADV_COLLAPSE)` are needed (skipped,
+//! saying why, without them); `shmem_enabled` is not touched (`shmem_advise_at_start` off).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+mod support;
+use support::{Dir, daemon, status_if_written, terminate, wait_until};
+
+/// A `sharedcache` instance (its table private anonymous memory), killed when dropped.
+struct Cache(Child);
+
+impl Cache {
+    /// Starts one with a `mib` MiB table and one lookup thread on a port of its own (two
+    /// instances with the same command line would be one workload identity); waits until it
+    /// serves.
+    fn start(mib: u64) -> Cache {
+        let bin = perfpilot_testkit::workspace_bin("sharedcache", "perfpilot-sharedcache");
+        let listen = format!("127.0.0.1:{}", perfpilot_testkit::free_port());
+        let child = Command::new(bin)
+            .args([
+                "--table-mib",
+                &mib.to_string(),
+                "--threads",
+                "1",
+                "--listen",
+                &listen,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting sharedcache");
+        // Owned by a Cache at once, so a panic below kills and reaps it.
+        let mut cache = Cache(child);
+        let out = BufReader::new(cache.0.stdout.take().expect("its stdout"));
+        for line in out.lines() {
+            if line.expect("a line of sharedcache's stdout").trim() == "ready" {
+                return cache;
+            }
+        }
+        panic!("sharedcache ended before it was ready");
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Its anonymous memory in transparent huge pages, bytes.
+    fn anon_huge(&self) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", self.pid()))
+            .unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix("AnonHugePages:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb << 10)
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_kept() {
+    if !perfpilot_testkit::is_root() {
+        println!("skipped: collapsing another process's memory needs root");
+        return;
+    }
+    if !perfpilot_sys::collapse::kernel_supports_collapse() {
+        println!("skipped: this kernel has no process_madvise(MADV_COLLAPSE)");
+        return;
+    }
+    // A table size no other process here has on its command line: the config matches on it.
+    const MIB: u64 = 193;
+    let (a, b) = (Cache::start(MIB), Cache::start(MIB));
+    let dir = Dir::new("siblings");
+    let config = dir.config(&format!(
+        "only_matched = true\n\
+         [tunables]\ninterval_s = 1\nmin_age_s = 0\nmin_cpu_cores = 0.05\nmin_memory_mib = 64\n\
+         windows = 6\nmax_windows = 20\nread_ahead = false\ncache_affinity = false\n\
+         memory_affinity = false\nshmem_advise_at_start = false\nrest_change_max = 0\n\
+         backoff_s = 3600\ncpu_budget_pct = 20\n\
+         [[workload]]\nmatch = {{ comm = \"sharedcache\", cmdline = \"--table-mib {MIB}\" }}\n"
+    ));
+    let d = daemon(&config, &dir.state(), "180s");
+    // The first large-pages action decided, and what the other instance held at that moment.
+    let mut decided = None;
+    let found = wait_until(Duration::from_secs(170), || {
+        let Some(s) = status_if_written(&dir.state()) else {
+            return false;
+        };
+        let first = s["actions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["strategy"] == "large_pages" && x["workload"] != "shmem_enabled")
+            .min_by_key(|x| x["id"].as_i64().unwrap_or(i64::MAX))
+            .cloned();
+        match first {
+            Some(x) if x["verdict"]["decision"].is_string() => {
+                decided = Some((x, a.anon_huge(), b.anon_huge()));
+                true
+            }
+            _ => false,
+        }
+    });
+    terminate(&d);
+    let out = d.wait_with_output().expect("the daemon's exit");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(found, "no large-pages verdict within 170 s:\n{log}");
+    let (action, huge_a, huge_b) = decided.expect("the decided action");
+    let v = &action["verdict"];
+    assert_eq!(v["design"], "control", "{action:#}\n{log}");
+    assert_eq!(v["decision"], "keep", "{action:#}\n{log}");
+    assert_eq!(action["state"], "kept", "{action:#}");
+    let control = v["control"].as_str().expect("the control's name");
+    assert!(control.starts_with("sharedcache"), "{control}");
+    // The treated one holds huge pages, the control none: only one of them was changed.
+    let (treated, other) = if huge_a > huge_b {
+        (huge_a, huge_b)
+    } else {
+        (huge_b, huge_a)
+    };
+    assert!(
+        treated >= 64 << 20,
+        "treated: {treated} B of huge pages\n{log}"
+    );
+    assert!(other <= 8 << 20, "control: {other} B of huge pages\n{log}");
+    let g = v["gain"]["ratio"].as_f64().expect("a gain");
+    let low = v["gain"]["ci_low"].as_f64().expect("its interval");
+    assert!(low > 1.02, "{action:#}");
+    println!(
+        "large pages on one of two sharedcache instances ({MIB} MiB each), judged against the other: gain x{g:.3} [{low:.3}, {:.3}], before n {}, after n {}; {} s after the trial began",
+        v["gain"]["ci_high"].as_f64().unwrap_or(f64::NAN),
+        v["before"]["n"],
+        v["after"]["n"],
+        v["decided_after_s"].as_f64().unwrap_or(f64::NAN).round()
+    );
+    drop((a, b));
+}

@@ -1,0 +1,82 @@
+use super::*;
+
+fn plan() -> WindowPlan {
+    WindowPlan::fixed(4)
+}
+
+/// Feeds `values` with the change `on`, each with the raw value `raw` × the value (a control
+/// that stays at 1/raw); returns the last step.
+fn feed(s: &mut Sequential, on: bool, values: &[f64], raw: Option<f64>) -> Step {
+    let mut last = Step::Continue;
+    for v in values {
+        last = s.record(on, *v, raw.map(|r| r * v), None);
+    }
+    last
+}
+
+#[test]
+fn the_baseline_completes_before_the_change_is_wanted_and_the_after_windows_end_the_trial() {
+    let mut s = Sequential::new(plan(), true, vec![]);
+    assert!(!s.want_on());
+    feed(&mut s, false, &[100.0, 101.0, 99.0], None);
+    assert!(!s.want_on());
+    feed(&mut s, false, &[100.0], None);
+    assert!(s.want_on());
+    // A window measured off once the baseline is complete (still applying) is not counted.
+    assert_eq!(s.record(false, 50.0, None, None), Step::Continue);
+    assert_eq!(s.off.len(), 4);
+    let end = feed(&mut s, true, &[120.0, 121.0, 119.0, 120.0], None);
+    assert_eq!(end, Step::End(EndReason::Complete));
+    let (g, d, shown) = s.decide().unwrap();
+    assert!((g.ratio - 1.2).abs() < 0.01, "{g:?}");
+    assert_eq!((d, shown), (Decision::Keep, Shown::Effect));
+}
+
+#[test]
+fn a_control_that_goes_leaves_the_treated_workloads_own_windows_to_judge() {
+    let mut s = Sequential::controlled(plan(), true, vec![], vec![]);
+    // Ratios near 1; the treated workload's own windows near 500.
+    feed(&mut s, false, &[1.0, 1.01, 0.99, 1.0], Some(500.0));
+    feed(&mut s, true, &[1.1, 1.11], Some(500.0));
+    assert_eq!(s.on, vec![1.1, 1.11]);
+    assert!(s.drop_control());
+    assert_eq!(s.off, vec![500.0, 505.0, 495.0, 500.0]);
+    assert_eq!(s.on.len(), 2);
+    assert!((s.on[0] - 550.0).abs() < 1e-9);
+    assert!(!s.drop_control(), "only once");
+}
+
+#[test]
+fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
+    let mut p = WindowPlan::fixed(4);
+    p.max = 50;
+    p.resolution = 0.01;
+    let mut s = Sequential::new(p, true, vec![]);
+    s.one_way = Some(OneWayRule {
+        harm_bound: 0.02,
+        windows_cap: 7,
+        prior: None,
+        drift_floor: 0.03,
+        within_s: 300.0,
+    });
+    let step = feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
+    let Step::Note(note) = step else {
+        panic!("{step:?}")
+    };
+    assert!(
+        note.contains("as many as the one-way rule's time bound allows"),
+        "{note}"
+    );
+    assert_eq!(s.needed, Some(7));
+    // A time bound that allows more than max_windows: max_windows.
+    let mut s = Sequential::new(p, true, vec![]);
+    s.one_way = Some(OneWayRule {
+        harm_bound: 0.02,
+        windows_cap: 70,
+        prior: None,
+        drift_floor: 0.04,
+        within_s: 300.0,
+    });
+    feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
+    assert_eq!(s.needed, Some(50));
+}

@@ -1,0 +1,334 @@
+//! Switchback: the change switched on and off in periods, each pair of periods in a seeded
+//! random order, judged on the differences within pairs. A drift slower than a pair cancels
+//! inside each difference; what is left is judged with an interval that allows for
+//! neighbouring differences being alike (Newey–West, `perfpilot_stats::hac`): it needs no
+//! model of the drift, and the differences of a well-chosen period are close to independent,
+//! where a model-based widening (the AR(1) of before/after windows) has to be right about a
+//! wander it only glimpsed.
+//!
+//! A period opens with `settle` windows that are not judged (the change taking hold, a cache
+//! refilling) and then `measure` windows; its length is chosen from the signal's baseline so
+//! that the pairs' differences are as precise as the time spent allows (see [`PeriodPlan`]).
+
+use perfpilot_stats::{Rng, mean};
+
+use super::{EndReason, Looks, Rest, Step};
+use crate::stats::{self, Decision, Gain};
+
+/// How a switchback trial cuts its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeriodPlan {
+    /// Windows dropped at the start of each period.
+    pub settle: usize,
+    /// Windows judged in each period.
+    pub measure: usize,
+    /// Pairs before the first look.
+    pub pairs_min: usize,
+    /// Pairs at most: then the trial ends.
+    pub pairs_max: usize,
+}
+
+/// What bounds a period plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PeriodLimits {
+    /// The signal's window, seconds.
+    pub window_s: f64,
+    /// How long the change takes to settle after a switch, seconds.
+    pub settle_s: f64,
+    /// The longest period allowed, seconds: longer ones let the drift back in.
+    pub period_max_s: f64,
+    /// The windows a whole trial may take (both states together).
+    pub budget_windows: usize,
+    /// Pairs before the first look.
+    pub pairs_min: usize,
+}
+
+/// Why a switchback trial cannot be planned for this signal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeriodRefused {
+    /// Why, in a sentence.
+    pub why: String,
+}
+
+/// The most windows a period judges: beyond this the pairs are too few to judge them.
+const MEASURE_MAX: usize = 8;
+
+impl PeriodPlan {
+    /// The plan for a signal whose baseline windows are `baseline`: `settle` windows cover
+    /// `settle_s`, and `measure` is
+    /// the count that makes the interval at the last look narrowest within the budget, for
+    /// windows alike from one to the next as the baseline's are (AR(1) at its lag-1
+    /// autocorrelation). Refused when even one judged window does not fit in `period_max_s`, or
+    /// the budget holds fewer pairs than the first look needs.
+    pub fn for_signal(baseline: &[f64], l: &PeriodLimits) -> Result<PeriodPlan, PeriodRefused> {
+        let w = l.window_s.max(1e-3);
+        // Switches fall between windows (a window ends, the change is switched, the next one
+        // starts): a change that takes hold at once needs no window dropped.
+        let settle = (l.settle_s / w).ceil() as usize;
+        let fit = ((l.period_max_s / w).floor() as usize).saturating_sub(settle);
+        if fit == 0 {
+            return Err(PeriodRefused {
+                why: format!(
+                    "its windows of {} s with {settle} to settle and one to judge do not fit in a period of at most {} s (period_max_s): a switchback of this signal would judge its lumps, not the change",
+                    units_s(w),
+                    units_s(l.period_max_s)
+                ),
+            });
+        }
+        let rho = perfpilot_stats::serial::allowed_lag1(&[baseline]);
+        let pairs_min = l.pairs_min.max(3);
+        // The half-width the last look's interval will have, per unit of the windows' spread:
+        // shorter periods give more pairs (and degrees of freedom), longer ones lose less to
+        // settling; neighbours alike favour the short ones, whose pairs cancel what they share.
+        let width = |m: usize| {
+            let pairs = l.budget_windows / (2 * (settle + m));
+            (pairs >= pairs_min).then(|| {
+                let t = perfpilot_stats::t_quantile(pairs as f64 - 1.0, 0.975);
+                t * (pair_variance(settle, m, rho) / pairs as f64).sqrt()
+            })
+        };
+        let Some(measure) = (1..=fit.min(MEASURE_MAX))
+            .filter_map(|m| width(m).map(|w| (m, w)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(m, _)| m)
+        else {
+            return Err(PeriodRefused {
+                why: format!(
+                    "periods of {} windows fit fewer than {pairs_min} pairs in the trial's {} windows",
+                    settle + 1,
+                    l.budget_windows
+                ),
+            });
+        };
+        let pairs_max = l.budget_windows / (2 * (settle + measure));
+        Ok(PeriodPlan {
+            settle,
+            measure,
+            pairs_min,
+            pairs_max,
+        })
+    }
+
+    /// One period's windows, settling included.
+    pub fn period(&self) -> usize {
+        self.settle + self.measure
+    }
+}
+
+fn units_s(s: f64) -> String {
+    perfpilot_units::duration_secs(s)
+}
+
+/// The variance of the difference of the means of the judged windows of two adjacent periods
+/// (each `settle` dropped, then `m` judged) of a unit-variance AR(1) series of correlation
+/// `rho`.
+pub fn pair_variance(settle: usize, m: usize, rho: f64) -> f64 {
+    let p = settle + m;
+    let a: Vec<usize> = (settle..p).collect();
+    let b: Vec<usize> = (p + settle..2 * p).collect();
+    let cov = |x: &[usize], y: &[usize]| {
+        x.iter()
+            .flat_map(|i| y.iter().map(move |j| rho.powi(i.abs_diff(*j) as i32)))
+            .sum::<f64>()
+    };
+    let mf = (m * m) as f64;
+    (cov(&a, &a) + cov(&b, &b) - 2.0 * cov(&a, &b)) / mf
+}
+
+/// One pair of periods: the change on in one, off in the other, in the order drawn.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Pair {
+    first_on: bool,
+    on: Vec<f64>,
+    off: Vec<f64>,
+    rest_on: Vec<f64>,
+    rest_off: Vec<f64>,
+}
+
+impl Pair {
+    /// The log of on over off, turned round for a lower-is-better signal.
+    fn difference(&self, hib: bool) -> Option<f64> {
+        let (a, b) = (mean(&self.on), mean(&self.off));
+        if !(a > 0.0 && b > 0.0) {
+            return None;
+        }
+        let d = (a / b).ln();
+        Some(if hib { d } else { -d })
+    }
+}
+
+/// A running switchback trial.
+#[derive(Debug, Clone)]
+pub struct Switchback {
+    plan: PeriodPlan,
+    rng: Rng,
+    hib: bool,
+    /// Complete pairs that are judged.
+    pairs: Vec<Pair>,
+    /// The pair being measured.
+    cur: Pair,
+    /// Whether the second period of the pair is running.
+    second: bool,
+    /// Windows seen in the running period, settling included.
+    seen: usize,
+    /// Pairs dropped because the rest of the machine moved between their periods.
+    pub dropped_pairs: usize,
+    /// The machine's CPUs as last read.
+    cpus: usize,
+    looks: Looks,
+    /// Set when a look decided the trial.
+    pub decided: Option<(Gain, Decision)>,
+}
+
+impl Switchback {
+    /// A switchback trial of `plan`, its pairs' order drawn from `seed`.
+    pub fn new(plan: PeriodPlan, seed: u64, hib: bool, looks: Looks) -> Switchback {
+        let mut rng = Rng::new(seed);
+        let first_on = rng.next_u64() & 1 == 1;
+        Switchback {
+            plan,
+            rng,
+            hib,
+            pairs: Vec::new(),
+            cur: Pair {
+                first_on,
+                ..Pair::default()
+            },
+            second: false,
+            seen: 0,
+            dropped_pairs: 0,
+            cpus: 0,
+            looks,
+            decided: None,
+        }
+    }
+
+    /// The plan it runs.
+    pub fn plan(&self) -> PeriodPlan {
+        self.plan
+    }
+
+    /// Whether the change should be on during the next window.
+    pub fn want_on(&self) -> bool {
+        self.cur.first_on != self.second
+    }
+
+    /// The pairs judged so far.
+    pub fn pairs(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Takes in one window measured wholly with the change `on` (a window that saw a switch is
+    /// not given). Returns what follows.
+    pub fn record(&mut self, on: bool, value: f64, rest: Option<Rest>) -> Step {
+        if on != self.want_on() {
+            // Measured in the state the design did not ask for (the engine could not switch):
+            // it is not judged.
+            return Step::Continue;
+        }
+        self.seen += 1;
+        if self.seen > self.plan.settle {
+            let (v, r) = if on {
+                (&mut self.cur.on, &mut self.cur.rest_on)
+            } else {
+                (&mut self.cur.off, &mut self.cur.rest_off)
+            };
+            v.push(value);
+            if let Some(rest) = rest {
+                r.push(rest.cores);
+                self.cpus = rest.cpus;
+            }
+        }
+        if self.seen < self.plan.period() {
+            return Step::Continue;
+        }
+        self.seen = 0;
+        if !self.second {
+            self.second = true;
+            return Step::Continue;
+        }
+        self.second = false;
+        let first_on = self.rng.next_u64() & 1 == 1;
+        let pair = std::mem::replace(
+            &mut self.cur,
+            Pair {
+                first_on,
+                ..Pair::default()
+            },
+        );
+        if let Some((before, after)) = stats::rest_moved(
+            &pair.rest_off,
+            &pair.rest_on,
+            self.cpus,
+            self.looks.rest_share,
+        ) {
+            self.dropped_pairs += 1;
+            return Step::Note(format!(
+                "a pair of periods dropped: the rest of the machine used {before:.2} cores with the change off and {after:.2} with it on"
+            ));
+        }
+        self.pairs.push(pair);
+        self.look()
+    }
+
+    /// The differences of the judged pairs.
+    fn differences(&self) -> Vec<f64> {
+        self.pairs
+            .iter()
+            .filter_map(|p| p.difference(self.hib))
+            .collect()
+    }
+
+    /// The gain so far at `confidence` (the interval of the mean difference); the verdict's
+    /// level is the look's that decided it.
+    pub fn gain(&self, confidence: f64) -> Option<Gain> {
+        let d = self.differences();
+        let s = perfpilot_stats::serial_mean_ci(&d, confidence)?;
+        // The differences are already turned round for the signal's direction.
+        Some(Gain {
+            serial: s.rho,
+            ..stats::gain_from_log(s.ci, true, confidence)
+        })
+    }
+
+    /// A look after a complete pair: a decision at the look's share of the error from the first
+    /// look on (`stats::spent_level`: half for the last), and the end at the last pair whatever
+    /// it shows.
+    fn look(&mut self) -> Step {
+        let n = self.pairs.len();
+        if n < self.plan.pairs_min {
+            return Step::Continue;
+        }
+        let total = self.looks_planned();
+        let k = n - self.plan.pairs_min + 1;
+        let level = stats::spent_level(self.looks.confidence, k, total);
+        let Some(g) = self.gain(level) else {
+            return if n >= self.plan.pairs_max {
+                Step::End(EndReason::Complete)
+            } else {
+                Step::Continue
+            };
+        };
+        let d = stats::decide(&g, self.looks.min_effect);
+        if d != Decision::Neutral || n >= self.plan.pairs_max {
+            self.decided = Some((g, d));
+            return Step::End(EndReason::Complete);
+        }
+        Step::Continue
+    }
+
+    /// Every judged window with the change off, then with it on.
+    pub fn windows(&self) -> (Vec<f64>, Vec<f64>) {
+        let off = self.pairs.iter().flat_map(|p| p.off.clone()).collect();
+        let on = self.pairs.iter().flat_map(|p| p.on.clone()).collect();
+        (off, on)
+    }
+
+    /// The looks a trial of this plan may take.
+    pub fn looks_planned(&self) -> usize {
+        self.plan.pairs_max - self.plan.pairs_min + 1
+    }
+}
+
+#[cfg(test)]
+mod tests;

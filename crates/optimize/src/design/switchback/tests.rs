@@ -1,0 +1,171 @@
+use super::*;
+
+fn limits(window_s: f64, period_max_s: f64) -> PeriodLimits {
+    PeriodLimits {
+        window_s,
+        // One window to settle.
+        settle_s: window_s,
+        period_max_s,
+        budget_windows: 60,
+        pairs_min: 3,
+    }
+}
+
+fn looks() -> Looks {
+    Looks {
+        confidence: 0.95,
+        min_effect: 0.02,
+        rest_share: 0.1,
+    }
+}
+
+#[test]
+fn the_variance_of_a_pair_difference_is_two_over_m_for_independent_windows_and_less_when_neighbours_are_alike()
+ {
+    assert!((pair_variance(1, 4, 0.0) - 0.5).abs() < 1e-12);
+    // Neighbours alike: short periods cancel what they share, long ones add it up.
+    assert!(pair_variance(1, 1, 0.9) < pair_variance(1, 1, 0.0));
+    assert!(pair_variance(1, 8, 0.9) > pair_variance(1, 1, 0.9));
+}
+
+#[test]
+fn independent_windows_make_long_periods_and_alike_ones_short_periods() {
+    let independent = [100.0, 104.0, 97.0, 103.0, 96.0, 101.0, 99.0, 102.0];
+    let p = PeriodPlan::for_signal(&independent, &limits(2.0, 120.0)).unwrap();
+    assert_eq!(p.settle, 1);
+    assert!(p.measure >= 2, "{p:?}");
+    let wandering = [100.0, 101.0, 102.0, 103.0, 104.0, 103.0, 102.0, 101.0];
+    let q = PeriodPlan::for_signal(&wandering, &limits(2.0, 120.0)).unwrap();
+    assert!(q.measure < p.measure, "{q:?}");
+    assert!(q.pairs_max >= 3);
+    // A change that takes hold at once loses nothing to settling: the shortest periods.
+    let mut at_once = limits(2.0, 120.0);
+    at_once.settle_s = 0.0;
+    let r = PeriodPlan::for_signal(&independent, &at_once).unwrap();
+    assert_eq!((r.settle, r.measure), (0, 1), "{r:?}");
+}
+
+#[test]
+fn a_window_longer_than_a_period_allows_refuses_the_design_and_says_why() {
+    let r = PeriodPlan::for_signal(&[1.0, 2.0, 3.0], &limits(8.0, 8.0)).unwrap_err();
+    assert!(
+        r.why.contains("do not fit in a period of at most"),
+        "{}",
+        r.why
+    );
+    let mut l = limits(8.0, 120.0);
+    l.budget_windows = 8;
+    let r = PeriodPlan::for_signal(&[1.0, 2.0, 3.0], &l).unwrap_err();
+    assert!(r.why.contains("pairs"), "{}", r.why);
+}
+
+#[test]
+fn the_same_seed_draws_the_same_order_and_each_pair_holds_one_period_of_each_state() {
+    let plan = PeriodPlan {
+        settle: 1,
+        measure: 1,
+        pairs_min: 3,
+        pairs_max: 50,
+    };
+    let order = |seed| {
+        let mut sb = Switchback::new(plan, seed, true, looks());
+        let mut o = Vec::new();
+        for _ in 0..40 {
+            let on = sb.want_on();
+            o.push(on);
+            sb.record(on, 100.0, None);
+        }
+        o
+    };
+    assert_eq!(order(5), order(5));
+    assert_ne!(order(5), order(6));
+    let o = order(5);
+    for pair in o.chunks(4) {
+        // Two windows a period: the pair's periods are one of each.
+        assert_eq!(pair[0], pair[1]);
+        assert_eq!(pair[2], pair[3]);
+        assert_ne!(pair[0], pair[2]);
+    }
+}
+
+#[test]
+fn a_pair_during_which_the_rest_of_the_machine_stepped_is_dropped_not_judged() {
+    let plan = PeriodPlan {
+        settle: 0,
+        measure: 1,
+        pairs_min: 3,
+        pairs_max: 10,
+    };
+    let mut sb = Switchback::new(plan, 1, true, looks());
+    let mut notes = 0;
+    for k in 0..2 {
+        let on = sb.want_on();
+        let rest = Rest {
+            cores: if on { 1.5 } else { 0.1 },
+            cpus: 2,
+        };
+        let _ = k;
+        if let Step::Note(n) = sb.record(on, 100.0, Some(rest)) {
+            assert!(n.contains("pair of periods dropped"), "{n}");
+            notes += 1;
+        }
+    }
+    assert_eq!(notes, 1);
+    assert_eq!(sb.pairs(), 0);
+    assert_eq!(sb.dropped_pairs, 1);
+}
+
+#[test]
+fn a_clear_loss_of_a_switchable_change_is_reverted_at_a_look_and_a_gain_kept() {
+    let plan = PeriodPlan {
+        settle: 0,
+        measure: 2,
+        pairs_min: 3,
+        pairs_max: 20,
+    };
+    for (effect, want) in [(0.8, Decision::Revert), (1.2, Decision::Keep)] {
+        let mut sb = Switchback::new(plan, 9, true, looks());
+        let mut i = 0;
+        let end = loop {
+            let on = sb.want_on();
+            let noise = [1.0, 1.01, 0.99, 1.005][i % 4];
+            i += 1;
+            if let Step::End(e) = sb.record(on, 100.0 * noise * if on { effect } else { 1.0 }, None)
+            {
+                break e;
+            }
+        };
+        assert_eq!(end, EndReason::Complete);
+        let (g, d) = sb.decided.unwrap();
+        assert_eq!(d, want, "{g:?}");
+        assert!(
+            sb.pairs() < plan.pairs_max,
+            "decided at a look, {} pairs",
+            sb.pairs()
+        );
+    }
+}
+
+#[test]
+fn a_lower_is_better_signal_is_turned_round() {
+    let plan = PeriodPlan {
+        settle: 0,
+        measure: 1,
+        pairs_min: 3,
+        pairs_max: 6,
+    };
+    let mut sb = Switchback::new(plan, 3, false, looks());
+    let mut i = 0;
+    loop {
+        let on = sb.want_on();
+        let noise = [1.0, 1.01, 0.99][i % 3];
+        i += 1;
+        // Latency: 20 % lower with the change.
+        if let Step::End(_) = sb.record(on, 10.0 * noise * if on { 0.8 } else { 1.0 }, None) {
+            break;
+        }
+    }
+    let (g, d) = sb.decided.unwrap();
+    assert!(g.ratio > 1.2, "{g:?}");
+    assert_eq!(d, Decision::Keep);
+}

@@ -1,0 +1,193 @@
+//! Concurrent controls: a trial on one workload judged against a sibling of the same kind left
+//! as it is (another instance of the same program serving the same kind of signal). Both are
+//! read in the same scans, their windows cut over the same spans, and the trial judges the
+//! ratio of the two: whatever moves the whole machine moves both and cancels.
+
+use std::collections::HashMap;
+
+use perfpilot_observe::Rates;
+use perfpilot_observe::workload::Workload;
+
+use super::Engine;
+use super::watch::Window;
+use crate::config::ProbeSpec;
+use crate::signal::SignalKind;
+use crate::strategy::StrategyKind;
+
+/// The sibling a trial is judged against.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Control {
+    /// Its signature.
+    pub(super) signature: String,
+    /// Its name, for `status` and the log.
+    pub(super) name: String,
+    /// Its processes as (pid, start time) when the trial began.
+    pub(super) members: Vec<(i32, u64)>,
+    /// Its own signal (of the same kind as the treated workload's).
+    pub(super) signal: SignalKind,
+}
+
+/// The control's window of this scan, beside the treated workload's.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Pairing {
+    /// The trial has no control.
+    None,
+    /// The control's window completed this scan with this value.
+    Paired(f64),
+    /// No window of the control this scan (or it failed).
+    Unpaired,
+    /// The control is gone, and why ("exited", "restarted").
+    Lost(String),
+}
+
+/// This scan's pairing of a trial's control.
+pub(super) fn pairing(
+    c: Option<&Control>,
+    workloads: &[Workload],
+    obs: &HashMap<String, Window>,
+) -> Pairing {
+    let Some(c) = c else {
+        return Pairing::None;
+    };
+    let Some(w) = workloads.iter().find(|w| w.signature == c.signature) else {
+        return Pairing::Lost("exited".into());
+    };
+    if !w
+        .members
+        .iter()
+        .any(|m| c.members.contains(&(m.pid, m.starttime)))
+    {
+        return Pairing::Lost("restarted".into());
+    }
+    match obs.get(&c.signature).map(|o| &o.main) {
+        Some(Ok(Some(v))) => Pairing::Paired(*v),
+        _ => Pairing::Unpaired,
+    }
+}
+
+/// The scans a trial waits for a sibling's signal to become steady before it goes on without a
+/// control: twice the gate's readings and one more.
+const SIBLING_WAIT_SCANS: u64 = 2 * super::steady::STEADY_READINGS as u64 + 1;
+
+/// Why `s`, another instance of `w`'s program under the same user, cannot stand as a control
+/// for a trial judged by `signal` (`theirs`: `s`'s signal): a signal of another kind or
+/// direction. (How busy each is does not matter once both pass the steady gate: the ratio
+/// cancels what moves both, and one scan's CPU on a busy machine says little.) `None` when it
+/// can.
+pub(super) fn unlike(signal: &SignalKind, theirs: &SignalKind) -> Option<String> {
+    (!(signal.source() == theirs.source()
+        && signal.higher_is_better() == theirs.higher_is_better()
+        && same_kind(signal, theirs)))
+    .then(|| format!("its signal is another kind ({})", theirs.describe()))
+}
+
+/// What the search for a control found.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Sibling {
+    /// This one: its windows start afresh with the treated workload's.
+    Found(Control),
+    /// One whose signal is not steady yet: the trial waits a scan for it (its name).
+    Wait(String),
+    /// None; the other instances of the program, each with why it cannot be the control.
+    None(Vec<String>),
+}
+
+/// Signals of the same kind: the same preset, the same probe metric, the same kernel proxy.
+fn same_kind(a: &SignalKind, b: &SignalKind) -> bool {
+    match (a, b) {
+        (SignalKind::Preset { preset: p, .. }, SignalKind::Preset { preset: q, .. }) => p == q,
+        (SignalKind::Probe { probe: p }, SignalKind::Probe { probe: q }) => {
+            probe_key(p) == probe_key(q)
+        }
+        _ => std::mem::discriminant(a) == std::mem::discriminant(b),
+    }
+}
+
+/// What a probe reads, whichever endpoint it reads it from.
+fn probe_key(p: &ProbeSpec) -> &str {
+    match p {
+        ProbeSpec::Http { metric, .. } => metric,
+        ProbeSpec::Command { command, .. } => command,
+    }
+}
+
+impl Engine {
+    /// A sibling of `w` to judge a trial of `kind` against (another instance of the same
+    /// program under the same user, eligible, steady and free), a sibling worth waiting a scan
+    /// for, or why there is none. A found control's windows and `w`'s start afresh this scan, so
+    /// that they are cut over the same spans from here on.
+    pub(super) fn sibling(
+        &mut self,
+        w: &Workload,
+        kind: StrategyKind,
+        signal: &SignalKind,
+        workloads: &[Workload],
+        rates: &Rates,
+    ) -> Sibling {
+        let actions = &self.actions;
+        let busy = |sig: &str| {
+            actions.trials.iter().any(|t| {
+                t.signature == sig
+                    || t.judge == sig
+                    || t.control.as_ref().is_some_and(|c| c.signature == sig)
+            }) || actions
+                .held
+                .iter()
+                .any(|h| h.signature == sig && h.strategy == kind)
+        };
+        let mut why_not = Vec::new();
+        let instances: Vec<(&Workload, bool)> = workloads
+            .iter()
+            .filter(|s| s.signature != w.signature && s.comm == w.comm && s.uid == w.uid)
+            .map(|s| (s, busy(&s.signature)))
+            .collect();
+        let name = |s: &Workload| {
+            format!(
+                "{} (pid {})",
+                s.name,
+                s.pids().first().copied().unwrap_or(0)
+            )
+        };
+        for (s, busy) in instances {
+            if busy {
+                why_not.push(format!(
+                    "{}: in a trial, or holding {kind} already",
+                    name(s)
+                ));
+                continue;
+            }
+            if let Some(why) = self.policy.left_alone(&self.topo, s, None) {
+                why_not.push(format!("{}: {why}", name(s)));
+                continue;
+            }
+            let theirs = match self.signal_of(s, rates) {
+                Ok(t) => t,
+                Err(why) => {
+                    why_not.push(format!("{}: {why}", name(s)));
+                    continue;
+                }
+            };
+            if let Some(why) = unlike(signal, &theirs) {
+                why_not.push(format!("{}: {why}", name(s)));
+                continue;
+            }
+            if let Err(why) = self.steady_signal(s, &theirs, rates) {
+                if self.steady.waited_for_sibling(&w.signature) <= SIBLING_WAIT_SCANS {
+                    return Sibling::Wait(name(s));
+                }
+                why_not.push(format!("{}: {why}", name(s)));
+                continue;
+            }
+            self.steady.take(&s.signature);
+            self.watch.restart_windows(&w.signature);
+            self.watch.restart_windows(&s.signature);
+            return Sibling::Found(Control {
+                signature: s.signature.clone(),
+                name: name(s),
+                members: s.members.iter().map(|m| (m.pid, m.starttime)).collect(),
+                signal: theirs,
+            });
+        }
+        Sibling::None(why_not)
+    }
+}

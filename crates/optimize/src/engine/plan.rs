@@ -1,0 +1,172 @@
+//! Choosing a trial's design when a strategy proposes an action (`crate::design::choose`): what
+//! the change costs to undo, whether the kernel splits huge pages back, a sibling to stand as
+//! the control, the periods the signal allows, and for a one-way change its time bound and the
+//! prior from earlier verdicts of the same strategy on the same kind of server.
+
+use perfpilot_observe::Rates;
+use perfpilot_observe::workload::Workload;
+use perfpilot_sys::change::Change;
+
+use super::Engine;
+use super::control::{Control, Sibling};
+use super::verdict::Verdict;
+use crate::design::one_way::{self, OneWayRule, Prior};
+use crate::design::{self, DesignKind, Facts, PeriodLimits, PeriodPlan};
+use crate::signal::SignalKind;
+use crate::strategy::StrategyKind;
+
+/// The least spread of a prior from earlier verdicts (on the log scale): however alike they
+/// were, the next trial's effect is not known better than to a few per cent.
+const PRIOR_FLOOR_SD: f64 = 0.03;
+
+/// Pairs of periods before a switchback trial's first look.
+const PAIRS_MIN: usize = 3;
+
+/// Seconds a collapse of one GiB is allowed in a switchback period: twice the CPU it took on the
+/// 2-CPU VM (docs/optimizer.md, "Huge pages split back"), for a machine with other work on it;
+/// the period drops the windows it spans.
+const COLLAPSE_S_PER_GIB: f64 = 4.0;
+
+/// Bytes the collapse steps of a change cover.
+fn collapse_bytes(changes: &[Change]) -> u64 {
+    changes
+        .iter()
+        .map(|c| match c {
+            Change::Collapse { ranges, .. } => ranges.iter().map(|r| r.1).sum(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// What a proposal's trial is designed as.
+pub(super) struct Planned {
+    pub(super) kind: DesignKind,
+    pub(super) why: String,
+    pub(super) control: Option<Control>,
+    pub(super) limits: PeriodLimits,
+    pub(super) one_way: Option<OneWayRule>,
+    /// The change can be undone (for large pages: split back).
+    pub(super) irreversible: bool,
+    /// A sibling whose signal is not steady yet: the trial waits a scan to judge against it.
+    pub(super) wait_for: Option<String>,
+}
+
+/// What kind of server a workload is, as priors group verdicts: its preset, else its command.
+pub(super) fn server_kind(w: &Workload, signal: Option<&SignalKind>) -> String {
+    match signal {
+        Some(SignalKind::Preset { preset, .. }) => preset.clone(),
+        _ => w.comm.clone(),
+    }
+}
+
+impl Engine {
+    /// The length of `judge`'s signal windows, seconds.
+    fn window_s(&self, judge: &str) -> f64 {
+        self.watch
+            .servers
+            .window_s(judge)
+            .unwrap_or(self.tun.interval_s)
+            .max(self.tun.interval_s)
+    }
+
+    /// The design of a trial of `kind` on `w` judged by `signal`, whose change is `changes`
+    /// (paced steps; `cheap_undo`: the strategy undoes it cheaply; `irreversible`: it cannot be
+    /// undone unless huge pages can be split).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan_design(
+        &mut self,
+        w: &Workload,
+        kind: StrategyKind,
+        changes: &[Change],
+        cheap_undo: bool,
+        irreversible: bool,
+        signal: &SignalKind,
+        workloads: &[Workload],
+        rates: &Rates,
+        steady: &[f64],
+    ) -> Planned {
+        let window_s = self.window_s(&w.signature);
+        // Huge pages collapsed again take the collapse's time and a window to show (a server's
+        // page tables refilled), and a read-ahead change reaches only the reads issued after
+        // it; a thread's new mask takes hold at once.
+        let settle_s = match kind {
+            StrategyKind::LargePages => self
+                .tun
+                .switch_settle_s
+                .max(window_s)
+                .max(collapse_bytes(changes) as f64 / (1u64 << 30) as f64 * COLLAPSE_S_PER_GIB),
+            StrategyKind::ReadAhead => self.tun.switch_settle_s.max(window_s),
+            StrategyKind::CacheAffinity | StrategyKind::MemoryAffinity => self.tun.switch_settle_s,
+        };
+        let limits = PeriodLimits {
+            window_s,
+            settle_s,
+            period_max_s: self.tun.period_max_s,
+            budget_windows: 2 * self.tun.max_windows as usize,
+            pairs_min: PAIRS_MIN,
+        };
+        let split = if kind == StrategyKind::LargePages {
+            self.watch.split_supported.clone()
+        } else {
+            Err("not huge pages".into())
+        };
+        let (control, wait_for, passed_over) = match cheap_undo {
+            true => (None, None, Vec::new()),
+            false => match self.sibling(w, kind, signal, workloads, rates) {
+                Sibling::Found(c) => (Some(c), None, Vec::new()),
+                Sibling::Wait(name) => (None, Some(name), Vec::new()),
+                Sibling::None(why) => (None, None, why),
+            },
+        };
+        let facts = Facts {
+            strategy: kind,
+            cheap_undo,
+            split: split.clone(),
+            sibling: control.as_ref().map(|c| c.name.clone()),
+            periods: PeriodPlan::for_signal(steady, &limits),
+        };
+        let mut choice = design::choose(&facts);
+        if choice.kind == DesignKind::OneWay && !passed_over.is_empty() {
+            choice.why = format!("{}; not a control: {}", choice.why, passed_over.join("; "));
+        }
+        let one_way = (choice.kind == DesignKind::OneWay).then(|| {
+            let apply_s = changes.len() as f64 * self.tun.interval_s;
+            OneWayRule {
+                harm_bound: self.tun.harm_bound,
+                windows_cap: one_way::windows_cap(
+                    self.tun.verdict_within_s,
+                    apply_s,
+                    window_s,
+                    self.tun.window_count(),
+                ),
+                prior: self.prior(kind, &server_kind(w, Some(signal))),
+                drift_floor: self.tun.drift_floor,
+                within_s: self.tun.verdict_within_s,
+            }
+        });
+        Planned {
+            kind: choice.kind,
+            why: choice.why,
+            control: control.filter(|_| choice.kind == DesignKind::Control),
+            limits,
+            one_way,
+            irreversible: irreversible && !(kind == StrategyKind::LargePages && split.is_ok()),
+            wait_for,
+        }
+    }
+
+    /// Earlier verdicts of `kind` on servers of `server` that ended complete with a gain
+    /// (neutral ones too: leaving them out would leave only the lucky ones), as a prior; `None`
+    /// with fewer than two.
+    pub(super) fn prior(&self, kind: StrategyKind, server: &str) -> Option<Prior> {
+        let records = self.store.actions(false, 1000).ok()?;
+        let gains: Vec<_> = records
+            .iter()
+            .filter(|r| r.strategy == kind.as_str())
+            .filter_map(|r| serde_json::from_str::<Verdict>(r.verdict.as_deref()?).ok())
+            .filter(|v| v.kind == server && v.ended == "complete")
+            .filter_map(|v| v.gain)
+            .collect();
+        Prior::from_gains(&gains, &format!("{kind} on {server}"), PRIOR_FLOOR_SD)
+    }
+}
