@@ -28,7 +28,10 @@ pub fn huge_in_ranges(smaps: &str, ranges: &[(u64, u64)]) -> u64 {
             continue;
         }
         if inside
-            && matches!(first, "AnonHugePages:" | "ShmemPmdMapped:" | "FilePmdMapped:")
+            && matches!(
+                first,
+                "AnonHugePages:" | "ShmemPmdMapped:" | "FilePmdMapped:"
+            )
             && let Some(kb) = fields.next().and_then(|v| v.parse::<u64>().ok())
         {
             total += kb << 10;
@@ -207,13 +210,22 @@ ShmemPmdMapped:     2048 kB
 7f0002000000-7f0002200000 rw-p 00000000 00:00 0
 AnonHugePages:      2048 kB
 ";
-        assert_eq!(huge_in_ranges(smaps, &[(0x7f0000200000, 0x200000)]), 4 << 20);
         assert_eq!(
-            huge_in_ranges(smaps, &[(0x7f0000000000, 0x800000), (0x7f0001000000, 0x400000)]),
+            huge_in_ranges(smaps, &[(0x7f0000200000, 0x200000)]),
+            4 << 20
+        );
+        assert_eq!(
+            huge_in_ranges(
+                smaps,
+                &[(0x7f0000000000, 0x800000), (0x7f0001000000, 0x400000)]
+            ),
             6 << 20
         );
         assert_eq!(huge_in_ranges(smaps, &[(0x7f0003000000, 0x200000)]), 0);
-        assert_eq!(huge_in_ranges("not smaps at all\nAnonHugePages: x kB\n", &[(0, u64::MAX)]), 0);
+        assert_eq!(
+            huge_in_ranges("not smaps at all\nAnonHugePages: x kB\n", &[(0, u64::MAX)]),
+            0
+        );
     }
     use super::*;
     use crate::process::parse_io;
