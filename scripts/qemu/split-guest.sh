@@ -8,6 +8,8 @@
 #      huge pages are split back here;
 #   2. two sharedcache instances: a private anonymous heap and a System V segment (a shared
 #      buffer pool), each serving its operation counter on /metrics (the Prometheus preset);
+#      the second runs under another name (comm), or each would be the other's concurrent
+#      control and no trial would be a switchback;
 #   3. each gets a large-pages trial designed as a switchback; its memory is seen in huge
 #      pages (AnonHugePages, ShmemPmdMapped) while the trial runs;
 #   4. the daemon stops (revert_on_stop): both actions are undone by splitting, and both
@@ -39,6 +41,9 @@ cpu_budget_pct = 100
 
 [[workload]]
 match = { comm = "sharedcache" }
+
+[[workload]]
+match = { comm = "sharedcache-shm" }
 CFG
 /bin/perfpilot daemon --config /tmp/perfpilot.toml --state-dir /tmp/state --for 300s >/tmp/daemon.log 2>&1 &
 daemon=$!
@@ -50,12 +55,13 @@ done
 grep -q "not split back here" /tmp/daemon.log && fail "the daemon says huge pages are not split back: $(grep 'split' /tmp/daemon.log)"
 echo "shmem_enabled: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled)"
 
-start() { # start MODE OUT: a 48 MiB table, one lookup thread
-    /bin/sharedcache --mode "$1" --table-mib 48 --threads 1 --listen 127.0.0.1:0 >"$2" 2>&1 &
+start() { # start BIN MODE OUT: a 48 MiB table, one lookup thread
+    "$1" --mode "$2" --table-mib 48 --threads 1 --listen 127.0.0.1:0 >"$3" 2>&1 &
     echo $!
 }
-anon=$(start private /tmp/anon.out)
-shm=$(start sysv /tmp/shm.out)
+ln -sf /bin/sharedcache /tmp/sharedcache-shm
+anon=$(start /bin/sharedcache private /tmp/anon.out)
+shm=$(start /tmp/sharedcache-shm sysv /tmp/shm.out)
 i=0
 until grep -q ready /tmp/anon.out && grep -q ready /tmp/shm.out; do
     i=$((i + 1)); [ $i -lt 1200 ] || fail "sharedcache did not start: $(cat /tmp/anon.out /tmp/shm.out)"

@@ -1,5 +1,5 @@
 //! `deploy/perfpilot.service`, checked by systemd's own tools offline: every directive is one
-//! this systemd knows, the exposure score is the one README records, and the settings that
+//! this systemd knows, the exposure score is the one docs/deploy.md records, and the settings that
 //! would break the daemon (a read-only /sys, a user namespace) stay out.
 
 use std::path::PathBuf;
@@ -65,11 +65,11 @@ fn systemd_analyze_rates_the_unit_at_the_exposure_readme_records() {
     // systemd's scale: 0 (locked down) to 10 (unsafe); a root daemon that must reach every
     // process cannot reach 0. "OK" is up to 4.9.
     assert!(score <= 3.5, "exposure {score} got worse: {line}");
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let page = std::fs::read_to_string(repo().join("docs/deploy.md")).unwrap();
     let recorded = format!("overall exposure {score:.1}");
     assert!(
-        readme.contains(&recorded),
-        "README does not record the current score ({recorded:?}): update \"Running on many hosts\""
+        page.contains(&recorded),
+        "docs/deploy.md does not record the current score ({recorded:?}): update its systemd section"
     );
 }
 

@@ -136,6 +136,64 @@ fn validate_names_file_line_and_field() {
 }
 
 #[test]
+fn validate_prints_an_iterated_search_s_space_and_plan_and_refuses_a_budget_too_small() {
+    let dir = Scratch::new("iterated");
+    let study = r#"[deployment]
+command = "sh -c 'exec sleep 60' {threads} {gc} {gc_threads}"
+
+[load]
+command = "echo 1"
+
+[parameters]
+threads = { integer = [1, 64], log = true }
+gc = { categorical = ["serial", "parallel"] }
+gc_threads = { integer = [1, 8], when = "gc == 'parallel'" }
+
+[search]
+method = "iterated"
+forbidden = ["threads * gc_threads > 64"]
+
+[run]
+budget = 200
+baseline = { threads = 4, gc = "serial" }
+"#;
+    let f = dir.path().join("it.toml");
+    std::fs::write(&f, study).unwrap();
+    let out = perfpilot(&["study", "validate", "it.toml"], dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 64 serial + parallel: 64 × 8 less the forbidden pairs (threads × gc_threads > 64).
+    let parallel: usize = (1..=8usize)
+        .map(|g| (1..=64usize).filter(|t| t * g <= 64).count())
+        .sum();
+    assert!(
+        stdout.contains(&format!("a space of {} configurations", 64 + parallel)),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("gc_threads: integer 1–8 when gc == 'parallel'"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("forbidden: threads * gc_threads > 64"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("iterations: 3 (elites kept 3"), "{stdout}");
+    std::fs::write(&f, study.replace("budget = 200", "budget = 40")).unwrap();
+    let out = perfpilot(&["study", "validate", "it.toml"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("it.toml:17: run.budget: 40 trials are smaller than one iteration"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn validate_fails_naming_each_program_a_run_would_miss() {
     // Run from a directory with the example's request files (read with the study file) but
     // not its binaries.

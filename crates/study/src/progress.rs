@@ -21,6 +21,8 @@ enum Mode {
     Bar(indicatif::ProgressBar),
     /// Not a terminal: lines.
     Lines(Mutex<Lines>),
+    /// Nothing at all (computed trials: a benchmark prints its own table).
+    Silent,
 }
 
 /// Where a run stands, for the progress lines.
@@ -63,6 +65,11 @@ impl Progress {
         Progress::with(show, std::io::stderr().is_terminal(), total)
     }
 
+    /// No progress and no lines.
+    pub(crate) fn silent() -> Progress {
+        Progress { mode: Mode::Silent }
+    }
+
     /// As [`Progress::new`], with whether stderr is a terminal given.
     fn with(show: bool, terminal: bool, total: usize) -> Progress {
         let mode = match (show, terminal) {
@@ -97,7 +104,7 @@ impl Progress {
         match &self.mode {
             Mode::Bar(b) => b.set_message(m),
             Mode::Lines(_) => self.lines(|l| l.current = m),
-            Mode::Off => {}
+            Mode::Off | Mode::Silent => {}
         }
     }
 
@@ -132,7 +139,7 @@ impl Progress {
                 }
             }
             Mode::Lines(_) => self.lines(|l| l.total = l.total.saturating_sub(by).max(l.done)),
-            Mode::Off => {}
+            Mode::Off | Mode::Silent => {}
         }
     }
 
@@ -140,6 +147,7 @@ impl Progress {
     pub(crate) fn println(&self, m: String) {
         match &self.mode {
             Mode::Bar(b) => b.println(m),
+            Mode::Silent => {}
             _ => eprintln!("{m}"),
         }
     }

@@ -35,6 +35,10 @@ pub enum Left {
     /// Still racing when the race ended because choosing the leader was expected to cost
     /// less than `run.stop_loss`: not shown worse, and no longer worth the rounds.
     Settled,
+    /// Left at the end of an iterated search's race but not among the elites it keeps (the
+    /// best means), so not raced again.
+    #[serde(rename = "not_elite")]
+    NotElite,
 }
 
 /// A configuration that left the race before the last round.

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::error::{Result, StudyError};
 use crate::scale::Scaling;
-use crate::spec::{Config, Study};
+use crate::spec::{Config, Level, Study};
 use crate::stats;
 use crate::summary::{Summary, against_baseline, phase_figures};
 
@@ -263,8 +263,21 @@ pub fn build_with(store: &Store, run: i64, opts: ReportOptions) -> Result<Report
             .collect();
         let overall = stats::mean(&all);
         for f in &study.factors {
+            // A range's values: those its configurations took, in order.
+            let values: Vec<Level> = match f.levels() {
+                Some(l) => l.to_vec(),
+                None => {
+                    let mut seen: Vec<Level> = by_config
+                        .values()
+                        .filter_map(|e| e.0.get(&f.name).cloned())
+                        .collect();
+                    seen.sort_by(|a, b| level_order(a).total_cmp(&level_order(b)));
+                    seen.dedup();
+                    seen
+                }
+            };
             let mut levels = Vec::new();
-            for l in &f.levels {
+            for l in &values {
                 let v: Vec<f64> = by_config
                     .values()
                     .filter(|e| e.0.get(&f.name) == Some(l))
@@ -405,4 +418,62 @@ pub fn chance_best_line(chance: &[(String, f64)]) -> Option<String> {
         "Chance of being the best (bootstrap of the rounds; measuring again at another time can differ more): {}",
         parts.join("; ")
     ))
+}
+
+/// One iteration of an iterated search in a line: its rounds, budget and trials, the
+/// configurations raced (new among them), draws made again, a soft restart, why it ended,
+/// the elites it kept.
+pub fn iteration_line(it: &crate::iterate::IterationSummary) -> String {
+    let mut extra = Vec::new();
+    let r = &it.redrawn;
+    if r.forbidden + r.cannot_run + r.repeated > 0 {
+        extra.push(format!(
+            "draws made again: {} forbidden, {} not runnable here, {} repeats",
+            r.forbidden, r.cannot_run, r.repeated
+        ));
+    }
+    if it.soft_restart {
+        extra.push("models soft-restarted".into());
+    }
+    let extra = match extra.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", extra.join("; ")),
+    };
+    format!(
+        "iteration {}: rounds {}–{}, {} of {} trials, {} configurations ({} new){extra}; ended: {}; elites: {}",
+        it.iteration,
+        it.rounds.0,
+        it.rounds.1,
+        it.trials,
+        it.budget,
+        it.raced,
+        it.new,
+        it.ended,
+        it.elites
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+/// A mean with four significant digits or so (`426.8`, `1.234`, `0.01234`).
+pub(crate) fn figure(x: f64) -> String {
+    let digits = match x.abs() {
+        a if a >= 1000.0 => 0,
+        a if a >= 100.0 => 1,
+        a if a >= 10.0 => 2,
+        a if a >= 1.0 => 3,
+        _ => 5,
+    };
+    format!("{x:.digits$}")
+}
+
+/// A numeric level's value, for ordering a range's values (others order as 0).
+fn level_order(l: &Level) -> f64 {
+    match l {
+        Level::Int(i) => *i as f64,
+        Level::Float(x) => *x,
+        _ => 0.0,
+    }
 }

@@ -44,6 +44,8 @@ pub(crate) struct Session<'a> {
     pub pool: Option<Pool<'a>>,
     /// Hosts lost, for the summary's warnings.
     pub host_warnings: Vec<String>,
+    /// Trials computed instead of run (`RunOptions::simulated`).
+    pub simulated: Option<std::sync::Arc<dyn crate::runner::TrialSource>>,
 }
 
 impl Session<'_> {
@@ -76,7 +78,11 @@ impl Session<'_> {
     /// Runs `rounds`: here one trial after another, or with hosts as many rounds at a time as
     /// there are hosts, each round on one host.
     pub fn run_rounds(&mut self, rounds: Vec<Round>) -> Result<()> {
-        let Some(mut pool) = self.pool.take() else {
+        let pool = match self.simulated {
+            Some(_) => None,
+            None => self.pool.take(),
+        };
+        let Some(mut pool) = pool else {
             for r in &rounds {
                 for c in &r.order {
                     self.trial_here(r.phase, r.round, c)?;
@@ -179,6 +185,10 @@ impl Session<'_> {
         }
         self.progress
             .message(format!("{phase} round {round}: {}", c.key()));
+        if let Some(sim) = &self.simulated {
+            let o = sim.trial(c, phase, round);
+            return self.record(phase, round, c, o, None);
+        }
         let o = run_trial(&self.ctx, c, None);
         if self.ctx.stop.load(Ordering::SeqCst) {
             return Err(StudyError::Interrupted);

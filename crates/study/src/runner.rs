@@ -4,6 +4,7 @@
 //! (`crate::rounds`, [`crate::hosts`]); the racing rules see them in order either way. One
 //! trial is [`crate::trial`]; the load sweep is [`crate::scale`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,24 +12,24 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use perfpilot_observe::Topology;
-use perfpilot_store::{RunState, Store, TrialPhase, TrialStatus};
+use perfpilot_store::{RunState, Store, TrialPhase, TrialRecord, TrialStatus};
 use perfpilot_sys::Fs;
 
 use crate::deploy;
 use crate::error::{Result, StudyError};
 use crate::hosts::{self, Host, LocalHost, Pool};
-use crate::plan::{confirm_trials, plan_study};
+use crate::plan::{confirm_trials, infeasible_reason, plan_study};
 use crate::progress::Progress;
 use crate::race::{Elimination, Left, chance_of_best, race_round, race_step};
 use crate::rounds::{Round, Session, batch_rounds, hosts_note};
 use crate::scores::{best_mean, blocks, race_trial};
-use crate::spec::{Budget, Config, Study};
+use crate::spec::{Budget, Config, Method, Study};
 use crate::stats::Rng;
 use crate::summary::{
     Summary, against_baseline, indistinguishable, measurement_notes, measurement_warnings,
     no_trial_completed, paired_gain, phase_figures, verdict,
 };
-use crate::trial::TrialContext;
+use crate::trial::{TrialContext, TrialOutcome};
 
 /// How a run is carried out.
 #[derive(Clone, Debug)]
@@ -52,6 +53,17 @@ pub struct RunOptions {
     pub hosts: Vec<String>,
     /// How the hosts are reached (SSH command, TLS certificate).
     pub dialer: hosts::Dialer,
+    /// Trials computed instead of run, without `--hosts` (the known-answer bed,
+    /// `crate::surface`): everything else — rounds, racing, the store, the confirmation —
+    /// is the run's own.
+    pub simulated: Option<Arc<dyn TrialSource>>,
+}
+
+/// A source of trials that are computed rather than run: a configuration's outcome in a phase
+/// and round (a planted response surface with noise, for benchmarks of the search).
+pub trait TrialSource: Send + Sync + std::fmt::Debug {
+    /// The outcome of `config`'s trial in `phase`, round `round`.
+    fn trial(&self, config: &Config, phase: TrialPhase, round: usize) -> TrialOutcome;
 }
 
 impl RunOptions {
@@ -67,6 +79,7 @@ impl RunOptions {
             budget: None,
             hosts: Vec::new(),
             dialer: hosts::Dialer::default(),
+            simulated: None,
         }
     }
 }
@@ -151,84 +164,103 @@ pub(crate) fn knob_journal(opts: &RunOptions) -> Result<PathBuf, StudyError> {
     Ok(journal)
 }
 
-/// Where the race stopped.
-struct RaceEnd {
+/// Where a race stopped.
+pub(crate) struct RaceEnd {
     /// Configurations still in the race.
-    alive: Vec<Config>,
-    /// Those that left it, in order.
-    eliminated: Vec<Elimination>,
-    /// Rounds run.
-    rounds_done: usize,
-    /// The last round before `run.budget` ended the race, if it did.
-    budget_end: Option<usize>,
+    pub alive: Vec<Config>,
+    /// Those that left it, in order (rounds counted from the race's first).
+    pub eliminated: Vec<Elimination>,
+    /// Rounds run (from the race's first).
+    pub rounds_done: usize,
+    /// The last round before the budget ended the race, if it did.
+    pub budget_end: Option<usize>,
+}
+
+/// One race: the rules it runs under and where it stops. A run on a grid is one race; an
+/// iterated search runs one per iteration, each on rounds of its own.
+pub(crate) struct RaceSpec<'s> {
+    /// The study, whose `run` holds the rules and the race's rounds at most (`repetitions`).
+    pub study: &'s Study,
+    /// Rounds the store holds before this race's first: its round r is stored as
+    /// `offset + r`, and its rules read its own rounds only, renumbered from 1.
+    pub offset: usize,
+    /// Whether the racing rules act (else only configurations failing twice leave).
+    pub racing: bool,
+    /// The trials the race may take and those it must leave of them (the confirmation's),
+    /// counted from its first round.
+    pub budget: Option<(usize, usize)>,
+    /// The race ends once this many configurations or fewer are left.
+    pub keep: usize,
+    /// The progress label of its rounds, before the round's number.
+    pub label: String,
+    /// Whether a configuration leaving shrinks the progress bar's total (its rounds left are
+    /// not run); an iterated search's total is its budget, which later iterations spend.
+    pub shrink: bool,
 }
 
 impl Session<'_> {
-    /// The race: rounds of every configuration left in a seeded random order, those failing
+    /// A race: rounds of every configuration left in a seeded random order, those failing
     /// twice leaving, and with `racing` the racing rules after each round; it stops at
-    /// `run.repetitions`, with one configuration left, or before a round that would pass `cap`
-    /// trials while keeping `reserve` for the confirmation.
-    fn race(
-        &mut self,
-        feasible: &[Config],
-        racing: bool,
-        cap: Option<usize>,
-        reserve: usize,
-    ) -> Result<RaceEnd> {
-        let study = self.ctx.study;
-        let mut alive: Vec<Config> = feasible.to_vec();
+    /// `run.repetitions` rounds, with `keep` configurations left or fewer, or before a round
+    /// that would pass its budget.
+    pub(crate) fn race(&mut self, configs: &[Config], spec: &RaceSpec) -> Result<RaceEnd> {
+        let study = spec.study;
+        let mut alive: Vec<Config> = configs.to_vec();
         let mut eliminated: Vec<Elimination> = Vec::new();
         let mut failures: BTreeMap<String, usize> = BTreeMap::new();
         let mut rounds_done = 0;
         let mut budget_end = None;
         let reps = study.run.repetitions;
+        let offset = spec.offset;
         let mut next = 1;
         // Batches of rounds: one round per host at the same time (one round without
         // `--hosts`), every round of a batch with the configurations left before it; the
         // racing rules then see the rounds one by one, in order, as a sequential run would.
-        while next <= reps && budget_end.is_none() && (next == 1 || alive.len() > 1) {
+        while next <= reps && budget_end.is_none() && (next == 1 || alive.len() > spec.keep) {
             // Rounds before this one count against the budget, so a resumed run whose store
             // holds later rounds is judged as it was when it ran.
             let used = self
                 .trials
                 .iter()
-                .filter(|t| t.phase == TrialPhase::Race && t.round < next as i64)
+                .filter(|t| {
+                    t.phase == TrialPhase::Race
+                        && t.round > offset as i64
+                        && t.round < (offset + next) as i64
+                })
                 .count();
             let (rounds, end) = batch_rounds(
                 next,
                 self.width(),
                 reps,
-                cap.map(|c| (c, reserve)),
+                spec.budget,
                 used,
                 alive.len(),
-                |r| self.round_size(r, &alive),
+                |r| self.round_size(offset + r, &alive),
             );
             budget_end = end;
             let batch: Vec<Round> = rounds
                 .into_iter()
                 .map(|round| Round {
                     phase: TrialPhase::Race,
-                    round,
-                    order: race_order(study.run.seed, round, &alive),
-                    label: format!("race round {round} of at most {reps}"),
+                    round: offset + round,
+                    order: race_order(study.run.seed, offset + round, &alive),
+                    label: format!("{} {round} of at most {reps}", spec.label),
                 })
                 .collect();
-            let Some(last) = batch.last().map(|r| r.round) else {
+            let Some(last) = batch.last().map(|r| r.round - offset) else {
                 break;
             };
             self.run_rounds(batch)?;
             for round in next..=last {
                 // Every configuration left has a trial in each round of the batch.
                 rounds_done = last;
-                self.leave(
-                    round,
-                    last,
-                    racing,
-                    &mut alive,
-                    &mut failures,
-                    &mut eliminated,
-                );
-                if alive.len() <= 1 {
+                let mut left = Leaving {
+                    alive: &mut alive,
+                    failures: &mut failures,
+                    eliminated: &mut eliminated,
+                };
+                self.leave(spec, round, last, &mut left);
+                if alive.len() <= spec.keep {
                     break;
                 }
             }
@@ -242,50 +274,73 @@ impl Session<'_> {
         })
     }
 
-    /// After race round `round` (of a batch ending at `last`): configurations that failed
-    /// twice leave, and with `racing` those the racing rules rule out.
-    fn leave(
-        &mut self,
-        round: usize,
-        last: usize,
-        racing: bool,
-        alive: &mut Vec<Config>,
-        failures: &mut BTreeMap<String, usize>,
-        eliminated: &mut Vec<Elimination>,
-    ) {
-        let study = self.ctx.study;
+    /// The race trials of rounds `offset + 1 ..= offset + upto`, renumbered from 1: what the
+    /// racing rules of a race starting after `offset` read (the store's trials as they are
+    /// for a race starting at round 1).
+    pub(crate) fn race_view(&self, offset: usize, upto: usize) -> Cow<'_, [TrialRecord]> {
+        if offset == 0 {
+            return Cow::Borrowed(&self.trials);
+        }
+        Cow::Owned(
+            self.trials
+                .iter()
+                .filter(|t| {
+                    t.phase == TrialPhase::Race
+                        && t.round > offset as i64
+                        && t.round <= (offset + upto) as i64
+                })
+                .map(|t| {
+                    let mut t = t.clone();
+                    t.round -= offset as i64;
+                    t
+                })
+                .collect(),
+        )
+    }
+
+    /// After the race's round `round` (of a batch ending at `last`): configurations that
+    /// failed twice leave, and with `racing` those the racing rules rule out.
+    fn leave(&mut self, spec: &RaceSpec, round: usize, last: usize, left: &mut Leaving) {
+        let study = spec.study;
         // Trials of the rounds after `last` that a configuration leaving will not run.
-        let spared = study.run.repetitions - last;
-        let keys: Vec<String> = alive.iter().map(Config::key).collect();
+        let spared = if spec.shrink {
+            study.run.repetitions - last
+        } else {
+            0
+        };
+        let keys: Vec<String> = left.alive.iter().map(Config::key).collect();
         for k in &keys {
-            if let Some(t) = race_trial(&self.trials, k, round as i64)
+            if let Some(t) = race_trial(&self.trials, k, (spec.offset + round) as i64)
                 && t.status == TrialStatus::Failed
             {
-                let f = failures.entry(k.clone()).or_default();
+                let f = left.failures.entry(k.clone()).or_default();
                 *f += 1;
                 if *f >= 2 && k != &study.run.baseline.key() {
-                    eliminated.push(Elimination {
+                    left.eliminated.push(Elimination {
                         config: k.clone(),
                         round,
                         reason: format!("failed twice, last: {}", t.reason),
                         p_value: None,
                         kind: Left::Failed,
                     });
-                    alive.retain(|c| &c.key() != k);
+                    left.alive.retain(|c| &c.key() != k);
                     self.progress.shrink(spared);
                 }
             }
         }
-        if racing && alive.len() > 1 {
-            let keys: Vec<String> = alive.iter().map(Config::key).collect();
-            for e in race_round(study, &self.trials, &keys, round) {
+        if spec.racing && left.alive.len() > 1 {
+            let keys: Vec<String> = left.alive.iter().map(Config::key).collect();
+            let out = race_round(study, &self.race_view(spec.offset, round), &keys, round);
+            for e in out {
                 self.progress.println(format!(
-                    "round {round}: {} left the race: {}",
-                    e.config, e.reason
+                    "round {}: {} left the race: {}",
+                    spec.offset + round,
+                    e.config,
+                    e.reason
                 ));
-                alive.retain(|c| c.key() != e.config);
+                left.alive.retain(|c| c.key() != e.config);
                 self.progress.shrink(spared);
-                eliminated.push(e);
+                left.eliminated.push(e);
             }
         }
     }
@@ -309,6 +364,13 @@ impl Session<'_> {
             .collect();
         self.run_rounds(rounds)
     }
+}
+
+/// What a race's rounds change: the configurations left, their failures, those that left.
+struct Leaving<'a> {
+    alive: &'a mut Vec<Config>,
+    failures: &'a mut BTreeMap<String, usize>,
+    eliminated: &'a mut Vec<Elimination>,
 }
 
 /// Race round `round`'s order of `alive`: a shuffle seeded by the run's seed and the round.
@@ -374,21 +436,35 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         .filter(|c| !infeasible.iter().any(|i| i.config == c.key()))
         .collect();
     let baseline = study.run.baseline.clone();
-    if let Some(i) = infeasible.iter().find(|i| i.config == baseline.key()) {
+    if let Some(reason) = infeasible_reason(study, &plan_topo, &baseline) {
         store.study_set_state(run_id, RunState::Failed, None)?;
         return Err(StudyError::Failed(format!(
-            "the baseline {} cannot run on this machine: {}",
-            i.config, i.reason
+            "the baseline {} cannot run on this machine: {reason}",
+            baseline.key()
         )));
+    }
+    let iterated = study.search.method == Method::Iterated;
+    if iterated && !racing {
+        store.study_set_state(run_id, RunState::Failed, None)?;
+        return Err(StudyError::Failed(
+            "--exhaustive (or run.racing = false) runs every configuration of a grid; this study searches iteratively (search.method = \"iterated\"), which races by its nature: drop it, or make the space a grid".into(),
+        ));
     }
     // The budget binds a race only; an exhaustive run takes every trial.
     let budget = opts.budget.or(study.run.budget).filter(|_| racing);
-    let cap = budget.map(|b| b.trials(plan_.max_trials));
-    let reserve = confirm_trials(study, feasible.len());
-    let progress = Progress::new(
-        opts.progress,
-        cap.map_or(plan_.max_trials, |c| c.min(plan_.max_trials)),
-    );
+    let cap = budget.map(|b| b.trials(plan_.exhaustive_trials));
+    let reserve = match iterated {
+        true => plan_.confirm_trials,
+        false => confirm_trials(study, feasible.len()),
+    };
+    let total = match iterated {
+        true => cap.unwrap_or(plan_.max_trials),
+        false => cap.map_or(plan_.max_trials, |c| c.min(plan_.max_trials)),
+    };
+    let progress = match (&opts.simulated, opts.progress) {
+        (Some(_), false) => Progress::silent(),
+        _ => Progress::new(opts.progress, total),
+    };
     let journal = knob_journal(opts)?;
     let ctx = || TrialContext {
         study,
@@ -418,69 +494,38 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         driver_warned: false,
         pool,
         host_warnings: Vec::new(),
+        simulated: opts.simulated.clone(),
     };
-    warnings.extend(
-        infeasible
-            .iter()
-            .map(|i| format!("skipped {}: {}", i.config, i.reason)),
-    );
-
-    let race = match session.race(&feasible, racing, cap, reserve) {
-        Ok(r) => r,
+    let searched = match study.search.method {
+        Method::Grid => {
+            warnings.extend(
+                infeasible
+                    .iter()
+                    .map(|i| format!("skipped {}: {}", i.config, i.reason)),
+            );
+            let spec = RaceSpec {
+                study,
+                offset: 0,
+                racing,
+                budget: cap.map(|c| (c, reserve)),
+                keep: 1,
+                label: "race round".into(),
+                shrink: true,
+            };
+            grid(&mut session, &feasible, &spec, budget)
+        }
+        Method::Iterated => {
+            let cap = cap.unwrap_or(plan_.max_trials);
+            let runnable = |c: &Config| infeasible_reason(study, &plan_topo, c);
+            crate::iterate::search(&mut session, cap, reserve, &runnable)
+        }
+    };
+    let searched = match searched {
+        Ok(s) => s,
         Err(e) => return Err(session.end(e)),
     };
-    let RaceEnd {
-        alive,
-        eliminated,
-        rounds_done,
-        budget_end,
-    } = race;
-    if let (Some(r), Some(b), Some(c)) = (budget_end, budget, cap) {
-        let m = format!(
-            "the race ended at its budget (run.budget {b}: {c} trials with the confirmation) after round {r}, {} configurations not separated; the winner is the best mean among them",
-            alive.len()
-        );
-        session.progress.println(m.clone());
-        warnings.push(m);
-    }
-
-    // Without racing, the same tests over every round say which configurations are
-    // significantly worse than the best (for the summary only; nothing was dropped).
-    let alive_keys: Vec<String> = alive.iter().map(Config::key).collect();
-    let mut worse: Vec<String> = Vec::new();
-    if !racing && alive.len() > 1 {
-        let b = blocks(goal, &session.trials, &alive_keys, rounds_done);
-        if let Some(step) = race_step(&b, study.run.alpha) {
-            worse = step
-                .losers
-                .iter()
-                .map(|(j, _)| alive_keys[*j].clone())
-                .collect();
-        }
-    }
-
-    // The winner: the best mean score among the survivors.
-    let winner = best_mean(goal, &session.trials, &alive_keys, rounds_done)
-        .and_then(|k| alive.iter().find(|c| c.key() == k).cloned());
-
-    // Over the finalists: those left and those the race's end settled.
-    let finalists: Vec<String> = alive_keys
-        .iter()
-        .cloned()
-        .chain(
-            eliminated
-                .iter()
-                .filter(|e| e.kind == Left::Settled)
-                .map(|e| e.config.clone()),
-        )
-        .collect();
-    let chance_best = chance_of_best(
-        goal,
-        &session.trials,
-        &finalists,
-        rounds_done,
-        study.run.seed,
-    );
+    warnings.extend(searched.warnings.iter().cloned());
+    let winner = searched.winner.clone();
 
     // Confirmation: paired rounds of winner and baseline.
     let mut gain = None;
@@ -504,13 +549,12 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     warnings.append(&mut session.host_warnings);
     warnings.extend(measurement_warnings(study, trials, &baseline.key()));
     let winner_key = winner.as_ref().map(Config::key);
-    let keys: Vec<String> = feasible.iter().map(Config::key).collect();
     let (configurations, confirmation) = phase_figures(
         trials,
-        &keys,
+        &searched.keys,
         winner_key.as_deref(),
         &baseline.key(),
-        &eliminated,
+        &searched.eliminated,
     );
     let summary = Summary {
         goal: goal.describe(),
@@ -521,10 +565,10 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         winner: winner_key.clone(),
         // Without a winner nothing is "not significantly different from it".
         indistinguishable: match &winner_key {
-            Some(w) => indistinguishable(trials, &alive_keys, Some(w), &worse, &eliminated),
+            Some(_) => searched.indistinguishable,
             None => Vec::new(),
         },
-        chance_best,
+        chance_best: searched.chance_best,
         gain,
         gain_p_value: gain_p,
         verdict,
@@ -533,17 +577,18 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
             .and_then(|w| against_baseline(trials, w, &baseline.key())),
         configurations,
         confirmation,
-        eliminated,
+        eliminated: searched.eliminated,
         infeasible,
         warnings,
         notes: measurement_notes(study, trials)
             .into_iter()
             .chain(hosts_note(trials))
             .collect(),
-        rounds: rounds_done,
+        rounds: searched.rounds,
         trials_run: session.trials_run,
         elapsed_s: started.elapsed().as_secs_f64(),
         racing,
+        search: searched.search,
     };
     let race_trials = trials
         .iter()
@@ -569,8 +614,121 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         run: run_id,
         summary,
         race_trials,
-        exhaustive_race_trials: feasible.len() * study.run.repetitions,
+        exhaustive_race_trials: plan_.feasible.saturating_mul(study.run.repetitions),
     })
+}
+
+/// What a search concluded before the confirmation.
+pub(crate) struct Searched {
+    /// The winner: the best mean among the configurations left (an iterated search's best
+    /// elite of its last race).
+    pub winner: Option<Config>,
+    /// Every configuration raced, in order, for the per-configuration figures.
+    pub keys: Vec<String>,
+    /// The configurations that left a race, in order (rounds as stored).
+    pub eliminated: Vec<Elimination>,
+    /// Those the winner cannot be told from (see [`indistinguishable`]).
+    pub indistinguishable: Vec<String>,
+    /// The finalists' chance of being the best.
+    pub chance_best: Vec<(String, f64)>,
+    /// Race rounds run (all iterations' together).
+    pub rounds: usize,
+    /// What to doubt: the budget's end, draws that could not run here.
+    pub warnings: Vec<String>,
+    /// An iterated search's iterations (`None`: a grid).
+    pub search: Option<crate::iterate::SearchSummary>,
+}
+
+/// A grid's search: one race over every runnable configuration (`feasible`), and what it
+/// concluded; `budget` names the budget in the warning when it ended the race.
+fn grid(
+    session: &mut Session<'_>,
+    feasible: &[Config],
+    spec: &RaceSpec,
+    budget: Option<Budget>,
+) -> Result<Searched> {
+    let study = spec.study;
+    let goal = &study.objective.goal;
+    let RaceEnd {
+        alive,
+        eliminated,
+        rounds_done,
+        budget_end,
+    } = session.race(feasible, spec)?;
+    let mut warnings = Vec::new();
+    if let (Some(r), Some(b), Some((c, _))) = (budget_end, budget, spec.budget) {
+        let m = format!(
+            "the race ended at its budget (run.budget {b}: {c} trials with the confirmation) after round {r}, {} configurations not separated; the winner is the best mean among them",
+            alive.len()
+        );
+        session.progress.println(m.clone());
+        warnings.push(m);
+    }
+    // Without racing, the same tests over every round say which configurations are
+    // significantly worse than the best (for the summary only; nothing was dropped).
+    let alive_keys: Vec<String> = alive.iter().map(Config::key).collect();
+    let mut worse: Vec<String> = Vec::new();
+    if !spec.racing && alive.len() > 1 {
+        let b = blocks(goal, &session.trials, &alive_keys, rounds_done);
+        if let Some(step) = race_step(&b, study.run.alpha) {
+            worse = step
+                .losers
+                .iter()
+                .map(|(j, _)| alive_keys[*j].clone())
+                .collect();
+        }
+    }
+    // The winner: the best mean score among the survivors.
+    let winner = best_mean(goal, &session.trials, &alive_keys, rounds_done)
+        .and_then(|k| alive.iter().find(|c| c.key() == k).cloned());
+    let (chance_best, indistinguishable) = finalists(
+        study,
+        &session.trials,
+        &alive_keys,
+        winner.as_ref(),
+        &worse,
+        &eliminated,
+        rounds_done,
+    );
+    Ok(Searched {
+        winner,
+        keys: feasible.iter().map(Config::key).collect(),
+        eliminated,
+        indistinguishable,
+        chance_best,
+        rounds: rounds_done,
+        warnings,
+        search: None,
+    })
+}
+
+/// Over a race's finalists (those left, `alive`, and those its end settled), read on its own
+/// trials (`trials`, rounds from 1 to `rounds`): each one's chance of being the best, and
+/// those the winner cannot be told from (none but significantly `worse` ones left out).
+pub(crate) fn finalists(
+    study: &Study,
+    trials: &[TrialRecord],
+    alive: &[String],
+    winner: Option<&Config>,
+    worse: &[String],
+    eliminated: &[Elimination],
+    rounds: usize,
+) -> (Vec<(String, f64)>, Vec<String>) {
+    let goal = &study.objective.goal;
+    let finalists: Vec<String> = alive
+        .iter()
+        .cloned()
+        .chain(
+            eliminated
+                .iter()
+                .filter(|e| e.kind == Left::Settled)
+                .map(|e| e.config.clone()),
+        )
+        .collect();
+    let chance = chance_of_best(goal, trials, &finalists, rounds, study.run.seed);
+    let w = winner.map(Config::key);
+    let same = indistinguishable(trials, alive, w.as_deref(), worse, eliminated);
+    (chance, same)
 }
 
 #[cfg(test)]

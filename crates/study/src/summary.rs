@@ -120,6 +120,9 @@ pub struct Summary {
     pub elapsed_s: f64,
     /// Whether configurations could leave the race.
     pub racing: bool,
+    /// An iterated search's iterations: each one's elites and sampling (`None`: a grid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<crate::iterate::SearchSummary>,
 }
 
 /// An empty summary of a throughput goal: what tests and callers fill in part of.
@@ -148,6 +151,7 @@ impl Default for Summary {
             trials_run: 0,
             elapsed_s: 0.0,
             racing: false,
+            search: None,
         }
     }
 }

@@ -142,11 +142,12 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         Some(j) => KnobGuard::journaled(ctx.knob_fs, j),
         None => KnobGuard::new(ctx.knob_fs),
     };
-    // The scratch file system first: knob paths may name its device.
-    let mut tconf = config.clone();
+    // The scratch file system first: knob paths may name its device. Templates read the
+    // trial's configuration with its inactive parameters empty.
+    let mut tconf = study.for_templates(config);
     if let Some(st) = &study.storage {
         let made = st
-            .spec(&deploy::values_for(config, n, None))
+            .spec(&deploy::values_for(&tconf, n, None))
             .and_then(|spec| knobs.change(&Change::ScratchFs { spec }));
         match made {
             Ok(Applied::ScratchFs { device, mount }) => {

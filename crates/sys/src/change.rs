@@ -385,9 +385,18 @@ pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
                     target: format!("{} for pid {pid}", crate::split::SPLIT_HUGE_PAGES),
                     source,
                 })?;
+                let left = if o.left > 0 {
+                    format!(
+                        "; {} kB of them still in huge pages after {} passes (in use while split)",
+                        o.left >> 10,
+                        o.passes
+                    )
+                } else {
+                    String::new()
+                };
                 Restored::Split {
                     what: format!(
-                        "{} range(s) of pid {pid} ({} MiB) split back into small pages",
+                        "{} range(s) of pid {pid} ({} MiB) split back into small pages{left}",
                         o.ranges,
                         o.bytes >> 20
                     ),

@@ -47,24 +47,44 @@ pub struct SplitOutcome {
     pub ranges: usize,
     /// Bytes they cover.
     pub bytes: u64,
+    /// Bytes still in huge pages in those ranges after the last pass (0 where `smaps` could not
+    /// be read).
+    #[serde(default)]
+    pub left: u64,
+    /// Passes made.
+    #[serde(default)]
+    pub passes: usize,
 }
 
-/// How many times each range is written: the kernel skips a huge page it cannot lock or that
-/// holds extra references at that moment (a page being read by another thread), and a second
-/// pass catches most of those.
-const PASSES: usize = 2;
+/// The most passes over the ranges: the kernel skips a huge page it cannot lock or that holds
+/// extra references at that moment (a page being read by another thread), so after each pass
+/// the ranges are read back from `smaps` and written again, after a growing pause, while huge
+/// pages are left.
+const PASSES: usize = 6;
 
-/// Splits the huge pages of `pid` in each `(start, len)` range.
+/// Splits the huge pages of `pid` in each `(start, len)` range, until none is left in them or
+/// after [`PASSES`] passes.
 pub fn split(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> std::io::Result<SplitOutcome> {
-    let mut out = SplitOutcome::default();
+    let mut out = SplitOutcome {
+        ranges: ranges.len(),
+        bytes: ranges.iter().map(|&(_, len)| len).sum(),
+        ..SplitOutcome::default()
+    };
     for pass in 0..PASSES {
         for &(start, len) in ranges {
             write_range(fs, pid, start, start + len)?;
-            if pass == 0 {
-                out.ranges += 1;
-                out.bytes += len;
-            }
         }
+        out.passes = pass + 1;
+        // Unreadable (the process gone, a fixture tree): nothing to check, one pass it is.
+        let Ok(smaps) = std::fs::read_to_string(fs.path(&format!("proc/{pid}/smaps"))) else {
+            out.left = 0;
+            break;
+        };
+        out.left = crate::process::huge_in_ranges(&smaps, ranges);
+        if out.left == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20 << pass));
     }
     Ok(out)
 }
@@ -96,7 +116,9 @@ mod tests {
             o,
             SplitOutcome {
                 ranges: 1,
-                bytes: 0x400000
+                bytes: 0x400000,
+                left: 0,
+                passes: 1
             }
         );
         // Each write is one command (the fixture's file keeps the last).

@@ -9,6 +9,7 @@
 //! - `bench read` (`bench_read.rs`) reads files, sequentially or at random, likewise.
 //! - `bench verdicts` (`bench_verdicts.rs`) replays a signal recorded with nothing changed as
 //!   no-change trials and prints how often their verdicts decided something.
+//! - `bench search` (`bench_search.rs`) scores the study's iterated search on a known answer.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -39,6 +40,10 @@ enum BenchWhat {
     /// Replay a signal recorded with nothing changed (scripts/signal-trace) as no-change trials
     /// at every start: how often a verdict decides something from noise alone.
     Verdicts(super::bench_verdicts::VerdictsArgs),
+    /// The study's iterated search on a known-answer bed (a planted response surface with
+    /// 5 % noise per trial), once per seed: the chosen configuration against the true best,
+    /// and the trials taken against an exhaustive run's.
+    Search(super::bench_search::SearchArgs),
 }
 
 #[derive(Args)]
@@ -84,6 +89,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Drive(d) => super::bench_drive::run(d),
         BenchWhat::Read(r) => super::bench_read::run(r),
         BenchWhat::Verdicts(v) => super::bench_verdicts::run(v),
+        BenchWhat::Search(s) => super::bench_search::run(s),
     }
 }
 

@@ -280,7 +280,12 @@ impl Engine {
                 } else {
                     ("reverted", ActionState::Reverted)
                 };
-                info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{what}: {why}; {}", lines.join("; "));
+                let undone = if lines.is_empty() {
+                    "its last period was off".to_string()
+                } else {
+                    lines.join("; ")
+                };
+                info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{what}: {why}; {undone}");
                 self.store
                     .journal_set_state(t.id, state, &format!("{what}: {why}"))?;
                 self.store.backoff_set(

@@ -322,7 +322,6 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
         knob_journal: Some(&cfg.knob_journal),
         stop: &stop,
     };
-    let configs = study.configurations();
     let mut trials = 0;
     while let Some(req) = next(&requests, &stop) {
         let Request::Trial {
@@ -333,7 +332,7 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
         else {
             return Err(wire_err(&peer, format!("expected a trial, got {req:?}")));
         };
-        let outcome = if configs.contains(&config) {
+        let outcome = if study.holds(&config) {
             cfg.busy.store(true, Ordering::SeqCst);
             let o = while_alive(&say, &stop, &cfg.quit, || run_trial(&ctx, &config, None));
             cfg.busy.store(false, Ordering::SeqCst);

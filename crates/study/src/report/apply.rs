@@ -192,12 +192,14 @@ pub fn apply_script(
     t: &TrialRecord,
     summary: Option<&Summary>,
 ) -> Result<Apply, String> {
-    let config: Config = serde_json::from_str(&t.factors).map_err(|e| e.to_string())?;
+    let stored: Config = serde_json::from_str(&t.factors).map_err(|e| e.to_string())?;
+    // Templates read inactive parameters as empty; the key is the configuration's.
+    let config = study.for_templates(&stored);
     let detail: TrialDetail = serde_json::from_str(&t.detail).map_err(|e| e.to_string())?;
     let layout = detail.layout.ok_or("the trial has no layout")?;
     let n = layout.instances.len();
     let mut sh = String::new();
-    heading(&mut sh, study, run, &config.key(), summary);
+    heading(&mut sh, study, run, &stored.key(), summary);
     if let Some(w) = &study.deployment.workdir {
         let _ = writeln!(sh, "cd {}", quote(&w.display().to_string())?);
     }
@@ -278,7 +280,7 @@ pub fn apply_script(
             "# /etc/systemd/system/{unit}@{}.service.d/perfpilot-study.conf",
             il.instance
         );
-        let _ = writeln!(d, "# study {:?}, run {run}: {}", study.name, config.key());
+        let _ = writeln!(d, "# study {:?}, run {run}: {}", study.name, stored.key());
         let _ = writeln!(d, "[Service]");
         if il.bound {
             let _ = writeln!(d, "CPUAffinity={}", il.cpuset.to_string().replace(',', " "));
@@ -301,7 +303,7 @@ pub fn apply_script(
     }
     let _ = writeln!(sh, "wait");
     Ok(Apply {
-        config: config.key(),
+        config: stored.key(),
         shell: sh,
         dropins,
     })

@@ -18,7 +18,33 @@ fn left_word(kind: Left) -> &'static str {
         Left::Unlikely => "unlikely",
         Left::FarBehind => "far behind",
         Left::Settled => "settled",
+        Left::NotElite => "not an elite",
     }
+}
+
+/// An iterated search: each iteration's race, its elites, and the sampling distributions its
+/// new configurations were drawn from.
+fn iterations(s: &mut String, search: &crate::iterate::SearchSummary) {
+    let _ = writeln!(
+        s,
+        "### Iterated search\n\nA space of {}; {} iterations planned, at most {} elites kept, {} race trials.\n",
+        search.space, search.planned, search.elites, search.race_budget
+    );
+    for it in &search.iterations {
+        let _ = writeln!(s, "- {}", super::iteration_line(it));
+        if !it.sampling.is_empty() {
+            let spread: Vec<String> = it
+                .sampling
+                .iter()
+                .map(|p| format!("{}: {}", p.parameter, p.spread))
+                .collect();
+            let _ = writeln!(s, "  - sampled from: {}", spread.join("; "));
+        }
+        for (k, m) in &it.elites {
+            let _ = writeln!(s, "  - elite {k}: mean {}", super::figure(*m));
+        }
+    }
+    let _ = writeln!(s);
 }
 
 /// The report as Markdown.
@@ -90,7 +116,11 @@ pub fn to_markdown(r: &Report) -> String {
                 ", racing off (exhaustive)"
             }
         );
-        if !sum.eliminated.is_empty() {
+        if let Some(search) = &sum.search {
+            iterations(&mut s, search);
+        }
+        // An iterated search's hundreds of departures are its iterations' story.
+        if !sum.eliminated.is_empty() && sum.search.is_none() {
             let _ = writeln!(s, "### Left the race\n");
             for e in &sum.eliminated {
                 let _ = writeln!(s, "- {} after round {}: {}", e.config, e.round, e.reason);

@@ -48,7 +48,7 @@ impl fmt::Display for Level {
 }
 
 impl Level {
-    fn type_name(&self) -> &'static str {
+    pub(super) fn type_name(&self) -> &'static str {
         match self {
             Level::Int(_) => "an integer",
             Level::Float(_) => "a number",
@@ -57,7 +57,7 @@ impl Level {
         }
     }
 
-    fn from_toml(v: &toml::Value) -> Option<Level> {
+    pub(super) fn from_toml(v: &toml::Value) -> Option<Level> {
         Some(match v {
             toml::Value::Integer(i) => Level::Int(*i),
             toml::Value::Float(x) => Level::Float(*x),
@@ -68,7 +68,7 @@ impl Level {
     }
 
     /// The level as the study file writes it (strings quoted), for error messages.
-    fn repr(&self) -> String {
+    pub fn repr(&self) -> String {
         match self {
             Level::Str(s) => format!("{s:?}"),
             other => other.to_string(),
@@ -172,68 +172,238 @@ impl fmt::Display for Config {
     }
 }
 
-/// One factor and its levels.
+/// The values a parameter takes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Factor {
-    /// The factor's name: a built-in one ([`BUILTIN_FACTORS`]) or a template placeholder.
-    pub name: String,
-    /// Its levels in the file's order, all of one type, none twice.
-    pub levels: Vec<Level>,
+#[serde(rename_all = "lowercase")]
+pub enum Domain {
+    /// Unordered levels: a `[factors]` list, or `categorical = [...]`.
+    Categorical(Vec<Level>),
+    /// Ordered levels (`ordinal = [...]`): sampled by position, near an elite's.
+    Ordinal(Vec<Level>),
+    /// Every integer from `min` to `max` (`integer = [min, max]`), sampled on a log scale
+    /// with `log`.
+    Integer {
+        /// The smallest.
+        min: i64,
+        /// The largest.
+        max: i64,
+        /// Sampled on a log scale.
+        log: bool,
+    },
+    /// Reals from `min` to `max` (`real = [min, max]`), kept to `digits` significant digits.
+    Real {
+        /// The smallest.
+        min: f64,
+        /// The largest.
+        max: f64,
+        /// Sampled on a log scale.
+        log: bool,
+        /// Significant digits a value is rounded to (so that a configuration has one key).
+        digits: u32,
+    },
 }
 
-/// The factors of `[factors]` in the file's order, each level checked; built-in factors'
-/// levels must make sense to the runner (`allocators` is the file's `[allocators]`).
+impl Domain {
+    /// The listed levels (categorical and ordinal domains).
+    pub fn levels(&self) -> Option<&[Level]> {
+        match self {
+            Domain::Categorical(l) | Domain::Ordinal(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// How many values it holds (`None`: a real range).
+    pub fn count(&self) -> Option<u128> {
+        match self {
+            Domain::Categorical(l) | Domain::Ordinal(l) => Some(l.len() as u128),
+            Domain::Integer { min, max, .. } => Some((*max as i128 - *min as i128 + 1) as u128),
+            Domain::Real { .. } => None,
+        }
+    }
+
+    /// Every value, when there are at most `limit` (`None`: more, or a real range).
+    pub fn values(&self, limit: usize) -> Option<Vec<Level>> {
+        if self.count()? > limit as u128 {
+            return None;
+        }
+        Some(match self {
+            Domain::Categorical(l) | Domain::Ordinal(l) => l.clone(),
+            Domain::Integer { min, max, .. } => (*min..=*max).map(Level::Int).collect(),
+            Domain::Real { .. } => return None,
+        })
+    }
+
+    /// `l` as this domain's value, when it is one (an integer is a real's value too; a real
+    /// must be within its range at its digits): the level a configuration holds.
+    pub fn canonical(&self, l: &Level) -> Option<Level> {
+        match (self, l) {
+            (Domain::Categorical(v) | Domain::Ordinal(v), l) => v.contains(l).then(|| l.clone()),
+            (Domain::Integer { min, max, .. }, Level::Int(i)) => {
+                (min..=max).contains(&i).then_some(Level::Int(*i))
+            }
+            (
+                Domain::Real {
+                    min, max, digits, ..
+                },
+                Level::Float(_) | Level::Int(_),
+            ) => {
+                let x = match l {
+                    Level::Int(i) => *i as f64,
+                    Level::Float(x) => *x,
+                    _ => return None,
+                };
+                // A bound holds itself even when it has more digits than its values keep.
+                let kept = round_digits(x, *digits) == x || x == *min || x == *max;
+                (x >= *min && x <= *max && kept).then_some(Level::Float(x))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `l` is one of its values.
+    pub fn contains(&self, l: &Level) -> bool {
+        self.canonical(l).is_some_and(|c| &c == l)
+    }
+
+    /// The domain as the study file writes it, for messages and `study validate`.
+    pub fn describe(&self) -> String {
+        let log = |l: &bool| if *l { ", log scale" } else { "" };
+        let list = |v: &[Level]| v.iter().map(Level::repr).collect::<Vec<_>>().join(", ");
+        match self {
+            Domain::Categorical(v) => format!("one of {}", list(v)),
+            Domain::Ordinal(v) => format!("ordered {}", list(v)),
+            Domain::Integer { min, max, log: l } => format!("integer {min}–{max}{}", log(l)),
+            Domain::Real {
+                min,
+                max,
+                log: l,
+                digits,
+            } => format!("real {min}–{max}{}, {digits} significant digits", log(l)),
+        }
+    }
+}
+
+/// `x` rounded to `digits` significant digits (irace's `digits`: a real parameter's values
+/// are kept to a precision so that configurations have stable keys).
+pub fn round_digits(x: f64, digits: u32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(digits as i32 - 1 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
+/// One parameter of the space: a `[factors]` list or a typed `[parameters]` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Factor {
+    /// The parameter's name: a built-in one ([`BUILTIN_FACTORS`]) or a template placeholder.
+    pub name: String,
+    /// Its values.
+    pub domain: Domain,
+    /// The condition under which it has a value (`None`: always); a configuration for which
+    /// it is false leaves the parameter out (inactive), and its placeholder renders empty.
+    #[serde(default)]
+    pub when: Option<super::expr::Expr>,
+}
+
+impl Factor {
+    /// The listed levels (`[factors]` lists, categorical and ordinal parameters).
+    pub fn levels(&self) -> Option<&[Level]> {
+        self.domain.levels()
+    }
+}
+
+/// The parameters of `[factors]` (lists) and `[parameters]` (typed) in the file's order, each
+/// name once.
 pub(super) fn factors(
+    source: &Source,
+    lists: &SpannedTable,
+    typed: &BTreeMap<String, toml::Spanned<super::raw::RawParam>>,
+    allocators: &BTreeMap<String, String>,
+) -> Result<Vec<Factor>> {
+    let mut all = list_factors(source, lists, allocators)?;
+    for (name, p) in typed {
+        if lists.contains_key(name) {
+            return Err(source.bad(
+                p,
+                format!("parameters.{name}"),
+                format!("{name} is in [factors] too: give it once, as a list there or typed here"),
+            ));
+        }
+    }
+    all.extend(super::param::parameters(source, typed, allocators)?);
+    // The tables iterate by name; the file's order is the spans'.
+    all.sort_by_key(|(at, _)| *at);
+    Ok(all.into_iter().map(|(_, f)| f).collect())
+}
+
+/// The factors of `[factors]` with their spans' starts, each level
+/// checked; built-in factors' levels must make sense to the runner (`allocators` is the
+/// file's `[allocators]`).
+pub(super) fn list_factors(
     source: &Source,
     table: &SpannedTable,
     allocators: &BTreeMap<String, String>,
-) -> Result<Vec<Factor>> {
+) -> Result<Vec<(usize, Factor)>> {
     let mut factors = Vec::new();
-    let mut order = Vec::new();
     for (name, value) in table {
         let field = format!("factors.{name}");
         let bad = |msg: String| source.bad(value, &field, msg);
         let Some(arr) = value.get_ref().as_array() else {
-            return Err(bad("expected a list of levels".into()));
+            return Err(bad(
+                "expected a list of levels (a typed range goes under [parameters]: docs/study-file.md)"
+                    .into(),
+            ));
         };
-        if arr.is_empty() {
-            return Err(bad("has no levels".into()));
-        }
-        let mut levels: Vec<Level> = Vec::new();
-        for (i, v) in arr.iter().enumerate() {
-            let Some(l) = Level::from_toml(v) else {
-                return Err(bad(format!(
-                    "level {} must be a number, string or boolean",
-                    i + 1
-                )));
-            };
-            check_level(name, &l, allocators)
-                .map_err(|m| bad(format!("level {} ({}): {m}", i + 1, l.repr())))?;
-            if levels.contains(&l) {
-                return Err(bad(format!("level {} is listed twice", l.repr())));
-            }
-            if let Some(first) = levels.first()
-                && std::mem::discriminant(first) != std::mem::discriminant(&l)
-            {
-                return Err(bad(format!(
-                    "level {} is {} but the first level is {}",
-                    l.repr(),
-                    l.type_name(),
-                    first.type_name()
-                )));
-            }
-            levels.push(l);
-        }
-        order.push(value.span().start);
-        factors.push(Factor {
-            name: name.clone(),
-            levels,
-        });
+        let levels = levels_of(name, arr, allocators).map_err(bad)?;
+        factors.push((
+            value.span().start,
+            Factor {
+                name: name.clone(),
+                domain: Domain::Categorical(levels),
+                when: None,
+            },
+        ));
     }
-    // Keep the file's order of factors (the table iterates them by name).
-    let mut ordered: Vec<(usize, Factor)> = order.into_iter().zip(factors).collect();
-    ordered.sort_by_key(|(at, _)| *at);
-    Ok(ordered.into_iter().map(|(_, f)| f).collect())
+    Ok(factors)
+}
+
+/// The levels of list `arr` of factor `name`: each a number, string or boolean, all of one
+/// type, none twice, a built-in factor's each valid.
+pub(super) fn levels_of(
+    name: &str,
+    arr: &[toml::Value],
+    allocators: &BTreeMap<String, String>,
+) -> std::result::Result<Vec<Level>, String> {
+    if arr.is_empty() {
+        return Err("has no levels".into());
+    }
+    let mut levels: Vec<Level> = Vec::new();
+    for (i, v) in arr.iter().enumerate() {
+        let Some(l) = Level::from_toml(v) else {
+            return Err(format!(
+                "level {} must be a number, string or boolean",
+                i + 1
+            ));
+        };
+        check_level(name, &l, allocators)
+            .map_err(|m| format!("level {} ({}): {m}", i + 1, l.repr()))?;
+        if levels.contains(&l) {
+            return Err(format!("level {} is listed twice", l.repr()));
+        }
+        if let Some(first) = levels.first()
+            && std::mem::discriminant(first) != std::mem::discriminant(&l)
+        {
+            return Err(format!(
+                "level {} is {} but the first level is {}",
+                l.repr(),
+                l.type_name(),
+                first.type_name()
+            ));
+        }
+        levels.push(l);
+    }
+    Ok(levels)
 }
 
 /// Allocator name → library: the defaults, overridden and extended by `[allocators]`.
@@ -247,7 +417,7 @@ pub(super) fn allocators(own: &BTreeMap<String, String>) -> BTreeMap<String, Str
 }
 
 /// Checks a level of a built-in factor.
-fn check_level(
+pub(super) fn check_level(
     name: &str,
     l: &Level,
     allocators: &BTreeMap<String, String>,
@@ -309,46 +479,4 @@ fn check_allocator(
             "allocator library {p} does not exist (install it, e.g. libjemalloc2, libgoogle-perftools4, libmimalloc2.0)"
         )),
     }
-}
-
-/// A configuration from a table naming levels (`run.baseline`, `scaling.config`, the table's
-/// path given as `section`): each name a factor, each value one of its levels; factors left
-/// out take their first level.
-pub(super) fn config_from(
-    source: &Source,
-    factors: &[Factor],
-    table: &SpannedTable,
-    section: &str,
-) -> Result<Config> {
-    for (k, v) in table {
-        let field = format!("{section}.{k}");
-        let Some(f) = factors.iter().find(|f| &f.name == k) else {
-            return Err(source.bad(v, &field, format!("{k:?} is not a factor of this study")));
-        };
-        let ok = Level::from_toml(v.get_ref()).is_some_and(|l| f.levels.contains(&l));
-        if !ok {
-            let levels = f.levels.iter().map(Level::repr).collect::<Vec<_>>();
-            return Err(source.bad(
-                v,
-                &field,
-                format!(
-                    "{} is not one of the factor's levels ({})",
-                    v.get_ref(),
-                    levels.join(", ")
-                ),
-            ));
-        }
-    }
-    Ok(Config(
-        factors
-            .iter()
-            .map(|f| {
-                let l = table
-                    .get(&f.name)
-                    .and_then(|v| Level::from_toml(v.get_ref()))
-                    .unwrap_or_else(|| f.levels[0].clone());
-                (f.name.clone(), l)
-            })
-            .collect(),
-    ))
 }

@@ -211,7 +211,8 @@ impl fmt::Display for Finding {
 /// there. Checked:
 /// - the first word of `deployment.command` and of every `deployment.setup`,
 ///   `deployment.teardown` and `load.command` line, placeholders filled with each
-///   configuration's levels and harmless values: an executable file, or a name on `PATH`; a
+///   configuration's levels (an iterated search's representatives: every level of every
+///   parameter, a range's bounds) and harmless values: an executable file, or a name on `PATH`; a
 ///   program that does not exist but that a setup step mentions is a [`Severity::Note`];
 /// - `taskset` on `PATH` when a `binding` level binds CPUs;
 /// - `deployment.workdir` (a directory), `load.body_file` and `load.data` (readable files),
@@ -222,7 +223,7 @@ impl fmt::Display for Finding {
 ///   port).
 pub fn preflight(study: &Study, workdir: &Path) -> Vec<Finding> {
     let mut out = Findings::default();
-    let configs = study.configurations();
+    let configs = study.representatives();
     let dir = deployment_dir(study, workdir, &mut out);
     programs::check(study, &configs, dir.as_deref(), workdir, &mut out);
     load_files(study, workdir, &mut out);
@@ -321,7 +322,7 @@ fn allocator_libraries(study: &Study, dir: Option<&Path>, out: &mut Findings) {
     let Some(factor) = study.factors.iter().find(|f| f.name == "allocator") else {
         return;
     };
-    for level in &factor.levels {
+    for level in factor.levels().unwrap_or_default() {
         let name = level.to_string();
         let Some(lib) = study.allocator_path(&name) else {
             continue;

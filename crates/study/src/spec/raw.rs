@@ -25,12 +25,42 @@ pub(super) struct RawStudy {
     #[serde(default)]
     pub(super) factors: SpannedTable,
     #[serde(default)]
+    pub(super) parameters: BTreeMap<String, Spanned<RawParam>>,
+    #[serde(default)]
+    pub(super) search: RawSearch,
+    #[serde(default)]
     pub(super) allocators: BTreeMap<String, String>,
     #[serde(default)]
     pub(super) run: RawRun,
     #[serde(default)]
     pub(super) scaling: RawScaling,
     pub(super) storage: Option<Spanned<RawStorage>>,
+}
+
+/// A typed parameter (`[parameters]`): one of the four domains, with its options.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawParam {
+    pub(super) integer: Option<Spanned<Vec<toml::Value>>>,
+    pub(super) real: Option<Spanned<Vec<toml::Value>>>,
+    pub(super) ordinal: Option<Spanned<Vec<toml::Value>>>,
+    pub(super) categorical: Option<Spanned<Vec<toml::Value>>>,
+    pub(super) log: Option<Spanned<bool>>,
+    pub(super) digits: Option<Spanned<u32>>,
+    pub(super) when: Option<Spanned<String>>,
+}
+
+/// `[search]`: how the space is searched, what it forbids, where it starts.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSearch {
+    pub(super) method: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) forbidden: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) initial: Vec<Spanned<SpannedTable>>,
+    pub(super) iterations: Option<Spanned<usize>>,
+    pub(super) elites: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]

@@ -7,9 +7,11 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::budget::Budget;
-use super::factor::{Config, Factor, config_from};
+use super::factor::Config;
 use super::raw::{RawRun, RawScaling};
+use super::search::config_in;
 use super::source::Source;
+use super::space::{Fill, Space};
 use crate::error::Result;
 
 /// The default conditional power under which a tied configuration leaves the race.
@@ -103,7 +105,12 @@ pub struct ScalingSpec {
 
 /// Checks `[run]`: rounds, the test level, the racing shares, the budget, the baseline and
 /// the durations.
-pub(super) fn run(source: &Source, r: &RawRun, factors: &[Factor]) -> Result<RunSpec> {
+pub(super) fn run(
+    source: &Source,
+    r: &RawRun,
+    space: &Space,
+    at: Option<std::ops::Range<usize>>,
+) -> Result<RunSpec> {
     let repetitions = match &r.repetitions {
         None => DEFAULT_REPETITIONS,
         Some(n) if *n.get_ref() == 0 => {
@@ -131,7 +138,7 @@ pub(super) fn run(source: &Source, r: &RawRun, factors: &[Factor]) -> Result<Run
     )?;
     let stop_loss = share(source, r.stop_loss.as_ref(), DEFAULT_STOP_LOSS, "stop_loss")?;
     let budget = r.budget.as_ref().map(|b| budget(source, b)).transpose()?;
-    let baseline = config_from(source, factors, &r.baseline, "run.baseline")?;
+    let baseline = config_in(source, space, &r.baseline, "run.baseline", at, Fill::First)?;
     let warmup = source.duration(r.warmup.as_ref(), "run.warmup", Duration::from_secs(10))?;
     let measure = source.duration(r.measure.as_ref(), "run.measure", Duration::from_secs(30))?;
     let cooldown = source.duration(
@@ -201,8 +208,16 @@ fn budget(source: &Source, v: &Spanned<toml::Value>) -> Result<Budget> {
 }
 
 /// Checks `[scaling]`: the configuration swept and its user counts.
-pub(super) fn scaling(source: &Source, s: &RawScaling, factors: &[Factor]) -> Result<ScalingSpec> {
-    let config = config_from(source, factors, &s.config, "scaling.config")?;
+pub(super) fn scaling(
+    source: &Source,
+    s: &RawScaling,
+    space: &Space,
+    baseline: &Config,
+    at: Option<std::ops::Range<usize>>,
+) -> Result<ScalingSpec> {
+    // A range has no first level: the baseline's is swept.
+    let fill = Fill::FirstThen(baseline);
+    let config = config_in(source, space, &s.config, "scaling.config", at, fill)?;
     if let Some(zero) = s.users.iter().find(|u| *u.get_ref() == 0) {
         return Err(source.bad(zero, "scaling.users", "user counts must be at least 1"));
     }

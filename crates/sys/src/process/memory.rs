@@ -9,6 +9,37 @@ use super::maps::{MappingKind, classify_path, unescape_path};
 use crate::fs::kv_numbers;
 use crate::{Error, Result};
 
+/// Bytes mapped by PMD-sized pages (`AnonHugePages`, `ShmemPmdMapped`, `FilePmdMapped`) in the
+/// mappings of `/proc/<pid>/smaps` that overlap any of `ranges` (`(start, length)`). A mapping
+/// only partly inside a range counts whole: an upper bound, which is what a check that a split
+/// worked needs. Lines it cannot read are skipped (the file changes as it is read).
+pub fn huge_in_ranges(smaps: &str, ranges: &[(u64, u64)]) -> u64 {
+    let mut total = 0;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(first) = fields.next() else { continue };
+        if let Some((a, b)) = first.split_once('-')
+            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+        {
+            inside = ranges
+                .iter()
+                .any(|&(start, len)| a < start.saturating_add(len) && start < b);
+            continue;
+        }
+        if inside
+            && matches!(
+                first,
+                "AnonHugePages:" | "ShmemPmdMapped:" | "FilePmdMapped:"
+            )
+            && let Some(kb) = fields.next().and_then(|v| v.parse::<u64>().ok())
+        {
+            total += kb << 10;
+        }
+    }
+    total
+}
+
 /// `/proc/<pid>/smaps_rollup`, in bytes: resident memory and its huge-page coverage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SmapsRollup {
@@ -165,6 +196,37 @@ pub fn parse_numa_maps(text: &str, path: &Path) -> Result<Vec<NumaRange>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn huge_pages_are_counted_only_in_the_mappings_that_overlap_the_ranges() {
+        let smaps = "\
+7f0000000000-7f0000800000 rw-p 00000000 00:00 0
+Size:               8192 kB
+AnonHugePages:      4096 kB
+ShmemPmdMapped:        0 kB
+7f0001000000-7f0001400000 rw-s 00000000 00:01 42                         /SYSV00000000 (deleted)
+AnonHugePages:         0 kB
+ShmemPmdMapped:     2048 kB
+7f0002000000-7f0002200000 rw-p 00000000 00:00 0
+AnonHugePages:      2048 kB
+";
+        assert_eq!(
+            huge_in_ranges(smaps, &[(0x7f0000200000, 0x200000)]),
+            4 << 20
+        );
+        assert_eq!(
+            huge_in_ranges(
+                smaps,
+                &[(0x7f0000000000, 0x800000), (0x7f0001000000, 0x400000)]
+            ),
+            6 << 20
+        );
+        assert_eq!(huge_in_ranges(smaps, &[(0x7f0003000000, 0x200000)]), 0);
+        assert_eq!(
+            huge_in_ranges("not smaps at all\nAnonHugePages: x kB\n", &[(0, u64::MAX)]),
+            0
+        );
+    }
     use super::*;
     use crate::process::parse_io;
 

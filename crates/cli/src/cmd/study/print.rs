@@ -5,8 +5,8 @@ use std::path::Path;
 
 use perfpilot_study::compare::{Agreement, Comparison, Side};
 use perfpilot_study::replay::Replay;
-use perfpilot_study::report::{chance_best_line, figures_line};
-use perfpilot_study::spec::Finding;
+use perfpilot_study::report::{chance_best_line, figures_line, iteration_line};
+use perfpilot_study::spec::{Finding, Method};
 use perfpilot_study::{RunOutcome, Scaling, Validation};
 
 /// `study validate`: the study, what a run needs that this machine lacks (`findings`), where
@@ -14,22 +14,26 @@ use perfpilot_study::{RunOutcome, Scaling, Validation};
 pub(super) fn print_validation(v: &Validation, findings: &[Finding]) {
     let (study, plan) = (&v.study, &v.plan);
     let errors = findings.iter().filter(|f| f.is_error()).count();
+    let iterated = plan.method == Method::Iterated;
+    // A grid counts its configurations; an iterated search's space may only be estimated.
+    let size = match iterated {
+        false => format!("{} configuration(s)", plan.configurations),
+        true => format!("a space of {}", plan.size),
+    };
     if errors == 0 {
         println!(
-            "{}: study {:?} is valid: {} factor(s), {} configuration(s), {} runnable here",
+            "{}: study {:?} is valid: {} factor(s), {size}, {} runnable here",
             study.path.display(),
             study.name,
             study.factors.len(),
-            plan.configurations,
             plan.feasible
         );
     } else {
         println!(
-            "{}: study {:?} cannot run here as it stands: {errors} error(s); {} factor(s), {} configuration(s), {} with a layout here",
+            "{}: study {:?} cannot run here as it stands: {errors} error(s); {} factor(s), {size}, {} with a layout here",
             study.path.display(),
             study.name,
             study.factors.len(),
-            plan.configurations,
             plan.feasible
         );
     }
@@ -41,6 +45,9 @@ pub(super) fn print_validation(v: &Validation, findings: &[Finding]) {
         println!("constraints: {}", study.objective.constraints.join(", "));
     }
     println!("baseline: {}", study.run.baseline);
+    if iterated {
+        print_space(v);
+    }
     for (c, layout) in &v.layouts {
         match layout {
             Ok(l) => {
@@ -60,14 +67,25 @@ pub(super) fn print_validation(v: &Validation, findings: &[Finding]) {
             Err(e) => println!("  {c}: cannot run here: {e}"),
         }
     }
-    println!(
-        "trials: at most {} ({} repetitions × {} configurations + {} confirmation), each ~{:.0} s",
-        plan.max_trials,
-        study.run.repetitions,
-        plan.feasible,
-        plan.confirm_trials,
-        plan.seconds_per_trial
-    );
+    if iterated {
+        println!(
+            "trials: at most {} (run.budget, with {} for the confirmation), each ~{:.0} s; an exhaustive run with {} repetitions would take {}",
+            plan.max_trials,
+            plan.confirm_trials,
+            plan.seconds_per_trial,
+            study.run.repetitions,
+            plan.exhaustive_trials
+        );
+    } else {
+        println!(
+            "trials: at most {} ({} repetitions × {} configurations + {} confirmation), each ~{:.0} s",
+            plan.max_trials,
+            study.run.repetitions,
+            plan.feasible,
+            plan.confirm_trials,
+            plan.seconds_per_trial
+        );
+    }
     println!(
         "estimated duration: at most {}{}",
         perfpilot_units::clock(plan.max_duration),
@@ -84,13 +102,51 @@ pub(super) fn print_validation(v: &Validation, findings: &[Finding]) {
             b.budget,
             perfpilot_units::clock(b.duration)
         );
-        if !b.reaches_first_test() {
+        if !iterated && !b.reaches_first_test() {
             println!(
                 "warning: run.budget ({n} trials) holds fewer than min_rounds ({}) rounds of the {} configurations and the confirmation ({} trials): the race may end before its first rank test",
                 study.run.min_rounds, plan.feasible, b.first_test_trials
             );
         }
     }
+}
+
+/// An iterated search's space and schedule: the parameters with their domains and
+/// conditions, the forbidden rules, the iterations as planned.
+fn print_space(v: &Validation) {
+    let study = &v.study;
+    println!("search: iterated racing over a space of {}", v.plan.size);
+    for f in &study.factors {
+        let when = f
+            .when
+            .as_ref()
+            .map_or(String::new(), |w| format!(" when {w}"));
+        println!("  {}: {}{when}", f.name, f.domain.describe());
+    }
+    for rule in &study.search.forbidden {
+        println!("  forbidden: {rule}");
+    }
+    for c in &study.search.initial {
+        println!("  initial: {c}");
+    }
+    if let Some(it) = &v.iterations {
+        let s = &it.schedule;
+        let steps: Vec<String> = it
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(j, (b, n))| format!("{}: {n} configurations, {b} trials", j + 1))
+            .collect();
+        println!(
+            "iterations: {} (elites kept {}, first test after {} rounds), {} race trials: {}",
+            s.iterations,
+            s.elites,
+            s.first_test,
+            it.race_trials,
+            steps.join("; ")
+        );
+    }
+    println!("layouts (one configuration each):");
 }
 
 /// `study run`: the run's trials, who left the race, the winner and its evidence.
@@ -113,11 +169,21 @@ pub(super) fn print_run(out: &RunOutcome, path: &Path) {
             100.0 * raced as f64 / all as f64
         );
     }
-    for e in &s.eliminated {
-        println!(
-            "  left the race after round {}: {} — {}",
-            e.round, e.config, e.reason
-        );
+    match &s.search {
+        // Hundreds of configurations leave an iterated search: its iterations tell it.
+        Some(search) => {
+            for it in &search.iterations {
+                println!("  {}", iteration_line(it));
+            }
+        }
+        None => {
+            for e in &s.eliminated {
+                println!(
+                    "  left the race after round {}: {} — {}",
+                    e.round, e.config, e.reason
+                );
+            }
+        }
     }
     match &s.winner {
         Some(w) => println!("best: {w}\n  {}", s.verdict),
