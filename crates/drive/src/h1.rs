@@ -1,7 +1,9 @@
-//! A lean HTTP/1.1 keep-alive client: the request is written as one buffer, the response head is
-//! parsed in place with `httparse`, and the body (Content-Length, chunked, or until close) is
-//! skipped without copying. It runs inside the user's own task, so a request costs no task
-//! hand-off or channel, which is what keeps the driver level with wrk (see the benchmark).
+//! A lean HTTP/1.1 keep-alive client. [`Response`] reads a response without doing I/O: it is
+//! fed the bytes received so far, parses the head in place with `httparse`, and skips the body
+//! (Content-Length, chunked, or until close) without copying, saying how many bytes it used.
+//! The event loop (`evloop`) feeds it from non-blocking sockets; [`Conn`] is the same over a
+//! tokio stream (HTTP/1.1 in the tokio engine, and the fuzz target's replay). A request is
+//! written as one buffer.
 
 use std::future::Future;
 
@@ -10,8 +12,220 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::client::ErrKind;
 
 const MAX_HEADERS: usize = 64;
-const READ_CHUNK: usize = 16 * 1024;
+pub(crate) const READ_CHUNK: usize = 16 * 1024;
 const MAX_HEAD: usize = 64 * 1024;
+
+/// Where a response being read stands.
+#[derive(Clone, Copy, Debug)]
+enum Stage {
+    Head,
+    /// This many body bytes are still to come.
+    Length(usize),
+    /// A chunk-size line is next.
+    ChunkSize,
+    /// This many bytes of chunk data and its CRLF are still to come.
+    ChunkData(usize),
+    /// Trailer lines, up to an empty one.
+    Trailers,
+    /// Everything up to the server's close.
+    UntilClose,
+}
+
+/// What [`Response::feed`] made of the bytes it was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fed {
+    /// More bytes are needed; the first `used` of those given are consumed (the rest, a line
+    /// or head not yet complete, must be given again with what follows).
+    More { used: usize },
+    /// The response is complete after the first `used` bytes.
+    Done { used: usize, status: u16 },
+}
+
+/// One response being read, fed the bytes as they arrive.
+#[derive(Debug)]
+pub(crate) struct Response {
+    stage: Stage,
+    status: u16,
+    head_request: bool,
+    /// The server announced (or HTTP/1.0 implies) a close: the connection must not be reused.
+    pub close: bool,
+}
+
+impl Response {
+    /// A response to a request; `head_request` says it has no body.
+    pub fn new(head_request: bool) -> Response {
+        Response {
+            stage: Stage::Head,
+            status: 0,
+            head_request,
+            close: false,
+        }
+    }
+
+    /// Reads what it can of `buf`, the bytes received and not yet used.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<Fed, ErrKind> {
+        let mut used = 0;
+        loop {
+            let rest = &buf[used..];
+            match self.stage {
+                Stage::Head => match self.head(rest)? {
+                    Some(n) => used += n,
+                    None => return Ok(Fed::More { used }),
+                },
+                Stage::Length(n) => {
+                    let take = n.min(rest.len());
+                    used += take;
+                    if take < n {
+                        self.stage = Stage::Length(n - take);
+                        return Ok(Fed::More { used });
+                    }
+                    return Ok(self.done(used));
+                }
+                Stage::ChunkSize => {
+                    let Some(line) = line(rest)? else {
+                        return Ok(Fed::More { used });
+                    };
+                    used += line + 2;
+                    let size = chunk_size(&rest[..line])?;
+                    self.stage = if size == 0 {
+                        Stage::Trailers
+                    } else {
+                        // The chunk and its CRLF; a size that overflows is a malformed response.
+                        Stage::ChunkData(size.checked_add(2).ok_or(ErrKind::Http)?)
+                    };
+                }
+                Stage::ChunkData(n) => {
+                    let take = n.min(rest.len());
+                    used += take;
+                    if take < n {
+                        self.stage = Stage::ChunkData(n - take);
+                        return Ok(Fed::More { used });
+                    }
+                    self.stage = Stage::ChunkSize;
+                }
+                Stage::Trailers => {
+                    let Some(line) = line(rest)? else {
+                        return Ok(Fed::More { used });
+                    };
+                    used += line + 2;
+                    if line == 0 {
+                        return Ok(self.done(used));
+                    }
+                }
+                Stage::UntilClose => return Ok(Fed::More { used: buf.len() }),
+            }
+        }
+    }
+
+    /// The server closed the connection: the response's end when its body runs until the
+    /// close, else a reset.
+    pub fn closed(&self) -> Result<u16, ErrKind> {
+        match self.stage {
+            Stage::UntilClose => Ok(self.status),
+            _ => Err(ErrKind::Reset),
+        }
+    }
+
+    fn done(&mut self, used: usize) -> Fed {
+        self.stage = Stage::Head;
+        Fed::Done {
+            used,
+            status: self.status,
+        }
+    }
+
+    /// Parses a complete head at the start of `buf`: its length, or `None` when it is not
+    /// complete yet. An interim 1xx response goes back to reading a head.
+    fn head(&mut self, buf: &[u8]) -> Result<Option<usize>, ErrKind> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        let head_len = match resp.parse(buf) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(ErrKind::Http),
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return Err(ErrKind::Http),
+        };
+        let status = resp.code.unwrap_or(0);
+        let mut body = Stage::UntilClose;
+        let mut close = resp.version == Some(0);
+        let mut chunked = false;
+        for h in resp.headers.iter() {
+            if h.name.eq_ignore_ascii_case("content-length") {
+                let n = std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .ok_or(ErrKind::Http)?;
+                body = Stage::Length(n);
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = h
+                    .value
+                    .windows(7)
+                    .any(|w| w.eq_ignore_ascii_case(b"chunked"));
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                if h.value.windows(5).any(|w| w.eq_ignore_ascii_case(b"close")) {
+                    close = true;
+                } else if h
+                    .value
+                    .windows(10)
+                    .any(|w| w.eq_ignore_ascii_case(b"keep-alive"))
+                {
+                    close = false;
+                }
+            }
+        }
+        if chunked {
+            body = Stage::ChunkSize;
+        }
+        let interim = (100..200).contains(&status);
+        if self.head_request || status == 204 || status == 304 || interim {
+            body = Stage::Length(0);
+        }
+        if matches!(body, Stage::UntilClose) {
+            close = true;
+        }
+        self.close |= close;
+        self.status = status;
+        // An interim 1xx response is followed by the real one.
+        self.stage = if interim { Stage::Head } else { body };
+        Ok(Some(head_len))
+    }
+}
+
+/// The length of the CRLF-terminated line at the start of `buf` (without the CRLF), `None`
+/// when it is not complete yet.
+fn line(buf: &[u8]) -> Result<Option<usize>, ErrKind> {
+    match buf.windows(2).position(|w| w == b"\r\n") {
+        Some(i) => Ok(Some(i)),
+        None if buf.len() > MAX_HEAD => Err(ErrKind::Http),
+        None => Ok(None),
+    }
+}
+
+/// A chunk-size line's size (extensions after `;` ignored).
+fn chunk_size(line: &[u8]) -> Result<usize, ErrKind> {
+    let text = std::str::from_utf8(line).map_err(|_| ErrKind::Http)?;
+    let size_text = text.split(';').next().unwrap_or("").trim();
+    usize::from_str_radix(size_text, 16).map_err(|_| ErrKind::Http)
+}
+
+/// Makes room at the end of a receive buffer whose unused bytes are `buf[pos..len]`: starts
+/// over when all were used, else moves them to the front, or grows it when they fill it.
+pub(crate) fn make_room(buf: &mut Vec<u8>, pos: &mut usize, len: &mut usize) {
+    if *pos == *len {
+        *pos = 0;
+        *len = 0;
+    }
+    if *len == buf.len() {
+        if *pos > 0 {
+            buf.copy_within(*pos..*len, 0);
+            *len -= *pos;
+            *pos = 0;
+        } else {
+            let grown = buf.len() * 2;
+            buf.resize(grown, 0);
+        }
+    }
+}
 
 /// One keep-alive connection over a plain TCP or a TLS stream.
 pub(crate) struct Conn<S> {
@@ -22,13 +236,6 @@ pub(crate) struct Conn<S> {
     len: usize,
     /// The server announced or performed a close; the connection must not be reused.
     pub closed: bool,
-}
-
-enum Body {
-    None,
-    Length(usize),
-    Chunked,
-    UntilClose,
 }
 
 pub(crate) fn io_kind(e: &std::io::Error) -> ErrKind {
@@ -53,41 +260,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
-    /// Reads more bytes; end of stream mid-response is a reset.
-    async fn fill(&mut self) -> Result<(), ErrKind> {
-        if self.pos > 0 && self.pos == self.len {
-            self.pos = 0;
-            self.len = 0;
-        }
-        if self.len == self.buf.len() {
-            if self.pos > 0 {
-                self.buf.copy_within(self.pos..self.len, 0);
-                self.len -= self.pos;
-                self.pos = 0;
-            } else {
-                let grown = self.buf.len() * 2;
-                self.buf.resize(grown, 0);
-            }
-        }
+    /// Reads more bytes; returns false at the end of the stream.
+    async fn fill(&mut self) -> Result<bool, ErrKind> {
+        make_room(&mut self.buf, &mut self.pos, &mut self.len);
         let n = self
             .stream
             .read(&mut self.buf[self.len..])
             .await
             .map_err(|e| io_kind(&e))?;
-        if n == 0 {
-            self.closed = true;
-            return Err(ErrKind::Reset);
-        }
         self.len += n;
-        Ok(())
+        Ok(n > 0)
     }
 
     /// Sends `request` (a complete HTTP/1.1 request) and reads the whole response.
     /// Returns the status code. `head_request` says the response has no body.
     pub async fn exchange(&mut self, request: &[u8], head_request: bool) -> Result<u16, ErrKind> {
+        let r = self.exchange_inner(request, head_request).await;
+        if r.is_err() {
+            self.closed = true;
+        }
+        r
+    }
+
+    async fn exchange_inner(&mut self, request: &[u8], head_request: bool) -> Result<u16, ErrKind> {
         if self.pos != self.len {
             // Bytes nobody asked for: the stream is out of sync.
-            self.closed = true;
             return Err(ErrKind::Http);
         }
         self.pos = 0;
@@ -96,144 +293,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             .write_all(request)
             .await
             .map_err(|e| io_kind(&e))?;
+        let mut response = Response::new(head_request);
         loop {
-            let (status, body) = loop {
-                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-                let mut resp = httparse::Response::new(&mut headers);
-                match resp.parse(&self.buf[self.pos..self.len]) {
-                    Ok(httparse::Status::Complete(head_len)) => {
-                        let status = resp.code.unwrap_or(0);
-                        let mut body = Body::UntilClose;
-                        let mut close = resp.version == Some(0);
-                        let mut chunked = false;
-                        for h in resp.headers.iter() {
-                            if h.name.eq_ignore_ascii_case("content-length") {
-                                let n = std::str::from_utf8(h.value)
-                                    .ok()
-                                    .and_then(|v| v.trim().parse::<usize>().ok())
-                                    .ok_or(ErrKind::Http)?;
-                                body = Body::Length(n);
-                            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                                chunked = h
-                                    .value
-                                    .windows(7)
-                                    .any(|w| w.eq_ignore_ascii_case(b"chunked"));
-                            } else if h.name.eq_ignore_ascii_case("connection") {
-                                if h.value.windows(5).any(|w| w.eq_ignore_ascii_case(b"close")) {
-                                    close = true;
-                                } else if h
-                                    .value
-                                    .windows(10)
-                                    .any(|w| w.eq_ignore_ascii_case(b"keep-alive"))
-                                {
-                                    close = false;
-                                }
-                            }
-                        }
-                        if chunked {
-                            body = Body::Chunked;
-                        }
-                        if head_request
-                            || status == 204
-                            || status == 304
-                            || (100..200).contains(&status)
-                        {
-                            body = Body::None;
-                        }
-                        self.pos += head_len;
-                        if close {
-                            self.closed = true;
-                        }
-                        break (status, body);
-                    }
-                    Ok(httparse::Status::Partial) => {
-                        if self.len - self.pos > MAX_HEAD {
-                            self.closed = true;
-                            return Err(ErrKind::Http);
-                        }
-                        self.fill().await?;
-                    }
-                    Err(_) => {
-                        self.closed = true;
-                        return Err(ErrKind::Http);
-                    }
+            match response.feed(&self.buf[self.pos..self.len])? {
+                Fed::Done { used, status } => {
+                    self.pos += used;
+                    self.closed |= response.close;
+                    return Ok(status);
                 }
-            };
-            match body {
-                Body::None => {}
-                Body::Length(n) => self.skip(n).await?,
-                Body::Chunked => self.skip_chunked().await?,
-                Body::UntilClose => {
-                    self.closed = true;
-                    loop {
-                        self.pos = self.len;
-                        match self.fill().await {
-                            Ok(()) => {}
-                            Err(ErrKind::Reset) => break,
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    self.pos = 0;
-                    self.len = 0;
-                }
+                Fed::More { used } => self.pos += used,
             }
-            // An interim 1xx response is followed by the real one.
-            if !(100..200).contains(&status) {
+            if !self.fill().await? {
+                self.closed = true;
+                let status = response.closed()?;
+                self.pos = self.len;
                 return Ok(status);
             }
-        }
-    }
-
-    async fn skip(&mut self, mut n: usize) -> Result<(), ErrKind> {
-        loop {
-            let avail = self.len - self.pos;
-            if avail >= n {
-                self.pos += n;
-                return Ok(());
-            }
-            n -= avail;
-            self.pos = self.len;
-            self.fill().await?;
-        }
-    }
-
-    /// Reads one CRLF-terminated line, returning its length without the CRLF.
-    async fn line(&mut self) -> Result<(usize, usize), ErrKind> {
-        loop {
-            if let Some(i) = self.buf[self.pos..self.len]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-            {
-                let start = self.pos;
-                self.pos += i + 2;
-                return Ok((start, i));
-            }
-            if self.len - self.pos > MAX_HEAD {
-                return Err(ErrKind::Http);
-            }
-            self.fill().await?;
-        }
-    }
-
-    async fn skip_chunked(&mut self) -> Result<(), ErrKind> {
-        loop {
-            let (start, n) = self.line().await?;
-            let text =
-                std::str::from_utf8(&self.buf[start..start + n]).map_err(|_| ErrKind::Http)?;
-            let size_text = text.split(';').next().unwrap_or("").trim();
-            let size = usize::from_str_radix(size_text, 16).map_err(|_| ErrKind::Http)?;
-            // The chunk and its CRLF; a size that overflows is a malformed response.
-            let size_crlf = size.checked_add(2).ok_or(ErrKind::Http)?;
-            if size == 0 {
-                // Trailers, then an empty line.
-                loop {
-                    let (_, n) = self.line().await?;
-                    if n == 0 {
-                        return Ok(());
-                    }
-                }
-            }
-            self.skip(size_crlf).await?;
         }
     }
 }

@@ -35,6 +35,19 @@ impl Interval {
         }
     }
 
+    /// Counts one attempt with its latency (µs) if it got a response.
+    pub(crate) fn count(&mut self, latency_us: Option<u64>, ok: bool) {
+        self.requests += 1;
+        if ok {
+            self.ok += 1;
+        } else {
+            self.errors += 1;
+        }
+        if let Some(us) = latency_us {
+            self.hist.record_us(us);
+        }
+    }
+
     /// Adds what `other` counted in the same second.
     pub fn add(&mut self, other: &Interval) {
         self.requests += other.requests;
@@ -74,15 +87,19 @@ impl Shard {
     /// Counts one attempt that ended in second `t_s`.
     pub fn record(&self, t_s: u64, latency_us: Option<u64>, ok: bool) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let i = map.entry(t_s).or_insert_with(|| Interval::new(t_s));
-        i.requests += 1;
-        if ok {
-            i.ok += 1;
-        } else {
-            i.errors += 1;
-        }
-        if let Some(us) = latency_us {
-            i.hist.record_us(us);
+        map.entry(t_s)
+            .or_insert_with(|| Interval::new(t_s))
+            .count(latency_us, ok);
+    }
+
+    /// Adds a second counted elsewhere (an event loop's current second).
+    pub fn add(&self, i: Interval) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get_mut(&i.t_s) {
+            Some(have) => have.add(&i),
+            None => {
+                map.insert(i.t_s, i);
+            }
         }
     }
 

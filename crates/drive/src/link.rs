@@ -18,6 +18,8 @@ use crate::tls::{self, HttpVersion, TlsOptions};
 /// What a run connects with: the TLS configuration when any target is `https://`.
 pub(crate) struct Connector {
     tls: Option<TlsConnector>,
+    /// The configuration `tls` was made from (the event loop drives rustls itself).
+    config: Option<Arc<rustls::ClientConfig>>,
     http: HttpVersion,
 }
 
@@ -28,15 +30,24 @@ impl Connector {
         http: HttpVersion,
         opts: &TlsOptions,
     ) -> Result<Self, DriveError> {
-        let tls = if targets.iter().any(|t| t.tls) {
-            Some(TlsConnector::from(tls::client_config(opts, http)?))
+        let config = if targets.iter().any(|t| t.tls) {
+            Some(tls::client_config(opts, http)?)
         } else {
             None
         };
         for t in targets.iter().filter(|t| t.tls) {
             tls::server_name(&t.host)?;
         }
-        Ok(Connector { tls, http })
+        Ok(Connector {
+            tls: config.clone().map(TlsConnector::from),
+            config,
+            http,
+        })
+    }
+
+    /// The TLS client configuration, when some target is `https://`.
+    pub fn tls_config(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.config.as_ref()
     }
 
     /// Connects to `target` and shakes hands.

@@ -1,7 +1,7 @@
-//! What the load tasks saw: each task's [`Recorder`] counts its attempts in the measured
-//! window (totals, statuses, error kinds, a latency histogram) and passes each on to its
-//! thread's per-second [`Shard`]; [`assemble`] merges the recorders and the drained seconds
-//! into the run's [`Measurement`].
+//! What the load saw: each task's (or event-loop thread's) [`Recorder`] counts its attempts in
+//! the measured window (totals, statuses, error kinds) and passes each on to its thread's
+//! per-second [`Shard`], where the latencies go; [`assemble`] merges the recorders, the drained
+//! seconds and their histogram into the run's [`Measurement`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::client::{ErrKind, Target};
 use crate::hist::LatencyHistogram;
-use crate::interval::Shard;
+use crate::interval::{Interval, Shard};
 use crate::kinds::{KindTally, kind_results};
 use crate::measurement::{LoadShape, Measurement, SeriesPoint};
 use crate::spec::{DriveSpec, Load};
@@ -20,16 +20,17 @@ pub const THINK_MEAN_MS: &str = "think_mean_ms";
 /// `extra` key: how many think pauses that mean is over.
 pub const THINK_PAUSES: &str = "think_pauses";
 
-/// What one task saw in the measured window.
+/// When the first failed attempt ended, its outcome, its kind of the profile and its target.
+type FirstFailure = (Instant, Result<u16, ErrKind>, Option<usize>, Arc<Target>);
+
+/// What one task (or one event-loop thread) saw in the measured window. Latencies go to the
+/// thread's per-second [`Shard`] only: the run's histogram is the sum of its seconds.
 #[derive(Debug, Default)]
 pub(crate) struct Recorder {
-    /// The task's target, to describe its first failure.
-    target: Option<Arc<Target>>,
-    /// When the first failed attempt (error or non-2xx/3xx status) ended, how it failed and
-    /// of which kind of the profile it was; kept as data so that failing fast costs no
-    /// formatting.
-    first_failure: Option<(Instant, Result<u16, ErrKind>, Option<usize>)>,
-    hist: LatencyHistogram,
+    /// When the first failed attempt (error or non-2xx/3xx status) ended, how it failed, of
+    /// which kind of the profile it was and to which target; kept as data so that failing fast
+    /// costs no formatting.
+    first_failure: Option<FirstFailure>,
     requests: u64,
     ok: u64,
     errors: u64,
@@ -37,6 +38,11 @@ pub(crate) struct Recorder {
     status: BTreeMap<u16, u64>,
     /// The thread's per-second store.
     shard: Arc<Shard>,
+    /// The second being counted, passed to the shard when a later one begins or on
+    /// [`flush`](Self::flush) (an event loop's one recorder); `None` when each attempt goes
+    /// to the shard at once (a task's recorder, which may sleep for seconds).
+    second: Option<Interval>,
+    batched: bool,
     /// Responses that came over HTTP/2.
     h2_responses: u64,
     /// The thread's per-kind counts, with a request profile.
@@ -44,6 +50,20 @@ pub(crate) struct Recorder {
     /// Think pauses begun in the measured window, and their actual total length, seconds.
     pauses: u64,
     paused_s: f64,
+}
+
+/// One attempt as it ended.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Attempt {
+    /// When it ended.
+    pub at: Instant,
+    /// Its latency, when it got a response.
+    pub latency: Option<Duration>,
+    pub outcome: Result<u16, ErrKind>,
+    /// Whether it went over HTTP/2.
+    pub h2: bool,
+    /// The profile's kind, with a profile.
+    pub kind: Option<usize>,
 }
 
 /// The timing frame shared by all tasks.
@@ -58,25 +78,20 @@ pub(crate) struct Window {
 }
 
 impl Recorder {
-    /// An empty recorder of a task that sends to `target`, counting kinds of a request
-    /// profile into `kinds`.
-    pub(crate) fn new(
-        target: Arc<Target>,
-        shard: Arc<Shard>,
-        kinds: Option<Arc<KindTally>>,
-    ) -> Self {
+    /// An empty recorder passing each second to `shard` (`batched`: once the second is over;
+    /// else each attempt at once), counting kinds of a request profile into `kinds`.
+    pub(crate) fn new(shard: Arc<Shard>, kinds: Option<Arc<KindTally>>, batched: bool) -> Self {
         Recorder {
-            target: Some(target),
             shard,
             kinds,
+            batched,
             ..Default::default()
         }
     }
 
     /// The first failure as one line for people, with when it happened.
     fn first_failure(&self, spec: &DriveSpec) -> Option<(Instant, String)> {
-        let (at, outcome, kind) = self.first_failure?;
-        let target = self.target.as_ref()?;
+        let (at, outcome, kind, target) = self.first_failure.as_ref()?;
         let mut text = match outcome {
             Ok(status) => format!("{} answered HTTP {status}", target.url),
             Err(e) => e.describe(target, spec.timeout),
@@ -89,7 +104,7 @@ impl Recorder {
                 k.url
             ));
         }
-        Some((at, text))
+        Some((*at, text))
     }
 
     /// Counts one think pause that began at `at` and lasted `actual` (lateness and its debt
@@ -102,35 +117,35 @@ impl Recorder {
         self.paused_s += actual.as_secs_f64();
     }
 
-    /// Counts one attempt (of `kind` of the profile, if there is one) that ended at `at`;
-    /// attempts outside the measured window are not counted.
-    pub(crate) fn record(
-        &mut self,
-        w: &Window,
-        at: Instant,
-        latency: Option<Duration>,
-        outcome: Result<u16, ErrKind>,
-        h2: bool,
-        kind: Option<usize>,
-    ) {
-        if at < w.measure_start || at >= w.end {
+    /// Counts one attempt to `target`; attempts that ended outside the measured window are
+    /// not counted.
+    pub(crate) fn record(&mut self, w: &Window, target: &Arc<Target>, a: Attempt) {
+        if a.at < w.measure_start || a.at >= w.end {
             return;
         }
-        if h2 && outcome.is_ok() {
+        if a.h2 && a.outcome.is_ok() {
             self.h2_responses += 1;
         }
-        let sec = (at - w.measure_start).as_secs();
+        let sec = (a.at - w.measure_start).as_secs();
         self.requests += 1;
-        let us = latency.map(|l| l.as_micros().min(u64::MAX as u128) as u64);
-        if let Some(us) = us {
-            self.hist.record_us(us);
+        let us = a
+            .latency
+            .map(|l| l.as_micros().min(u64::MAX as u128) as u64);
+        let ok = matches!(a.outcome, Ok(s) if (200..400).contains(&s));
+        if self.batched {
+            if self.second.as_ref().is_some_and(|i| i.t_s != sec) {
+                self.flush();
+            }
+            self.second
+                .get_or_insert_with(|| Interval::new(sec))
+                .count(us, ok);
+        } else {
+            self.shard.record(sec, us, ok);
         }
-        let ok = matches!(outcome, Ok(s) if (200..400).contains(&s));
-        self.shard.record(sec, us, ok);
-        if let (Some(tally), Some(k)) = (&self.kinds, kind) {
-            tally.record(k, us, outcome.ok(), ok);
+        if let (Some(tally), Some(k)) = (&self.kinds, a.kind) {
+            tally.record(k, us, a.outcome.ok(), ok);
         }
-        match outcome {
+        match a.outcome {
             Ok(status) => {
                 *self.status.entry(status).or_default() += 1;
                 if ok {
@@ -138,14 +153,31 @@ impl Recorder {
                 } else {
                     self.errors += 1;
                     *self.by_kind.entry("status").or_default() += 1;
-                    self.first_failure.get_or_insert((at, outcome, kind));
                 }
             }
             Err(e) => {
-                self.first_failure.get_or_insert((at, outcome, kind));
                 self.errors += 1;
                 *self.by_kind.entry(e.name()).or_default() += 1;
             }
+        }
+        if !ok && self.first_failure.is_none() {
+            self.first_failure = Some((a.at, a.outcome, a.kind, target.clone()));
+        }
+    }
+
+    /// Passes the second being counted to the shard.
+    pub(crate) fn flush(&mut self) {
+        if let Some(i) = self.second.take() {
+            self.shard.add(i);
+        }
+    }
+
+    /// Passes the second being counted on once `now` is past it.
+    pub(crate) fn flush_before(&mut self, w: &Window, now: Instant) {
+        if let Some(i) = &self.second
+            && now.saturating_duration_since(w.measure_start).as_secs() > i.t_s
+        {
+            self.flush();
         }
     }
 }
@@ -157,6 +189,7 @@ pub(crate) fn assemble(
     spec: &DriveSpec,
     recs: Vec<Recorder>,
     seconds: Vec<SeriesPoint>,
+    hist: LatencyHistogram,
     w: Window,
     end: Instant,
     begin_wall: SystemTime,
@@ -181,7 +214,6 @@ pub(crate) fn assemble(
     m.end = humantime::format_rfc3339_millis(start_wall + duration).to_string();
     m.warmup_s = spec.warmup.as_secs_f64();
     m.duration_s = duration.as_secs_f64();
-    let mut hist = LatencyHistogram::new();
     m.first_error = recs
         .iter()
         .filter_map(|r| r.first_failure(spec))
@@ -193,7 +225,6 @@ pub(crate) fn assemble(
         h2_responses += r.h2_responses;
         pauses += r.pauses;
         paused_s += r.paused_s;
-        hist.add(&r.hist);
         m.requests += r.requests;
         m.ok += r.ok;
         m.errors += r.errors;

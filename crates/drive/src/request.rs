@@ -51,8 +51,13 @@ pub(crate) fn is_token(s: &str) -> bool {
 }
 
 impl RequestShape {
-    /// Checks the spec's method and headers and builds what every task shares.
-    pub(crate) fn from_spec(spec: &DriveSpec, targets: &[Arc<Target>]) -> Result<Self, DriveError> {
+    /// Checks the spec's method and headers and builds what every task shares; `http1_only`
+    /// for the event loop, which speaks HTTP/1.1 and offers only it by ALPN.
+    pub(crate) fn from_spec(
+        spec: &DriveSpec,
+        targets: &[Arc<Target>],
+        http1_only: bool,
+    ) -> Result<Self, DriveError> {
         if !is_token(&spec.method) {
             return Err(invalid("HTTP method", &spec.method, "not a valid method"));
         }
@@ -75,14 +80,19 @@ impl RequestShape {
                 .collect();
             (p.clone(), headers)
         });
+        let http = if http1_only {
+            HttpVersion::Http1
+        } else {
+            spec.http
+        };
         Ok(RequestShape {
             method: spec.method.clone(),
             headers: spec.headers.clone(),
             body: spec.body.clone(),
             profile,
             timeout: spec.timeout,
-            http: spec.http,
-            connector: Connector::new(targets, spec.http, &spec.tls)?,
+            http,
+            connector: Connector::new(targets, http, &spec.tls)?,
         })
     }
 
@@ -102,6 +112,27 @@ impl RequestShape {
                 path: String::new(),
                 body: self.body.as_ref().map(|t| Bytes::from(t.render(seq, rng))),
             },
+        }
+    }
+
+    /// Whether each request differs (a rendered body, a profile's draw): only then do the
+    /// slots count requests in the run's shared sequence.
+    pub(crate) fn varies(&self) -> bool {
+        self.profile.is_some() || self.body.is_some()
+    }
+
+    /// The HTTP/1.1 bytes of `out` and whether it is a HEAD request: the prepared bytes when
+    /// the request never changes (shared, not copied), else built.
+    pub(crate) fn h1_request(
+        &self,
+        target: &Target,
+        prepared: &Prepared,
+        out: &Outgoing,
+    ) -> (Bytes, bool) {
+        let head = self.head_of(target, out).0 == "HEAD";
+        match &prepared.fixed_h1 {
+            Some(r) if out.kind.is_none() => (r.clone(), head),
+            _ => (Bytes::from(self.build(target, out)), head),
         }
     }
 
@@ -145,7 +176,10 @@ impl RequestShape {
             body: None,
         };
         Prepared {
-            fixed_h1: self.body.is_none().then(|| self.build(target, &bare)),
+            fixed_h1: self
+                .body
+                .is_none()
+                .then(|| Bytes::from(self.build(target, &bare))),
             h2: may_h2
                 .then(|| H2Request::new(target, &target.path, &self.method, &self.headers))
                 .flatten(),
@@ -156,7 +190,7 @@ impl RequestShape {
 /// A slot's requests, built once: the HTTP/1.1 bytes when the request never changes, and the
 /// HTTP/2 request head when the target may speak HTTP/2.
 pub(crate) struct Prepared {
-    fixed_h1: Option<Vec<u8>>,
+    fixed_h1: Option<Bytes>,
     h2: Option<H2Request>,
 }
 
@@ -184,17 +218,10 @@ pub(crate) async fn exchange(
         };
         return c.exchange(req, out.body.clone(), head).await;
     }
-    let built;
-    let request: &[u8] = match &prepared.fixed_h1 {
-        Some(r) if out.kind.is_none() => r,
-        _ => {
-            built = shape.build(target, out);
-            &built
-        }
-    };
+    let (request, head) = shape.h1_request(target, prepared, out);
     match link {
-        Link::Plain(c) => c.exchange(request, head).await,
-        Link::Tls(c) => c.exchange(request, head).await,
+        Link::Plain(c) => c.exchange(&request, head).await,
+        Link::Tls(c) => c.exchange(&request, head).await,
         Link::H2(_) => Err(ErrKind::Http),
     }
 }

@@ -125,7 +125,7 @@ pub fn parse_rate(s: &str) -> Result<f64, DriveError> {
 }
 
 /// The load shape.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Load {
     /// `users` virtual users, one keep-alive connection each.
     Closed {

@@ -113,12 +113,19 @@ pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, DriveError>
 
 /// Classifies the error of a failed handshake.
 pub(crate) fn handshake_failure(e: &std::io::Error) -> ErrKind {
-    let failure = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-        Some(rustls::Error::InvalidCertificate(_)) => TlsFailure::Certificate,
-        Some(rustls::Error::AlertReceived(_)) => TlsFailure::Alert,
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(e) => failure_of(e),
+        None => ErrKind::Tls(TlsFailure::Protocol),
+    }
+}
+
+/// Classifies rustls's reason for a failed handshake.
+pub(crate) fn failure_of(e: &rustls::Error) -> ErrKind {
+    ErrKind::Tls(match e {
+        rustls::Error::InvalidCertificate(_) => TlsFailure::Certificate,
+        rustls::Error::AlertReceived(_) => TlsFailure::Alert,
         _ => TlsFailure::Protocol,
-    };
-    ErrKind::Tls(failure)
+    })
 }
 
 /// `--insecure`: every certificate is accepted, signatures are verified as usual.

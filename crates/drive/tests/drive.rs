@@ -284,7 +284,7 @@ fn bad_specs_are_rejected_before_driving() {
         think: ThinkTime::Zero,
     };
     for bad in ["ftp://x/", "not a url", "https://[::1/"] {
-        let s = spec(vec![bad.to_string()], load.clone(), 0, 100);
+        let s = spec(vec![bad.to_string()], load, 0, 100);
         assert!(run(&s, &quiet()).is_err(), "{bad}");
     }
     let mut s = spec(vec!["http://127.0.0.1:9/".to_string()], load, 0, 100);

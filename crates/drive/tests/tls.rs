@@ -102,3 +102,46 @@ fn https_to_a_port_that_does_not_speak_tls_is_a_tls_protocol_error() {
     assert!(m.errors_by_kind.get("tls").is_some_and(|t| *t > 0), "{m:?}");
     assert!(m.first_error.unwrap().contains("does not speak TLS"));
 }
+
+#[test]
+fn http1_over_tls_on_the_event_loop_counts_untrusted_and_non_tls_servers_as_tls_errors() {
+    // HTTP/1.1 asked for: the event loop drives rustls itself (no ALPN probe, no tokio).
+    let n = start_nginx_tls();
+    let untrusted = drive(
+        format!("https://localhost:{}/", n.https_port),
+        HttpVersion::Http1,
+        TlsOptions::default(),
+    );
+    assert_eq!(untrusted.ok, 0);
+    assert!(untrusted.requests > 0, "the run went on: {untrusted:?}");
+    assert_eq!(untrusted.errors_by_kind.get("tls"), Some(&untrusted.errors));
+    assert!(
+        untrusted
+            .first_error
+            .as_deref()
+            .is_some_and(|e| e.contains("certificate is not trusted")),
+        "{untrusted:?}"
+    );
+    let plain = drive(
+        format!("https://127.0.0.1:{}/", n.h2c_port),
+        HttpVersion::Http1,
+        insecure(),
+    );
+    assert_eq!(plain.ok, 0);
+    assert!(
+        plain
+            .first_error
+            .as_deref()
+            .is_some_and(|e| e.contains("does not speak TLS")),
+        "{plain:?}"
+    );
+    let trusted = drive(
+        format!("https://localhost:{}/", n.https_port),
+        HttpVersion::Http1,
+        TlsOptions {
+            insecure: false,
+            ca_file: Some(n.certs.ca.clone()),
+        },
+    );
+    assert!(trusted.ok > 10 && trusted.errors == 0, "{trusted:?}");
+}

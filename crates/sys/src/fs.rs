@@ -109,6 +109,70 @@ pub(crate) fn list_dir(path: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The entries of the directory open as `dir` whose names are decimal numbers (pids in
+/// `/proc`, tids in a task directory), unsorted, into `out`: read with `getdents64` into `buf`,
+/// without the allocation per name that `read_dir` makes.
+pub(crate) fn numeric_entries(
+    dir: &std::fs::File,
+    buf: &mut Vec<u8>,
+    out: &mut Vec<i32>,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    /// `struct linux_dirent64`: d_ino (8), d_off (8), d_reclen (2), d_type (1), then the name.
+    const NAME_AT: usize = 19;
+    out.clear();
+    if buf.len() < 32 * 1024 {
+        buf.resize(32 * 1024, 0);
+    }
+    loop {
+        let n = uninterrupted(|| {
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes, and getdents64 writes at
+            // most that many into it.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    dir.as_raw_fd(),
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                ) as isize
+            }
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut at = 0;
+        while at + NAME_AT <= n {
+            let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
+            if reclen == 0 {
+                break;
+            }
+            let name = &buf[at + NAME_AT..(at + reclen).min(n)];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            if !name.is_empty() && name.iter().all(u8::is_ascii_digit) {
+                // Ten digits or fewer fit; longer names are not pids.
+                if let Some(v) = std::str::from_utf8(name).ok().and_then(|t| t.parse().ok()) {
+                    out.push(v);
+                }
+            }
+            at += reclen;
+        }
+    }
+}
+
+/// Runs a raw call that returns a count or -1 with `errno`, again while it is interrupted.
+fn uninterrupted(mut call: impl FnMut() -> isize) -> std::io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 fn pid_error(path: &Path, source: std::io::Error) -> Error {
     if source.kind() == ErrorKind::NotFound || source.raw_os_error() == Some(libc::ESRCH) {
         Error::Vanished {
@@ -152,7 +216,7 @@ pub(crate) fn read_single(
         }
     };
     let err = |e: std::io::Error| pid_error(&full(), e);
-    let mut f = match dir {
+    let f = match dir {
         Some(d) => {
             let mut name = [0u8; 64];
             if rel.len() >= name.len() || rel.as_bytes().contains(&0) {
@@ -178,17 +242,17 @@ pub(crate) fn read_single(
         }
         None => std::fs::File::open(base).map_err(err)?,
     };
-    fill_single(buf, |b, _| f.read(b)).map_err(err)?;
+    fill_single(buf, &f).map_err(err)?;
     Ok(f)
 }
 
-/// Fills `buf` (cleared first) with a single-record procfs file through `read(into, offset)`:
-/// such files are produced whole by the first read, so a read that does not fill the buffer is
-/// the end and the second, empty read is saved.
-pub(crate) fn fill_single(
-    buf: &mut Vec<u8>,
-    mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
-) -> std::io::Result<()> {
+/// Fills `buf` (cleared first) with a single-record procfs file, read with `pread` from its
+/// start whatever the file's position: such files are produced whole by the first read, so a
+/// read that does not fill the buffer is the end and the second, empty read is saved. The
+/// bytes go into the buffer's spare room as they are (no zeroing first: at 10,000 threads a
+/// sample, the 4 KiB memset per file showed).
+pub(crate) fn fill_single(buf: &mut Vec<u8>, file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     buf.clear();
     if buf.capacity() < 4096 {
         buf.reserve(4096);
@@ -196,15 +260,21 @@ pub(crate) fn fill_single(
     loop {
         let len = buf.len();
         let cap = buf.capacity();
-        buf.resize(cap, 0);
-        let n = match read(&mut buf[len..], len as u64) {
-            Ok(n) => n,
-            Err(e) => {
-                buf.truncate(len);
-                return Err(e);
+        let spare = buf.spare_capacity_mut();
+        let n = uninterrupted(|| {
+            // SAFETY: `spare` is valid for writes of `spare.len()` bytes and pread writes at
+            // most that many; the `n` bytes it reports are initialised before `set_len`.
+            unsafe {
+                libc::pread(
+                    file.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                    len as libc::off_t,
+                )
             }
-        };
-        buf.truncate(len + n);
+        })?;
+        // SAFETY: see above: `len + n` bytes are initialised and within the capacity.
+        unsafe { buf.set_len(len + n) };
         if n == 0 || len + n < cap {
             return Ok(());
         }
@@ -258,5 +328,29 @@ pub(crate) fn parse_kb(path: &Path, line: usize, key: &str, v: &str) -> Result<u
             .checked_mul(1024)
             .ok_or_else(|| Error::parse(path, line, format!("{key}: {v:?} is too large"))),
         _ => Ok(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_numeric_entries_are_listed_and_across_several_getdents_calls() {
+        let dir = std::env::temp_dir().join(format!("perfpilot-numeric-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // More names than one 32 KiB getdents buffer holds (about 24 bytes each).
+        for n in 1..=2000 {
+            std::fs::create_dir_all(dir.join(n.to_string())).unwrap();
+        }
+        for other in ["self", "3x", "thread-self"] {
+            std::fs::write(dir.join(other), "").unwrap();
+        }
+        let f = std::fs::File::open(&dir).unwrap();
+        let (mut buf, mut out) = (vec![0u8; 32 * 1024], Vec::new());
+        numeric_entries(&f, &mut buf, &mut out).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        out.sort_unstable();
+        assert_eq!(out, (1..=2000).collect::<Vec<i32>>());
     }
 }

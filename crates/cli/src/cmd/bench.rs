@@ -5,6 +5,7 @@
 //! - `bench load` is that population's member: threads that sleep or spin, memory that is
 //!   touched (optionally with `MADV_HUGEPAGE`). It prints `ready` and runs until its standard
 //!   input closes. Tests use it as a workload they spawn and own.
+//! - `bench drive` (`bench_drive.rs`) measures `perfpilot drive`'s CPU per request against wrk's.
 //! - `bench read` (`bench_read.rs`) reads files, sequentially or at random, likewise.
 //! - `bench verdicts` (`bench_verdicts.rs`) replays a signal recorded with nothing changed as
 //!   no-change trials and prints how often their verdicts decided something.
@@ -31,6 +32,9 @@ enum BenchWhat {
     Sample(SampleBench),
     /// A synthetic process: N threads that sleep or spin, and touched memory.
     Load(LoadArgs),
+    /// CPU per request of `perfpilot drive` against wrk's, side by side (nginx pinned to one
+    /// CPU, the clients to another).
+    Drive(super::bench_drive::DriveBench),
     /// A reader of a directory's files: sequential passes (cold) or random blocks.
     Read(super::bench_read::ReadArgs),
     /// Replay a signal recorded with nothing changed (scripts/signal-trace) as no-change trials
@@ -82,6 +86,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Sample(s) => sample(s),
         BenchWhat::Load(l) => load(l),
+        BenchWhat::Drive(d) => super::bench_drive::run(d),
         BenchWhat::Read(r) => super::bench_read::run(r),
         BenchWhat::Verdicts(v) => super::bench_verdicts::run(v),
         BenchWhat::Search(s) => super::bench_search::run(s),

@@ -2,6 +2,7 @@
 
 pub mod advise;
 pub mod bench;
+pub mod bench_drive;
 pub mod bench_read;
 pub mod bench_search;
 pub mod bench_verdicts;

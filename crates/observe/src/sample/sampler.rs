@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use perfpilot_sys::clock::mono_ns;
 use perfpilot_sys::perf::{Counter, Event, Target};
-use perfpilot_sys::process::{MappingKind, ProcReader};
+use perfpilot_sys::process::{
+    MapRange, MappingKind, NumaRange, ProcReader, ShmAttach, SmapsRollup,
+};
 use perfpilot_sys::{Error, Fs};
 use perfpilot_sys::{block, net, node, stat};
 use serde::{Deserialize, Serialize};
@@ -296,16 +298,23 @@ impl Sampler {
     ) -> perfpilot_sys::Result<ProcSample> {
         let st = self.reader.stat(pid)?;
         let key = (pid, st.starttime);
+        // The previous reading, taken out (not copied): the pass's readings replace them all.
+        let prev = if self.cfg.reuse_idle {
+            self.prev_full.remove(&key)
+        } else {
+            None
+        };
+        let idle = prev.as_ref().is_some_and(|prev| {
+            prev.utime + prev.stime == st.utime + st.stime && prev.num_threads == st.num_threads
+        });
         // Each idle process is read in full once every `idle_refresh_every` samples, at a phase
         // set by its pid, so the full reads spread evenly over the samples.
         let every = u64::from(self.cfg.idle_refresh_every.max(1));
         let due = self.taken % every == pid.unsigned_abs() as u64 % every;
         if !due
-            && let Some(prev) = self.prev_full.get(&key).filter(|_| self.cfg.reuse_idle)
-            && prev.utime + prev.stime == st.utime + st.stime
-            && prev.num_threads == st.num_threads
+            && idle
+            && let Some(mut p) = prev
         {
-            let mut p = prev.clone();
             p.state = st.state;
             p.minflt = st.minflt;
             p.majflt = st.majflt;
@@ -336,18 +345,16 @@ impl Sampler {
         // used CPU, so if it still has the same threads their readings are carried over (their
         // last CPU and state may be older; affinity actions ask the kernel anyway).
         let same_threads = self.cfg.threads
-            && self.cfg.reuse_idle
-            && self.prev_full.get(&key).is_some_and(|prev| {
-                prev.utime + prev.stime == st.utime + st.stime
-                    && prev.num_threads == st.num_threads
-                    && !prev.threads.is_empty()
+            && idle
+            && prev.as_ref().is_some_and(|prev| {
+                !prev.threads.is_empty()
                     && self.reader.tids(pid).is_ok_and(|tids| {
                         tids.len() == prev.threads.len()
                             && tids.iter().zip(&prev.threads).all(|(a, t)| *a == t.tid)
                     })
             });
-        if same_threads && let Some(prev) = self.prev_full.get(&key) {
-            threads = prev.threads.clone();
+        if same_threads && let Some(prev) = prev {
+            threads = prev.threads;
         } else if self.cfg.threads && !status.kernel_thread {
             self.reader.task_stats(pid, |r| match r {
                 Ok(t) => threads.push(ThreadSample {
@@ -415,6 +422,28 @@ impl Sampler {
         let ranges = self.reader.numa_maps(pid)?;
         let rollup = self.reader.smaps_rollup(pid)?;
         let shm = self.reader.shm_attachments(pid)?;
+        Ok(Self::memory(pid, starttime, &ranges, rollup, shm))
+    }
+
+    /// The expensive readings of one process and its `maps`, which is read once for both.
+    pub fn memory_and_maps_of(
+        &mut self,
+        pid: i32,
+        starttime: u64,
+    ) -> perfpilot_sys::Result<(ProcMemory, Vec<MapRange>)> {
+        let ranges = self.reader.numa_maps(pid)?;
+        let rollup = self.reader.smaps_rollup(pid)?;
+        let (maps, shm) = self.reader.maps_and_shm(pid)?;
+        Ok((Self::memory(pid, starttime, &ranges, rollup, shm), maps))
+    }
+
+    fn memory(
+        pid: i32,
+        starttime: u64,
+        ranges: &[NumaRange],
+        rollup: SmapsRollup,
+        shm: Vec<ShmAttach>,
+    ) -> ProcMemory {
         let mut m = ProcMemory {
             pid,
             starttime,
@@ -424,7 +453,7 @@ impl Sampler {
             rollup,
             shm,
         };
-        for r in &ranges {
+        for r in ranges {
             for (node, bytes) in r.bytes_per_node() {
                 let add = |map: &mut BTreeMap<u32, u64>| {
                     let v = map.entry(node).or_default();
@@ -440,14 +469,13 @@ impl Sampler {
                 }
             }
         }
-        Ok(m)
+        m
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfpilot_sys::process::ShmAttach;
 
     /// PostgreSQL's postmaster as `/proc` shows it: 2 MiB of private memory and 8 MiB of its
     /// `/dev/zero` buffer pool resident, 4 MiB of that in a huge page.
@@ -546,8 +574,13 @@ ShmemPmdMapped: 4096 kB
         std::fs::write(dir.join("smaps_rollup"), ROLLUP).unwrap();
         let mut sampler = Sampler::new(&Fs::at(&root), SamplerConfig::default());
         let m = sampler.memory_of(10, 1);
+        let both = sampler.memory_and_maps_of(10, 1);
         std::fs::remove_dir_all(&root).unwrap();
         let m = m.unwrap();
+        // Read with the maps (one reading of them for both), the memory is the same.
+        let (m2, maps) = both.unwrap();
+        assert_eq!(m2, m);
+        assert_eq!(maps.len(), 3);
         assert_eq!(m.shm_per_node[&0], 8 << 20);
         assert_eq!(m.anon_per_node[&0], 2 << 20);
         assert_eq!(m.per_node[&0], (10 << 20) + 100 * 4096);

@@ -8,22 +8,32 @@
 //! vanished for a scan, and a trial on it ended with "its workload exited" (the proof's
 //! PostgreSQL cells, 2026-11-25). Now the quiet processes of the same program and user as an
 //! attacher are read once and remembered while they live: the postmaster joins the group,
-//! which is then named after it, and stays.
+//! which is then named after it, and stays. A big or busy process is read again only every
+//! [`REREAD_SCANS`] scans: a server's attachments are made at its start, and reading the maps of
+//! fifty busy backends every scan was most of the daemon's own CPU beside a starting PostgreSQL
+//! (docs/reliability.md, "The daemon beside a starting server").
 
 use std::collections::{HashMap, HashSet};
 
 use perfpilot_observe::sample::ProcSample;
 use perfpilot_sys::process::ShmAttach;
 
-/// Shared-memory attachments of the processes read so far, by (pid, start time).
+/// How many scans a big or busy process's attachments are kept before its maps are read again.
+const REREAD_SCANS: u64 = 6;
+
+/// Shared-memory attachments of the processes read so far, by (pid, start time), with the scan
+/// that read them.
 #[derive(Debug, Default)]
 pub(super) struct Attachments {
-    known: HashMap<(i32, u64), Vec<ShmAttach>>,
+    known: HashMap<(i32, u64), (Vec<ShmAttach>, u64)>,
+    /// Scans so far.
+    scans: u64,
 }
 
 impl Attachments {
     /// This scan's attachments, by pid. `procs` are the scan's processes (no kernel threads);
-    /// those `matters` says are big or busy enough are read afresh with `read`; a process with
+    /// those `matters` says are big or busy enough are read with `read` when first seen and
+    /// every [`REREAD_SCANS`] scans after; a process with
     /// the same command name and user as an attacher is read the first time it is seen; every
     /// other process shows what it showed when last read (a quiet process's maps are not read
     /// again: a segment it attaches later is seen once it is busy).
@@ -33,11 +43,21 @@ impl Attachments {
         matters: impl Fn(&ProcSample) -> bool,
         mut read: impl FnMut(i32) -> Result<Vec<ShmAttach>, E>,
     ) -> HashMap<i32, Vec<ShmAttach>> {
+        let scan = self.scans;
+        self.scans += 1;
         let live: HashSet<(i32, u64)> = procs.iter().map(|p| (p.pid, p.starttime)).collect();
         self.known.retain(|k, _| live.contains(k));
         for p in procs.iter().filter(|p| matters(p)) {
+            let key = (p.pid, p.starttime);
+            if self
+                .known
+                .get(&key)
+                .is_some_and(|(_, at)| scan - at < REREAD_SCANS)
+            {
+                continue;
+            }
             if let Ok(s) = read(p.pid) {
-                self.known.insert((p.pid, p.starttime), s);
+                self.known.insert(key, (s, scan));
             }
         }
         let attachers: HashSet<(&str, u32)> = procs
@@ -53,12 +73,12 @@ impl Attachments {
             // A process that cannot be read (exited, not permitted) is remembered as attaching
             // nothing, so that it is not tried on every scan.
             let s = read(p.pid).unwrap_or_default();
-            self.known.insert(key, s);
+            self.known.insert(key, (s, scan));
         }
         procs
             .iter()
             .filter_map(|p| {
-                let s = self.known.get(&(p.pid, p.starttime))?;
+                let (s, _) = self.known.get(&(p.pid, p.starttime))?;
                 (!s.is_empty()).then(|| (p.pid, s.clone()))
             })
             .collect()
@@ -67,7 +87,7 @@ impl Attachments {
     fn attaches(&self, p: &ProcSample) -> bool {
         self.known
             .get(&(p.pid, p.starttime))
-            .is_some_and(|s| !s.is_empty())
+            .is_some_and(|(s, _)| !s.is_empty())
     }
 }
 
@@ -191,5 +211,23 @@ mod tests {
         let seen = a.scan(&[], big, |pid| maps2.read(pid));
         assert!(seen.is_empty());
         assert!(a.known.is_empty());
+    }
+
+    #[test]
+    fn a_busy_process_is_read_when_first_seen_and_again_only_every_six_scans() {
+        let maps = Maps {
+            attach: [(20, pool())].into(),
+            reads: RefCell::new(HashMap::new()),
+        };
+        let busy = [proc(20, 500, "postgres", 105, BIG)];
+        let big = |p: &ProcSample| p.rss >= BIG;
+        let mut a = Attachments::default();
+        for _ in 0..13 {
+            let seen = a.scan(&busy.iter().collect::<Vec<_>>(), big, |pid| maps.read(pid));
+            // Between its reads, it keeps showing what it attached.
+            assert_eq!(pids(&seen), BTreeSet::from([20]));
+        }
+        // Scans 0, 6 and 12.
+        assert_eq!(maps.reads(20), 3);
     }
 }

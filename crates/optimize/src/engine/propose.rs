@@ -206,6 +206,7 @@ impl Engine {
                 .within(&manual.world.cpus, manual.world.mems.as_ref())
         });
         let mut left: Vec<String> = Vec::new();
+        let mut read = None;
         for kind in self.fleet_order(&w.signature, &WORKLOAD_STRATEGIES) {
             if !kind.enabled(&self.tun) || held_kinds.contains(&kind) {
                 continue;
@@ -238,10 +239,16 @@ impl Engine {
                 state = format!("would try {kind}: {why}");
                 break;
             }
-            let (memory, maps) = if kind == StrategyKind::CacheAffinity {
-                (None, None)
-            } else {
-                self.watch.read_memory(w)
+            // Read once a scan for the strategies that need it (page-table walks: the
+            // dearest reading of a large server with many processes).
+            if kind != StrategyKind::CacheAffinity && read.is_none() {
+                read = Some(self.watch.read_memory(w));
+            }
+            let (memory, maps) = match (&read, kind) {
+                (Some((memory, maps)), k) if k != StrategyKind::CacheAffinity => {
+                    (memory.as_ref(), maps.as_ref())
+                }
+                _ => (None, None),
             };
             let bound = self.actions.bound_to(&w.signature).cloned();
             let ctx = Context {
@@ -255,8 +262,8 @@ impl Engine {
             };
             let view = View {
                 w,
-                memory: memory.as_ref(),
-                maps: maps.as_ref(),
+                memory,
+                maps,
                 bound_to: bound.as_ref(),
             };
             let p = match kind {

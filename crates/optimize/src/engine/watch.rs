@@ -140,11 +140,9 @@ impl Watch {
         let mut readings = Vec::new();
         let mut maps = HashMap::new();
         for m in &w.members {
-            if let Ok(r) = self.sampler.memory_of(m.pid, m.starttime) {
+            if let Ok((r, ranges)) = self.sampler.memory_and_maps_of(m.pid, m.starttime) {
                 readings.push(r);
-            }
-            if let Ok(r) = self.reader.maps(m.pid) {
-                maps.insert(m.pid, r);
+                maps.insert(m.pid, ranges);
             }
         }
         if readings.is_empty() {

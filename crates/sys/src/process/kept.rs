@@ -9,7 +9,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 /// Where a kept descriptor's reading stands.
 pub(crate) enum KeptRead {
@@ -137,7 +136,7 @@ impl KeptFds {
 
 /// Reads `file` whole from offset 0 into `buf` (cleared first); returns the bytes read.
 fn read_from_start(file: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    crate::fs::fill_single(buf, |into, offset| file.read_at(into, offset))?;
+    crate::fs::fill_single(buf, file)?;
     Ok(buf.len())
 }
 

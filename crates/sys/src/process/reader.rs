@@ -8,7 +8,7 @@ use super::{
     MapRange, NumaRange, ProcIo, ProcStatus, ShmAttach, SmapsRollup, TaskStat, parse_io,
     parse_maps, parse_maps_shm, parse_numa_maps, parse_smaps_rollup, parse_stat, parse_status,
 };
-use crate::fs::{list_dir, read_pid_file, read_single};
+use crate::fs::{numeric_entries, read_pid_file, read_single};
 use crate::{Error, Fs, Result};
 
 /// Reads `/proc` files with reused buffers.
@@ -18,6 +18,8 @@ pub struct ProcReader {
     proc_root: String,
     path: String,
     buf: Vec<u8>,
+    /// Directory entries as `getdents64` returns them.
+    dir_buf: Vec<u8>,
     /// `stat` descriptors kept open between passes, when asked for.
     kept: Option<KeptFds>,
 }
@@ -30,6 +32,7 @@ impl ProcReader {
             fs: fs.clone(),
             path: String::with_capacity(64),
             buf: Vec::with_capacity(4096),
+            dir_buf: Vec::new(),
             kept: None,
         }
     }
@@ -105,24 +108,11 @@ impl ProcReader {
 
     /// Reads the `stat` of every thread of `pid`, handing each result to `each` (a thread that
     /// exits meanwhile gives a [`Error::Vanished`] there). Fails only when the process is gone
-    /// or its task directory cannot be listed. Files are opened relative to the task
-    /// directory, which saves the path walk per thread.
+    /// or its task directory cannot be listed. The task directory is opened once: listed
+    /// through its descriptor, and the threads' files opened relative to it, which saves the
+    /// path walk per thread.
     pub fn task_stats(&mut self, pid: i32, mut each: impl FnMut(Result<TaskStat>)) -> Result<()> {
-        self.set_path(pid, None, "task");
-        let dir_path = PathBuf::from(&self.path);
-        let dir = std::fs::File::open(&dir_path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                Error::Vanished {
-                    path: dir_path.clone(),
-                }
-            } else {
-                Error::Io {
-                    path: dir_path.clone(),
-                    source,
-                }
-            }
-        })?;
-        let mut tids = self.tids(pid)?;
+        let (dir, dir_path, mut tids) = self.task_dir(pid)?;
         tids.sort_unstable();
         if let Some(k) = &mut self.kept {
             k.threads_are(pid, &tids);
@@ -149,27 +139,47 @@ impl ProcReader {
         Ok(())
     }
 
+    /// Opens `pid`'s task directory and lists its thread ids (unsorted).
+    fn task_dir(&mut self, pid: i32) -> Result<(std::fs::File, PathBuf, Vec<i32>)> {
+        self.set_path(pid, None, "task");
+        let dir_path = PathBuf::from(&self.path);
+        let gone = |source: std::io::Error| {
+            if source.kind() == std::io::ErrorKind::NotFound
+                || source.raw_os_error() == Some(libc::ESRCH)
+            {
+                Error::Vanished {
+                    path: dir_path.clone(),
+                }
+            } else {
+                Error::Io {
+                    path: dir_path.clone(),
+                    source,
+                }
+            }
+        };
+        let dir = std::fs::File::open(&dir_path).map_err(gone)?;
+        let mut tids = Vec::new();
+        numeric_entries(&dir, &mut self.dir_buf, &mut tids).map_err(gone)?;
+        Ok((dir, dir_path, tids))
+    }
+
     /// The process ids in `/proc`, sorted.
     pub fn pids(&self) -> Result<Vec<i32>> {
-        let mut v: Vec<i32> = list_dir(Path::new(&self.proc_root))?
-            .iter()
-            .filter_map(|n| n.parse().ok())
-            .collect();
+        let path = Path::new(&self.proc_root);
+        let err = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = std::fs::File::open(path).map_err(err)?;
+        let mut v = Vec::new();
+        numeric_entries(&dir, &mut Vec::new(), &mut v).map_err(err)?;
         v.sort_unstable();
         Ok(v)
     }
 
     /// The thread ids of a process, sorted.
     pub fn tids(&mut self, pid: i32) -> Result<Vec<i32>> {
-        self.set_path(pid, None, "task");
-        let path = PathBuf::from(&self.path);
-        let names = list_dir(&path).map_err(|e| match e {
-            Error::Io { source, path } if source.kind() == std::io::ErrorKind::NotFound => {
-                Error::Vanished { path }
-            }
-            e => e,
-        })?;
-        let mut v: Vec<i32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+        let (_, _, mut v) = self.task_dir(pid)?;
         v.sort_unstable();
         Ok(v)
     }
@@ -271,6 +281,12 @@ impl ProcReader {
     pub fn maps(&mut self, pid: i32) -> Result<Vec<MapRange>> {
         let (text, path) = self.load_str(pid, None, "maps")?;
         parse_maps(text, path)
+    }
+
+    /// `/proc/<pid>/maps` and the shared-memory segments it shows, from one reading.
+    pub fn maps_and_shm(&mut self, pid: i32) -> Result<(Vec<MapRange>, Vec<ShmAttach>)> {
+        let (text, path) = self.load_str(pid, None, "maps")?;
+        Ok((parse_maps(text, path)?, parse_maps_shm(text, path)?))
     }
 
     /// The shared-memory segments `/proc/<pid>/maps` shows.

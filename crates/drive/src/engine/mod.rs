@@ -1,22 +1,27 @@
-//! The run loop: driver threads with single-threaded event loops, per-task recorders merged at
-//! the end, live progress and Ctrl-C on the calling thread.
+//! The run loop: driver threads, per-thread or per-task recorders merged at the end, live
+//! progress and Ctrl-C on the calling thread. HTTP/1.1 (plain and TLS) runs on an event loop
+//! per thread over `mio` (`evloop.rs`, the cheaper per request); HTTP/2 on a tokio
+//! current-thread runtime per thread with a task per user or lane (`tasks.rs`).
+
+mod evloop;
+mod sock;
+mod tasks;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
 use crate::client::{ErrKind, Target};
 use crate::error::{DriveError, invalid};
+use crate::hist::LatencyHistogram;
 use crate::interval::{Interval, Shard, merge_by_second};
 use crate::kinds::KindTally;
-use crate::link::Link;
 use crate::measurement::{Measurement, SeriesPoint};
 use crate::recorder::{Recorder, Window, assemble};
-use crate::request::{Outgoing, Prepared, RequestShape, exchange};
-use crate::spec::{DriveSpec, Load, ThinkTime};
-use perfpilot_stats::Rng;
+use crate::request::RequestShape;
+use crate::spec::{DriveSpec, Load};
 use perfpilot_units as units;
 
 /// How a run interacts with its caller.
@@ -58,6 +63,20 @@ struct Slot {
     seed: u64,
 }
 
+/// One driver thread's share of the run.
+struct Job {
+    slots: Vec<Slot>,
+    load: Load,
+    shape: Arc<RequestShape>,
+    window: Window,
+    live: Arc<Live>,
+    /// The run's request counter (`{{seq}}`, a profile's sequential rows).
+    seq: Arc<AtomicU64>,
+    /// The thread's per-second store.
+    shard: Arc<Shard>,
+    kinds: Option<Arc<KindTally>>,
+}
+
 /// Drives the load described by `spec` and returns its measurement. Blocks until the run ends
 /// (or Ctrl-C when `control.ctrl_c`). Transport errors and non-2xx responses are counted in the
 /// result; only a bad spec or a failure to start threads is an `Err`.
@@ -74,7 +93,6 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         .iter()
         .map(|u| Target::parse(u).map(Arc::new))
         .collect::<Result<_, _>>()?;
-    let shape = Arc::new(RequestShape::from_spec(spec, &targets)?);
     let slots = match spec.load {
         Load::Closed { users, .. } => users,
         Load::Open { connections, .. } => connections,
@@ -86,6 +104,8 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
             "needs at least one user or connection",
         ));
     }
+    let event_loop = evloop::serves(spec, &targets);
+    let shape = Arc::new(RequestShape::from_spec(spec, &targets, event_loop)?);
     let threads = spec.threads.clamp(1, slots);
     if let Some(at) = control.start_at
         && let Ok(wait) = at.duration_since(SystemTime::now())
@@ -100,6 +120,7 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         end: begin + spec.warmup + spec.duration,
     };
     let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_flag = Arc::new(AtomicBool::new(false));
     let live = Arc::new(Live::default());
     let seq = Arc::new(AtomicU64::new(0));
 
@@ -114,73 +135,45 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
             .as_ref()
             .map(|p| Arc::new(KindTally::new(p.kinds.len())));
         tallies.extend(kinds.clone());
-        let my_slots: Vec<Slot> = (0..slots)
-            .filter(|i| i % threads == t)
-            .map(|i| Slot {
-                index: spec.slot_offset + i,
-                target: targets[i % targets.len()].clone(),
-                shard: shard.clone(),
-                kinds: kinds.clone(),
-                phase: spec.schedule_offset,
-                seed: spec.seed,
-            })
-            .collect();
-        let load = spec.load.clone();
-        let shape = shape.clone();
-        let stop = stop_rx.clone();
-        let live = live.clone();
-        let seq = seq.clone();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(DriveError::Runtime)?;
-        let h = std::thread::Builder::new()
-            .name(format!("drive-{t}"))
-            .spawn(move || {
-                rt.block_on(async move {
-                    let mut tasks = Vec::new();
-                    for slot in my_slots {
-                        let (load, shape, stop, live, seq) = (
-                            load.clone(),
-                            shape.clone(),
-                            stop.clone(),
-                            live.clone(),
-                            seq.clone(),
-                        );
-                        tasks.push(tokio::spawn(async move {
-                            match load {
-                                Load::Closed { think, .. } => {
-                                    closed_user(slot, think, &shape, window, stop, &live, &seq)
-                                        .await
-                                }
-                                Load::Open { rate, connections } => {
-                                    open_lane(
-                                        slot,
-                                        rate,
-                                        connections,
-                                        &shape,
-                                        window,
-                                        stop,
-                                        &live,
-                                        &seq,
-                                    )
-                                    .await
-                                }
-                            }
-                        }));
-                    }
-                    let mut recs = Vec::new();
-                    for t in tasks {
-                        if let Ok(r) = t.await {
-                            recs.push(r);
-                        }
-                    }
-                    recs
+        let job = Job {
+            slots: (0..slots)
+                .filter(|i| i % threads == t)
+                .map(|i| Slot {
+                    index: spec.slot_offset + i,
+                    target: targets[i % targets.len()].clone(),
+                    shard: shard.clone(),
+                    kinds: kinds.clone(),
+                    phase: spec.schedule_offset,
+                    seed: spec.seed,
                 })
-            })
-            .map_err(DriveError::Runtime)?;
+                .collect(),
+            load: spec.load,
+            shape: shape.clone(),
+            window,
+            live: live.clone(),
+            seq: seq.clone(),
+            shard,
+            kinds,
+        };
+        let builder = std::thread::Builder::new().name(format!("drive-{t}"));
+        let h = if event_loop {
+            let (el, stop) = (evloop::EventLoop::new(job)?, stop_flag.clone());
+            builder.spawn(move || el.run(&stop))
+        } else {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(DriveError::Runtime)?;
+            let stop = stop_rx.clone();
+            builder.spawn(move || tasks::run_thread(rt, job, stop))
+        }
+        .map_err(DriveError::Runtime)?;
         handles.push(h);
     }
+    let stop = Stop {
+        tx: stop_tx,
+        flag: stop_flag,
+    };
 
     let mut sup = Supervised {
         window_start_ms: (begin_wall + spec.warmup)
@@ -189,7 +182,7 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         ..Default::default()
     };
     supervise(
-        spec, control, &handles, &stop_tx, &live, window, &shards, &mut sup,
+        spec, control, &handles, &stop, &live, window, &shards, &mut sup,
     )?;
     let mut recs = Vec::new();
     for h in handles {
@@ -208,6 +201,7 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         spec,
         recs,
         sup.seconds,
+        sup.hist,
         window,
         end,
         begin_wall,
@@ -244,6 +238,22 @@ struct Supervised {
     seconds: Vec<SeriesPoint>,
     /// The wall-clock start of the measured window, ms since the Unix epoch.
     window_start_ms: u64,
+    /// The latencies of the seconds so far: the run's histogram.
+    hist: LatencyHistogram,
+}
+
+/// How the driver threads are told to stop: the tokio engine's tasks wait on the channel, the
+/// event loops look at the flag after each poll.
+struct Stop {
+    tx: watch::Sender<bool>,
+    flag: Arc<AtomicBool>,
+}
+
+impl Stop {
+    fn now(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+        let _ = self.tx.send(true);
+    }
 }
 
 impl Supervised {
@@ -251,6 +261,7 @@ impl Supervised {
     fn pass_on(&mut self, control: &RunControl, drained: Vec<Interval>) {
         for mut i in drained {
             i.window_start_ms = self.window_start_ms;
+            self.hist.add(&i.hist);
             let point = i.point();
             match self.seconds.iter_mut().find(|p| p.t_s == i.t_s) {
                 // A task starved for over a second added to a second already passed on: its
@@ -282,7 +293,7 @@ fn supervise(
     spec: &DriveSpec,
     control: &RunControl,
     handles: &[std::thread::JoinHandle<Vec<Recorder>>],
-    stop_tx: &watch::Sender<bool>,
+    stop: &Stop,
     live: &Live,
     w: Window,
     shards: &[Arc<Shard>],
@@ -329,7 +340,7 @@ fn supervise(
                         return None;
                     }
                     if control.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-                        let _ = stop_tx.send(true);
+                        stop.now();
                         return Some(Instant::now());
                     }
                     let now = Instant::now();
@@ -371,7 +382,7 @@ fn supervise(
                     }
                 }
                 _ = &mut ctrl_c => {
-                    let _ = stop_tx.send(true);
+                    stop.now();
                     return Some(Instant::now());
                 }
             }
@@ -419,177 +430,9 @@ impl Default for Backoff {
     }
 }
 
-/// Granularity of tokio's timer.
+/// Timers (tokio's wheel, epoll's timeout) have millisecond granularity and wake late, never
+/// early: an open lane aims one tick before a send's intended time.
 const TIMER_TICK: Duration = Duration::from_millis(1);
-
-/// Sleeps until `deadline` unless stopped; returns false when stopped.
-async fn sleep_until(deadline: Instant, stop: &mut watch::Receiver<bool>) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep_until(deadline.into()) => true,
-        _ = stop.wait_for(|v| *v) => false,
-    }
-}
-
-/// One request (connecting first when needed), bounded by the timeout, the stop signal and the
-/// end of the run. Returns `None` when stopped.
-#[allow(clippy::too_many_arguments)]
-async fn attempt(
-    conn: &mut Option<Link>,
-    slot: &Slot,
-    shape: &RequestShape,
-    prepared: &Prepared,
-    out: &Outgoing,
-    stop: &mut watch::Receiver<bool>,
-    end: Instant,
-) -> Option<Result<u16, ErrKind>> {
-    let work = async {
-        // A kept-alive connection the server closed while idle fails on first use; that is
-        // not the server's answer to this request, so it is retried once on a new connection.
-        if let Some(c) = conn.as_mut() {
-            match exchange(c, &slot.target, shape, prepared, out).await {
-                Err(ErrKind::Reset) => *conn = None,
-                other => return other,
-            }
-        }
-        let c = conn.insert(shape.connector.connect(&slot.target).await?);
-        exchange(c, &slot.target, shape, prepared, out).await
-    };
-    let result = tokio::select! {
-        r = tokio::time::timeout(shape.timeout, work) => r.unwrap_or(Err(ErrKind::Timeout)),
-        _ = stop.wait_for(|v| *v) => return None,
-        // A response still outstanding when the window closes is not waited for.
-        _ = tokio::time::sleep_until(end.into()) => return None,
-    };
-    if result.is_err() || conn.as_ref().is_some_and(Link::closed) {
-        *conn = None;
-    }
-    Some(result)
-}
-
-async fn closed_user(
-    slot: Slot,
-    think: ThinkTime,
-    shape: &RequestShape,
-    w: Window,
-    mut stop: watch::Receiver<bool>,
-    live: &Live,
-    seq: &AtomicU64,
-) -> Recorder {
-    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
-    let mut rng = Rng::new(0x5EED ^ slot.seed ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
-    let prepared = shape.prepare(&slot.target);
-    let mut conn: Option<Link> = None;
-    let mut backoff = Backoff::default();
-    // Users start spread over the first think time, as users arriving at random would.
-    if think != ThinkTime::Zero {
-        let first = think.sample(rng.next_f64()).mul_f64(rng.next_f64());
-        if !sleep_until(Instant::now() + first, &mut stop).await {
-            return rec;
-        }
-    }
-    let mut late_s = 0.0_f64;
-    while Instant::now() < w.end && !*stop.borrow() {
-        let n = seq.fetch_add(1, Ordering::Relaxed);
-        let out = shape.outgoing(n, &mut rng);
-        let sent = Instant::now();
-        let Some(result) =
-            attempt(&mut conn, &slot, shape, &prepared, &out, &mut stop, w.end).await
-        else {
-            break;
-        };
-        let done = Instant::now();
-        live.done.fetch_add(1, Ordering::Relaxed);
-        let latency = match result {
-            Ok(_) => Some(done - sent),
-            Err(_) => {
-                live.errors.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        };
-        let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        rec.record(&w, done, latency, result, h2, out.kind);
-        let mut pause = think.sample(rng.next_f64());
-        if let Some(wait) = backoff.after(result) {
-            pause = pause.max(wait);
-        }
-        // Timer wake-ups land late (millisecond wheel, busy CPUs); carry the lateness over as
-        // a debt subtracted from the next think time, so the mean think time is the one
-        // asked for and X = N / (R + Z) holds.
-        if !pause.is_zero() {
-            let aim = pause.as_secs_f64() - late_s;
-            if aim > 0.0 && !sleep_until(done + Duration::from_secs_f64(aim), &mut stop).await {
-                break;
-            }
-            let actual = done.elapsed();
-            late_s = (late_s + actual.as_secs_f64() - pause.as_secs_f64()).clamp(-0.1, 1.0);
-            if think != ThinkTime::Zero {
-                rec.record_pause(&w, done, actual);
-            }
-        }
-    }
-    rec
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn open_lane(
-    slot: Slot,
-    rate: f64,
-    lanes: usize,
-    shape: &RequestShape,
-    w: Window,
-    mut stop: watch::Receiver<bool>,
-    live: &Live,
-    seq: &AtomicU64,
-) -> Recorder {
-    let mut rec = Recorder::new(slot.target.clone(), slot.shard.clone(), slot.kinds.clone());
-    let mut rng = Rng::new(0x0BE2 ^ slot.seed ^ (slot.index as u64).wrapping_mul(0x9E37_79B9));
-    let prepared = shape.prepare(&slot.target);
-    let mut conn: Option<Link> = None;
-    let mut backoff = Backoff::default();
-    // Lane i sends at begin + (i + k * lanes) / rate: together the lanes send every 1/rate.
-    let mut k: u64 = 0;
-    loop {
-        let offset = (slot.index as f64 + k as f64 * lanes as f64) / rate;
-        let intended = w.begin + slot.phase + Duration::from_secs_f64(offset);
-        if intended >= w.end || *stop.borrow() {
-            break;
-        }
-        k += 1;
-        // The timer wheel has millisecond granularity and wakes late, never early: aim one
-        // tick before the intended time so sends are on schedule to within a tick.
-        if intended > Instant::now() + TIMER_TICK
-            && !sleep_until(intended - TIMER_TICK, &mut stop).await
-        {
-            break;
-        }
-        let sent = Instant::now();
-        let n = seq.fetch_add(1, Ordering::Relaxed);
-        let out = shape.outgoing(n, &mut rng);
-        let Some(result) =
-            attempt(&mut conn, &slot, shape, &prepared, &out, &mut stop, w.end).await
-        else {
-            break;
-        };
-        let done = Instant::now();
-        live.done.fetch_add(1, Ordering::Relaxed);
-        // Latency counts from when the request *should* have been sent, so time spent waiting
-        // behind a slow response is not omitted (no coordinated omission). A send slightly
-        // ahead of schedule counts from its actual send.
-        let latency = match result {
-            Ok(_) => Some(done.saturating_duration_since(intended.min(sent))),
-            Err(_) => {
-                live.errors.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        };
-        let h2 = conn.as_ref().is_some_and(Link::is_h2);
-        rec.record(&w, done, latency, result, h2, out.kind);
-        if let Some(wait) = backoff.after(result) {
-            let _ = sleep_until(Instant::now() + wait, &mut stop).await;
-        }
-    }
-    rec
-}
 
 #[cfg(test)]
 mod tests {
