@@ -169,6 +169,16 @@ impl MapRange {
     }
 }
 
+/// The address range of a mapping's header line in `smaps` (`start-end perms offset dev inode
+/// [path]`), or `None` for any other line (`Rss:`, `VmFlags:`, …).
+pub(super) fn smaps_header(line: &str) -> Option<(u64, u64)> {
+    let (a, b) = line.split_ascii_whitespace().next()?.split_once('-')?;
+    Some((
+        u64::from_str_radix(a, 16).ok()?,
+        u64::from_str_radix(b, 16).ok()?,
+    ))
+}
+
 /// Splits a `maps` line into its five leading columns (address, perms, offset, dev, inode) and
 /// the rest, the path, which may contain spaces. Missing columns are empty.
 fn split_columns(line: &str) -> ([&str; 5], &str) {

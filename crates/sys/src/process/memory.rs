@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::maps::{MappingKind, classify_path, unescape_path};
+use super::maps::{MappingKind, classify_path, smaps_header, unescape_path};
 use crate::fs::kv_numbers;
 use crate::{Error, Result};
 
@@ -17,16 +17,14 @@ pub fn huge_in_ranges(smaps: &str, ranges: &[(u64, u64)]) -> u64 {
     let mut total = 0;
     let mut inside = false;
     for line in smaps.lines() {
-        let mut fields = line.split_whitespace();
-        let Some(first) = fields.next() else { continue };
-        if let Some((a, b)) = first.split_once('-')
-            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
-        {
+        if let Some((a, b)) = smaps_header(line) {
             inside = ranges
                 .iter()
                 .any(|&(start, len)| a < start.saturating_add(len) && start < b);
             continue;
         }
+        let mut fields = line.split_whitespace();
+        let Some(first) = fields.next() else { continue };
         if inside
             && matches!(
                 first,

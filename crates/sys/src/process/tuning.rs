@@ -60,14 +60,8 @@ pub fn nohugepage_ranges(smaps: &str, min_bytes: u64) -> Vec<(u64, u64)> {
             }
             continue;
         }
-        // A range's header: `start-end perms offset dev inode [path]`.
-        let Some(range) = line.split_ascii_whitespace().next() else {
-            continue;
-        };
-        if let Some((a, b)) = range.split_once('-')
-            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
-        {
-            current = Some((a, b));
+        if let Some(range) = super::maps::smaps_header(line) {
+            current = Some(range);
         }
     }
     out
