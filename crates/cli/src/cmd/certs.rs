@@ -28,7 +28,7 @@ struct Dates {
     /// Valid for this many days.
     #[arg(long, default_value_t = 825)]
     days: u32,
-    /// Valid from this time (RFC 3339, e.g. 2026-01-01T00:00:00Z); default: now.
+    /// Valid from this time (RFC 3339: YYYY-MM-DDThh:mm:ssZ); default: now.
     #[arg(long, value_name = "TIME", value_parser = humantime::parse_rfc3339_weak)]
     not_before: Option<SystemTime>,
 }
