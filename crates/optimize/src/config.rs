@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::FleetConfig;
-use crate::preset::PresetConfig;
+use crate::signal::preset::PresetConfig;
 use crate::tunables::{Tunables, validate};
 
 /// A configuration that could not be read: names the file, the line and the field.
@@ -224,7 +224,7 @@ pub struct Rule {
     pub tier: Option<String>,
     /// `model` loaded (when the configuration is read).
     #[serde(skip)]
-    pub capacity: Option<crate::capacity::TierCapacity>,
+    pub capacity: Option<perfpilot_model::headroom::TierCapacity>,
 }
 
 /// The daemon's whole configuration file.
@@ -379,7 +379,7 @@ impl DaemonConfig {
                     Some(dir) if m.is_relative() => dir.join(m),
                     _ => m.clone(),
                 };
-                let tier = crate::capacity::TierCapacity::load(&m, rule.tier.as_deref())
+                let tier = perfpilot_model::headroom::TierCapacity::load(&m, rule.tier.as_deref())
                     .map_err(|e| invalid(line, format!("workload: {e}")))?;
                 rule.capacity = Some(tier);
             } else if rule.tier.is_some() {

@@ -15,10 +15,10 @@ use super::manual;
 use super::plan::Planned;
 use super::policy::{backed_off, ineligible, unlisted};
 use super::trial::Proposed;
-use super::watch::read_bytes_per_s;
 use super::{Engine, EngineError};
 use crate::design::{DesignKind, PeriodLimits};
 use crate::fleet::Advice;
+use crate::signal::proxy::read_bytes_per_s;
 use crate::strategy::{
     CacheAffinity, Context, DeviceView, LargePages, MemoryAffinity, Proposal, ReadAhead, Strategy,
     StrategyKind, View,

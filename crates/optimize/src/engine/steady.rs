@@ -6,9 +6,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::signals::{CPU_SIGNAL_MIN_CORES, IO_SIGNAL_MIN_BYTES_PER_S};
-use super::watch::Observation;
+use crate::signal::Observation;
 use crate::signal::SignalKind;
+use crate::signal::proxy::{CPU_SIGNAL_MIN_CORES, IO_SIGNAL_MIN_BYTES_PER_S};
 use crate::strategy::StrategyKind;
 
 /// Readings in a row that must be steady before a trial starts.
