@@ -6,8 +6,7 @@
 /// windows, the series' first half when it never settles, 0 when it is steady or too short to
 /// tell (fewer than 4 windows) — and 0 when the windows MSER would drop lie within
 /// [`TRANSIENT_SDS`] standard deviations of the rest: on a few noisy windows MSER takes noise
-/// for a transient (a PostgreSQL baseline of 14,899, 14,721, 15,363, 14,906, … lost half its
-/// windows four times over, and its trial never decided).
+/// for a transient, and a baseline that loses half its windows each time never decides.
 pub fn transient(windows: &[f64]) -> usize {
     let d = match perfpilot_stats::mser(windows, 1) {
         Some(m) if !m.steady => windows.len() / 2,
