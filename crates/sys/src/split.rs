@@ -9,8 +9,9 @@
 //! over a huge page less its first small page makes the kernel split a huge page the advice
 //! covers only in part, and the pages advised go to the inactive list: reclaimed first under
 //! memory pressure, nothing otherwise. For shared memory it splits the advised process's mapping (the TLB cost returns)
-//! while the page-cache folio stays huge. The undo of a collapse does not use it yet: a shared
-//! segment's undo record would have to name every process that maps it (docs/optimizer.md).
+//! while the page-cache folio stays huge, so the undo of a collapse uses it only for private
+//! anonymous memory ([`cold_covers`]); a shared segment's undo record would have to name every
+//! process that maps it (docs/optimizer.md).
 
 use std::io::Write;
 
@@ -139,6 +140,34 @@ pub fn split_cold(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> crate::Result<Spl
         std::thread::sleep(std::time::Duration::from_millis(20 << pass));
     }
     Ok(out)
+}
+
+/// Whether [`split_cold`] splits every huge page of `pid` in `ranges` back: each range lies in
+/// private anonymous mappings of it. Shared memory would stay in huge folios that other
+/// processes map huge, so it does not count. False on a fixture tree or where the maps cannot be
+/// read (the process gone).
+pub fn cold_covers(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> bool {
+    if !fs.is_live() || ranges.is_empty() {
+        return false;
+    }
+    let Ok(maps) = crate::process::ProcReader::new(fs).maps(pid) else {
+        return false;
+    };
+    ranges.iter().all(|&(start, len)| {
+        let end = start.saturating_add(len);
+        let mut a = start;
+        // A range may run over neighbouring mappings; each must be private and anonymous.
+        while a < end {
+            match maps
+                .iter()
+                .find(|m| m.start <= a && a < m.end && m.is_private_anon())
+            {
+                Some(m) => a = m.end,
+                None => return false,
+            }
+        }
+        true
+    })
 }
 
 /// The pieces [`split_cold`] advises: each huge page inside the ranges less its first small

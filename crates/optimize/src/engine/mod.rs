@@ -160,7 +160,7 @@ impl Engine {
             notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
         }
         if let Err(why) = &watch.split_supported {
-            notes.push(format!("large pages: not split back here, so their trials are one-way or against a control: {why}"));
+            notes.push(format!("large pages: shared memory is not split back here, so trials that collapse it are one-way or against a control (private memory is split back by MADV_COLD): {why}"));
         }
         Ok(Engine {
             fs: fs.clone(),
