@@ -3,8 +3,9 @@
 //! package: Iterated racing for automatic algorithm configuration", Operations Research
 //! Perspectives 3: 43–58, §3):
 //!
-//! - the race budget (`run.budget` less the confirmation's trials) is spread over
-//!   N_iter = ⌊2 + log2 N_param⌋ iterations: iteration j gets B_j = B_left / (N_iter − j + 1),
+//! - the race budget (`run.budget` less the confirmation's trials) is split into N_iter + 1
+//!   shares, N_iter = ⌊2 + log2 N_param⌋: the last share (and whatever the iterations leave)
+//!   is the final selection's, and iteration j gets B_j = B_left / (N_iter − j + 1) of the rest,
 //!   and races N_j = ⌊B_j / (μ + min(5, j))⌋ configurations, μ = `run.min_rounds`; the first
 //!   iteration races the baseline, `search.initial` and uniform draws, each later one its
 //!   elites and N_j − elites configurations drawn around them ([`crate::sample`]); while
@@ -13,8 +14,10 @@
 //!   order, the far-behind, F-Race, chance-of-best and stop-loss rules, the budget B_j), ending
 //!   once N_min = ⌊2 + log2 N_param⌋ configurations or fewer are left; its survivors (and the
 //!   configurations its stop settled) with the best means are the next elites, at most N_min;
-//! - the winner is the best elite of the last race, confirmed against the baseline as a grid's
-//!   winner is.
+//! - the final selection chooses among every configuration that was ever an elite by
+//!   sequential halving (phases of equal rounds, the better half by effect over every round
+//!   going on), spending all of its share; its last survivor is the winner, confirmed against
+//!   the baseline as a grid's winner is.
 //!
 //! One departure, for measurements on a machine rather than runs of an algorithm on problem
 //! instances: irace's elitist race keeps the elites' results on earlier instances and runs
@@ -51,6 +54,9 @@ pub struct IterationPlan {
     pub race_trials: usize,
     /// Each iteration's budget of trials and configurations raced.
     pub steps: Vec<(usize, usize)>,
+    /// The final selection's share of the race trials (it also gets what the iterations
+    /// leave).
+    pub final_trials: usize,
 }
 
 impl IterationPlan {
@@ -58,7 +64,8 @@ impl IterationPlan {
     pub fn new(study: &Study, budget: usize) -> IterationPlan {
         let schedule = study.schedule();
         let race_trials = budget.saturating_sub(2 * study.run.confirm_rounds);
-        let mut left = race_trials;
+        let final_trials = race_trials / (schedule.iterations + 1);
+        let mut left = race_trials - final_trials;
         let steps = (1..=schedule.iterations)
             .map(|j| {
                 let b = left / (schedule.iterations - j + 1);
@@ -70,6 +77,7 @@ impl IterationPlan {
             schedule,
             race_trials,
             steps,
+            final_trials,
         }
     }
 }
