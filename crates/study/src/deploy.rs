@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use perfpilot_drive::fetch;
+use perfpilot_fetch as fetch;
 use perfpilot_sys::change::{self, Change, Undo};
 use perfpilot_sys::failpoint::kill_point;
 use perfpilot_sys::{Fs, net};
