@@ -63,6 +63,7 @@ impl Engine {
     /// The length of `judge`'s signal windows, seconds.
     fn window_s(&self, judge: &str) -> f64 {
         self.watch
+            .signals
             .servers
             .window_s(judge)
             .unwrap_or(self.tun.interval_s)
