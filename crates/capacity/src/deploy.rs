@@ -330,7 +330,7 @@ fn wait_ready(t: &TierFile, inst: &mut Instance, dep: &Deployed) -> Result<()> {
             return Err(tier_err(&t.name, format!("did not start: {why}")));
         }
         let ok = match (&url, t.kind) {
-            (Some(u), _) => perfpilot_drive::fetch::get(u, Duration::from_secs(2)).is_ok(),
+            (Some(u), _) => perfpilot_fetch::get(u, Duration::from_secs(2)).is_ok(),
             (None, TierKind::Postgres) => postgres_ready(inst.port),
             (None, _) => process::accepts(&inst.host, inst.port),
         };

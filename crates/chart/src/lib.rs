@@ -214,14 +214,22 @@ fn marker(s: &mut String, x: f64, y: f64, colour: &str, tip: &str) {
     );
 }
 
-impl LineChart {
-    /// The chart as an `<svg>` element.
-    pub fn svg(&self) -> String {
-        let xs: Vec<f64> = self
+/// The x axis every panel of a line chart shares: its range, scale and ticks.
+struct XAxis {
+    x0: f64,
+    x1: f64,
+    log: bool,
+    ticks: Vec<f64>,
+}
+
+impl XAxis {
+    /// The axis over every finite x of the chart's series (positive ones only on a log scale).
+    fn of(chart: &LineChart) -> XAxis {
+        let xs: Vec<f64> = chart
             .panels
             .iter()
             .flat_map(|p| p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0)))
-            .filter(|x| x.is_finite() && (!self.x_log || *x > 0.0))
+            .filter(|x| x.is_finite() && (!chart.x_log || *x > 0.0))
             .collect();
         let (mut x0, mut x1) = (
             xs.iter().copied().fold(f64::INFINITY, f64::min),
@@ -233,21 +241,12 @@ impl LineChart {
         if x1 <= x0 {
             x1 = x0 * 2.0 + 1.0;
         }
-        if !self.x_log {
+        if !chart.x_log {
             x0 = x0.min(0.0);
         }
-        let plot_w = WIDTH - LEFT - RIGHT;
-        let tx = |x: f64| -> f64 {
-            let f = if self.x_log {
-                (x.ln() - x0.ln()) / (x1.ln() - x0.ln())
-            } else {
-                (x - x0) / (x1 - x0)
-            };
-            LEFT + f * plot_w
-        };
         // Counts (users, instances) get whole-number ticks only.
         let whole = xs.iter().all(|x| x.fract() == 0.0);
-        let x_ticks: Vec<f64> = if self.x_log {
+        let ticks: Vec<f64> = if chart.x_log {
             log_ticks(x0, x1)
         } else {
             nice_ticks(x1)
@@ -255,124 +254,162 @@ impl LineChart {
                 .filter(|t| !whole || t.fract() == 0.0)
                 .collect()
         };
-        let mut s = String::new();
+        XAxis {
+            x0,
+            x1,
+            log: chart.x_log,
+            ticks,
+        }
+    }
+
+    /// The horizontal position of `x`.
+    fn tx(&self, x: f64) -> f64 {
+        let f = if self.log {
+            (x.ln() - self.x0.ln()) / (self.x1.ln() - self.x0.ln())
+        } else {
+            (x - self.x0) / (self.x1 - self.x0)
+        };
+        LEFT + f * (WIDTH - LEFT - RIGHT)
+    }
+}
+
+/// The stroke-dasharray attribute of a dashed series (empty for any other).
+fn dash(style: Style) -> &'static str {
+    if style == Style::Dashed {
+        " stroke-dasharray=\"5 3\""
+    } else {
+        ""
+    }
+}
+
+/// Draws a panel's legend from `top` (series with no points have no entry); returns the top
+/// of the panel's plot below it.
+fn line_legend(body: &mut String, panel: &Panel, top: f64) -> f64 {
+    let shown: Vec<&Series> = panel
+        .series
+        .iter()
+        .filter(|x| !x.points.is_empty())
+        .collect();
+    let names: Vec<&str> = shown.iter().map(|x| x.name.as_str()).collect();
+    let (legend, rows) = legend_layout(&names, WIDTH - LEFT - RIGHT);
+    for ((lx, row), ser) in legend.iter().zip(shown) {
+        let y = top + *row as f64 * LEGEND_ROW + 10.0;
+        let x = LEFT + lx;
+        match ser.style {
+            Style::Markers => marker(body, x + 10.0, y - 4.0, &ser.colour, &ser.name),
+            _ => {
+                let _ = write!(
+                    body,
+                    "<path d=\"M{x:.1},{:.1} h20\" stroke=\"{}\" stroke-width=\"2\"{}/>",
+                    y - 4.0,
+                    ser.colour,
+                    dash(ser.style)
+                );
+                if ser.style == Style::LineMarkers {
+                    marker(body, x + 10.0, y - 4.0, &ser.colour, &ser.name);
+                }
+            }
+        }
+        let _ = write!(
+            body,
+            "<text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
+            x + 26.0,
+            esc(&ser.name)
+        );
+    }
+    top + rows as f64 * LEGEND_ROW + 6.0
+}
+
+/// Draws a panel's frame between `py0` and `py1`: the x grid lines, the axes and the y label.
+fn panel_frame(body: &mut String, panel: &Panel, xa: &XAxis, py0: f64, py1: f64) {
+    for t in &xa.ticks {
+        let x = xa.tx(*t);
+        let _ = write!(
+            body,
+            "<path d=\"M{x:.1},{py0:.1} V{py1:.1}\" stroke=\"#f0f0f0\"/>"
+        );
+    }
+    let _ = write!(
+        body,
+        "<path d=\"M{LEFT},{py0:.1} V{py1:.1} H{:.1}\" fill=\"none\" stroke=\"#444\"/>",
+        WIDTH - RIGHT
+    );
+    let mid = (py0 + py1) / 2.0;
+    let _ = write!(
+        body,
+        "<text transform=\"translate(14,{mid:.1}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
+        esc(&panel.y_label)
+    );
+}
+
+/// Draws one series: its line and, for marker styles, a marker with a tip per point.
+fn draw_series(body: &mut String, ser: &Series, xa: &XAxis, ty: &dyn Fn(f64) -> f64) {
+    let pts: Vec<(f64, f64)> = ser
+        .points
+        .iter()
+        .copied()
+        .filter(|(x, y)| x.is_finite() && y.is_finite() && (!xa.log || *x > 0.0))
+        .collect();
+    if pts.is_empty() {
+        return;
+    }
+    if ser.style != Style::Markers && pts.len() > 1 {
+        let d: Vec<String> = pts
+            .iter()
+            .enumerate()
+            .map(|(i, (x, y))| {
+                format!(
+                    "{}{:.1},{:.1}",
+                    if i == 0 { "M" } else { "L" },
+                    xa.tx(*x),
+                    ty(*y)
+                )
+            })
+            .collect();
+        let _ = write!(
+            body,
+            "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>",
+            d.join(" "),
+            ser.colour,
+            dash(ser.style)
+        );
+    }
+    if matches!(ser.style, Style::Markers | Style::LineMarkers) {
+        for (x, y) in &pts {
+            let tip = format!("{}: {} at {}", ser.name, tick_label(*y), tick_label(*x));
+            marker(body, xa.tx(*x), ty(*y), &ser.colour, &tip);
+        }
+    }
+}
+
+impl LineChart {
+    /// The chart as an `<svg>` element.
+    pub fn svg(&self) -> String {
+        let xa = XAxis::of(self);
+        let plot_w = WIDTH - LEFT - RIGHT;
         let mut top = 8.0;
         let mut body = String::new();
         for (pi, panel) in self.panels.iter().enumerate() {
-            // A series with no points has no legend entry either.
-            let shown: Vec<&Series> = panel
-                .series
-                .iter()
-                .filter(|x| !x.points.is_empty())
-                .collect();
-            let names: Vec<&str> = shown.iter().map(|x| x.name.as_str()).collect();
-            let (legend, rows) = legend_layout(&names, plot_w);
-            for ((lx, row), ser) in legend.iter().zip(shown) {
-                let y = top + *row as f64 * LEGEND_ROW + 10.0;
-                let x = LEFT + lx;
-                match ser.style {
-                    Style::Markers => marker(&mut body, x + 10.0, y - 4.0, &ser.colour, &ser.name),
-                    _ => {
-                        let dash = if ser.style == Style::Dashed {
-                            " stroke-dasharray=\"5 3\""
-                        } else {
-                            ""
-                        };
-                        let _ = write!(
-                            body,
-                            "<path d=\"M{x:.1},{:.1} h20\" stroke=\"{}\" stroke-width=\"2\"{dash}/>",
-                            y - 4.0,
-                            ser.colour
-                        );
-                        if ser.style == Style::LineMarkers {
-                            marker(&mut body, x + 10.0, y - 4.0, &ser.colour, &ser.name);
-                        }
-                    }
-                }
-                let _ = write!(
-                    body,
-                    "<text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
-                    x + 26.0,
-                    esc(&ser.name)
-                );
-            }
-            top += rows as f64 * LEGEND_ROW + 6.0;
-            let ys: Vec<f64> = panel
+            top = line_legend(&mut body, panel, top);
+            let ymax = panel
                 .series
                 .iter()
                 .flat_map(|x| x.points.iter().map(|q| q.1))
                 .filter(|y| y.is_finite())
-                .collect();
-            let ymax = ys.iter().copied().fold(0.0, f64::max);
+                .fold(0.0, f64::max);
             let (py0, py1) = (top, top + PANEL_H);
             let ty = y_axis(&mut body, ymax, py0, py1);
-            for t in &x_ticks {
-                let x = tx(*t);
-                let _ = write!(
-                    body,
-                    "<path d=\"M{x:.1},{py0:.1} V{py1:.1}\" stroke=\"#f0f0f0\"/>"
-                );
-            }
-            let _ = write!(
-                body,
-                "<path d=\"M{LEFT},{py0:.1} V{py1:.1} H{:.1}\" fill=\"none\" stroke=\"#444\"/>",
-                WIDTH - RIGHT
-            );
-            let mid = (py0 + py1) / 2.0;
-            let _ = write!(
-                body,
-                "<text transform=\"translate(14,{mid:.1}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
-                esc(&panel.y_label)
-            );
+            panel_frame(&mut body, panel, &xa, py0, py1);
             for ser in &panel.series {
-                let pts: Vec<(f64, f64)> = ser
-                    .points
-                    .iter()
-                    .copied()
-                    .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.x_log || *x > 0.0))
-                    .collect();
-                if pts.is_empty() {
-                    continue;
-                }
-                if ser.style != Style::Markers && pts.len() > 1 {
-                    let d: Vec<String> = pts
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (x, y))| {
-                            format!(
-                                "{}{:.1},{:.1}",
-                                if i == 0 { "M" } else { "L" },
-                                tx(*x),
-                                ty(*y)
-                            )
-                        })
-                        .collect();
-                    let dash = if ser.style == Style::Dashed {
-                        " stroke-dasharray=\"5 3\""
-                    } else {
-                        ""
-                    };
-                    let _ = write!(
-                        body,
-                        "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{dash}/>",
-                        d.join(" "),
-                        ser.colour
-                    );
-                }
-                if matches!(ser.style, Style::Markers | Style::LineMarkers) {
-                    for (x, y) in &pts {
-                        let tip = format!("{}: {} at {}", ser.name, tick_label(*y), tick_label(*x));
-                        marker(&mut body, tx(*x), ty(*y), &ser.colour, &tip);
-                    }
-                }
+                draw_series(&mut body, ser, &xa, &ty);
             }
             // x tick labels under the last panel only; the others share them.
             if pi + 1 == self.panels.len() {
-                for t in &x_ticks {
+                for t in &xa.ticks {
                     let _ = write!(
                         body,
                         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                        tx(*t),
+                        xa.tx(*t),
                         py1 + 15.0,
                         tick_label(*t)
                     );
@@ -391,6 +428,7 @@ impl LineChart {
             }
         }
         let h = top.ceil();
+        let mut s = String::new();
         let _ = write!(
             s,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\"{WIDTH}\" height=\"{h}\" viewBox=\"0 0 {WIDTH} {h}\" font-family=\"sans-serif\" font-size=\"11\"><title>{}</title>",

@@ -18,8 +18,6 @@
 //! - Outputs other tools read: [`series_csv`] (the per-second series), [`write_hlog`]
 //!   (HdrHistogram interval logs) and [`remote_write`] (Prometheus remote write of the live
 //!   series), fed live through [`RunControl::live`].
-//! - [`fetch`] is perfpilot's one blocking HTTP client for single GETs: the optimizer's HTTP
-//!   probes and the study's readiness checks use it.
 //!
 //! The crate knows nothing of Linux internals (no `sys`/`observe` dependency).
 
@@ -28,7 +26,6 @@ mod client;
 pub mod coord;
 mod engine;
 mod error;
-pub mod fetch;
 mod h1;
 mod hist;
 mod hlog;

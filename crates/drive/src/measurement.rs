@@ -363,100 +363,118 @@ impl Measurement {
             .map(|p| p.end.clone())
             .max()
             .unwrap_or_default();
-        let mut hist = Some(LatencyHistogram::new());
-        let mut mean_weighted = 0.0;
-        let mut mean_count = 0u64;
-        let mut series: BTreeMap<u64, (SeriesPoint, f64, u64)> = BTreeMap::new();
         for p in parts {
-            for t in &p.targets {
-                if !out.targets.contains(t) {
-                    out.targets.push(t.clone());
-                }
-            }
-            out.warmup_s = out.warmup_s.max(p.warmup_s);
-            out.duration_s = out.duration_s.max(p.duration_s);
-            out.requests += p.requests;
-            out.ok += p.ok;
-            out.errors += p.errors;
-            out.throughput_rps += p.throughput_rps;
-            if out.first_error.is_none() {
-                out.first_error.clone_from(&p.first_error);
-            }
-            for (k, v) in &p.errors_by_kind {
-                *out.errors_by_kind.entry(k.clone()).or_default() += v;
-            }
-            for (k, v) in &p.status {
-                *out.status.entry(k.clone()).or_default() += v;
-            }
-            for (k, v) in &p.extra {
-                *out.extra.entry(k.clone()).or_default() += v;
-            }
-            if let Some(cpu) = &p.cpu {
-                out.cpu
-                    .get_or_insert_with(Vec::new)
-                    .extend(cpu.iter().cloned());
-            }
-            match (&mut hist, p.histogram()?) {
-                (Some(h), Some(ph)) => h.add(&ph),
-                _ => hist = None,
-            }
-            if let Some(l) = &p.latency
-                && let (Some(m), Some(c)) = (l.mean_ms, l.count)
-            {
-                mean_weighted += m * c as f64;
-                mean_count += c;
-            }
-            for s in &p.series {
-                let e = series.entry(s.t_s).or_insert_with(|| {
-                    (
-                        SeriesPoint {
-                            t_s: s.t_s,
-                            ..Default::default()
-                        },
-                        0.0,
-                        0,
-                    )
-                });
-                e.0.requests += s.requests;
-                e.0.ok += s.ok;
-                e.0.errors += s.errors;
-                e.0.max_ms = match (e.0.max_ms, s.max_ms) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-                if let Some(m) = s.mean_ms {
-                    let n = s.requests.max(1);
-                    e.1 += m * n as f64;
-                    e.2 += n;
-                }
-            }
+            out.add_totals(p);
         }
+        (out.latency, out.histogram) = merged_latency(parts)?;
         let kinds: Vec<&[KindResult]> = parts.iter().map(|p| p.request_kinds.as_slice()).collect();
         out.request_kinds = merge_kinds(&kinds)?;
-        out.series = series
-            .into_values()
-            .map(|(mut p, sum, n)| {
-                p.mean_ms = (n > 0).then(|| sum / n as f64);
-                p
-            })
-            .collect();
-        match hist {
-            Some(h) if !h.is_empty() => {
-                out.latency = h.latency();
-                out.histogram = Some(h.to_data());
-            }
-            _ => {
-                if mean_count > 0 {
-                    out.latency = Some(Latency {
-                        count: Some(mean_count),
-                        mean_ms: Some(mean_weighted / mean_count as f64),
-                        ..Default::default()
-                    });
-                }
-            }
-        }
+        out.series = merged_series(parts);
         Ok(out)
     }
+
+    /// Adds a part's totals, targets, counts by kind and status, extra figures and CPU use to
+    /// this merge.
+    fn add_totals(&mut self, p: &Measurement) {
+        for t in &p.targets {
+            if !self.targets.contains(t) {
+                self.targets.push(t.clone());
+            }
+        }
+        self.warmup_s = self.warmup_s.max(p.warmup_s);
+        self.duration_s = self.duration_s.max(p.duration_s);
+        self.requests += p.requests;
+        self.ok += p.ok;
+        self.errors += p.errors;
+        self.throughput_rps += p.throughput_rps;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&p.first_error);
+        }
+        for (k, v) in &p.errors_by_kind {
+            *self.errors_by_kind.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &p.status {
+            *self.status.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &p.extra {
+            *self.extra.entry(k.clone()).or_default() += v;
+        }
+        if let Some(cpu) = &p.cpu {
+            self.cpu
+                .get_or_insert_with(Vec::new)
+                .extend(cpu.iter().cloned());
+        }
+    }
+}
+
+/// The parts' latency merged: exact from their histograms when every part has one, else only
+/// the mean (weighted by count) where the parts give it.
+fn merged_latency(
+    parts: &[Measurement],
+) -> Result<(Option<Latency>, Option<HistogramData>), DriveError> {
+    let mut hist = Some(LatencyHistogram::new());
+    let mut mean_weighted = 0.0;
+    let mut mean_count = 0u64;
+    for p in parts {
+        match (&mut hist, p.histogram()?) {
+            (Some(h), Some(ph)) => h.add(&ph),
+            _ => hist = None,
+        }
+        if let Some(l) = &p.latency
+            && let (Some(m), Some(c)) = (l.mean_ms, l.count)
+        {
+            mean_weighted += m * c as f64;
+            mean_count += c;
+        }
+    }
+    Ok(match hist {
+        Some(h) if !h.is_empty() => (h.latency(), Some(h.to_data())),
+        _ if mean_count > 0 => (
+            Some(Latency {
+                count: Some(mean_count),
+                mean_ms: Some(mean_weighted / mean_count as f64),
+                ..Default::default()
+            }),
+            None,
+        ),
+        _ => (None, None),
+    })
+}
+
+/// The parts' per-second series added second by second (the mean weighted by requests).
+fn merged_series(parts: &[Measurement]) -> Vec<SeriesPoint> {
+    let mut series: BTreeMap<u64, (SeriesPoint, f64, u64)> = BTreeMap::new();
+    for s in parts.iter().flat_map(|p| &p.series) {
+        let e = series.entry(s.t_s).or_insert_with(|| {
+            (
+                SeriesPoint {
+                    t_s: s.t_s,
+                    ..Default::default()
+                },
+                0.0,
+                0,
+            )
+        });
+        e.0.requests += s.requests;
+        e.0.ok += s.ok;
+        e.0.errors += s.errors;
+        e.0.max_ms = match (e.0.max_ms, s.max_ms) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(m) = s.mean_ms {
+            let n = s.requests.max(1);
+            e.1 += m * n as f64;
+            e.2 += n;
+        }
+    }
+    series
+        .into_values()
+        .map(|(mut p, sum, n)| {
+            p.mean_ms = (n > 0).then(|| sum / n as f64);
+            p
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -131,32 +131,9 @@ impl RequestProfile {
             reason,
         };
         // Comment lines are blanked, and lines counted from byte offsets: the CSV reader's
-        // own line numbers skip blank lines (a record's offset is where the reader started
-        // looking for it, before the blank lines it skipped).
-        let text: String = text
-            .lines()
-            .map(|l| {
-                if l.trim_start().starts_with('#') {
-                    ""
-                } else {
-                    l
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let line_at = |pos: Option<&csv::Position>| {
-            pos.map_or(0, |p| {
-                let bytes = text.as_bytes();
-                let mut at = (p.byte() as usize).min(bytes.len());
-                while bytes.get(at).is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                    at += 1;
-                }
-                1 + bytes[..at.min(bytes.len())]
-                    .iter()
-                    .filter(|b| **b == b'\n')
-                    .count() as u64
-            })
-        };
+        // own line numbers skip blank lines.
+        let text = blank_comments(text);
+        let line_at = |pos: Option<&csv::Position>| line_of(&text, pos);
         let mut reader = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .from_reader(text.as_bytes());
@@ -174,6 +151,88 @@ impl RequestProfile {
             .iter()
             .map(|c| c.to_ascii_lowercase())
             .collect();
+        let cols = Columns::read(&header, &err)?;
+        let base = base.map(|b| b.trim_end_matches('/'));
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut rows = Rows::default();
+        for rec in reader.records() {
+            let rec = rec.map_err(csv_err)?;
+            let line = line_at(rec.position());
+            rows.add(parse_row(&rec, &cols, line, base, dir, &err)?, line, &err)?;
+        }
+        let (origin, kinds) = rows.finish(base, &err)?;
+        let weights: Vec<f64> = kinds.iter().map(|k| k.weight).collect();
+        let choice = WeightedChoice::new(&weights)
+            .ok_or_else(|| err(0, "weight", "the weights must be positive".to_string()))?;
+        Ok(RequestProfile {
+            source: path.to_path_buf(),
+            origin,
+            kinds,
+            choice,
+        })
+    }
+
+    /// Draws the kind of request number `seq` and renders its path and query.
+    pub(crate) fn draw(&self, seq: u64, rng: &mut Rng) -> (usize, String) {
+        let i = self.choice.draw(rng);
+        (i, self.kinds[i].path.render(seq, rng))
+    }
+
+    /// The share of requests of kind `i` (its weight over the sum).
+    pub fn share(&self, i: usize) -> f64 {
+        self.choice.probability(i)
+    }
+}
+
+/// The profile's text with comment lines (`#`) blanked, so that lines keep their numbers.
+fn blank_comments(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.trim_start().starts_with('#') {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The line (from 1) of a CSV record or error at `pos`, counted from its byte offset: a
+/// record's offset is where the reader started looking for it, before the blank lines it
+/// skipped, so those are skipped here too. 0 when there is no position.
+fn line_of(text: &str, pos: Option<&csv::Position>) -> u64 {
+    pos.map_or(0, |p| {
+        let bytes = text.as_bytes();
+        let mut at = (p.byte() as usize).min(bytes.len());
+        while bytes.get(at).is_some_and(|b| *b == b'\n' || *b == b'\r') {
+            at += 1;
+        }
+        1 + bytes[..at.min(bytes.len())]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count() as u64
+    })
+}
+
+/// The error of a field at a line (the profile's path is in it).
+type FieldErr<'a> = &'a dyn Fn(u64, &str, String) -> DriveError;
+
+/// Where each column is.
+struct Columns {
+    name: usize,
+    weight: usize,
+    method: usize,
+    url: usize,
+    body_bytes: Option<usize>,
+    body_file: Option<usize>,
+    headers: Vec<(usize, String)>,
+}
+
+impl Columns {
+    /// The columns of the header line (lower-cased): the required ones must be there, every
+    /// other one must be known or name a request header.
+    fn read(header: &[String], err: FieldErr) -> Result<Columns, DriveError> {
         let col = |name: &str| header.iter().position(|c| c == name);
         let missing: Vec<&str> = REQUIRED_COLUMNS
             .into_iter()
@@ -210,7 +269,7 @@ impl RequestProfile {
                 ));
             }
         }
-        let cols = Columns {
+        Ok(Columns {
             name: col("name").unwrap_or(0),
             weight: col("weight").unwrap_or(0),
             method: col("method").unwrap_or(0),
@@ -218,48 +277,63 @@ impl RequestProfile {
             body_bytes: col("body_bytes"),
             body_file: col("body_file"),
             headers,
-        };
-        let base = base.map(|b| b.trim_end_matches('/'));
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let mut kinds: Vec<RequestKind> = Vec::new();
-        let mut names = BTreeSet::new();
-        let mut origin: Option<(String, u64)> = None;
-        let mut any_path = false;
-        for rec in reader.records() {
-            let rec = rec.map_err(csv_err)?;
-            let line = line_at(rec.position());
-            let row = parse_row(&rec, &cols, line, base, dir, &err)?;
-            any_path |= row.relative;
-            let kind = row.kind;
-            if !names.insert(kind.name.clone()) {
+        })
+    }
+}
+
+/// The rows read so far: their names (each once) and the origin they all go to.
+#[derive(Default)]
+struct Rows {
+    kinds: Vec<RequestKind>,
+    names: BTreeSet<String>,
+    /// The origin and the line of the first row.
+    origin: Option<(String, u64)>,
+    /// Some row gave a path, joined to the base URL.
+    any_path: bool,
+}
+
+impl Rows {
+    /// Adds the row of `line`: its name must be new, its origin the first row's.
+    fn add(&mut self, row: Row, line: u64, err: FieldErr) -> Result<(), DriveError> {
+        self.any_path |= row.relative;
+        let kind = row.kind;
+        if !self.names.insert(kind.name.clone()) {
+            return Err(err(
+                line,
+                "name",
+                format!(
+                    "{:?} is already the name of another row: give each row its own name",
+                    kind.name
+                ),
+            ));
+        }
+        match &self.origin {
+            None => self.origin = Some((row.origin, line)),
+            Some((first, first_line)) if *first != row.origin => {
                 return Err(err(
                     line,
-                    "name",
+                    "url",
                     format!(
-                        "{:?} is already the name of another row: give each row its own name",
-                        kind.name
+                        "goes to {} but line {first_line} goes to {first}: every row must go to \
+                         the same scheme, host and port (each user keeps one connection); run \
+                         one drive per server",
+                        row.origin
                     ),
                 ));
             }
-            match &origin {
-                None => origin = Some((row.origin, line)),
-                Some((first, first_line)) if *first != row.origin => {
-                    return Err(err(
-                        line,
-                        "url",
-                        format!(
-                            "goes to {} but line {first_line} goes to {first}: every row must go to \
-                             the same scheme, host and port (each user keeps one connection); run \
-                             one drive per server",
-                            row.origin
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
-            kinds.push(kind);
+            Some(_) => {}
         }
-        let Some((origin, _)) = origin else {
+        self.kinds.push(kind);
+        Ok(())
+    }
+
+    /// The origin and the rows, once there is a row and the base URL (if given) was used.
+    fn finish(
+        self,
+        base: Option<&str>,
+        err: FieldErr,
+    ) -> Result<(String, Vec<RequestKind>), DriveError> {
+        let Some((origin, _)) = self.origin else {
             return Err(err(
                 0,
                 "file",
@@ -271,7 +345,7 @@ impl RequestProfile {
             ));
         };
         if let Some(b) = base
-            && !any_path
+            && !self.any_path
         {
             return Err(err(
                 0,
@@ -282,38 +356,8 @@ impl RequestProfile {
                 ),
             ));
         }
-        let weights: Vec<f64> = kinds.iter().map(|k| k.weight).collect();
-        let choice = WeightedChoice::new(&weights)
-            .ok_or_else(|| err(0, "weight", "the weights must be positive".to_string()))?;
-        Ok(RequestProfile {
-            source: path.to_path_buf(),
-            origin,
-            kinds,
-            choice,
-        })
+        Ok((origin, self.kinds))
     }
-
-    /// Draws the kind of request number `seq` and renders its path and query.
-    pub(crate) fn draw(&self, seq: u64, rng: &mut Rng) -> (usize, String) {
-        let i = self.choice.draw(rng);
-        (i, self.kinds[i].path.render(seq, rng))
-    }
-
-    /// The share of requests of kind `i` (its weight over the sum).
-    pub fn share(&self, i: usize) -> f64 {
-        self.choice.probability(i)
-    }
-}
-
-/// Where each column is.
-struct Columns {
-    name: usize,
-    weight: usize,
-    method: usize,
-    url: usize,
-    body_bytes: Option<usize>,
-    body_file: Option<usize>,
-    headers: Vec<(usize, String)>,
 }
 
 /// A parsed row with where it goes.
@@ -324,13 +368,14 @@ struct Row {
     relative: bool,
 }
 
+/// Parses the row of `line`.
 fn parse_row(
     rec: &csv::StringRecord,
     cols: &Columns,
     line: u64,
     base: Option<&str>,
     dir: &Path,
-    err: &dyn Fn(u64, &str, String) -> DriveError,
+    err: FieldErr,
 ) -> Result<Row, DriveError> {
     let cell = |i: usize| rec.get(i).unwrap_or("");
     let name = cell(cols.name).to_string();
@@ -341,26 +386,7 @@ fn parse_row(
             "is empty: name each row (it labels the row's figures)".to_string(),
         ));
     }
-    let w = cell(cols.weight);
-    let weight = match w.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => v,
-        Ok(_) => {
-            return Err(err(
-                line,
-                "weight",
-                format!(
-                    "{w} is not positive: give a relative frequency > 0 (drop the row to send none)"
-                ),
-            ));
-        }
-        Err(_) => {
-            return Err(err(
-                line,
-                "weight",
-                format!("{w:?} is not a number: give a relative frequency such as 90 or 0.05"),
-            ));
-        }
-    };
+    let weight = weight(cell(cols.weight), line, err)?;
     let m = cell(cols.method);
     let method = Method::parse(m).ok_or_else(|| {
         err(
@@ -369,9 +395,55 @@ fn parse_row(
             format!("unknown method {m:?}: use GET, HEAD, PUT, POST or DELETE"),
         )
     })?;
-    let written = cell(cols.url);
-    let (url, relative) = if written.starts_with("http://") || written.starts_with("https://") {
-        (written.to_string(), false)
+    let (url, relative) = resolve_url(cell(cols.url), base, line, err)?;
+    let (origin, template) = url_template(&url, line, err)?;
+    let body = body(rec, cols, line, method, dir, err)?;
+    let headers = row_headers(rec, cols, line, err)?;
+    Ok(Row {
+        kind: RequestKind {
+            name,
+            weight,
+            method,
+            url,
+            headers,
+            body,
+            line,
+            path: template,
+        },
+        origin,
+        relative,
+    })
+}
+
+/// A row's weight: a finite number above 0.
+fn weight(w: &str, line: u64, err: FieldErr) -> Result<f64, DriveError> {
+    match w.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(_) => Err(err(
+            line,
+            "weight",
+            format!(
+                "{w} is not positive: give a relative frequency > 0 (drop the row to send none)"
+            ),
+        )),
+        Err(_) => Err(err(
+            line,
+            "weight",
+            format!("{w:?} is not a number: give a relative frequency such as 90 or 0.05"),
+        )),
+    }
+}
+
+/// The URL a row's `url` cell means: itself when absolute, else a path joined to `base`; and
+/// whether it was a path.
+fn resolve_url(
+    written: &str,
+    base: Option<&str>,
+    line: u64,
+    err: FieldErr,
+) -> Result<(String, bool), DriveError> {
+    if written.starts_with("http://") || written.starts_with("https://") {
+        Ok((written.to_string(), false))
     } else if written.starts_with('/') {
         let Some(b) = base else {
             return Err(err(
@@ -383,15 +455,20 @@ fn parse_row(
                 ),
             ));
         };
-        (format!("{b}{written}"), true)
+        Ok((format!("{b}{written}"), true))
     } else {
-        return Err(err(
+        Err(err(
             line,
             "url",
             format!("{written:?} is neither an absolute URL (http://…) nor a path (/…)"),
-        ));
-    };
-    let (origin, path) = split_url(&url);
+        ))
+    }
+}
+
+/// A URL's origin and its path and query as a template of generators (placeholders only in
+/// the path and query); one rendering is checked to be a target that can be sent to.
+fn url_template(url: &str, line: u64, err: FieldErr) -> Result<(String, BodyTemplate), DriveError> {
+    let (origin, path) = split_url(url);
     if origin.contains("{{") {
         return Err(err(
             line,
@@ -416,10 +493,19 @@ fn parse_row(
     // One rendering checks the host resolves and the path is sendable.
     let sample = template.render(0, &mut Rng::new(0));
     Target::parse(&format!("{origin}{sample}")).map_err(|e| err(line, "url", e.to_string()))?;
-    let body = body(rec, cols, line, method, dir, err)?;
+    Ok((origin, template))
+}
+
+/// A row's request headers: the non-empty `header:NAME` cells, without line breaks.
+fn row_headers(
+    rec: &csv::StringRecord,
+    cols: &Columns,
+    line: u64,
+    err: FieldErr,
+) -> Result<Vec<(String, String)>, DriveError> {
     let mut headers = Vec::new();
     for (i, h) in &cols.headers {
-        let v = cell(*i);
+        let v = rec.get(*i).unwrap_or("");
         if v.is_empty() {
             continue;
         }
@@ -432,20 +518,7 @@ fn parse_row(
         }
         headers.push((h.clone(), v.to_string()));
     }
-    Ok(Row {
-        kind: RequestKind {
-            name,
-            weight,
-            method,
-            url,
-            headers,
-            body,
-            line,
-            path: template,
-        },
-        origin,
-        relative,
-    })
+    Ok(headers)
 }
 
 /// The row's body: `body_bytes` generated bytes or the contents of `body_file`.
@@ -455,7 +528,7 @@ fn body(
     line: u64,
     method: Method,
     dir: &Path,
-    err: &dyn Fn(u64, &str, String) -> DriveError,
+    err: FieldErr,
 ) -> Result<Option<Bytes>, DriveError> {
     let cell = |i: Option<usize>| i.and_then(|i| rec.get(i)).unwrap_or("");
     let (size, file) = (cell(cols.body_bytes), cell(cols.body_file));

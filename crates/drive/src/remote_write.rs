@@ -14,8 +14,8 @@
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use crate::fetch::Client;
 use crate::interval::Interval;
+use perfpilot_fetch::Client;
 
 /// The protobuf messages of `prometheus/prompb/remote.proto` and `types.proto` that a writer
 /// needs, field numbers as there.

@@ -9,10 +9,11 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use common::{TestServer, free_port};
-use perfpilot_drive::coord::wire::{Msg, PROTOCOL, WireLoad, WireSpec, recv, send};
+use perfpilot_drive::coord::wire::{Msg, PROTOCOL, WireLoad, WireSpec};
 use perfpilot_drive::coord::{
     CoordinatorConfig, Dialer, Link, WorkerConfig, coordinate, serve_session,
 };
+use perfpilot_fetch::lines::{recv, send};
 
 const VERSION: &str = "9.9.9-test";
 

@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfpilot_drive::Interval;
-use perfpilot_drive::fetch;
 use perfpilot_drive::remote_write::push_live;
+use perfpilot_fetch as fetch;
 use perfpilot_testkit::{ServerProcess, TempDir, free_port, wait_for_port};
 
 fn prometheus() -> ServerProcess {

@@ -23,7 +23,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
 
-use crate::journal::Journal;
+use crate::journal::{Act, Journal};
 
 /// The most workload signatures the per-workload families carry.
 pub const TOP_SIGNATURES: usize = 50;
@@ -153,8 +153,26 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "The perfpilot version that serves these metrics",
         Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
     );
+    let latest = register_actions(&mut r, journal);
+    register_outcomes(&mut r, &latest);
+    register_workloads(&mut r, f.status);
+    register_containers(&mut r, f.status);
+    register_manual_knobs(&mut r, f.status);
+    register_tiers(&mut r, f.status);
+    register_totals(&mut r, &f.totals);
+    register_daemon(&mut r, f, scans);
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+    out
+}
 
-    // Actions and verdicts, from the journal.
+/// The latest decided act per (signature, strategy), with when it was decided.
+type Latest<'a> = HashMap<(&'a str, &'a str), (i64, &'a Act)>;
+
+/// Actions and verdicts, from the journal; gives the latest decision per (signature,
+/// strategy), for the fleet.
+fn register_actions<'a>(r: &mut Registry, journal: &'a Journal) -> Latest<'a> {
     let actions = Family::<StrategyDecision, Counter>::default();
     let open = Family::<StrategyLabel, Gauge>::default();
     let gains =
@@ -178,7 +196,7 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         let _ = gains.get_or_create(&StrategyLabel { strategy });
     }
     // The latest decision per (signature, strategy), for the fleet.
-    let mut latest: HashMap<(&str, &str), (i64, &crate::journal::Act)> = HashMap::new();
+    let mut latest: Latest = HashMap::new();
     for a in journal.acts.values() {
         if a.open {
             open.get_or_create(&StrategyLabel {
@@ -223,10 +241,13 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         Unit::Other("ratio".into()),
         gains,
     );
+    latest
+}
 
-    // The fleet's view: the most recently decided signatures only.
+/// The fleet's view of the latest decisions: the most recently decided signatures only.
+fn register_outcomes(r: &mut Registry, latest: &Latest) {
     let mut newest: BTreeMap<&str, i64> = BTreeMap::new();
-    for ((sig, _), (ms, _)) in &latest {
+    for ((sig, _), (ms, _)) in latest {
         let e = newest.entry(sig).or_insert(*ms);
         *e = (*e).max(*ms);
     }
@@ -235,7 +256,7 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
     sigs.truncate(TOP_SIGNATURES);
     let outcome = Family::<OutcomeLabels, Gauge>::default();
     let outcome_gain = Family::<GainLabels, FloatGauge>::default();
-    for ((sig, strategy), (_, a)) in &latest {
+    for ((sig, strategy), (_, a)) in latest {
         if !sigs.iter().any(|s| s.0 == *sig) {
             continue;
         }
@@ -268,8 +289,10 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         Unit::Other("ratio".into()),
         outcome_gain,
     );
+}
 
-    // Workloads, from the status.
+/// Listed workloads by state, from the status.
+fn register_workloads(r: &mut Registry, status: &Status) {
     let workloads = Family::<StateLabel, Gauge>::default();
     for c in WorkloadClass::ALL {
         // Every state is shown, at 0 when none is in it.
@@ -279,7 +302,7 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
             })
             .set(0);
     }
-    for w in &f.status.workloads {
+    for w in &status.workloads {
         workloads
             .get_or_create(&StateLabel {
                 state: w.class.as_str().into(),
@@ -291,12 +314,13 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "Listed workloads by what perfpilot does with them (managed, manual, excluded, needs_signal)",
         workloads,
     );
+}
 
-    // Workloads in containers: who they are (the busiest TOP_SIGNATURES, joined to the other
-    // per-workload families on `signature`), and the knobs found set by someone else.
+/// Workloads in containers: who they are (the busiest [`TOP_SIGNATURES`], joined to the other
+/// per-workload families on `signature`).
+fn register_containers(r: &mut Registry, status: &Status) {
     let containers = Family::<ContainerLabels, Gauge>::default();
-    let mut listed: Vec<_> = f
-        .status
+    let mut listed: Vec<_> = status
         .workloads
         .iter()
         .filter(|w| w.container.is_some())
@@ -324,6 +348,10 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "1 for a listed workload in a container: its runtime, container and Kubernetes pod (the busiest workloads only; join on signature)",
         containers,
     );
+}
+
+/// The knobs found set by someone else, by knob.
+fn register_manual_knobs(r: &mut Registry, status: &Status) {
     let knobs = Family::<KnobLabel, Gauge>::default();
     for k in [Knob::Affinity, Knob::MemoryPolicy, Knob::LargePages] {
         knobs
@@ -332,7 +360,7 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
             })
             .set(0);
     }
-    for w in &f.status.workloads {
+    for w in &status.workloads {
         for m in &w.manual {
             knobs
                 .get_or_create(&KnobLabel {
@@ -341,7 +369,7 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
                 .inc();
         }
     }
-    for m in &f.status.devices_left_alone {
+    for m in &status.devices_left_alone {
         knobs
             .get_or_create(&KnobLabel {
                 knob: knob_label(m.knob),
@@ -353,12 +381,14 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "Listed workloads (and devices, for read_ahead) with a knob someone else set, by knob: the strategies it concerns leave them alone",
         knobs,
     );
+}
 
-    // Workloads whose configuration names a capacity model: their tier (a few, by config).
+/// Workloads whose configuration names a capacity model: their tier (a few, by config).
+fn register_tiers(r: &mut Registry, status: &Status) {
     let busy = Family::<TierLabels, FloatGauge>::default();
     let implied = Family::<TierLabels, FloatGauge>::default();
     let saturates = Family::<TierLabels, FloatGauge>::default();
-    for w in &f.status.workloads {
+    for w in &status.workloads {
         let Some(c) = &w.capacity else { continue };
         let labels = TierLabels {
             signature: w.signature.clone(),
@@ -385,10 +415,12 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         "Requests per second at which the workload's capacity model's bottleneck saturates",
         saturates,
     );
+}
 
-    // The engine's totals.
+/// The engine's running totals.
+fn register_totals(r: &mut Registry, totals: &Totals) {
     let collapsed = Counter::<u64>::default();
-    collapsed.inc_by(f.totals.collapsed_bytes);
+    collapsed.inc_by(totals.collapsed_bytes);
     r.register_with_unit(
         "collapsed",
         "Memory collapsed into huge pages",
@@ -396,7 +428,7 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         collapsed,
     );
     let migrated = Counter::<u64>::default();
-    migrated.inc_by(f.totals.migrated_bytes);
+    migrated.inc_by(totals.migrated_bytes);
     r.register_with_unit(
         "migrated",
         "Memory moved to another NUMA node",
@@ -416,20 +448,22 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
     r.register(
         "collapse_failures",
         "Ranges that did not collapse into huge pages, by kind",
-        by_kind(&f.totals.collapse_failures),
+        by_kind(&totals.collapse_failures),
     );
     r.register(
         "probe_failures",
         "Signal reads that failed, by kind (timeout, failed, garbage, missing, preset)",
-        by_kind(&f.totals.probe_failures),
+        by_kind(&totals.probe_failures),
     );
     r.register(
         "trials_ended",
         "Trials ended, by why (kind: complete, workload_exited, signal_failed, manual, nothing_applied, not_settled, restarted, rest_moved, control_lost, split_refused)",
-        by_kind(&f.totals.trials_ended),
+        by_kind(&totals.trials_ended),
     );
+}
 
-    // The daemon itself.
+/// The daemon itself: scans, their interval, its own CPU time and budget.
+fn register_daemon(r: &mut Registry, f: &Figures, scans: &Histogram) {
     r.register_with_unit(
         "scan_duration",
         "How long each scan took",
@@ -476,11 +510,6 @@ pub fn render(f: &Figures, journal: &Journal, scans: &Histogram) -> String {
         Unit::Other("ratio".into()),
         budget,
     );
-
-    let mut out = String::new();
-    // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
-    out
 }
 
 #[cfg(test)]

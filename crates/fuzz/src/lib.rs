@@ -202,7 +202,8 @@ pub const TARGETS: &[Target] = &[
         name: "worker_messages",
         parses: "the lines coordinators and workers send (`study worker`, `drive --worker`)",
         run: |d| {
-            use perfpilot_drive::coord::wire::{Msg, recv};
+            use perfpilot_drive::coord::wire::Msg;
+            use perfpilot_fetch::lines::recv;
             use perfpilot_study::hosts::wire::{Reply, Request};
             let mut r = std::io::BufReader::new(d);
             let _ = recv::<Request>(&mut r);
@@ -216,7 +217,8 @@ pub const TARGETS: &[Target] = &[
         name: "worker_framing",
         parses: "the framing of the worker protocols: lines read in pieces of any size (the first byte picks it), a line over the limit refused, every message kind of both protocols tried",
         run: |d| {
-            use perfpilot_drive::coord::wire::{MAX_MESSAGE, Msg, recv};
+            use perfpilot_drive::coord::wire::Msg;
+            use perfpilot_fetch::lines::{MAX_MESSAGE, recv};
             use perfpilot_study::hosts::wire::{Reply, Request};
             let Some((&first, rest)) = d.split_first() else {
                 return;

@@ -355,6 +355,42 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
     o.push_str("<model xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xsi:noNamespaceSchemaLocation=\"JMTmodel.xsd\">\n");
     o.push_str("  <description><![CDATA[written by perfpilot model]]></description>\n");
     o.push_str("  <parameters>\n");
+    write_classes(&mut o, net);
+    let think = net.classes.iter().any(|c| c.think_time > 0.0);
+    let mut think_name = "Think".to_string();
+    while net.stations.iter().any(|s| s.name == think_name) {
+        think_name.push('_');
+    }
+    let count = net.stations.len() + usize::from(think);
+    o.push_str(&format!("    <stations number=\"{count}\">\n"));
+    if think {
+        write_think(&mut o, net, &think_name);
+    }
+    for s in &net.stations {
+        let visits: Vec<f64> = s
+            .demand
+            .iter()
+            .map(|&d| if d > 0.0 { 1.0 } else { 0.0 })
+            .collect();
+        let (open, close, values) = station_xml(net, s, ntot);
+        o.push_str(&open);
+        write_per_class(&mut o, net, &values, &visits);
+        o.push_str(close);
+    }
+    o.push_str("    </stations>\n");
+    let reference = if think {
+        think_name.clone()
+    } else {
+        net.stations[0].name.clone()
+    };
+    write_reference(&mut o, net, &reference);
+    o.push_str("  <algParams>\n    <algType maxSamples=\"10000\" name=\"MVA\" tolerance=\"1.0E-7\"/>\n    <compareAlgs value=\"false\"/>\n  </algParams>\n");
+    o.push_str("</model>\n");
+    Ok(o)
+}
+
+/// The `<classes>` element: open classes with their rate, closed ones with their population.
+fn write_classes(o: &mut String, net: &Network) {
     o.push_str(&format!("    <classes number=\"{}\">\n", net.classes.len()));
     for c in &net.classes {
         match c.arrival_rate {
@@ -370,139 +406,127 @@ pub fn write(net: &Network) -> Result<String, ModelError> {
         }
     }
     o.push_str("    </classes>\n");
-    let think = net.classes.iter().any(|c| c.think_time > 0.0);
-    let mut think_name = "Think".to_string();
-    while net.stations.iter().any(|s| s.name == think_name) {
-        think_name.push('_');
+}
+
+/// A station's service times (`values`, one element per class) and visits.
+fn write_per_class(o: &mut String, net: &Network, values: &[String], visits: &[f64]) {
+    o.push_str("        <servicetimes>\n");
+    for v in values {
+        o.push_str(v);
     }
-    let count = net.stations.len() + usize::from(think);
-    o.push_str(&format!("    <stations number=\"{count}\">\n"));
-    let per_class = |o: &mut String, values: &[String], visits: &[f64]| {
-        o.push_str("        <servicetimes>\n");
-        for v in values {
-            o.push_str(v);
-        }
-        o.push_str("        </servicetimes>\n        <visits>\n");
-        for (c, class) in net.classes.iter().enumerate() {
-            o.push_str(&format!(
-                "          <visit customerclass=\"{}\">{:?}</visit>\n",
-                esc(&class.name),
-                visits[c]
-            ));
-        }
-        o.push_str("        </visits>\n");
-    };
-    if think {
+    o.push_str("        </servicetimes>\n        <visits>\n");
+    for (c, class) in net.classes.iter().enumerate() {
         o.push_str(&format!(
-            "      <delaystation name=\"{}\">\n",
-            esc(&think_name)
+            "          <visit customerclass=\"{}\">{:?}</visit>\n",
+            esc(&class.name),
+            visits[c]
         ));
-        let values: Vec<String> = net
-            .classes
-            .iter()
-            .map(|c| {
+    }
+    o.push_str("        </visits>\n");
+}
+
+/// The classes' think times as a delay station named `think_name`.
+fn write_think(o: &mut String, net: &Network, think_name: &str) {
+    o.push_str(&format!(
+        "      <delaystation name=\"{}\">\n",
+        esc(think_name)
+    ));
+    let values: Vec<String> = net
+        .classes
+        .iter()
+        .map(|c| {
+            format!(
+                "          <servicetime customerclass=\"{}\">{:?}</servicetime>\n",
+                esc(&c.name),
+                c.think_time
+            )
+        })
+        .collect();
+    write_per_class(o, net, &values, &vec![1.0; net.classes.len()]);
+    o.push_str("      </delaystation>\n");
+}
+
+/// A station's opening and closing tags and its service times per class: a delay, a
+/// load-independent queue, or a load-dependent station with a service time per population
+/// up to `ntot` (or its rate table's length).
+fn station_xml(net: &Network, s: &Station, ntot: u32) -> (String, &'static str, Vec<String>) {
+    match &s.kind {
+        StationKind::Delay | StationKind::Queue => {
+            let tag = if s.kind == StationKind::Delay {
+                "delaystation"
+            } else {
+                "listation"
+            };
+            let open = if tag == "listation" {
                 format!(
-                    "          <servicetime customerclass=\"{}\">{:?}</servicetime>\n",
-                    esc(&c.name),
-                    c.think_time
+                    "      <listation name=\"{}\" servers=\"1\">\n",
+                    esc(&s.name)
                 )
-            })
-            .collect();
-        per_class(&mut o, &values, &vec![1.0; net.classes.len()]);
-        o.push_str("      </delaystation>\n");
-    }
-    for s in &net.stations {
-        let visits: Vec<f64> = s
-            .demand
-            .iter()
-            .map(|&d| if d > 0.0 { 1.0 } else { 0.0 })
-            .collect();
-        let (open, close, values): (String, &str, Vec<String>) = match &s.kind {
-            StationKind::Delay | StationKind::Queue => {
-                let tag = if s.kind == StationKind::Delay {
-                    "delaystation"
-                } else {
-                    "listation"
-                };
-                let open = if tag == "listation" {
+            } else {
+                format!("      <delaystation name=\"{}\">\n", esc(&s.name))
+            };
+            let values = net
+                .classes
+                .iter()
+                .zip(&s.demand)
+                .map(|(c, d)| {
                     format!(
-                        "      <listation name=\"{}\" servers=\"1\">\n",
-                        esc(&s.name)
+                        "          <servicetime customerclass=\"{}\">{d:?}</servicetime>\n",
+                        esc(&c.name)
                     )
+                })
+                .collect();
+            (
+                open,
+                if tag == "listation" {
+                    "      </listation>\n"
                 } else {
-                    format!("      <delaystation name=\"{}\">\n", esc(&s.name))
-                };
-                let values = net
-                    .classes
-                    .iter()
-                    .zip(&s.demand)
-                    .map(|(c, d)| {
-                        format!(
-                            "          <servicetime customerclass=\"{}\">{d:?}</servicetime>\n",
-                            esc(&c.name)
-                        )
-                    })
-                    .collect();
-                (
-                    open,
-                    if tag == "listation" {
-                        "      </listation>\n"
-                    } else {
-                        "      </delaystation>\n"
-                    },
-                    values,
-                )
-            }
-            StationKind::MultiServer(_) | StationKind::LoadDependent(_) => {
-                let len = match &s.kind {
-                    StationKind::LoadDependent(r) => r.len().max(ntot as usize),
-                    _ => ntot as usize,
-                };
-                let values = net
-                    .classes
-                    .iter()
-                    .zip(&s.demand)
-                    .map(|(c, d)| {
-                        let times: Vec<String> = (1..=len)
-                            .map(|j| format!("{:?}", d / s.kind.rate(j as u32)))
-                            .collect();
-                        format!(
-                            "          <servicetimes customerclass=\"{}\">{}</servicetimes>\n",
-                            esc(&c.name),
-                            times.join(";")
-                        )
-                    })
-                    .collect();
-                (
-                    format!("      <ldstation name=\"{}\">\n", esc(&s.name)),
-                    "      </ldstation>\n",
-                    values,
-                )
-            }
-        };
-        o.push_str(&open);
-        per_class(&mut o, &values, &visits);
-        o.push_str(close);
+                    "      </delaystation>\n"
+                },
+                values,
+            )
+        }
+        StationKind::MultiServer(_) | StationKind::LoadDependent(_) => {
+            let len = match &s.kind {
+                StationKind::LoadDependent(r) => r.len().max(ntot as usize),
+                _ => ntot as usize,
+            };
+            let values = net
+                .classes
+                .iter()
+                .zip(&s.demand)
+                .map(|(c, d)| {
+                    let times: Vec<String> = (1..=len)
+                        .map(|j| format!("{:?}", d / s.kind.rate(j as u32)))
+                        .collect();
+                    format!(
+                        "          <servicetimes customerclass=\"{}\">{}</servicetimes>\n",
+                        esc(&c.name),
+                        times.join(";")
+                    )
+                })
+                .collect();
+            (
+                format!("      <ldstation name=\"{}\">\n", esc(&s.name)),
+                "      </ldstation>\n",
+                values,
+            )
+        }
     }
-    o.push_str("    </stations>\n");
+}
+
+/// The reference station of every class.
+fn write_reference(o: &mut String, net: &Network, reference: &str) {
     o.push_str(&format!(
         "    <ReferenceStation number=\"{}\">\n",
         net.classes.len()
     ));
-    let reference = if think {
-        think_name.clone()
-    } else {
-        net.stations[0].name.clone()
-    };
     for c in &net.classes {
         o.push_str(&format!(
             "      <Class name=\"{}\" refStation=\"{}\"/>\n",
             esc(&c.name),
-            esc(&reference)
+            esc(reference)
         ));
     }
     o.push_str("    </ReferenceStation>\n  </parameters>\n");
-    o.push_str("  <algParams>\n    <algType maxSamples=\"10000\" name=\"MVA\" tolerance=\"1.0E-7\"/>\n    <compareAlgs value=\"false\"/>\n  </algParams>\n");
-    o.push_str("</model>\n");
-    Ok(o)
 }

@@ -235,26 +235,66 @@ impl Rates {
         if dt <= 0.0 {
             return Err(DeltaError::NotLater);
         }
-        let t = b.time_ms;
-        let per_s = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
-        let mut total = cpu_rate(t, None, &a.kernel.total, &b.kernel.total);
-        total.ctxt_per_s = Some(per_s(a.kernel.ctxt, b.kernel.ctxt));
-        let cpus = b
-            .kernel
+        let span = Span {
+            t: b.time_ms,
+            dt,
+            ticks: b.ticks_per_sec.max(1) as f64,
+        };
+        let mut total = cpu_rate(span.t, None, &a.kernel.total, &b.kernel.total);
+        total.ctxt_per_s = Some(span.per_s(a.kernel.ctxt, b.kernel.ctxt));
+        let (processes, threads) = span.processes(a, b);
+        Ok(Rates {
+            time_ms: span.t,
+            interval_s: dt,
+            total,
+            cpus: span.cpus(a, b),
+            processes,
+            threads,
+            disks: span.disks(a, b),
+            nets: span.nets(a, b),
+        })
+    }
+}
+
+/// The interval between two samples: when it ends, how long it lasted, the clock ticks of a
+/// second; each kind of rate is computed over it.
+struct Span {
+    t: i64,
+    dt: f64,
+    ticks: f64,
+}
+
+impl Span {
+    /// A counter's rate per second.
+    fn per_s(&self, x: u64, y: u64) -> f64 {
+        y.saturating_sub(x) as f64 / self.dt
+    }
+
+    /// CPU ticks as a percentage of one CPU.
+    fn cpu_pct(&self, x: u64, y: u64) -> f64 {
+        y.saturating_sub(x) as f64 / self.ticks / self.dt * 100.0
+    }
+
+    /// Each CPU's rates (CPUs in both samples).
+    fn cpus(&self, a: &Sample, b: &Sample) -> Vec<CpuRate> {
+        b.kernel
             .cpus
             .iter()
             .filter_map(|(cpu, tb)| {
                 let ta = a.kernel.cpus.get(cpu)?;
-                let mut r = cpu_rate(t, Some(*cpu), ta, tb);
+                let mut r = cpu_rate(self.t, Some(*cpu), ta, tb);
                 r.ctxt_per_s = match (&a.cpu_ctxt, &b.cpu_ctxt) {
-                    (Some(ca), Some(cb)) => Some(per_s(*ca.get(cpu)?, *cb.get(cpu)?)),
+                    (Some(ca), Some(cb)) => Some(self.per_s(*ca.get(cpu)?, *cb.get(cpu)?)),
                     _ => None,
                 };
                 Some(r)
             })
-            .collect();
-        let ticks = b.ticks_per_sec.max(1) as f64;
-        let cpu_pct = |x: u64, y: u64| y.saturating_sub(x) as f64 / ticks / dt * 100.0;
+            .collect()
+    }
+
+    /// Each process's rates and its threads': processes in both samples, and those born
+    /// during the interval (all their CPU time belongs to it).
+    fn processes(&self, a: &Sample, b: &Sample) -> (Vec<ProcRate>, Vec<ThreadRate>) {
         let prev: HashMap<(i32, u64), &ProcSample> = a
             .processes
             .iter()
@@ -273,59 +313,75 @@ impl Rates {
                 }
                 None => continue,
             };
-            let io = |f: fn(&perfpilot_sys::process::ProcIo) -> u64| match (&q.io, &p.io) {
-                (Some(x), Some(y)) => Some(per_s(f(x), f(y))),
-                _ => None,
-            };
-            processes.push(ProcRate {
-                time_ms: t,
-                pid: p.pid,
-                comm: p.comm.clone(),
-                cmdline: p.cmdline.clone(),
-                uid: p.uid,
-                cpu: cpu_pct(q.utime + q.stime, p.utime + p.stime),
-                reaped_cpu: cpu_pct(q.children_time + lives.gone_children(p), p.children_time),
-                user: cpu_pct(q.utime, p.utime),
-                system: cpu_pct(q.stime, p.stime),
-                processor: p.processor,
-                threads: p.num_threads,
-                rss: p.rss,
-                minflt_per_s: per_s(q.minflt, p.minflt),
-                majflt_per_s: per_s(q.majflt, p.majflt),
-                ctxt_per_s: per_s(
-                    q.ctxt_voluntary + q.ctxt_involuntary,
-                    p.ctxt_voluntary + p.ctxt_involuntary,
-                ),
-                read_bytes_per_s: io(|x| x.rchar),
-                write_bytes_per_s: io(|x| x.wchar),
-                syscalls_per_s: io(|x| x.syscr + x.syscw),
-                cpus_allowed: p.cpus_allowed.as_ref().map(|c| c.to_string()),
-            });
-            // Thread rates need threads in both samples; a thread absent from `a` started during
-            // the interval, so all its CPU time belongs to it.
-            if !p.threads.is_empty() && !q.threads.is_empty() {
-                let pt: HashMap<i32, _> = q.threads.iter().map(|t| (t.tid, t)).collect();
-                for th in &p.threads {
-                    let (u0, s0) = pt
-                        .get(&th.tid)
-                        .map(|o| (o.utime, o.stime))
-                        .unwrap_or((0, 0));
-                    threads.push(ThreadRate {
-                        time_ms: t,
-                        pid: p.pid,
-                        tid: th.tid,
-                        comm: th.comm.clone(),
-                        cpu: cpu_pct(u0 + s0, th.utime + th.stime),
-                        user: cpu_pct(u0, th.utime),
-                        system: cpu_pct(s0, th.stime),
-                        processor: th.processor,
-                        state: th.state,
-                    });
-                }
-            }
+            processes.push(self.process(q, p, &lives));
+            self.threads(q, p, &mut threads);
         }
-        let disks = b
-            .disks
+        (processes, threads)
+    }
+
+    /// One process's rates from its samples `q` (before) and `p` (after).
+    fn process(&self, q: &ProcSample, p: &ProcSample, lives: &Lives) -> ProcRate {
+        let io = |f: fn(&perfpilot_sys::process::ProcIo) -> u64| match (&q.io, &p.io) {
+            (Some(x), Some(y)) => Some(self.per_s(f(x), f(y))),
+            _ => None,
+        };
+        ProcRate {
+            time_ms: self.t,
+            pid: p.pid,
+            comm: p.comm.clone(),
+            cmdline: p.cmdline.clone(),
+            uid: p.uid,
+            cpu: self.cpu_pct(q.utime + q.stime, p.utime + p.stime),
+            reaped_cpu: self.cpu_pct(q.children_time + lives.gone_children(p), p.children_time),
+            user: self.cpu_pct(q.utime, p.utime),
+            system: self.cpu_pct(q.stime, p.stime),
+            processor: p.processor,
+            threads: p.num_threads,
+            rss: p.rss,
+            minflt_per_s: self.per_s(q.minflt, p.minflt),
+            majflt_per_s: self.per_s(q.majflt, p.majflt),
+            ctxt_per_s: self.per_s(
+                q.ctxt_voluntary + q.ctxt_involuntary,
+                p.ctxt_voluntary + p.ctxt_involuntary,
+            ),
+            read_bytes_per_s: io(|x| x.rchar),
+            write_bytes_per_s: io(|x| x.wchar),
+            syscalls_per_s: io(|x| x.syscr + x.syscw),
+            cpus_allowed: p.cpus_allowed.as_ref().map(|c| c.to_string()),
+        }
+    }
+
+    /// A process's thread rates, into `out`.
+    fn threads(&self, q: &ProcSample, p: &ProcSample, out: &mut Vec<ThreadRate>) {
+        // Thread rates need threads in both samples; a thread absent from `q` started during
+        // the interval, so all its CPU time belongs to it.
+        if p.threads.is_empty() || q.threads.is_empty() {
+            return;
+        }
+        let pt: HashMap<i32, _> = q.threads.iter().map(|t| (t.tid, t)).collect();
+        for th in &p.threads {
+            let (u0, s0) = pt
+                .get(&th.tid)
+                .map(|o| (o.utime, o.stime))
+                .unwrap_or((0, 0));
+            out.push(ThreadRate {
+                time_ms: self.t,
+                pid: p.pid,
+                tid: th.tid,
+                comm: th.comm.clone(),
+                cpu: self.cpu_pct(u0 + s0, th.utime + th.stime),
+                user: self.cpu_pct(u0, th.utime),
+                system: self.cpu_pct(s0, th.stime),
+                processor: th.processor,
+                state: th.state,
+            });
+        }
+    }
+
+    /// Each disk's rates (disks in both samples).
+    fn disks(&self, a: &Sample, b: &Sample) -> Vec<DiskRate> {
+        let dt = self.dt;
+        b.disks
             .iter()
             .filter_map(|d| {
                 let o = a.disks.iter().find(|x| x.name == d.name)?;
@@ -333,12 +389,12 @@ impl Rates {
                 let wait_ms = (d.read_ms + d.write_ms).saturating_sub(o.read_ms + o.write_ms);
                 let io_ms = d.io_ms.saturating_sub(o.io_ms);
                 Some(DiskRate {
-                    time_ms: t,
+                    time_ms: self.t,
                     device: d.name.clone(),
-                    reads_per_s: per_s(o.reads, d.reads),
-                    writes_per_s: per_s(o.writes, d.writes),
-                    read_mb_per_s: per_s(o.sectors_read, d.sectors_read) * 512.0 / 1e6,
-                    write_mb_per_s: per_s(o.sectors_written, d.sectors_written) * 512.0 / 1e6,
+                    reads_per_s: self.per_s(o.reads, d.reads),
+                    writes_per_s: self.per_s(o.writes, d.writes),
+                    read_mb_per_s: self.per_s(o.sectors_read, d.sectors_read) * 512.0 / 1e6,
+                    write_mb_per_s: self.per_s(o.sectors_written, d.sectors_written) * 512.0 / 1e6,
                     await_ms: if ios == 0 {
                         0.0
                     } else {
@@ -353,34 +409,27 @@ impl Rates {
                     queue: d.weighted_io_ms.saturating_sub(o.weighted_io_ms) as f64 / (dt * 1e3),
                 })
             })
-            .collect();
-        let nets = b
-            .nets
+            .collect()
+    }
+
+    /// Each network interface's rates (interfaces in both samples).
+    fn nets(&self, a: &Sample, b: &Sample) -> Vec<NetRate> {
+        b.nets
             .iter()
             .filter_map(|n| {
                 let o = a.nets.iter().find(|x| x.name == n.name)?;
                 Some(NetRate {
-                    time_ms: t,
+                    time_ms: self.t,
                     interface: n.name.clone(),
-                    rx_packets_per_s: per_s(o.rx_packets, n.rx_packets),
-                    tx_packets_per_s: per_s(o.tx_packets, n.tx_packets),
-                    rx_mb_per_s: per_s(o.rx_bytes, n.rx_bytes) / 1e6,
-                    tx_mb_per_s: per_s(o.tx_bytes, n.tx_bytes) / 1e6,
-                    rx_errors_per_s: per_s(o.rx_errors, n.rx_errors),
-                    tx_errors_per_s: per_s(o.tx_errors, n.tx_errors),
+                    rx_packets_per_s: self.per_s(o.rx_packets, n.rx_packets),
+                    tx_packets_per_s: self.per_s(o.tx_packets, n.tx_packets),
+                    rx_mb_per_s: self.per_s(o.rx_bytes, n.rx_bytes) / 1e6,
+                    tx_mb_per_s: self.per_s(o.tx_bytes, n.tx_bytes) / 1e6,
+                    rx_errors_per_s: self.per_s(o.rx_errors, n.rx_errors),
+                    tx_errors_per_s: self.per_s(o.tx_errors, n.tx_errors),
                 })
             })
-            .collect();
-        Ok(Rates {
-            time_ms: t,
-            interval_s: dt,
-            total,
-            cpus,
-            processes,
-            threads,
-            disks,
-            nets,
-        })
+            .collect()
     }
 }
 

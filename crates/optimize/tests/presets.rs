@@ -210,7 +210,7 @@ fn nginx_stub_status_is_found_and_counts_requests() {
     let before = reader.read(TIMEOUT).unwrap();
     assert_eq!(before.source, "requests from stub_status at /nginx_status");
     for _ in 0..10 {
-        perfpilot_drive::fetch::get(&format!("http://127.0.0.1:{}/", nginx.port), TIMEOUT).unwrap();
+        perfpilot_fetch::get(&format!("http://127.0.0.1:{}/", nginx.port), TIMEOUT).unwrap();
     }
     let after = reader.read(TIMEOUT).unwrap().value;
     // The 10 GETs and this reader's second look at the page.
@@ -377,7 +377,7 @@ fn nginx_stub_status_is_read_over_one_kept_connection() {
     let mut reader = PresetReader::new(found[0].clone());
     // `accepts` counts connections: one look of our own before, five reads, one look after.
     let accepts = || {
-        let page = perfpilot_drive::fetch::get(
+        let page = perfpilot_fetch::get(
             &format!("http://127.0.0.1:{}/nginx_status", nginx.port),
             TIMEOUT,
         )

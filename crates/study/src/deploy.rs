@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use perfpilot_drive::fetch;
+use perfpilot_fetch as fetch;
 use perfpilot_lab::process::{self, StopSignal};
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use perfpilot_drive::coord::wire::{recv, send};
+use perfpilot_fetch::lines::{recv, send};
 use perfpilot_observe::{Fs, Topology};
 use perfpilot_study::hosts::wire::{PROTOCOL, Reply, Request};
 use perfpilot_study::hosts::{Admission, VERSION, WorkerConfig, serve};

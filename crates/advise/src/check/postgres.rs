@@ -146,15 +146,7 @@ pub(crate) fn cmdline_settings(args: &[String]) -> Vec<(String, String)> {
 
 /// Runs the check on every postmaster.
 pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
-    let meminfo = perfpilot_sys::stat::read_meminfo(ctx.fs).unwrap_or_default();
-    let mem_total = meminfo.get("MemTotal").copied().unwrap_or(0);
-    let huge_total = meminfo.get("HugePages_Total").copied().unwrap_or(0);
-    // Hugepagesize is in kB in meminfo, which read_meminfo turns into bytes.
-    let huge_size = meminfo
-        .get("Hugepagesize")
-        .copied()
-        .unwrap_or(2 << 20)
-        .max(1);
+    let mem = Memory::read(ctx);
     for p in &ctx.procs.list {
         if !matches!(p.status.name.as_str(), "postgres" | "postmaster") {
             continue;
@@ -162,35 +154,9 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
         let Some((data, conf)) = locations(p) else {
             continue;
         };
-        let main = conf.unwrap_or_else(|| format!("{data}/postgresql.conf"));
-        let auto = format!("{data}/postgresql.auto.conf");
-        let mut settings = Settings {
-            values: BTreeMap::new(),
-        };
-        let mut read_any = false;
-        // postgresql.auto.conf (ALTER SYSTEM) is read last and wins; it may not exist.
-        for (file, optional) in [(&main, false), (&auto, true)] {
-            match ctx.fs.read_opt(file) {
-                Ok(Some(text)) => {
-                    read_any = true;
-                    for (k, v) in parse_conf(&text) {
-                        settings.values.insert(k, (v, file.clone()));
-                    }
-                }
-                Ok(None) if optional => {}
-                Ok(None) => found.skip(CHECK, format!("could not read {file} (absent)")),
-                Err(e) => found.skip_err(CHECK, &e),
-            }
-        }
-        if !read_any {
+        let Some(settings) = read_settings(ctx, p, &data, conf, found) else {
             continue;
-        }
-        // The command line overrides both files.
-        for (k, v) in cmdline_settings(&p.cmdline) {
-            settings
-                .values
-                .insert(k, (v, "the postmaster's command line".to_string()));
-        }
+        };
         let (buffers_text, buffers_src) = settings
             .get("shared_buffers")
             .unwrap_or(("128MB", "the default"));
@@ -203,71 +169,163 @@ pub(crate) fn run(ctx: &Ctx, found: &mut Found) {
             );
             continue;
         };
+        let cluster = Cluster {
+            p,
+            subject: format!("{} (cluster {data})", p.subject()),
+            data,
+            buffers,
+            ev_buffers: Evidence::new(
+                "shared_buffers",
+                format!("{buffers_text} ({})", bytes(buffers)),
+                buffers_src,
+            ),
+        };
         let (huge, huge_src) = settings.get("huge_pages").unwrap_or(("try", "the default"));
-        let huge = huge.to_ascii_lowercase();
-        let subject = format!("{} (cluster {data})", p.subject());
-        let pages = (buffers as f64 * 1.1 / huge_size as f64).ceil() as u64;
-        let ev_buffers = Evidence::new(
-            "shared_buffers",
-            format!("{buffers_text} ({})", bytes(buffers)),
-            buffers_src,
-        );
-        let ev_huge = Evidence::new("huge_pages", &huge, huge_src);
-        let reserve = format!(
-            "sudo sysctl -w vm.nr_hugepages={pages} && echo 'vm.nr_hugepages = {pages}' | sudo tee /etc/sysctl.d/90-perfpilot-postgres.conf   # PostgreSQL 15+: postgres -C shared_memory_size_in_huge_pages -D {data} gives the exact count"
-        );
-        if buffers >= LARGE_BUFFERS && (huge == "off" || (huge != "on" && huge_total == 0)) {
-            let off = huge == "off";
-            found.add(super::Finding {
-                evidence: vec![
-                    ev_buffers.clone(),
-                    ev_huge.clone(),
-                    Evidence::new("HugePages_Total", huge_total.to_string(), "/proc/meminfo"),
-                ],
-                why: WHY_PG.into(),
-                effect: "the buffer cache in huge pages: smaller page tables in every backend, fewer TLB misses".into(),
-                apply: if off {
-                    format!("ALTER SYSTEM SET huge_pages = 'try';   -- then reserve them: {reserve}; and restart PostgreSQL")
+        huge_pages_unused(&cluster, huge, huge_src, &mem, found);
+        small_buffers(&cluster, &mem, found);
+    }
+}
+
+/// The machine's memory as the checks need it, from `/proc/meminfo`.
+struct Memory {
+    total: u64,
+    huge_total: u64,
+    /// Bytes.
+    huge_size: u64,
+}
+
+impl Memory {
+    fn read(ctx: &Ctx) -> Memory {
+        let meminfo = perfpilot_sys::stat::read_meminfo(ctx.fs).unwrap_or_default();
+        Memory {
+            total: meminfo.get("MemTotal").copied().unwrap_or(0),
+            huge_total: meminfo.get("HugePages_Total").copied().unwrap_or(0),
+            // Hugepagesize is in kB in meminfo, which read_meminfo turns into bytes.
+            huge_size: meminfo
+                .get("Hugepagesize")
+                .copied()
+                .unwrap_or(2 << 20)
+                .max(1),
+        }
+    }
+}
+
+/// One running cluster and its shared_buffers.
+struct Cluster<'a> {
+    p: &'a Proc,
+    data: String,
+    subject: String,
+    buffers: u64,
+    ev_buffers: Evidence,
+}
+
+/// A cluster's settings: its configuration file (`conf`, else `DATA/postgresql.conf`), then
+/// `postgresql.auto.conf` (ALTER SYSTEM), then the postmaster's command line, each overriding
+/// the one before; `None` when neither file could be read.
+fn read_settings(
+    ctx: &Ctx,
+    p: &Proc,
+    data: &str,
+    conf: Option<String>,
+    found: &mut Found,
+) -> Option<Settings> {
+    let main = conf.unwrap_or_else(|| format!("{data}/postgresql.conf"));
+    let auto = format!("{data}/postgresql.auto.conf");
+    let mut settings = Settings {
+        values: BTreeMap::new(),
+    };
+    let mut read_any = false;
+    // postgresql.auto.conf (ALTER SYSTEM) is read last and wins; it may not exist.
+    for (file, optional) in [(&main, false), (&auto, true)] {
+        match ctx.fs.read_opt(file) {
+            Ok(Some(text)) => {
+                read_any = true;
+                for (k, v) in parse_conf(&text) {
+                    settings.values.insert(k, (v, file.clone()));
+                }
+            }
+            Ok(None) if optional => {}
+            Ok(None) => found.skip(CHECK, format!("could not read {file} (absent)")),
+            Err(e) => found.skip_err(CHECK, &e),
+        }
+    }
+    if !read_any {
+        return None;
+    }
+    // The command line overrides both files.
+    for (k, v) in cmdline_settings(&p.cmdline) {
+        settings
+            .values
+            .insert(k, (v, "the postmaster's command line".to_string()));
+    }
+    Some(settings)
+}
+
+/// Large shared_buffers in small pages: `huge_pages = off`, or huge pages allowed but none
+/// reserved.
+fn huge_pages_unused(c: &Cluster, huge: &str, huge_src: &str, mem: &Memory, found: &mut Found) {
+    let huge = huge.to_ascii_lowercase();
+    let data = &c.data;
+    let pages = (c.buffers as f64 * 1.1 / mem.huge_size as f64).ceil() as u64;
+    let ev_huge = Evidence::new("huge_pages", &huge, huge_src);
+    let reserve = format!(
+        "sudo sysctl -w vm.nr_hugepages={pages} && echo 'vm.nr_hugepages = {pages}' | sudo tee /etc/sysctl.d/90-perfpilot-postgres.conf   # PostgreSQL 15+: postgres -C shared_memory_size_in_huge_pages -D {data} gives the exact count"
+    );
+    if c.buffers >= LARGE_BUFFERS && (huge == "off" || (huge != "on" && mem.huge_total == 0)) {
+        let off = huge == "off";
+        found.add(super::Finding {
+            evidence: vec![
+                c.ev_buffers.clone(),
+                ev_huge,
+                Evidence::new("HugePages_Total", mem.huge_total.to_string(), "/proc/meminfo"),
+            ],
+            why: WHY_PG.into(),
+            effect: "the buffer cache in huge pages: smaller page tables in every backend, fewer TLB misses".into(),
+            apply: if off {
+                format!("ALTER SYSTEM SET huge_pages = 'try';   -- then reserve them: {reserve}; and restart PostgreSQL")
+            } else {
+                format!("{reserve}; then restart PostgreSQL (huge_pages = try uses them when there are enough)")
+            },
+            verify: Verify::Observe {
+                command: "grep -E 'HugePages_(Total|Free|Rsvd)' /proc/meminfo   # after the restart".into(),
+                expect: "HugePages_Rsvd or Total − Free covering shared_buffers".into(),
+            },
+            cmdline: Some(c.p.cmdline_joined()),
+            ..base(
+                if off { "postgres.huge-pages-off" } else { "postgres.huge-pages-unreserved" },
+                c.subject.clone(),
+                if off { Severity::Warning } else { Severity::Info },
+                if off {
+                    format!("shared_buffers of {} in small pages: huge_pages = off", bytes(c.buffers))
                 } else {
-                    format!("{reserve}; then restart PostgreSQL (huge_pages = try uses them when there are enough)")
+                    format!("shared_buffers of {} in small pages: huge_pages = {huge} but none are reserved", bytes(c.buffers))
                 },
-                verify: Verify::Observe {
-                    command: "grep -E 'HugePages_(Total|Free|Rsvd)' /proc/meminfo   # after the restart".into(),
-                    expect: "HugePages_Rsvd or Total − Free covering shared_buffers".into(),
-                },
-                cmdline: Some(p.cmdline_joined()),
-                ..base(
-                    if off { "postgres.huge-pages-off" } else { "postgres.huge-pages-unreserved" },
-                    subject.clone(),
-                    if off { Severity::Warning } else { Severity::Info },
-                    if off {
-                        format!("shared_buffers of {} in small pages: huge_pages = off", bytes(buffers))
-                    } else {
-                        format!("shared_buffers of {} in small pages: huge_pages = {huge} but none are reserved", bytes(buffers))
-                    },
-                )
-            });
-        }
-        if buffers <= DEFAULT_BUFFERS && mem_total >= ROOMY {
-            let quarter = (mem_total / 4) >> 20;
-            found.add(super::Finding {
-                evidence: vec![ev_buffers, Evidence::new("MemTotal", bytes(mem_total), "/proc/meminfo")],
-                why: WHY_PG.into(),
-                effect: "more of the working set in PostgreSQL's own cache: fewer reads through the kernel".into(),
-                apply: format!("ALTER SYSTEM SET shared_buffers = '{quarter}MB';   -- then restart PostgreSQL"),
-                verify: Verify::Observe {
-                    command: "psql -c \"SELECT sum(blks_hit)::float / nullif(sum(blks_hit + blks_read), 0) FROM pg_stat_database\"   # before and after, under the same load".into(),
-                    expect: "a higher hit ratio".into(),
-                },
-                cmdline: Some(p.cmdline_joined()),
-                ..base(
-                    "postgres.shared-buffers-small",
-                    subject,
-                    Severity::Info,
-                    format!("shared_buffers is {} on a machine with {}", bytes(buffers), bytes(mem_total)),
-                )
-            });
-        }
+            )
+        });
+    }
+}
+
+/// The default shared_buffers on a machine with room for far more.
+fn small_buffers(c: &Cluster, mem: &Memory, found: &mut Found) {
+    if c.buffers <= DEFAULT_BUFFERS && mem.total >= ROOMY {
+        let quarter = (mem.total / 4) >> 20;
+        found.add(super::Finding {
+            evidence: vec![c.ev_buffers.clone(), Evidence::new("MemTotal", bytes(mem.total), "/proc/meminfo")],
+            why: WHY_PG.into(),
+            effect: "more of the working set in PostgreSQL's own cache: fewer reads through the kernel".into(),
+            apply: format!("ALTER SYSTEM SET shared_buffers = '{quarter}MB';   -- then restart PostgreSQL"),
+            verify: Verify::Observe {
+                command: "psql -c \"SELECT sum(blks_hit)::float / nullif(sum(blks_hit + blks_read), 0) FROM pg_stat_database\"   # before and after, under the same load".into(),
+                expect: "a higher hit ratio".into(),
+            },
+            cmdline: Some(c.p.cmdline_joined()),
+            ..base(
+                "postgres.shared-buffers-small",
+                c.subject.clone(),
+                Severity::Info,
+                format!("shared_buffers is {} on a machine with {}", bytes(c.buffers), bytes(mem.total)),
+            )
+        });
     }
 }
 

@@ -324,6 +324,21 @@ fn drive(a: RunArgs) -> Result<()> {
     }
     // Reject a bad threshold before driving any load.
     parse_thresholds(&a.out.fail_if)?;
+    let (spec, body) = drive_spec(&a)?;
+    let live_args = LiveArgs {
+        hlog: a.hlog.clone(),
+        remote_write: a.remote_write.clone(),
+        labels: parse_labels(&a.remote_write_label)?,
+    };
+    if a.coordinator {
+        coordinated(&a, &spec, body.as_deref(), &live_args)
+    } else {
+        here(&a, &spec, &live_args)
+    }
+}
+
+/// The run the arguments describe, and its body template's text (for workers).
+fn drive_spec(a: &RunArgs) -> Result<(DriveSpec, Option<String>)> {
     let load = match (&a.rate, a.users) {
         (Some(rate), _) => Load::open(rate, a.connections)?,
         (None, users) => Load::Closed {
@@ -356,6 +371,31 @@ fn drive(a: RunArgs) -> Result<()> {
         spec.headers
             .push((k.trim().to_string(), v.trim().to_string()));
     }
+    let (body, template) = body_template(a)?;
+    spec.body = template;
+    spec.timeout = parse_duration(&a.timeout)?;
+    if spec.timeout.is_zero() {
+        bail!("--timeout must be positive");
+    }
+    spec.warmup = parse_duration(&a.warmup)?;
+    spec.duration = parse_duration(&a.duration)?;
+    if spec.duration < Duration::from_millis(100) {
+        bail!("--duration must be at least 100ms");
+    }
+    if let Some(t) = a.threads {
+        spec.threads = t.max(1);
+    }
+    spec.http = HttpVersion::parse(&a.http)?;
+    spec.tls = TlsOptions {
+        insecure: a.insecure,
+        ca_file: a.cacert.clone(),
+    };
+    Ok((spec, body))
+}
+
+/// The body template's text (`--body`, or `--body-file`'s contents) and the template compiled
+/// with `--data`'s columns.
+fn body_template(a: &RunArgs) -> Result<(Option<String>, Option<BodyTemplate>)> {
     let data = a
         .data
         .as_ref()
@@ -374,62 +414,46 @@ fn drive(a: RunArgs) -> Result<()> {
     if data.is_some() && body.is_none() {
         bail!("--data needs a body template (--body or --body-file) that uses its columns");
     }
-    spec.body = body
+    let template = body
         .as_ref()
         .map(|b| BodyTemplate::compile(b, data.as_ref()))
         .transpose()?;
-    spec.timeout = parse_duration(&a.timeout)?;
-    if spec.timeout.is_zero() {
-        bail!("--timeout must be positive");
+    Ok((body, template))
+}
+
+/// Drives the run from workers (`--coordinator`), merging their seconds live.
+fn coordinated(
+    a: &RunArgs,
+    spec: &DriveSpec,
+    body: Option<&str>,
+    live_args: &LiveArgs,
+) -> Result<()> {
+    let wire = wire_spec(a, spec, body)?;
+    let bound = parse_duration(&a.max_clock_offset)?;
+    let dialer = a.dial.dialer(&a.tls)?;
+    let (outputs, senders) = LiveOutputs::start(live_args)?;
+    let progress = !a.no_progress && !a.out.quiet;
+    let result =
+        super::drive_coord::coordinate(a.workers.clone(), dialer, wire, bound, &senders, progress);
+    drop(senders);
+    outputs.finish(a.out.quiet)?;
+    let (m, lost, interrupted) = result?;
+    if let Some(path) = &a.csv {
+        write_csv(path, &m)?;
     }
-    spec.warmup = parse_duration(&a.warmup)?;
-    spec.duration = parse_duration(&a.duration)?;
-    if spec.duration < Duration::from_millis(100) {
-        bail!("--duration must be at least 100ms");
-    }
-    if let Some(t) = a.threads {
-        spec.threads = t.max(1);
-    }
-    spec.http = HttpVersion::parse(&a.http)?;
-    spec.tls = TlsOptions {
-        insecure: a.insecure,
-        ca_file: a.cacert.clone(),
+    let ran = if interrupted {
+        Ran::Interrupted
+    } else if lost {
+        Ran::LostWorker
+    } else {
+        Ran::Drove
     };
-    let live_args = LiveArgs {
-        hlog: a.hlog.clone(),
-        remote_write: a.remote_write.clone(),
-        labels: parse_labels(&a.remote_write_label)?,
-    };
-    if a.coordinator {
-        let wire = wire_spec(&a, &spec, body.as_deref())?;
-        let bound = parse_duration(&a.max_clock_offset)?;
-        let dialer = a.dial.dialer(&a.tls)?;
-        let (outputs, senders) = LiveOutputs::start(&live_args)?;
-        let progress = !a.no_progress && !a.out.quiet;
-        let result = super::drive_coord::coordinate(
-            a.workers.clone(),
-            dialer,
-            wire,
-            bound,
-            &senders,
-            progress,
-        );
-        drop(senders);
-        outputs.finish(a.out.quiet)?;
-        let (m, lost, interrupted) = result?;
-        if let Some(path) = &a.csv {
-            write_csv(path, &m)?;
-        }
-        let ran = if interrupted {
-            Ran::Interrupted
-        } else if lost {
-            Ran::LostWorker
-        } else {
-            Ran::Drove
-        };
-        return finish(&[m], &a.out, ran);
-    }
-    let (outputs, senders) = LiveOutputs::start(&live_args)?;
+    finish(&[m], &a.out, ran)
+}
+
+/// Drives the run from this process.
+fn here(a: &RunArgs, spec: &DriveSpec, live_args: &LiveArgs) -> Result<()> {
+    let (outputs, senders) = LiveOutputs::start(live_args)?;
     let control = RunControl {
         progress: !a.no_progress && !a.out.quiet,
         ctrl_c: true,
@@ -437,14 +461,14 @@ fn drive(a: RunArgs) -> Result<()> {
         cpu_clock: Some(perfpilot_sys::self_cpu_time),
         ..Default::default()
     };
-    let result = perfpilot_drive::run(&spec, &control);
+    let result = perfpilot_drive::run(spec, &control);
     drop(control);
     outputs.finish(a.out.quiet)?;
     let m = result?;
     if let Some(path) = &a.csv {
         write_csv(path, &m)?;
     }
-    let ran = if cut_short(&m, &spec) {
+    let ran = if cut_short(&m, spec) {
         Ran::Interrupted
     } else {
         Ran::Drove

@@ -111,8 +111,20 @@ pub fn run(a: ObserveArgs) -> anyhow::Result<()> {
 }
 
 fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
-    use std::fmt::Write;
     let mut o = String::new();
+    cpu_table(&mut o, f, topo);
+    process_table(&mut o, f);
+    thread_table(&mut o, f, topo);
+    memory_table(&mut o, f, topo);
+    disk_table(&mut o, f);
+    net_table(&mut o, f);
+    foot(&mut o, f, notes);
+    o
+}
+
+/// The heading and the CPUs' busy shares, all of them first.
+fn cpu_table(o: &mut String, f: &Frame, topo: &Topology) {
+    use std::fmt::Write;
     let _ = writeln!(
         o,
         "perfpilot observe   {}   interval {:.1} s   {} CPUs online",
@@ -137,6 +149,11 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
             c.busy, c.user, c.system, c.irq, c.steal, c.iowait
         );
     }
+}
+
+/// The processes' rates, with their PMU figures where counted.
+fn process_table(o: &mut String, f: &Frame) {
+    use std::fmt::Write;
     let _ = writeln!(
         o,
         "\n{:>7} {:<16} {:>6} {:>6} {:>6} {:>4} {:>5} {:>10} {:>4} {:>9} {:>9} {:>9}",
@@ -192,6 +209,11 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
             );
         }
     }
+}
+
+/// The threads' rates, where threads are shown.
+fn thread_table(o: &mut String, f: &Frame, topo: &Topology) {
+    use std::fmt::Write;
     if !f.threads.is_empty() {
         let _ = writeln!(
             o,
@@ -221,6 +243,11 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
             );
         }
     }
+}
+
+/// The processes whose memory was read: per node, anonymous, huge-page coverage, shared memory.
+fn memory_table(o: &mut String, f: &Frame, topo: &Topology) {
+    use std::fmt::Write;
     let nodes: Vec<u32> = topo.nodes.iter().map(|n| n.id).collect();
     let with_mem: Vec<&ProcView> = f.processes.iter().filter(|p| p.memory.is_some()).collect();
     if !with_mem.is_empty() {
@@ -271,6 +298,11 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
             );
         }
     }
+}
+
+/// The disks' rates (idle loop devices left out).
+fn disk_table(o: &mut String, f: &Frame) {
+    use std::fmt::Write;
     let busy_disks: Vec<&DiskRate> = f
         .disks
         .iter()
@@ -298,6 +330,11 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
             );
         }
     }
+}
+
+/// The network interfaces' rates.
+fn net_table(o: &mut String, f: &Frame) {
+    use std::fmt::Write;
     if !f.nets.is_empty() {
         let _ = writeln!(
             o,
@@ -312,6 +349,11 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
             );
         }
     }
+}
+
+/// Pressure, memory, what could not be read, and the notes.
+fn foot(o: &mut String, f: &Frame, notes: &[String]) {
+    use std::fmt::Write;
     let psi = |name: &str, p: &Option<perfpilot_sys::stat::Pressure>| match p {
         Some(p) => {
             let full = p
@@ -352,5 +394,4 @@ fn render(f: &Frame, topo: &Topology, notes: &[String]) -> String {
     for n in notes {
         let _ = writeln!(o, "note: {n}");
     }
-    o
 }

@@ -270,8 +270,44 @@ pub fn coordinate(
         sessions.push(open(addr, cfg)?);
     }
     let start_ms = (now_us() / 1000) as u64 + cfg.start_delay.as_millis() as u64;
-    let window_start_ms = start_ms + cfg.spec.warmup_ms;
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Event)>();
+    let (mut reports, writers) = start(sessions, shares, start_ms, &tx)?;
+    drop(tx);
+    let mut merge = LiveMerge::new(reports.len(), start_ms + cfg.spec.warmup_ms, live, progress);
+    let mut stopping = false;
+    loop {
+        let (i, ev) = match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(x) => x,
+            Err(RecvTimeoutError::Timeout) => {
+                if !stopping && cfg.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                    stopping = true;
+                    progress("stopping every worker; each sends what it measured so far");
+                    for w in &writers {
+                        let _ = w.send(&Msg::Stop);
+                    }
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        merge.on_event(i, ev, &mut reports);
+    }
+    merge.emit(true);
+    let merged = merge_parts(cfg, &mut reports, &merge)?;
+    Ok(Coordinated {
+        merged,
+        workers: reports,
+    })
+}
+
+/// Sends every worker its share and the common start (corrected by its clock offset), and
+/// starts a thread per worker that passes its messages on to `tx`.
+fn start(
+    sessions: Vec<Session>,
+    shares: Vec<WireSpec>,
+    start_ms: u64,
+    tx: &Sender<(usize, Event)>,
+) -> Result<(Vec<WorkerReport>, Vec<LinkWriter>), DriveError> {
     let mut reports = Vec::new();
     let mut writers = Vec::new();
     for (i, (s, share)) in sessions.into_iter().zip(shares).enumerate() {
@@ -293,176 +329,181 @@ pub fn coordinate(
         });
         writers.push(s.writer);
         let tx = tx.clone();
-        let mut reader = s.reader;
-        std::thread::spawn(move || {
-            loop {
-                match reader.recv() {
-                    Ok(Some(m)) => {
-                        let done = matches!(m, Msg::Done { .. } | Msg::Failed { .. });
-                        if tx.send((i, Event::Msg(Box::new(m)))).is_err() || done {
-                            break;
-                        }
-                    }
-                    Ok(None) => {
-                        let _ = tx.send((i, Event::Lost("closed the connection".into())));
-                        break;
-                    }
-                    Err(e) => {
-                        let why = if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) {
-                            format!("silent for {} s", WORKER_SILENCE.as_secs())
-                        } else {
-                            e.to_string()
-                        };
-                        let _ = tx.send((i, Event::Lost(why)));
-                        break;
-                    }
-                }
-            }
-        });
+        let reader = s.reader;
+        std::thread::spawn(move || pass_on(i, reader, &tx));
     }
-    drop(tx);
-    let n = reports.len();
-    let mut seen: Vec<Seen> = (0..n).map(|_| Seen::default()).collect();
-    let mut active: Vec<bool> = vec![true; n];
-    let mut pending: BTreeMap<u64, Interval> = BTreeMap::new();
-    let mut merged_seconds: Vec<Interval> = Vec::new();
-    let mut emit =
-        |pending: &mut BTreeMap<u64, Interval>, seen: &[Seen], active: &[bool], all: bool| {
-            // A second is complete when every worker still running has sent it or a later one.
-            let horizon = seen
-                .iter()
-                .zip(active)
-                .filter(|(_, a)| **a)
-                .map(|(s, _)| s.last_t.map_or(-1, |t| t as i64))
-                .min();
-            let ready: Vec<u64> = pending
-                .keys()
-                .copied()
-                .filter(|t| all || horizon.is_none_or(|h| (*t as i64) <= h))
-                .collect();
-            for t in ready {
-                if let Some(i) = pending.remove(&t) {
-                    let l = i.hist.latency();
-                    progress(&format!(
-                        "second {t}: {} ok, {} errors, p50 {} p99 {} (merged over {} workers)",
-                        i.ok,
-                        i.errors,
-                        l.as_ref()
-                            .and_then(|l| l.p50_ms)
-                            .map_or("-".into(), perfpilot_units::duration_ms),
-                        l.as_ref()
-                            .and_then(|l| l.p99_ms)
-                            .map_or("-".into(), perfpilot_units::duration_ms),
-                        active.iter().filter(|a| **a).count()
-                    ));
-                    for s in live {
-                        let _ = s.send(i.clone());
-                    }
-                    merged_seconds.push(i);
-                }
-            }
-        };
-    let mut stopping = false;
+    Ok((reports, writers))
+}
+
+/// Passes worker `i`'s messages on until its last one (done or failed), or says why it was
+/// lost.
+fn pass_on(i: usize, mut reader: LinkReader, tx: &Sender<(usize, Event)>) {
     loop {
-        let (i, ev) = match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(x) => x,
-            Err(RecvTimeoutError::Timeout) => {
-                if !stopping && cfg.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
-                    stopping = true;
-                    progress("stopping every worker; each sends what it measured so far");
-                    for w in &writers {
-                        let _ = w.send(&Msg::Stop);
-                    }
+        match reader.recv() {
+            Ok(Some(m)) => {
+                let done = matches!(m, Msg::Done { .. } | Msg::Failed { .. });
+                if tx.send((i, Event::Msg(Box::new(m)))).is_err() || done {
+                    break;
                 }
-                continue;
             }
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        let ev = match ev {
-            Event::Msg(m) => Ok(*m),
-            Event::Lost(why) => Err(why),
-        };
-        match ev {
-            Ok(Msg::Interval(w)) => {
-                let Ok(mut iv) = w.to_interval() else {
-                    continue;
+            Ok(None) => {
+                let _ = tx.send((i, Event::Lost("closed the connection".into())));
+                break;
+            }
+            Err(e) => {
+                let why = if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) {
+                    format!("silent for {} s", WORKER_SILENCE.as_secs())
+                } else {
+                    e.to_string()
                 };
-                let s = &mut seen[i];
-                s.last_t = Some(s.last_t.map_or(iv.t_s, |t| t.max(iv.t_s)));
-                s.requests += iv.requests;
-                s.ok += iv.ok;
-                s.errors += iv.errors;
-                s.hist.add(&iv.hist);
-                iv.window_start_ms = window_start_ms;
-                match pending.get_mut(&iv.t_s) {
-                    Some(p) => p.add(&iv),
-                    None => {
-                        pending.insert(iv.t_s, iv);
-                    }
+                let _ = tx.send((i, Event::Lost(why)));
+                break;
+            }
+        }
+    }
+}
+
+/// The workers' seconds merged as they arrive: a second is passed on once every worker still
+/// running has sent it or a later one.
+struct LiveMerge<'a> {
+    window_start_ms: u64,
+    seen: Vec<Seen>,
+    active: Vec<bool>,
+    pending: BTreeMap<u64, Interval>,
+    merged_seconds: Vec<Interval>,
+    live: &'a [Sender<Interval>],
+    progress: &'a dyn Fn(&str),
+}
+
+impl<'a> LiveMerge<'a> {
+    fn new(
+        n: usize,
+        window_start_ms: u64,
+        live: &'a [Sender<Interval>],
+        progress: &'a dyn Fn(&str),
+    ) -> Self {
+        LiveMerge {
+            window_start_ms,
+            seen: (0..n).map(|_| Seen::default()).collect(),
+            active: vec![true; n],
+            pending: BTreeMap::new(),
+            merged_seconds: Vec::new(),
+            live,
+            progress,
+        }
+    }
+
+    /// Takes in one worker's message or loss.
+    fn on_event(&mut self, i: usize, ev: Event, reports: &mut [WorkerReport]) {
+        match ev {
+            Event::Msg(m) => match *m {
+                Msg::Interval(w) => {
+                    let Ok(iv) = w.to_interval() else {
+                        return;
+                    };
+                    self.add_second(i, iv);
+                    self.emit(false);
                 }
-                emit(&mut pending, &seen, &active, false);
-            }
-            Ok(Msg::Done { measurement }) => {
-                reports[i].measurement = Some(*measurement);
-                active[i] = false;
-                emit(&mut pending, &seen, &active, false);
-            }
-            Ok(Msg::Failed { reason }) => {
-                active[i] = false;
-                reports[i].lost = Some((reason, seen[i].last_t.map_or(0, |t| t + 1)));
-            }
-            Ok(_) => {}
-            Err(why) => {
-                if active[i] {
-                    active[i] = false;
-                    let after = seen[i].last_t.map_or(0, |t| t + 1);
-                    progress(&format!(
+                Msg::Done { measurement } => {
+                    reports[i].measurement = Some(*measurement);
+                    self.active[i] = false;
+                    self.emit(false);
+                }
+                Msg::Failed { reason } => {
+                    self.active[i] = false;
+                    reports[i].lost = Some((reason, self.seen[i].last_t.map_or(0, |t| t + 1)));
+                }
+                _ => {}
+            },
+            Event::Lost(why) => {
+                if self.active[i] {
+                    self.active[i] = false;
+                    let after = self.seen[i].last_t.map_or(0, |t| t + 1);
+                    (self.progress)(&format!(
                         "worker {} lost after {after} s of the window ({why}): its {} are \
                          missing from then on",
                         reports[i].addr,
                         reports[i].share_text()
                     ));
                     reports[i].lost = Some((why, after));
-                    emit(&mut pending, &seen, &active, false);
+                    self.emit(false);
                 }
             }
         }
     }
-    emit(&mut pending, &seen, &active, true);
-    // Parts: every measurement, and what a lost worker sent before it was lost.
-    let mut parts = Vec::new();
-    for (r, s) in reports.iter_mut().zip(&seen) {
-        if r.measurement.is_none() && r.lost.is_some() {
-            let mut m = Measurement::empty(
-                "perfpilot-drive (lost worker)",
-                LoadShape::External {
-                    description: format!("worker {} ({})", r.addr, r.share_text()),
-                },
-            );
-            m.targets = cfg.spec.targets.clone();
-            let after = r.lost.as_ref().map_or(0, |l| l.1);
-            let start = UNIX_EPOCH + Duration::from_millis(window_start_ms);
-            m.start = humantime::format_rfc3339_millis(start).to_string();
-            m.end =
-                humantime::format_rfc3339_millis(start + Duration::from_secs(after)).to_string();
-            m.warmup_s = cfg.spec.warmup_ms as f64 / 1000.0;
-            m.requests = s.requests;
-            m.ok = s.ok;
-            m.errors = s.errors;
-            m.duration_s = after as f64;
-            m.throughput_rps = if after > 0 {
-                s.ok as f64 / after as f64
-            } else {
-                0.0
-            };
-            m.latency = s.hist.latency();
-            if !s.hist.is_empty() {
-                m.histogram = Some(s.hist.to_data());
+
+    /// Counts worker `i`'s second and adds it to the merged second of the same time.
+    fn add_second(&mut self, i: usize, mut iv: Interval) {
+        let s = &mut self.seen[i];
+        s.last_t = Some(s.last_t.map_or(iv.t_s, |t| t.max(iv.t_s)));
+        s.requests += iv.requests;
+        s.ok += iv.ok;
+        s.errors += iv.errors;
+        s.hist.add(&iv.hist);
+        iv.window_start_ms = self.window_start_ms;
+        match self.pending.get_mut(&iv.t_s) {
+            Some(p) => p.add(&iv),
+            None => {
+                self.pending.insert(iv.t_s, iv);
             }
-            r.measurement = Some(m);
+        }
+    }
+
+    /// Passes on the complete seconds (`all`: every second still pending, at the end).
+    fn emit(&mut self, all: bool) {
+        // A second is complete when every worker still running has sent it or a later one.
+        let horizon = self
+            .seen
+            .iter()
+            .zip(&self.active)
+            .filter(|(_, a)| **a)
+            .map(|(s, _)| s.last_t.map_or(-1, |t| t as i64))
+            .min();
+        let ready: Vec<u64> = self
+            .pending
+            .keys()
+            .copied()
+            .filter(|t| all || horizon.is_none_or(|h| (*t as i64) <= h))
+            .collect();
+        for t in ready {
+            if let Some(i) = self.pending.remove(&t) {
+                let l = i.hist.latency();
+                (self.progress)(&format!(
+                    "second {t}: {} ok, {} errors, p50 {} p99 {} (merged over {} workers)",
+                    i.ok,
+                    i.errors,
+                    l.as_ref()
+                        .and_then(|l| l.p50_ms)
+                        .map_or("-".into(), perfpilot_units::duration_ms),
+                    l.as_ref()
+                        .and_then(|l| l.p99_ms)
+                        .map_or("-".into(), perfpilot_units::duration_ms),
+                    self.active.iter().filter(|a| **a).count()
+                ));
+                for s in self.live {
+                    let _ = s.send(i.clone());
+                }
+                self.merged_seconds.push(i);
+            }
+        }
+    }
+}
+
+/// Merges every worker's measurement, and what a lost worker sent before it was lost, into
+/// the run's; says how many workers and how much load were lost, and the driver's cost per
+/// request over all of them.
+fn merge_parts(
+    cfg: &CoordinatorConfig,
+    reports: &mut [WorkerReport],
+    merge: &LiveMerge,
+) -> Result<Measurement, DriveError> {
+    let mut parts = Vec::new();
+    for (r, s) in reports.iter_mut().zip(&merge.seen) {
+        if r.measurement.is_none() && r.lost.is_some() {
+            r.measurement = Some(lost_part(cfg, r, s, merge.window_start_ms));
         }
         if let Some(m) = &r.measurement {
             parts.push(m.clone());
@@ -476,8 +517,8 @@ pub fn coordinate(
     }
     let mut merged = Measurement::merge(&parts)?;
     merged.source = "perfpilot-drive (coordinated)".to_string();
-    merged.series = merged_seconds.iter().map(Interval::point).collect();
-    merged.extra.insert("workers".into(), n as f64);
+    merged.series = merge.merged_seconds.iter().map(Interval::point).collect();
+    merged.extra.insert("workers".into(), reports.len() as f64);
     let lost: Vec<&WorkerReport> = reports.iter().filter(|r| r.lost.is_some()).collect();
     merged
         .extra
@@ -503,10 +544,42 @@ pub fn coordinate(
             );
         }
     }
-    Ok(Coordinated {
-        merged,
-        workers: reports,
-    })
+    Ok(merged)
+}
+
+/// A lost worker's measurement, made of the seconds it sent before it was lost.
+fn lost_part(
+    cfg: &CoordinatorConfig,
+    r: &WorkerReport,
+    s: &Seen,
+    window_start_ms: u64,
+) -> Measurement {
+    let mut m = Measurement::empty(
+        "perfpilot-drive (lost worker)",
+        LoadShape::External {
+            description: format!("worker {} ({})", r.addr, r.share_text()),
+        },
+    );
+    m.targets = cfg.spec.targets.clone();
+    let after = r.lost.as_ref().map_or(0, |l| l.1);
+    let start = UNIX_EPOCH + Duration::from_millis(window_start_ms);
+    m.start = humantime::format_rfc3339_millis(start).to_string();
+    m.end = humantime::format_rfc3339_millis(start + Duration::from_secs(after)).to_string();
+    m.warmup_s = cfg.spec.warmup_ms as f64 / 1000.0;
+    m.requests = s.requests;
+    m.ok = s.ok;
+    m.errors = s.errors;
+    m.duration_s = after as f64;
+    m.throughput_rps = if after > 0 {
+        s.ok as f64 / after as f64
+    } else {
+        0.0
+    };
+    m.latency = s.hist.latency();
+    if !s.hist.is_empty() {
+        m.histogram = Some(s.hist.to_data());
+    }
+    m
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (plain, or mutual TLS: [`super::secure`]), an `ssh` child's stdin and stdout on the
 //! coordinator's side, this process's stdin and stdout on the worker's (`--stdio`). Reads go
 //! through a thread of their own, so that every transport has read deadlines (a pipe has no
-//! `SO_RCVTIMEO`) and the framing is read the same way everywhere ([`super::wire::recv`]).
+//! `SO_RCVTIMEO`) and the framing is read the same way everywhere ([`perfpilot_fetch::lines::recv`]).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::wire::{recv, send};
+use perfpilot_fetch::lines::{recv, send};
 
 /// Chunks read ahead of the reader, at most (64 KiB each): what a peer that sends faster than
 /// the session reads can make this side hold.

@@ -1,11 +1,10 @@
-//! The coordinator–worker protocol: one JSON message per line over TCP, and the run's spec in
-//! a form that travels (template and data as text, not compiled).
+//! The coordinator–worker protocol's messages, sent one JSON message per line
+//! (`perfpilot_fetch::lines`), and the run's spec in a form that travels (template and data as
+//! text, not compiled).
 
-use std::io::{BufRead, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DriveError, invalid};
@@ -241,49 +240,10 @@ pub enum Msg {
     },
 }
 
-/// Writes one message as a line: the line-per-message JSON framing of every perfpilot
-/// protocol over TCP (this one, and the study's hosts in `perfpilot_study::hosts`).
-pub fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    w.write_all(&line)?;
-    w.flush()
-}
-
-/// The longest message read: a study file, a run's spec with its CSV data, or a measurement
-/// with its histograms is far shorter; a longer line is refused before it is held whole.
-pub const MAX_MESSAGE: usize = 16 << 20;
-
-/// Reads one message as [`send`] writes it; `Ok(None)` at the end of the stream. A line over
-/// [`MAX_MESSAGE`] bytes is `InvalidData` (read no further than that).
-pub fn recv<T: DeserializeOwned>(r: &mut impl BufRead) -> std::io::Result<Option<T>> {
-    let mut line = Vec::new();
-    let n = r
-        .take(MAX_MESSAGE as u64 + 1)
-        .read_until(b'\n', &mut line)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if n > MAX_MESSAGE {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "a message of more than {} (the most this protocol reads)",
-                perfpilot_units::bytes(MAX_MESSAGE as u64)
-            ),
-        ));
-    }
-    serde_json::from_slice(&line).map(Some).map_err(|e| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("not a message of this perfpilot protocol: {e}"),
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perfpilot_fetch::lines::{recv, send};
 
     #[test]
     fn messages_and_intervals_survive_the_wire() {
@@ -304,16 +264,6 @@ mod tests {
         assert_eq!(w.to_interval().unwrap(), i);
         assert_eq!(recv(&mut r).unwrap(), Some(Msg::Stop));
         assert_eq!(recv::<Msg>(&mut r).unwrap(), None);
-    }
-
-    #[test]
-    fn a_line_longer_than_the_limit_is_refused_without_reading_it_all() {
-        // An endless line: refused after MAX_MESSAGE bytes, not read to its end.
-        let endless = std::io::repeat(b'x');
-        let mut r = std::io::BufReader::new(endless);
-        let e = recv::<Msg>(&mut r).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
-        assert!(e.to_string().contains("more than 16"), "{e}");
     }
 
     #[test]

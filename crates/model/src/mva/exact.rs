@@ -86,7 +86,41 @@ fn station_types(it: &Internal) -> Vec<u16> {
     out
 }
 
+/// The stations of a sub-network (see [`Exact::sub_network`]).
+struct SubNetwork {
+    active: Vec<usize>,
+    ld: Vec<usize>,
+    comps: Vec<Rc<Tables>>,
+}
+
+/// The next population vector after `n` (mixed radix, class 0 fastest).
+fn advance(n: &mut [u32], pops: &[u32]) {
+    for c in 0..n.len() {
+        if n[c] < pops[c] {
+            n[c] += 1;
+            break;
+        }
+        n[c] = 0;
+    }
+}
+
 impl Exact<'_> {
+    /// The internal stations of `mask` (active), the positions among them of the
+    /// load-dependent ones, and the tables of each one's complement network (recursively
+    /// memoised).
+    fn sub_network(&mut self, mask: u64) -> Result<SubNetwork, ModelError> {
+        let it = self.it;
+        let active: Vec<usize> = (0..it.kind.len()).filter(|k| mask >> k & 1 == 1).collect();
+        let ld: Vec<usize> = (0..active.len())
+            .filter(|&a| matches!(it.kind[active[a]], IKind::Ld(_)))
+            .collect();
+        let mut comps = Vec::with_capacity(ld.len());
+        for &a in &ld {
+            comps.push(self.tables(mask & !(1u64 << active[a]), false)?);
+        }
+        Ok(SubNetwork { active, ld, comps })
+    }
+
     fn key(&self, mask: u64) -> Vec<u16> {
         let mut key: Vec<u16> = (0..self.type_of.len())
             .filter(|k| mask >> k & 1 == 1)
@@ -103,16 +137,8 @@ impl Exact<'_> {
         }
         let it = self.it;
         let nc = it.pops.len();
-        let active: Vec<usize> = (0..it.kind.len()).filter(|k| mask >> k & 1 == 1).collect();
+        let SubNetwork { active, ld, comps } = self.sub_network(mask)?;
         let ka = active.len();
-        let ld: Vec<usize> = (0..ka)
-            .filter(|&a| matches!(it.kind[active[a]], IKind::Ld(_)))
-            .collect();
-        // Complements first (recursively memoised).
-        let mut comps = Vec::with_capacity(ld.len());
-        for &a in &ld {
-            comps.push(self.tables(mask & !(1u64 << active[a]), false)?);
-        }
         let alive: Vec<bool> = (0..nc)
             .map(|c| it.think[c] > 0.0 || active.iter().any(|&k| it.demand[k][c] > 0.0))
             .collect();
@@ -147,14 +173,7 @@ impl Exact<'_> {
         let mut n = vec![0u32; nc];
         let mut r = vec![0.0; ka];
         for s in 1..states {
-            // Advance the population vector (mixed radix, class 0 fastest).
-            for c in 0..nc {
-                if n[c] < it.pops[c] {
-                    n[c] += 1;
-                    break;
-                }
-                n[c] = 0;
-            }
+            advance(&mut n, &it.pops);
             if (0..nc).any(|c| n[c] > 0 && !alive[c]) {
                 dead[s] = true;
                 continue;
@@ -183,12 +202,7 @@ impl Exact<'_> {
                             }
                             IKind::Ld(inv) => {
                                 let l = ld.iter().position(|&b| b == a).unwrap_or(0);
-                                let pm = &marg[l][prev];
-                                let mut acc = 0.0;
-                                for j in 1..=tot as usize {
-                                    acc += j as f64 * inv[j] * pm[j - 1];
-                                }
-                                d * acc
+                                d * ld_residence_factor(inv, &marg[l][prev], tot)
                             }
                         }
                     };
@@ -211,34 +225,8 @@ impl Exact<'_> {
                 let IKind::Ld(inv) = &it.kind[k] else {
                     continue;
                 };
-                let mut p = vec![0.0; tot as usize + 1];
-                for c in 0..nc {
-                    if n[c] == 0 || it.demand[k][c] == 0.0 {
-                        continue;
-                    }
-                    let f = it.demand[k][c] * x[s * nc + c];
-                    let pm = &marg[l][s - strides[c]];
-                    for j in 1..=tot as usize {
-                        p[j] += f * pm[j - 1];
-                    }
-                }
-                for (j, v) in p.iter_mut().enumerate().skip(1) {
-                    *v *= inv[j];
-                }
-                let comp = &comps[l];
-                p[0] = if comp.dead[s] {
-                    0.0
-                } else {
-                    // Any class with customers gives the same value; take the first.
-                    let c = (0..nc).find(|&c| n[c] > 0).unwrap_or(0);
-                    marg[l][s - strides[c]][0] * x[s * nc + c] / comp.x[s * nc + c]
-                };
-                let total: f64 = p.iter().sum();
-                if total > 0.0 && total.is_finite() {
-                    for v in &mut p {
-                        *v /= total;
-                    }
-                }
+                let state = State { s, n: &n, tot };
+                let p = self.marginal(k, inv, &state, &x, &marg[l], &comps[l]);
                 if top {
                     p0[s * ld.len() + l] = p[0];
                 }
@@ -265,6 +253,72 @@ impl Exact<'_> {
     }
 }
 
+/// The factor of a load-dependent station's demand in its residence time:
+/// `Σ_j j/α(j) · p(j-1|n-1)` over the marginals `pm` of the population one customer less.
+fn ld_residence_factor(inv: &[f64], pm: &[f64], tot: u32) -> f64 {
+    let mut acc = 0.0;
+    for j in 1..=tot as usize {
+        acc += j as f64 * inv[j] * pm[j - 1];
+    }
+    acc
+}
+
+/// A population vector being visited: its index, the customers of each class and in all.
+struct State<'a> {
+    s: usize,
+    n: &'a [u32],
+    tot: u32,
+}
+
+impl Exact<'_> {
+    /// The marginal probabilities `p_k(j|n)`, j = 0..=|n|, of load-dependent station `k` (its
+    /// inverse rates `inv`) at `state`, from the throughputs `x` there and the station's
+    /// marginals `marg` at smaller populations; `p_k(0|n)` from the complement network `comp`
+    /// (never by subtraction: see the module's comment), then renormalised.
+    fn marginal(
+        &self,
+        k: usize,
+        inv: &[f64],
+        state: &State,
+        x: &[f64],
+        marg: &[Vec<f64>],
+        comp: &Tables,
+    ) -> Vec<f64> {
+        let it = self.it;
+        let nc = it.pops.len();
+        let State { s, n, tot } = *state;
+        let strides = &self.strides;
+        let mut p = vec![0.0; tot as usize + 1];
+        for c in 0..nc {
+            if n[c] == 0 || it.demand[k][c] == 0.0 {
+                continue;
+            }
+            let f = it.demand[k][c] * x[s * nc + c];
+            let pm = &marg[s - strides[c]];
+            for j in 1..=tot as usize {
+                p[j] += f * pm[j - 1];
+            }
+        }
+        for (j, v) in p.iter_mut().enumerate().skip(1) {
+            *v *= inv[j];
+        }
+        p[0] = if comp.dead[s] {
+            0.0
+        } else {
+            // Any class with customers gives the same value; take the first.
+            let c = (0..nc).find(|&c| n[c] > 0).unwrap_or(0);
+            marg[s - strides[c]][0] * x[s * nc + c] / comp.x[s * nc + c]
+        };
+        let total: f64 = p.iter().sum();
+        if total > 0.0 && total.is_finite() {
+            for v in &mut p {
+                *v /= total;
+            }
+        }
+        p
+    }
+}
+
 pub(super) fn exact(
     net: &Network,
     it: &Internal,
@@ -278,54 +332,11 @@ pub(super) fn exact(
             limit: STATE_LIMIT,
         });
     }
-    let nld = it.kind.iter().filter(|k| matches!(k, IKind::Ld(_))).count();
-    if nld > LD_LIMIT {
-        return Err(ModelError::Unsupported {
-            method: "exact MVA",
-            station: net.stations[it.orig[0]].name.clone(),
-            reason: format!(
-                "the network has {nld} load-dependent or multi-server stations (limit {LD_LIMIT}); use multiserver = seidmann or method = schweitzer"
-            ),
-        });
-    }
-    if nc > 1 && nld > 0 {
-        let ntot = u128::from(net.total_population());
-        if states * (ntot + 1) * nld as u128 > MARGINAL_LIMIT {
-            return Err(ModelError::TooLarge {
-                states: states * (ntot + 1),
-                limit: MARGINAL_LIMIT,
-            });
-        }
-    }
+    let type_of = station_types(it);
+    check_work(net, it, states, &type_of)?;
     let mut strides = vec![1usize; nc];
     for c in 1..nc {
         strides[c] = strides[c - 1] * (it.pops[c - 1] as usize + 1);
-    }
-    // Work estimate: one table per distinct multiset of load-dependent station types, each
-    // O(states × Ntot × L). Refuse what would take minutes rather than hang.
-    let type_of = station_types(it);
-    let mut ld_types: HashMap<u16, u128> = HashMap::new();
-    for (k, kind) in it.kind.iter().enumerate() {
-        if matches!(kind, IKind::Ld(_)) {
-            *ld_types.entry(type_of[k]).or_default() += 1;
-        }
-    }
-    let tables_needed: u128 = ld_types.values().map(|c| c + 1).product();
-    let work = tables_needed * states * (u128::from(net.total_population()) + 1) * nld as u128;
-    if work > WORK_LIMIT {
-        return Err(ModelError::Unsupported {
-            method: "exact MVA",
-            station: net.stations[it.orig[it
-                .kind
-                .iter()
-                .position(|k| matches!(k, IKind::Ld(_)))
-                .unwrap_or(0)]]
-            .name
-            .clone(),
-            reason: format!(
-                "{nld} distinct multi-server/load-dependent stations at this population need about {work} steps; use multiserver = seidmann or method = schweitzer"
-            ),
-        });
     }
     let mut ex = Exact {
         it,
@@ -362,32 +373,111 @@ pub(super) fn exact(
             .map(|l| t.p0[s * lds.len() + l])
     };
     let stations = station_results(net, &x_last, &residence, |k| p0_of(s_last, k));
-    let mut curve = Vec::new();
-    if nc == 1 && opts.curve {
-        curve.reserve(ex.states - 1);
-        let base = BoundsBase::new(net, 0);
-        for s in 1..ex.states {
-            let xs = t.x[s];
-            let mut queue = vec![0.0; net.stations.len()];
-            for k in 0..ka {
-                queue[it.orig[k]] += t.q[s * ka + k];
-            }
-            let utilization = net
-                .stations
-                .iter()
-                .enumerate()
-                .map(|(k, st)| utilization(&st.kind, xs * st.demand[0], p0_of(s, k)))
-                .collect();
-            curve.push(CurvePoint {
-                population: s as u32,
-                throughput: xs,
-                response_time: queue.iter().sum::<f64>() / xs,
-                utilization,
-                queue,
-                bounds: base.at(s as u32),
+    let curve = if nc == 1 && opts.curve {
+        population_curve(net, it, &t, ex.states, &p0_of)
+    } else {
+        Vec::new()
+    };
+    let (method, fcfs) = method_name(net, it, opts);
+    Ok(finish(
+        net, method, !fcfs, true, 0, &x_last, stations, curve,
+    ))
+}
+
+/// Refuses a solve that would not fit: too many load-dependent stations, too many marginal
+/// probabilities to store, or too many steps (one table per distinct multiset of
+/// load-dependent station types, each O(states × Ntot × L)).
+fn check_work(
+    net: &Network,
+    it: &Internal,
+    states: u128,
+    type_of: &[u16],
+) -> Result<(), ModelError> {
+    let nc = it.pops.len();
+    let nld = it.kind.iter().filter(|k| matches!(k, IKind::Ld(_))).count();
+    if nld > LD_LIMIT {
+        return Err(ModelError::Unsupported {
+            method: "exact MVA",
+            station: net.stations[it.orig[0]].name.clone(),
+            reason: format!(
+                "the network has {nld} load-dependent or multi-server stations (limit {LD_LIMIT}); use multiserver = seidmann or method = schweitzer"
+            ),
+        });
+    }
+    if nc > 1 && nld > 0 {
+        let ntot = u128::from(net.total_population());
+        if states * (ntot + 1) * nld as u128 > MARGINAL_LIMIT {
+            return Err(ModelError::TooLarge {
+                states: states * (ntot + 1),
+                limit: MARGINAL_LIMIT,
             });
         }
     }
+    // Refuse what would take minutes rather than hang.
+    let mut ld_types: HashMap<u16, u128> = HashMap::new();
+    for (k, kind) in it.kind.iter().enumerate() {
+        if matches!(kind, IKind::Ld(_)) {
+            *ld_types.entry(type_of[k]).or_default() += 1;
+        }
+    }
+    let tables_needed: u128 = ld_types.values().map(|c| c + 1).product();
+    let work = tables_needed * states * (u128::from(net.total_population()) + 1) * nld as u128;
+    if work > WORK_LIMIT {
+        return Err(ModelError::Unsupported {
+            method: "exact MVA",
+            station: net.stations[it.orig[it
+                .kind
+                .iter()
+                .position(|k| matches!(k, IKind::Ld(_)))
+                .unwrap_or(0)]]
+            .name
+            .clone(),
+            reason: format!(
+                "{nld} distinct multi-server/load-dependent stations at this population need about {work} steps; use multiserver = seidmann or method = schweitzer"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The single class's curve at every population 1..N from the top-level tables.
+fn population_curve(
+    net: &Network,
+    it: &Internal,
+    t: &Tables,
+    states: usize,
+    p0_of: &dyn Fn(usize, usize) -> Option<f64>,
+) -> Vec<CurvePoint> {
+    let ka = it.kind.len();
+    let mut curve = Vec::with_capacity(states - 1);
+    let base = BoundsBase::new(net, 0);
+    for s in 1..states {
+        let xs = t.x[s];
+        let mut queue = vec![0.0; net.stations.len()];
+        for k in 0..ka {
+            queue[it.orig[k]] += t.q[s * ka + k];
+        }
+        let utilization = net
+            .stations
+            .iter()
+            .enumerate()
+            .map(|(k, st)| utilization(&st.kind, xs * st.demand[0], p0_of(s, k)))
+            .collect();
+        curve.push(CurvePoint {
+            population: s as u32,
+            throughput: xs,
+            response_time: queue.iter().sum::<f64>() / xs,
+            utilization,
+            queue,
+            bounds: base.at(s as u32),
+        });
+    }
+    curve
+}
+
+/// The method's name for the results, and whether FCFS stations with class-dependent demands
+/// (not product form) are in the network.
+fn method_name(net: &Network, it: &Internal, opts: &SolveOptions) -> (&'static str, bool) {
     let seidmann = opts.multiserver == MultiServerMethod::Seidmann
         && net
             .stations
@@ -404,7 +494,5 @@ pub(super) fn exact(
         }
         (false, false) => "exact MVA",
     };
-    Ok(finish(
-        net, method, !fcfs, true, 0, &x_last, stations, curve,
-    ))
+    (method, fcfs)
 }

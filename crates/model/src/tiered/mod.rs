@@ -244,6 +244,15 @@ impl TierPrediction {
 
 /// Fits a tiered model from `points` (use the lowest loads only; the caller picks them).
 pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, ModelError> {
+    check_fit_input(tiers, points)?;
+    let mut model = fit_demands(tiers, points);
+    model.fit_path_delay(points)?;
+    model.fit_outside_latency(points);
+    Ok(model)
+}
+
+/// There are points, every tier has cores, and every point measured every tier.
+fn check_fit_input(tiers: &[TierSpec], points: &[TierPoint]) -> Result<(), ModelError> {
     if points.is_empty() {
         return Err(ModelError::BadMeasurement {
             label: "(none)".into(),
@@ -263,6 +272,12 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
     for p in points {
         p.check(tiers)?;
     }
+    Ok(())
+}
+
+/// The tiers' demands per class by non-negative least squares of each tier's busy cores on
+/// the classes' throughputs, with the residuals; no path delay and no outside latency yet.
+fn fit_demands(tiers: &[TierSpec], points: &[TierPoint]) -> TierModel {
     let mut classes: Vec<String> = Vec::new();
     for p in points {
         for c in &p.classes {
@@ -311,7 +326,7 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
             discipline: t.discipline,
         });
     }
-    let mut model = TierModel {
+    TierModel {
         classes,
         tiers: fitted,
         path_delay: 0.0,
@@ -319,87 +334,97 @@ pub fn fit_tiers(tiers: &[TierSpec], points: &[TierPoint]) -> Result<TierModel, 
         fitted_from: points.iter().map(|p| p.label.clone()).collect(),
         residuals,
         notes,
-    };
-    // The path delay: the value that makes the model's total throughput at each fitted point
-    // the measured one (bisection; throughput falls as the delay grows), averaged over the
-    // points that show it. A saturated point, or one whose quota stretch hides the path, barely
-    // moves when a tenth of its cycle is added as delay: it cannot say what the delay is.
-    let mut delays = Vec::with_capacity(points.len());
-    let mut silent = Vec::new();
-    for p in points {
-        let target = p.throughput();
-        let at = |d: f64, m: &mut TierModel| -> Result<f64, ModelError> {
-            m.path_delay = d;
-            Ok(m.raw(p)?.0.iter().sum())
-        };
-        let cycle = p
-            .classes
-            .iter()
-            .filter(|c| c.users > 0)
-            .map(|c| f64::from(c.users) / c.throughput)
-            .fold(0.0, f64::max);
-        let x0 = at(0.0, &mut model)?;
-        if (x0 - at(0.1 * cycle, &mut model)?) / target < PATH_SHOWS {
-            silent.push(p.label.clone());
-            continue;
+    }
+}
+
+impl TierModel {
+    /// Fits the path delay from `points` (see the comment inside).
+    fn fit_path_delay(&mut self, points: &[TierPoint]) -> Result<(), ModelError> {
+        // The path delay: the value that makes the model's total throughput at each fitted point
+        // the measured one (bisection; throughput falls as the delay grows), averaged over the
+        // points that show it. A saturated point, or one whose quota stretch hides the path, barely
+        // moves when a tenth of its cycle is added as delay: it cannot say what the delay is.
+        let mut delays = Vec::with_capacity(points.len());
+        let mut silent = Vec::new();
+        for p in points {
+            let target = p.throughput();
+            let at = |d: f64, m: &mut TierModel| -> Result<f64, ModelError> {
+                m.path_delay = d;
+                Ok(m.raw(p)?.0.iter().sum())
+            };
+            let cycle = p
+                .classes
+                .iter()
+                .filter(|c| c.users > 0)
+                .map(|c| f64::from(c.users) / c.throughput)
+                .fold(0.0, f64::max);
+            let x0 = at(0.0, self)?;
+            if (x0 - at(0.1 * cycle, self)?) / target < PATH_SHOWS {
+                silent.push(p.label.clone());
+                continue;
+            }
+            if x0 < target {
+                self.notes.push(format!(
+                    "{}: the measured throughput is {:.1} % above the model's with no path delay; the tier demands overstate the cycle (residuals below), the path delay is 0 there",
+                    p.label,
+                    (target / x0 - 1.0) * 100.0
+                ));
+                delays.push(0.0);
+                continue;
+            }
+            let (mut lo, mut hi) = (0.0, cycle.max(1e-6));
+            for _ in 0..60 {
+                let mid = 0.5 * (lo + hi);
+                if at(mid, self)? > target {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            delays.push(0.5 * (lo + hi));
         }
-        if x0 < target {
-            model.notes.push(format!(
-                "{}: the measured throughput is {:.1} % above the model's with no path delay; the tier demands overstate the cycle (residuals below), the path delay is 0 there",
-                p.label,
-                (target / x0 - 1.0) * 100.0
+        if !silent.is_empty() {
+            self.notes.push(format!(
+                "{}: the throughput barely moves with the path delay (saturated, or the path hidden by a quota's stretch); {}",
+                silent.join(", "),
+                if delays.is_empty() {
+                    "no fitted point shows the path delay, it is taken as 0"
+                } else {
+                    "the path delay is fitted from the other points"
+                }
             ));
-            delays.push(0.0);
-            continue;
         }
-        let (mut lo, mut hi) = (0.0, cycle.max(1e-6));
-        for _ in 0..60 {
-            let mid = 0.5 * (lo + hi);
-            if at(mid, &mut model)? > target {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        delays.push(0.5 * (lo + hi));
+        self.path_delay = if delays.is_empty() {
+            0.0
+        } else {
+            delays.iter().sum::<f64>() / delays.len() as f64
+        };
+        Ok(())
     }
-    if !silent.is_empty() {
-        model.notes.push(format!(
-            "{}: the throughput barely moves with the path delay (saturated, or the path hidden by a quota's stretch); {}",
-            silent.join(", "),
-            if delays.is_empty() {
-                "no fitted point shows the path delay, it is taken as 0"
-            } else {
-                "the path delay is fitted from the other points"
-            }
-        ));
-    }
-    model.path_delay = if delays.is_empty() {
-        0.0
-    } else {
-        delays.iter().sum::<f64>() / delays.len() as f64
-    };
-    // Per class, the cycle time outside the driver's latency window.
-    let mut outside = vec![Vec::new(); model.classes.len()];
-    for p in points {
-        for c in p.classes.iter().filter(|c| c.users > 0) {
-            if let Some(k) = model.classes.iter().position(|n| n == &c.class) {
-                let law = f64::from(c.users) / c.throughput - c.think_time;
-                outside[k].push(law - c.response_time);
+
+    /// Per class, the mean cycle time at `points` outside the driver's latency window.
+    fn fit_outside_latency(&mut self, points: &[TierPoint]) {
+        // Per class, the cycle time outside the driver's latency window.
+        let mut outside = vec![Vec::new(); self.classes.len()];
+        for p in points {
+            for c in p.classes.iter().filter(|c| c.users > 0) {
+                if let Some(k) = self.classes.iter().position(|n| n == &c.class) {
+                    let law = f64::from(c.users) / c.throughput - c.think_time;
+                    outside[k].push(law - c.response_time);
+                }
             }
         }
+        self.outside_latency = outside
+            .iter()
+            .map(|v| {
+                if v.is_empty() {
+                    0.0
+                } else {
+                    v.iter().sum::<f64>() / v.len() as f64
+                }
+            })
+            .collect();
     }
-    model.outside_latency = outside
-        .iter()
-        .map(|v| {
-            if v.is_empty() {
-                0.0
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            }
-        })
-        .collect();
-    Ok(model)
 }
 
 impl TierModel {

@@ -1,11 +1,11 @@
 //! Instant queries against the Prometheus HTTP API (`GET /api/v1/query`), through the
-//! project's one HTTP client (`perfpilot_drive::fetch`), each within a timeout.
+//! project's one HTTP client (`perfpilot_fetch`), each within a timeout.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-use perfpilot_drive::fetch;
+use perfpilot_fetch as fetch;
 
 /// A query that failed: the server, the query and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use perfpilot_drive::fetch::{self, FetchFailure};
+use perfpilot_fetch::{self as fetch, FetchFailure};
 
 use crate::config::ProbeSpec;
 

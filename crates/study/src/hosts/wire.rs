@@ -1,5 +1,5 @@
 //! The study coordinator–worker protocol: one JSON message per line over TCP, framed by
-//! `perfpilot_drive::coord::wire`'s `send`/`recv` (the one home of that framing).
+//! `perfpilot_fetch::lines` (the one home of that framing).
 
 use perfpilot_observe::Topology;
 use perfpilot_store::TrialPhase;
@@ -87,7 +87,7 @@ pub enum Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfpilot_drive::coord::wire::{recv, send};
+    use perfpilot_fetch::lines::{recv, send};
     use perfpilot_store::TrialStatus;
 
     #[test]

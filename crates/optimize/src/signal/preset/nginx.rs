@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use perfpilot_drive::fetch::{self, FetchFailure};
+use perfpilot_fetch::{self as fetch, FetchFailure};
 
 use super::reader::{Fault, Session};
 use super::{Endpoint, PresetSettings, Reading, snippet};

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use perfpilot_drive::fetch::{self, FetchFailure};
+use perfpilot_fetch::{self as fetch, FetchFailure};
 
 use super::nginx::http_fault;
 use super::reader::{Fault, Session};

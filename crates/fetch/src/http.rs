@@ -1,6 +1,6 @@
-//! perfpilot's one blocking HTTP client, for single requests outside load generation: the
-//! optimizer's HTTP probes and the study's readiness checks. Load is driven by the async
-//! HTTP/1.1 client of this crate's engine instead, which this module does not replace.
+//! The blocking HTTP client, for single requests outside load generation: built on `ureq`
+//! (HTTP/1.1 over std sockets, `http://` only: every endpoint perfpilot reads this way is a
+//! local or in-cluster metrics or readiness page).
 
 use std::time::Duration;
 
