@@ -387,21 +387,8 @@ pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
                     target: format!("{} for pid {pid}", crate::split::SPLIT_HUGE_PAGES),
                     source,
                 })?;
-                let left = if o.left > 0 {
-                    format!(
-                        "; {} kB of them still in huge pages after {} passes (in use while split)",
-                        o.left >> 10,
-                        o.passes
-                    )
-                } else {
-                    String::new()
-                };
                 Restored::Split {
-                    what: format!(
-                        "{} range(s) of pid {pid} ({} MiB) split back into small pages{left}",
-                        o.ranges,
-                        o.bytes >> 20
-                    ),
+                    what: o.describe(*pid, ""),
                 }
             }
             Err(why) if crate::split::cold_covers(fs, *pid, ranges) => {
@@ -414,20 +401,10 @@ pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
                     }
                     Err(e) => return Err(e),
                 };
-                let left = if o.left > 0 {
-                    format!(
-                        "; {} kB of them still in huge pages after {} passes (in use while split)",
-                        o.left >> 10,
-                        o.passes
-                    )
-                } else {
-                    String::new()
-                };
                 Restored::Split {
-                    what: format!(
-                        "{} range(s) of private memory of pid {pid} ({} MiB) split back into small pages by MADV_COLD (debugfs: {why}){left}",
-                        o.ranges,
-                        o.bytes >> 20
+                    what: o.describe(
+                        *pid,
+                        &format!(" by MADV_COLD (private memory; debugfs: {why})"),
                     ),
                 }
             }

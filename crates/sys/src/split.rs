@@ -63,6 +63,26 @@ pub struct SplitOutcome {
     pub passes: usize,
 }
 
+impl SplitOutcome {
+    /// What the split did to `pid`'s ranges, `how` after the split (e.g. ` by MADV_COLD`).
+    pub fn describe(&self, pid: i32, how: &str) -> String {
+        let left = if self.left > 0 {
+            format!(
+                "; {} kB of them still in huge pages after {} passes (in use while split)",
+                self.left >> 10,
+                self.passes
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{} range(s) of pid {pid} ({} MiB) split back into small pages{how}{left}",
+            self.ranges,
+            self.bytes >> 20
+        )
+    }
+}
+
 /// The most passes over the ranges: the kernel skips a huge page it cannot lock or that holds
 /// extra references at that moment (a page being read by another thread), so after each pass
 /// the ranges are read back from `smaps` and written again, after a growing pause, while huge
