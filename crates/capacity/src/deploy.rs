@@ -4,11 +4,12 @@
 //! readiness, and stopping it all (front tier first) when the guard drops.
 
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use perfpilot_lab::process::{self, StopSignal};
+use perfpilot_lab::tool;
 use perfpilot_sys::Fs;
 use perfpilot_sys::cpugroup::CpuGroup;
 use perfpilot_sys::netns::NetNs;
@@ -32,35 +33,13 @@ pub struct Instance {
     /// Its CPU group (quota and accounting).
     pub group: CpuGroup,
     dir: tempfile::TempDir,
-    stop_signal: Stop,
-}
-
-/// How an instance is asked to stop.
-#[derive(Debug, Clone, Copy)]
-enum Stop {
-    /// SIGINT: PostgreSQL's fast shutdown.
-    Interrupt,
-    /// SIGTERM.
-    Terminate,
+    /// SIGINT for PostgreSQL (its fast shutdown), else SIGTERM.
+    stop_signal: StopSignal,
 }
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = match self.stop_signal {
-                Stop::Interrupt => perfpilot_sys::signal::interrupt(self.child.id()),
-                Stop::Terminate => perfpilot_sys::signal::terminate(self.child.id()),
-            };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        process::stop(&mut self.child, self.stop_signal, Duration::from_secs(10));
     }
 }
 
@@ -158,48 +137,14 @@ fn tier_err(tier: &str, message: impl Into<String>) -> CapacityError {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
+/// `; its log ends: …` of an instance's directory.
 fn log_tail(dir: &Path) -> String {
-    let text = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    format!(
-        "; its log ends: {}",
-        lines[lines.len().saturating_sub(3)..].join(" | ")
-    )
+    perfpilot_lab::log::ends(&dir.join("log"), "log")
 }
 
 /// Cores of this machine.
 pub fn machine_cores() -> f64 {
     std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
-}
-
-/// A program on `PATH`, or in PostgreSQL's versioned directories.
-fn find(tool: &str) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    dirs.push("/usr/sbin".into());
-    if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
-        let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("bin")).collect();
-        v.sort();
-        dirs.extend(v.into_iter().rev());
-    }
-    dirs.into_iter().map(|d| d.join(tool)).find(|p| p.is_file())
-}
-
-/// uid and gid of a system user, from `/etc/passwd`.
-fn ids_of(user: &str) -> Option<(u32, u32)> {
-    let text = std::fs::read_to_string("/etc/passwd").ok()?;
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() > 3 && f[0] == user).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
-    })
 }
 
 /// Starts `sweep`'s deployment of `cap`. `tag` names the CPU groups and the namespace.
@@ -313,7 +258,8 @@ fn start(
         .prefix(&format!("perfpilot-cap-{}-", t.name))
         .tempdir()
         .map_err(|e| tier_err(&t.name, format!("cannot create a temporary directory: {e}")))?;
-    let port = free_port().map_err(|e| tier_err(&t.name, format!("no free port: {e}")))?;
+    let port = perfpilot_lab::port::free_port()
+        .map_err(|e| tier_err(&t.name, format!("no free port: {e}")))?;
     let host = match (&dep.netns, in_ns) {
         (Some(ns), true) => ns.ns_addr.clone(),
         _ => "127.0.0.1".to_string(),
@@ -326,13 +272,13 @@ fn start(
     let (mut cmd, stop_signal) = match t.kind {
         TierKind::Postgres => {
             if perfpilot_sys::user::is_root() {
-                user = Some(ids_of("postgres").ok_or_else(|| {
+                user = Some(perfpilot_lab::user::ids("postgres").ok_or_else(|| {
                     tier_err(&t.name, "running as root needs the OS user postgres")
                 })?);
             }
-            (postgres(dep, t, dir.path(), port)?, Stop::Interrupt)
+            (postgres(dep, t, dir.path(), port)?, StopSignal::Interrupt)
         }
-        TierKind::Nginx => (nginx(dep, t, dir.path(), port)?, Stop::Terminate),
+        TierKind::Nginx => (nginx(dep, t, dir.path(), port)?, StopSignal::Terminate),
         TierKind::Command => {
             let line = render(
                 t.command.as_deref().unwrap_or(""),
@@ -348,7 +294,7 @@ fn start(
             argv.extend(words);
             let mut c = Command::new(&argv[0]);
             c.args(&argv[1..]);
-            (c, Stop::Terminate)
+            (c, StopSignal::Terminate)
         }
     };
     cmd.stdin(Stdio::null())
@@ -386,7 +332,7 @@ fn wait_ready(t: &TierFile, inst: &mut Instance, dep: &Deployed) -> Result<()> {
         let ok = match (&url, t.kind) {
             (Some(u), _) => perfpilot_drive::fetch::get(u, Duration::from_secs(2)).is_ok(),
             (None, TierKind::Postgres) => postgres_ready(inst.port),
-            (None, _) => TcpStream::connect((inst.host.as_str(), inst.port)).is_ok(),
+            (None, _) => process::accepts(&inst.host, inst.port),
         };
         if ok {
             return Ok(());
@@ -408,8 +354,8 @@ fn wait_ready(t: &TierFile, inst: &mut Instance, dep: &Deployed) -> Result<()> {
 }
 
 fn postgres_ready(port: u16) -> bool {
-    let Some(ready) = find("pg_isready") else {
-        return TcpStream::connect(("127.0.0.1", port)).is_ok();
+    let Some(ready) = tool::find("pg_isready") else {
+        return process::accepts("127.0.0.1", port);
     };
     Command::new(ready)
         .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
@@ -421,16 +367,16 @@ fn postgres_ready(port: u16) -> bool {
 /// trusted TCP from loopback and the second host's link, `fsync` off (a throw-away cluster).
 fn postgres(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command> {
     use std::os::unix::process::CommandExt;
-    let initdb = find("initdb").ok_or_else(|| {
+    let initdb = tool::find("initdb").ok_or_else(|| {
         tier_err(
             &t.name,
             "initdb is not installed: run scripts/install-deps (postgresql)",
         )
     })?;
-    let server = find("postgres").unwrap_or_else(|| initdb.with_file_name("postgres"));
+    let server = tool::find("postgres").unwrap_or_else(|| initdb.with_file_name("postgres"));
     let as_postgres = |c: &mut Command| -> Result<()> {
         if perfpilot_sys::user::is_root() {
-            let (uid, gid) = ids_of("postgres").ok_or_else(|| {
+            let (uid, gid) = perfpilot_lab::user::ids("postgres").ok_or_else(|| {
                 tier_err(
                     &t.name,
                     "running as root needs the OS user postgres (installed with postgresql)",
@@ -441,7 +387,7 @@ fn postgres(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Comma
         Ok(())
     };
     if perfpilot_sys::user::is_root() {
-        let (uid, gid) = ids_of("postgres")
+        let (uid, gid) = perfpilot_lab::user::ids("postgres")
             .ok_or_else(|| tier_err(&t.name, "running as root needs the OS user postgres"))?;
         std::os::unix::fs::chown(dir, Some(uid), Some(gid))
             .map_err(|e| tier_err(&t.name, format!("cannot chown {}: {e}", dir.display())))?;
@@ -496,7 +442,7 @@ fn postgres(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Comma
 /// nginx as a reverse proxy over the upstream tier's instances: one worker process (no
 /// master, so the process started is the one serving), keep-alive to the upstream.
 fn nginx(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command> {
-    let bin = find("nginx").ok_or_else(|| {
+    let bin = tool::find("nginx").ok_or_else(|| {
         tier_err(
             &t.name,
             "nginx is not installed: run scripts/install-deps (nginx-light)",

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use perfpilot_lab::schedule::alternating;
 use perfpilot_stats::describe;
 
 use crate::deploy::Deployed;
@@ -41,7 +42,7 @@ pub fn measure(
         if cap.rounds > 1 {
             progress(&format!("  round {} of {}", r + 1, cap.rounds));
         }
-        for (i, u) in order(plan, r) {
+        for (i, u) in alternating(plan, r) {
             if stop.load(Ordering::SeqCst) {
                 return Err(CapacityError::Interrupted);
             }
@@ -95,16 +96,6 @@ pub fn deployments(sweeps: &[SweepFile]) -> Vec<Vec<usize>> {
         }
     }
     groups
-}
-
-/// The order in which round `round` (from 0) measures `plan`: as planned in even rounds,
-/// reversed in odd ones.
-pub fn order<T: Clone>(plan: &[T], round: u32) -> Vec<T> {
-    let mut v = plan.to_vec();
-    if round % 2 == 1 {
-        v.reverse();
-    }
-    v
 }
 
 fn failed(p: &Point) -> bool {
@@ -261,23 +252,6 @@ mod tests {
             sweep("two here", 2, false),
         ];
         assert_eq!(deployments(&sweeps), vec![vec![0, 2], vec![1], vec![3]]);
-    }
-
-    #[test]
-    fn odd_rounds_run_backwards_so_two_rounds_put_every_point_at_the_same_mean_time() {
-        let plan = [1, 2, 3, 4];
-        assert_eq!(order(&plan, 0), vec![1, 2, 3, 4]);
-        assert_eq!(order(&plan, 1), vec![4, 3, 2, 1]);
-        // Position in the block of two rounds, for each point: the same mean for all.
-        let both: Vec<i32> = order(&plan, 0).into_iter().chain(order(&plan, 1)).collect();
-        let mean_slot = |v: i32| {
-            both.iter()
-                .enumerate()
-                .filter(|(_, x)| **x == v)
-                .map(|(i, _)| i)
-                .sum::<usize>()
-        };
-        assert!(plan.iter().all(|&v| mean_slot(v) == mean_slot(1)));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use perfpilot_lab::MachineFacts;
 use perfpilot_model::{
     ClassLoad, Discipline, TierCheck, TierModel, TierPoint, TierSpec, fit_tiers,
 };
@@ -139,24 +140,21 @@ impl CapacityRun {
     }
 }
 
+/// The report's machine rows: the machine's facts ([`MachineFacts`]), the CPUs this process
+/// may use and the load when the run started.
 fn machine_rows() -> Vec<(String, String)> {
     let fs = perfpilot_sys::Fs::live();
+    let facts = MachineFacts::read(&fs);
     let mut rows = Vec::new();
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    if let Some(m) = cpuinfo.lines().find_map(|l| {
-        l.strip_prefix("model name")
-            .and_then(|r| r.split(':').nth(1))
-    }) {
-        rows.push(("CPU".into(), m.trim().to_string()));
+    if let Some(m) = facts.cpu_model {
+        rows.push(("CPU".into(), m));
     }
     rows.push(("logical CPUs".into(), format!("{}", machine_cores())));
-    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
-        rows.push(("kernel".into(), k.trim().to_string()));
+    if let Some(k) = facts.kernel {
+        rows.push(("kernel".into(), k));
     }
-    if let Ok(m) = perfpilot_sys::stat::read_meminfo(&fs)
-        && let Some(kb) = m.get("MemTotal")
-    {
-        rows.push(("memory".into(), perfpilot_units::bytes(kb * 1024)));
+    if let Some(b) = facts.memory_bytes {
+        rows.push(("memory".into(), perfpilot_units::bytes(b)));
     }
     if let Ok(l) = perfpilot_sys::stat::read_loadavg(&fs) {
         rows.push((

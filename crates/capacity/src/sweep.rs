@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use perfpilot_drive::{BodyTemplate, DriveSpec, Load, Measurement, RunControl, ThinkTime};
+use perfpilot_lab::measure::CpuMark;
 use perfpilot_sys::Fs;
 use serde::{Deserialize, Serialize};
 
@@ -91,12 +92,6 @@ impl Point {
     }
 }
 
-fn machine_busy_ticks(fs: &Fs) -> Option<(u64, u64)> {
-    let s = perfpilot_sys::stat::read_kernel_stat(fs).ok()?;
-    let t = s.total;
-    Some((t.total() - t.idle - t.iowait, t.total()))
-}
-
 /// Measures `users` (per unit of the mix) of `sweep` on `dep`.
 pub fn measure(
     cap: &Capacity,
@@ -162,17 +157,14 @@ pub fn measure(
             .collect();
         // The window: after the drivers' warm-up, for their measured duration.
         std::thread::sleep(cap.warmup);
-        let t0 = Instant::now();
+        let mark0 = CpuMark::now(&fs, &[]);
         let cpu0 = dep.cpu_seconds();
         let thr0 = dep.throttled();
-        let drv0 = perfpilot_sys::self_cpu_time();
-        let m0 = machine_busy_ticks(&fs);
         std::thread::sleep(cap.measure.saturating_sub(Duration::from_millis(50)));
         let cpu1 = dep.cpu_seconds();
         let thr1 = dep.throttled();
-        let drv1 = perfpilot_sys::self_cpu_time();
-        let m1 = machine_busy_ticks(&fs);
-        let secs = t0.elapsed().as_secs_f64().max(1e-3);
+        let window = CpuMark::now(&fs, &[]).since(&mark0, crate::deploy::machine_cores());
+        let secs = window.secs;
         let results: Vec<std::result::Result<Measurement, String>> = handles
             .into_iter()
             .map(|h| match h.join() {
@@ -189,10 +181,7 @@ pub fn measure(
                 )
             })
             .collect();
-        busy.insert(
-            DRIVER.to_string(),
-            drv1.saturating_sub(drv0).as_secs_f64() / secs,
-        );
+        busy.insert(DRIVER.to_string(), window.own_cores);
         let throttled: BTreeMap<String, u64> = thr1
             .iter()
             .map(|(k, v)| {
@@ -202,14 +191,9 @@ pub fn measure(
                 )
             })
             .collect();
-        let other = match (m0, m1) {
-            (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
-                let cores = crate::deploy::machine_cores();
-                let machine = (b1 - b0) as f64 / (t1 - t0) as f64 * cores;
-                Some((machine - busy.values().sum::<f64>()).max(0.0))
-            }
-            _ => None,
-        };
+        let other = window
+            .machine_cores
+            .map(|machine| (machine - busy.values().sum::<f64>()).max(0.0));
         (results, (busy, throttled, other))
     });
     if stop.load(Ordering::SeqCst) {

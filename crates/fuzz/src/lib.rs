@@ -112,7 +112,7 @@ pub const TARGETS: &[Target] = &[
         name: "prometheus",
         parses: "the Prometheus text format (probes and presets)",
         run: |d| {
-            let page = perfpilot_optimize::preset::prometheus::parse(text(d));
+            let page = perfpilot_optimize::signal::preset::prometheus::parse(text(d));
             for s in &page.samples {
                 let _ = s.label("le");
             }
@@ -245,19 +245,19 @@ pub const TARGETS: &[Target] = &[
         name: "mysql_session",
         parses: "a MySQL or MariaDB server's bytes as the preset's client reads them: greeting, authentication exchange, the result set of SHOW GLOBAL STATUS (the first byte picks password and socket)",
         run: |d| {
-            let _ = perfpilot_optimize::preset::fuzzing::mysql(d);
+            let _ = perfpilot_optimize::signal::preset::fuzzing::mysql(d);
         },
     },
     Target {
         name: "resp",
         parses: "RESP replies as the Redis preset reads them (AUTH, INFO stats)",
-        run: |d| perfpilot_optimize::preset::fuzzing::resp(d),
+        run: |d| perfpilot_optimize::signal::preset::fuzzing::resp(d),
     },
     Target {
         name: "memcached_stats",
         parses: "a memcached `stats` answer",
         run: |d| {
-            if let Some(v) = perfpilot_optimize::preset::fuzzing::memcached_stats(d) {
+            if let Some(v) = perfpilot_optimize::signal::preset::fuzzing::memcached_stats(d) {
                 assert!(v >= 0.0, "a negative count {v}");
             }
         },
@@ -266,7 +266,7 @@ pub const TARGETS: &[Target] = &[
         name: "nginx_stub_status",
         parses: "an nginx `stub_status` page",
         run: |d| {
-            let _ = perfpilot_optimize::preset::fuzzing::nginx_stub_status(text(d));
+            let _ = perfpilot_optimize::signal::preset::fuzzing::nginx_stub_status(text(d));
         },
     },
     Target {

@@ -109,7 +109,7 @@ fn every_corpus_directory_belongs_to_a_target() {
 
 #[test]
 fn the_preset_seeds_are_real_sessions_that_read_to_their_counter() {
-    use perfpilot_optimize::preset::fuzzing;
+    use perfpilot_optimize::signal::preset::fuzzing;
     let seed =
         |t: &str, f: &str| std::fs::read(repo().join("fuzz/corpus").join(t).join(f)).unwrap();
     // The captured MariaDB session (auth switch, then SHOW GLOBAL STATUS): Questions = 22.

@@ -25,6 +25,7 @@
 pub mod error;
 pub mod file;
 pub mod fit;
+pub mod headroom;
 pub mod jmva;
 pub mod mva;
 pub mod network;

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::FleetConfig;
-use crate::preset::PresetConfig;
+use crate::signal::preset::PresetConfig;
 use crate::tunables::{Tunables, validate};
 
 /// A configuration that could not be read: names the file, the line and the field.
@@ -224,7 +224,7 @@ pub struct Rule {
     pub tier: Option<String>,
     /// `model` loaded (when the configuration is read).
     #[serde(skip)]
-    pub capacity: Option<crate::capacity::TierCapacity>,
+    pub capacity: Option<perfpilot_model::headroom::TierCapacity>,
 }
 
 /// The daemon's whole configuration file.
@@ -276,6 +276,51 @@ struct Raw {
 /// docs use): past the exporters' allocations of Prometheus' default port list, whose
 /// 9100–9999 are all taken (9187 is postgres_exporter's); docs/metrics.md says how it was chosen.
 pub const DEFAULT_PORT: u16 = 10187;
+
+/// A tunable's value as the text `validate` reads, checked: a number, a string, or a boolean
+/// (`on`/`off`).
+fn tunable_value(name: &str, value: &toml::Value) -> Result<String, String> {
+    let v = match value {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
+        other => {
+            return Err(format!(
+                "tunable {name}: {other} is not a number, string or boolean"
+            ));
+        }
+    };
+    validate(name, &v).map_err(|e| e.to_string())
+}
+
+/// A `[[workload]]` rule checked, with its model's tier loaded (a relative `model` path is
+/// beside the config file `path`).
+fn checked_rule(mut rule: Rule, path: &Path) -> Result<Rule, String> {
+    if rule.matcher.is_empty() {
+        return Err("`match` needs at least one of comm, exe, cmdline, cgroup".into());
+    }
+    if rule.action == RuleAction::Exclude && rule.signal.is_some() {
+        return Err("an excluded workload cannot have a signal".into());
+    }
+    if let Some(ProbeSpec::Http { url, .. }) = &rule.signal
+        && !url.starts_with("http://")
+    {
+        return Err(format!("signal url {url:?} must start with http://"));
+    }
+    if let Some(m) = &rule.model {
+        let m = match path.parent() {
+            Some(dir) if m.is_relative() => dir.join(m),
+            _ => m.clone(),
+        };
+        let tier = perfpilot_model::headroom::TierCapacity::load(&m, rule.tier.as_deref())
+            .map_err(|e| e.to_string())?;
+        rule.capacity = Some(tier);
+    } else if rule.tier.is_some() {
+        return Err("`tier` names a station of a `model`; add `model = \"FILE\"`".into());
+    }
+    Ok(rule)
+}
 
 /// Reads a listen address: `ADDR:PORT`, `[V6]:PORT`, or a bare port (on 127.0.0.1).
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -334,60 +379,14 @@ impl DaemonConfig {
         let mut tunables = BTreeMap::new();
         for (name, value) in raw.tunables {
             let line = line_of(text, value.span().start);
-            let v = match value.get_ref() {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                toml::Value::Boolean(b) => if *b { "on" } else { "off" }.to_string(),
-                other => {
-                    return Err(invalid(
-                        line,
-                        format!("tunable {name}: {other} is not a number, string or boolean"),
-                    ));
-                }
-            };
-            let v = validate(&name, &v).map_err(|e| invalid(line, e.to_string()))?;
+            let v = tunable_value(&name, value.get_ref()).map_err(|e| invalid(line, e))?;
             tunables.insert(name, v);
         }
         let mut workloads = Vec::new();
         for rule in raw.workload {
             let line = line_of(text, rule.span().start);
-            let rule = rule.into_inner();
-            if rule.matcher.is_empty() {
-                return Err(invalid(
-                    line,
-                    "workload: `match` needs at least one of comm, exe, cmdline, cgroup".into(),
-                ));
-            }
-            if rule.action == RuleAction::Exclude && rule.signal.is_some() {
-                return Err(invalid(
-                    line,
-                    "workload: an excluded workload cannot have a signal".into(),
-                ));
-            }
-            if let Some(ProbeSpec::Http { url, .. }) = &rule.signal
-                && !url.starts_with("http://")
-            {
-                return Err(invalid(
-                    line,
-                    format!("workload: signal url {url:?} must start with http://"),
-                ));
-            }
-            let mut rule = rule;
-            if let Some(m) = &rule.model {
-                let m = match path.parent() {
-                    Some(dir) if m.is_relative() => dir.join(m),
-                    _ => m.clone(),
-                };
-                let tier = crate::capacity::TierCapacity::load(&m, rule.tier.as_deref())
-                    .map_err(|e| invalid(line, format!("workload: {e}")))?;
-                rule.capacity = Some(tier);
-            } else if rule.tier.is_some() {
-                return Err(invalid(
-                    line,
-                    "workload: `tier` names a station of a `model`; add `model = \"FILE\"`".into(),
-                ));
-            }
+            let rule = checked_rule(rule.into_inner(), path)
+                .map_err(|e| invalid(line, format!("workload: {e}")))?;
             workloads.push(rule);
         }
         let mut preset = Vec::new();

@@ -5,14 +5,13 @@
 //! per workload at a time through `perfpilot-sys` (the undo record journaled in the store
 //! *before* the change), measures the workload's [signal] in the trial [design] chosen for the
 //! change (switchback periods, a concurrent control, or before and after), and
-//! [decides](stats::decide) to keep or revert; verdicts and back-offs are remembered.
+//! [decides](gain::decide) to keep or revert; verdicts and back-offs are remembered.
 //!
 //! Manual tuning is never overridden: a process whose affinity or cpuset is narrower than the
 //! machine and was not set by perfpilot, or whose environment has `PERFPILOT=off`, is left
 //! alone, and a workload whose mask someone else changed becomes manual.
 
 pub mod admin;
-pub mod capacity;
 pub mod config;
 pub mod counters;
 pub mod cpu;
@@ -21,11 +20,10 @@ pub mod design;
 pub mod dropins;
 pub mod engine;
 pub mod fleet;
+pub mod gain;
 pub mod journal;
-pub mod preset;
 pub mod privilege;
 pub mod signal;
-pub mod stats;
 pub mod strategy;
 pub mod trace;
 pub mod tunables;

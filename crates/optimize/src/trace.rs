@@ -9,9 +9,10 @@ use std::path::Path;
 
 use crate::design::one_way::{self, OneWayRule};
 use crate::design::replay::{self, Effect, Spec, Tally};
+use crate::design::windows;
 use crate::design::{PeriodLimits, WindowPlan};
+use crate::gain::{self, Decision};
 use crate::signal::SpanWindow;
-use crate::stats::{self, Decision};
 use crate::tunables::Tunables;
 
 /// A trace that cannot be read.
@@ -216,7 +217,7 @@ impl Replay {
 }
 
 /// Replays no-change sequential trials starting at every window of `w`: the first `plan.min`
-/// windows plan the count a side (`stats::windows_needed`), the next windows are its before
+/// windows plan the count a side (`windows::windows_needed`), the next windows are its before
 /// and after; a start whose trial would run past the trace is left out.
 pub fn replay(w: &[f64], plan: &ReplayPlan) -> Replay {
     let mut r = Replay {
@@ -230,23 +231,24 @@ pub fn replay(w: &[f64], plan: &ReplayPlan) -> Replay {
         let Some(probe) = w.get(start..start + plan.min) else {
             break;
         };
-        let n = stats::windows_needed(probe, plan.resolution, plan.confidence, plan.min, plan.max);
+        let n =
+            windows::windows_needed(probe, plan.resolution, plan.confidence, plan.min, plan.max);
         let Some(after) = w.get(start + n..start + 2 * n) else {
             continue;
         };
         let before = &w[start..start + n];
         let (Some(ci), Some(g)) = (
             perfpilot_stats::ratio_of_means_ci(after, before, plan.confidence),
-            stats::gain_sequential(before, after, true, plan.confidence),
+            gain::gain_sequential(before, after, true, plan.confidence),
         ) else {
             continue;
         };
         r.planned.push(n);
-        r.plain.add(stats::decide(
-            &stats::gain_from_log(ci, true, plan.confidence),
+        r.plain.add(gain::decide(
+            &gain::gain_from_log(ci, true, plan.confidence),
             plan.min_effect,
         ));
-        r.serial.add(stats::decide(&g, plan.min_effect));
+        r.serial.add(gain::decide(&g, plan.min_effect));
     }
     r
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use perfpilot_optimize::preset::{
+use perfpilot_optimize::signal::preset::{
     Candidate, Endpoint, Identity, PresetConfig, PresetError, PresetKind, PresetReader,
     PresetSettings, detect,
 };

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-use perfpilot_optimize::preset::{
+use perfpilot_optimize::signal::preset::{
     Candidate, Endpoint, Identity, PresetConfig, PresetError, PresetKind, PresetReader,
     PresetSettings, detect,
 };

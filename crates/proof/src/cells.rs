@@ -68,7 +68,7 @@ impl Numad {
 
     fn stop(&mut self) {
         let Some(pid) = self.pid.take() else { return };
-        if let Some(exe) = procs::find_tool("numad") {
+        if let Some(exe) = perfpilot_lab::tool::find("numad") {
             let _ = Command::new(exe).args(["-i", "0"]).status();
         }
         let end = Instant::now() + Duration::from_secs(10);

@@ -85,16 +85,6 @@ fn workloads_of(report: &DaemonReport, process: &str) -> Vec<WorkloadState> {
         .collect()
 }
 
-/// CPU seconds (user + system) of process `pid` from /proc/PID/stat.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = text.rsplit_once(')')?.1;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // Fields after the command: state is field 3, utime 14, stime 15.
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / perfpilot_sys::clock_ticks_per_sec() as f64)
-}
-
 impl Daemon {
     /// Starts the daemon with the empty configuration in `state_dir` (created).
     pub fn start(perfpilot: &Path, state_dir: &Path) -> Result<Daemon> {
@@ -185,7 +175,7 @@ impl Daemon {
             let _ = p.join();
         }
         let life = self.started.elapsed().as_secs_f64();
-        let cpu_pct = cpu_seconds(self.proc.pid())
+        let cpu_pct = perfpilot_lab::process::cpu_seconds(self.proc.pid())
             .filter(|_| life > 0.0)
             .map(|s| s / life * 100.0);
         self.proc.stop();

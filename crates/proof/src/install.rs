@@ -5,8 +5,6 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-use crate::procs::find_tool;
-
 /// An executable and the Debian package that provides it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tool {
@@ -26,7 +24,7 @@ pub fn missing(tools: &[Tool]) -> Vec<Tool> {
     tools
         .iter()
         .copied()
-        .filter(|t| find_tool(t.exe).is_none())
+        .filter(|t| perfpilot_lab::tool::find(t.exe).is_none())
         .collect()
 }
 

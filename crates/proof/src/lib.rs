@@ -11,15 +11,14 @@
 //! - [`cells`]: each configuration's setup and teardown; [`daemon`]: the perfpilot cell;
 //! - [`settings`]: global kernel settings with a guard that restores them (rooted at an `Fs`);
 //! - [`schedule`]: the rounds and their orders; [`run`]: running the plan;
-//! - [`record`]: the JSON-lines results file; [`summary`]: the tables; [`doc`]: docs/proofs.md;
-//! - [`machine`]: the machine a proof ran on; [`install`]: apt-get for missing tools;
+//! - [`record`]: the JSON-lines results file (and the machine a proof ran on); [`summary`]: the tables; [`doc`]: docs/proofs.md;
+//! - [`install`]: apt-get for missing tools;
 //! - [`procs`]: the processes the harness starts, and Ctrl-C.
 
 pub mod cells;
 pub mod daemon;
 pub mod doc;
 pub mod install;
-pub mod machine;
 pub mod memload;
 pub mod options;
 pub mod procs;

@@ -1,8 +1,8 @@
-//! Processes the harness starts: finding tools, starting them as a given user with their output
+//! Processes the harness starts (over `perfpilot_lab`'s tools, readiness waits and stops):
+//! requiring tools, starting them as a given user with their output
 //! in log files, waiting for ports, running commands that Ctrl-C can cut short, and a guard
 //! that stops each one (SIGTERM, then SIGKILL) when dropped.
 
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use perfpilot_lab::process::{self, NotReady, StopSignal};
 
 /// Set by the Ctrl-C/SIGTERM handler: every wait checks it and gives up.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -42,22 +43,9 @@ pub fn sleep(d: Duration) -> Result<()> {
     check_stop()
 }
 
-/// Where tools are looked for beyond PATH (PostgreSQL's server binaries are not on it).
-const EXTRA_DIRS: &[&str] = &["/usr/sbin", "/sbin", "/usr/lib/postgresql/15/bin"];
-
-/// The path of executable `tool`, from PATH or the usual server directories.
-pub fn find_tool(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    path.split(':')
-        .filter(|d| !d.is_empty())
-        .chain(EXTRA_DIRS.iter().copied())
-        .map(|d| Path::new(d).join(tool))
-        .find(|p| p.is_file())
-}
-
 /// The path of `tool`, or an error naming the Debian package that has it.
 pub fn require_tool(tool: &str, package: &str) -> Result<PathBuf> {
-    find_tool(tool).with_context(|| {
+    perfpilot_lab::tool::find(tool).with_context(|| {
         format!(
             "{tool} is not installed: install the Debian package {package} (or run with --install)"
         )
@@ -66,16 +54,8 @@ pub fn require_tool(tool: &str, package: &str) -> Result<PathBuf> {
 
 /// The uid and gid of `user` from /etc/passwd.
 pub fn user_ids(user: &str) -> Result<(u32, u32)> {
-    let text = std::fs::read_to_string("/etc/passwd").context("reading /etc/passwd")?;
-    parse_passwd(&text, user)
+    perfpilot_lab::user::ids(user)
         .with_context(|| format!("no user {user:?} in /etc/passwd (its Debian package creates it)"))
-}
-
-fn parse_passwd(text: &str, user: &str) -> Option<(u32, u32)> {
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() >= 4 && f[0] == user).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
-    })
 }
 
 /// Makes `cmd` run as `user` (when given).
@@ -99,12 +79,6 @@ pub fn chown(path: &Path, user: &str) -> Result<()> {
         bail!("chown -R {user}: {} failed ({status})", path.display());
     }
     Ok(())
-}
-
-/// A free loopback TCP port (bound, then released).
-pub fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").context("binding a loopback port")?;
-    Ok(l.local_addr()?.port())
 }
 
 /// A process the harness started, stopped when dropped.
@@ -152,7 +126,7 @@ impl Proc {
                 "{} exited ({status}); the end of its log {}:\n{}",
                 self.name,
                 self.log.display(),
-                tail(&self.log, 15)
+                perfpilot_lab::log::tail(&self.log, 15).join("\n")
             );
         }
         Ok(())
@@ -160,21 +134,21 @@ impl Proc {
 
     /// Waits until 127.0.0.1:`port` accepts connections (at most `limit`).
     pub fn wait_port(&mut self, port: u16, limit: Duration) -> Result<()> {
-        let end = Instant::now() + limit;
-        while Instant::now() < end {
-            check_stop()?;
-            self.check_alive()?;
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        let Some(child) = self.child.as_mut() else {
+            bail!("{} was stopped before it listened", self.name);
+        };
+        let ready = || process::accepts("127.0.0.1", port);
+        match process::wait_ready(child, limit, ready, &stopping) {
+            Ok(()) => Ok(()),
+            Err(NotReady::Stopped) => check_stop(),
+            Err(NotReady::Exited(_)) => self.check_alive(),
+            Err(NotReady::Late) => bail!(
+                "{} did not listen on 127.0.0.1:{port} within {}; see {}",
+                self.name,
+                perfpilot_units::duration(limit),
+                self.log.display()
+            ),
         }
-        bail!(
-            "{} did not listen on 127.0.0.1:{port} within {}; see {}",
-            self.name,
-            perfpilot_units::duration(limit),
-            self.log.display()
-        )
     }
 
     /// Waits for it to exit by itself (at most `limit`), then stops it.
@@ -201,20 +175,14 @@ impl Proc {
         if let Ok(Some(_)) = c.try_wait() {
             return;
         }
-        let _ = perfpilot_sys::signal::terminate(c.id());
-        let end = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < end {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
+        // Taken first: once it is killed, its children belong to init.
+        let below = process::descendants(c.id());
+        if !process::stop(&mut c, StopSignal::Terminate, Duration::from_secs(20)) {
+            eprintln!("proof: {} ignored SIGTERM for 20 s: killed it", self.name);
+            for d in below {
+                let _ = perfpilot_sys::signal::terminate(d);
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        eprintln!("proof: {} ignored SIGTERM for 20 s: killing it", self.name);
-        for d in descendants(c.id()) {
-            let _ = perfpilot_sys::signal::terminate(d);
-        }
-        let _ = c.kill();
-        let _ = c.wait();
     }
 }
 
@@ -224,46 +192,9 @@ impl Drop for Proc {
     }
 }
 
-/// The last `n` lines of a file (empty if unreadable).
-pub fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// Every descendant of `pid` (children, their children, …), from /proc's parent links.
-pub fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent_of: Vec<(u32, u32)> = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        // After the command's closing parenthesis: state, then the parent's pid.
-        if let Some(ppid) = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u32>().ok())
-        {
-            parent_of.push((p, ppid));
-        }
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for &(p, pp) in &parent_of {
-            if pp == parent && !out.contains(&p) {
-                out.push(p);
-                frontier.push(p);
-            }
-        }
-    }
-    out
-}
-
 /// SIGTERM to `pid`'s descendants (a load tool under `perfpilot drive`), then to `pid`.
 fn terminate_tree(pid: u32) {
-    for d in descendants(pid) {
+    for d in process::descendants(pid) {
         let _ = perfpilot_sys::signal::terminate(d);
     }
     let _ = perfpilot_sys::signal::terminate(pid);
@@ -394,14 +325,6 @@ fn last_lines(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_user_is_found_in_passwd_text() {
-        let text =
-            "root:x:0:0:root:/root:/bin/bash\npostgres:x:101:104::/var/lib/postgresql:/bin/bash\n";
-        assert_eq!(parse_passwd(text, "postgres"), Some((101, 104)));
-        assert_eq!(parse_passwd(text, "redis"), None);
-    }
 
     #[test]
     fn a_command_is_cut_short_once_its_least_time_passed_and_it_is_no_longer_wanted() {

@@ -5,9 +5,10 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use perfpilot_lab::MachineFacts;
+use perfpilot_sys::Fs;
 use serde::{Deserialize, Serialize};
 
-use crate::machine::Machine;
 use crate::settings::ThpState;
 
 /// One line of the results file.
@@ -31,6 +32,57 @@ pub struct RunHeader {
     pub started: String,
     /// The machine it ran on.
     pub machine: Machine,
+}
+
+/// The machine a proof ran on, as the results file records it (the shape of every earlier
+/// file, so that old runs still read).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Machine {
+    /// Online CPUs.
+    pub cpus: usize,
+    /// The CPU model (`model name` in /proc/cpuinfo).
+    pub cpu_model: String,
+    /// NUMA nodes.
+    pub numa_nodes: usize,
+    /// Memory, bytes.
+    pub memory_bytes: u64,
+    /// Kernel release.
+    pub kernel: String,
+    /// THP as found before the run.
+    pub thp: ThpState,
+}
+
+impl Machine {
+    /// The machine under `fs`: its facts ([`MachineFacts`]) in the results file's shape, and
+    /// THP as found now.
+    pub fn read(fs: &Fs) -> Machine {
+        let f = MachineFacts::read(fs);
+        Machine {
+            cpus: f.cpus().unwrap_or(0),
+            cpu_model: f.cpu_model.unwrap_or_default(),
+            numa_nodes: f.nodes.unwrap_or(1).max(1),
+            memory_bytes: f.memory_bytes.unwrap_or(0),
+            kernel: f.kernel.unwrap_or_default(),
+            thp: ThpState::read(fs),
+        }
+    }
+
+    /// One line: `2 CPUs (AMD EPYC …), 1 NUMA node, 23.4 GiB, Linux 6.1.0, THP enabled=…`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}), {}, {} of memory, Linux {}, THP {}",
+            perfpilot_units::counted(self.cpus as u64, "CPU", "CPUs"),
+            if self.cpu_model.is_empty() {
+                "model unknown"
+            } else {
+                &self.cpu_model
+            },
+            perfpilot_units::counted(self.numa_nodes as u64, "NUMA node", "NUMA nodes"),
+            perfpilot_units::bytes(self.memory_bytes),
+            self.kernel,
+            self.thp.describe()
+        )
+    }
 }
 
 /// How a cell ended.

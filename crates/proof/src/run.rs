@@ -11,9 +11,9 @@ use perfpilot_sys::Fs;
 
 use crate::cells::{self, CellSetup};
 use crate::install;
-use crate::machine::Machine;
 use crate::options::{RunArgs, ServerName};
 use crate::procs;
+use crate::record::Machine;
 use crate::record::{self, CellRecord, Line, Outcome, RunHeader};
 use crate::schedule::{self, Step};
 use crate::servers::{self, Ctx, Load, Server, Warm};
@@ -35,7 +35,7 @@ fn perfpilot_binary(given: Option<&Path>) -> Result<PathBuf> {
         .and_then(|e| Some(e.parent()?.join("perfpilot")));
     sibling
         .filter(|p| p.is_file())
-        .or_else(|| procs::find_tool("perfpilot"))
+        .or_else(|| perfpilot_lab::tool::find("perfpilot"))
         .context("the perfpilot binary was not found next to perfpilot-proof or on PATH: build it (scripts/proof does) or pass --perfpilot")
 }
 

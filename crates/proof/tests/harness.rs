@@ -1,44 +1,18 @@
-//! The harness's logic without servers: round orders, the summary's math on a fixed results
+//! The harness's logic without servers: the plan of rounds, the summary's math on a fixed results
 //! file, the doc writer between markers, the restore guard on a fixture sysfs tree, and the
 //! daemon status reader. One real smoke (nginx, one round) is `#[ignore]`d: it needs root,
 //! nginx, wrk and a release build.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use perfpilot_proof::daemon::parse_status;
 use perfpilot_proof::doc::{self, BEGIN, END};
 use perfpilot_proof::options::{CellName, ServerName};
 use perfpilot_proof::record::{self, Line, Outcome};
-use perfpilot_proof::schedule::{orders, plan};
+use perfpilot_proof::schedule::plan;
 use perfpilot_proof::settings::{SettingsGuard, THP_ENABLED, ThpState};
 use perfpilot_proof::summary::{self, Accord, agreement, summarize, targets};
 use perfpilot_sys::Fs;
-
-#[test]
-fn each_round_runs_every_cell_once_and_the_orders_differ() {
-    let cells = CellName::ALL.to_vec();
-    let os = orders(&cells, 8, 42);
-    assert_eq!(os.len(), 8);
-    for o in &os {
-        let set: HashSet<_> = o.iter().collect();
-        assert_eq!(set.len(), cells.len(), "every cell once: {o:?}");
-    }
-    for w in os.windows(2) {
-        assert_ne!(w[0], w[1], "consecutive rounds share an order");
-    }
-    // In a block of as many rounds as cells, each cell takes each position once.
-    for pos in 0..cells.len() {
-        let at: HashSet<_> = os[..cells.len()].iter().map(|o| o[pos]).collect();
-        assert_eq!(at.len(), cells.len(), "position {pos} repeats a cell");
-    }
-    assert_eq!(
-        orders(&cells, 8, 42),
-        os,
-        "a seed gives the same plan again"
-    );
-    assert_ne!(orders(&cells, 8, 43), os);
-}
 
 #[test]
 fn the_plan_gives_the_expert_cell_to_postgres_only() {

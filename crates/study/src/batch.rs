@@ -224,7 +224,7 @@ fn execute(
 ) -> Result<Measurement, String> {
     let study = ctx.study;
     let n = layout.instances.len();
-    let numactl = deploy::on_path("numactl");
+    let numactl = perfpilot_lab::tool::find("numactl").is_some();
     let mut running: Vec<Running> = Vec::with_capacity(n);
     let stat_before = perfpilot_sys::stat::read_kernel_stat(&perfpilot_sys::Fs::live()).ok();
     let cpu_before = perfpilot_sys::children_cpu_time();

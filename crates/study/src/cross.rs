@@ -9,6 +9,7 @@
 //! jobs per second), since a latency or a time divided by cores means nothing.
 
 use perfpilot_drive::Measurement;
+use perfpilot_lab::MachineFacts;
 use perfpilot_store::{TrialPhase, TrialRecord, TrialStatus};
 use serde::{Deserialize, Serialize};
 
@@ -17,42 +18,6 @@ use crate::summary::Summary;
 
 /// The intervals' level.
 const LEVEL: f64 = 0.95;
-
-/// A machine as a study run recorded it (the store's `studies.host`); what a run did not
-/// record is `None`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Machine {
-    /// The CPU model (`model name` of /proc/cpuinfo, or `cpu` on POWER).
-    pub cpu_model: Option<String>,
-    /// The online CPUs as a list (`0-7`).
-    pub online: Option<String>,
-    /// Physical cores.
-    pub cores: Option<usize>,
-    /// Hardware threads per core.
-    pub smt: Option<usize>,
-    /// NUMA nodes.
-    pub nodes: Option<usize>,
-    /// MemTotal, bytes.
-    pub memory_bytes: Option<u64>,
-    /// The kernel release.
-    pub kernel: Option<String>,
-    /// The host name.
-    pub hostname: Option<String>,
-}
-
-impl Machine {
-    /// The machine of a run's stored host facts; facts that do not parse leave it unknown.
-    pub fn from_host_json(json: &str) -> Machine {
-        serde_json::from_str(json).unwrap_or_default()
-    }
-
-    /// How many CPUs were online.
-    pub fn cpus(&self) -> Option<usize> {
-        let list = self.online.as_deref()?;
-        perfpilot_sys::CpuSet::parse(list).ok().map(|s| s.len())
-    }
-}
 
 /// `b`'s figure over `a`'s, oriented so that > 1 means `b` is better, with its 95 % interval.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -90,9 +55,9 @@ pub struct ConfigRatio {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CrossSystem {
     /// The machine run `a` ran on.
-    pub machine_a: Machine,
+    pub machine_a: MachineFacts,
     /// The machine run `b` ran on.
-    pub machine_b: Machine,
+    pub machine_b: MachineFacts,
     /// The objective's unit (run `a`'s).
     pub unit: String,
     /// What per core and per instance divide: the objective's unit when higher is better,
@@ -196,8 +161,8 @@ pub fn cross_system(
         sa.rate_unit.clone()
     };
     let mut out = CrossSystem {
-        machine_a: Machine::from_host_json(host_a),
-        machine_b: Machine::from_host_json(host_b),
+        machine_a: MachineFacts::from_json(host_a),
+        machine_b: MachineFacts::from_json(host_b),
         unit: sa.unit.clone(),
         rate_unit,
         refused: None,

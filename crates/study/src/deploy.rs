@@ -3,7 +3,6 @@
 //! instances (bound with `taskset`/`numactl`), readiness checks, and stopping it all again.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,9 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use perfpilot_drive::fetch;
+use perfpilot_lab::process::{self, StopSignal};
+use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
 use perfpilot_sys::failpoint::kill_point;
-use perfpilot_sys::{Fs, net};
 
 use crate::layout::{InstanceLayout, Layout};
 use crate::spec::{Config, Ready, Study, render, split_words};
@@ -196,7 +196,7 @@ impl Deployed {
                     "instance {} (pid {}) exited ({status}){}",
                     inst.index,
                     inst.pid,
-                    log_tail(&inst.log)
+                    perfpilot_lab::log::ends(&inst.log, "stderr")
                 ));
             }
         }
@@ -207,7 +207,11 @@ impl Deployed {
     pub fn stop(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         for inst in &mut self.instances {
-            stop_child(&mut inst.child);
+            process::stop(
+                &mut inst.child,
+                StopSignal::Terminate,
+                Duration::from_secs(5),
+            );
             let _ = std::fs::remove_file(&inst.log);
         }
         self.instances.clear();
@@ -227,36 +231,6 @@ impl Drop for Deployed {
             eprintln!("perfpilot study: {p}");
         }
     }
-}
-
-fn stop_child(child: &mut Child) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
-    // Our own child, not yet reaped; if it is gone meanwhile, the wait below sees it.
-    let _ = perfpilot_sys::signal::terminate(child.id());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-pub(crate) fn log_tail(path: &Path) -> String {
-    let mut text = String::new();
-    if let Ok(mut f) = std::fs::File::open(path) {
-        let _ = f.read_to_string(&mut text);
-    }
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    let tail = &lines[lines.len().saturating_sub(3)..];
-    format!("; its stderr ends: {}", tail.join(" | "))
 }
 
 /// Runs `cmd` with `sh -c` in `workdir`; an error gives the exit status and stderr.
@@ -279,27 +253,6 @@ pub fn shell(cmd: &str, workdir: Option<&Path>) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
-}
-
-/// `n` free ports from `base` up; notes say which wanted ports were in use.
-pub fn free_ports(base: u16, n: usize, notes: &mut Vec<String>) -> Result<Vec<u16>, String> {
-    let mut ports = Vec::with_capacity(n);
-    let mut p = u32::from(base);
-    while ports.len() < n {
-        if p > u32::from(u16::MAX) || p > u32::from(base) + 200 + n as u32 {
-            return Err(format!(
-                "no {n} free ports from {base} on: too many are in use"
-            ));
-        }
-        let port = p as u16;
-        if net::port_free(port) {
-            ports.push(port);
-        } else {
-            notes.push(format!("port {port} is in use; skipped it"));
-        }
-        p += 1;
-    }
-    Ok(ports)
 }
 
 /// The template values of instance `inst` of `config`.
@@ -329,12 +282,6 @@ pub fn values_for(
         );
     }
     v
-}
-
-/// Whether a program is on `PATH`.
-pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 /// The binding wrapper of an instance: `taskset -c CPUS`, or `numactl --physcpubind=CPUS
@@ -399,7 +346,7 @@ pub fn deploy(
     mut notes: Vec<String>,
 ) -> Result<Deployed, String> {
     let n = layout.instances.len();
-    let numactl = on_path("numactl");
+    let numactl = perfpilot_lab::tool::find("numactl").is_some();
     let mut dep = Deployed {
         instances: Vec::new(),
         notes: Vec::new(),
@@ -508,11 +455,4 @@ pub fn http_ok(url: &str) -> Result<(), String> {
     fetch::get(url, READY_GET_TIMEOUT)
         .map(|_| ())
         .map_err(|e| e.failure.to_string())
-}
-
-/// CPU seconds (user + system) process `pid` has used so far.
-pub fn cpu_seconds(pid: u32) -> Option<f64> {
-    let mut r = perfpilot_sys::process::ProcReader::new(&Fs::live());
-    let st = r.stat(i32::try_from(pid).ok()?).ok()?;
-    Some((st.utime + st.stime) as f64 / perfpilot_sys::clock_ticks_per_sec() as f64)
 }

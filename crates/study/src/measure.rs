@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use perfpilot_drive::{
     BodyTemplate, CpuUsage, DataSource, DriveSpec, Load, Measurement, RunControl, ThinkTime,
 };
+use perfpilot_lab::measure::CpuMark;
 
 use crate::deploy::{self, Deployed};
 use crate::layout::Layout;
@@ -28,7 +29,6 @@ pub(crate) fn measure(
     let pids: Vec<u32> = dep.instances.iter().map(|i| i.pid).collect();
     // The built-in driver runs in this process; its CPU is read with the instances'.
     let builtin = matches!(study.load.kind, LoadKind::Builtin { .. });
-    let me = std::process::id();
     let n = layout.instances.len();
     let targets: Vec<String> = dep
         .instances
@@ -49,39 +49,33 @@ pub(crate) fn measure(
         LoadKind::Builtin { .. } => run.warmup,
         LoadKind::Command { .. } | LoadKind::Batch { .. } => Duration::ZERO,
     };
+    let fs = perfpilot_sys::Fs::live();
     let (result, cpu, driver) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
             let until = Instant::now() + warmup;
             while Instant::now() < until && !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let start: Vec<Option<f64>> = pids.iter().map(|&p| deploy::cpu_seconds(p)).collect();
-            (Instant::now(), start, deploy::cpu_seconds(me))
+            CpuMark::now(&fs, &pids)
         });
         let result = drive(study, config, &targets, users, stop);
-        let end: Vec<Option<f64>> = pids.iter().map(|&p| deploy::cpu_seconds(p)).collect();
-        let driver_end = deploy::cpu_seconds(me);
-        let ended = Instant::now();
-        let joined = sampler.join().ok();
-        let driver = joined.as_ref().and_then(|(t0, _, driver_start)| {
-            let secs = ended.duration_since(*t0).as_secs_f64().max(1e-3);
-            Some((driver_end? - (*driver_start)?).max(0.0) / secs)
-        });
-        let cpu = joined.map(|(t0, start, _)| {
-            let secs = ended.duration_since(t0).as_secs_f64().max(1e-3);
-            start
+        let end = CpuMark::now(&fs, &pids);
+        // Cores of the machine do not matter here: only the processes' and our own are used.
+        let window = sampler.join().ok().map(|start| end.since(&start, 1.0));
+        let driver = window.as_ref().map(|w| w.own_cores);
+        let cpu = window.map(|w| {
+            w.proc_seconds
                 .iter()
-                .zip(&end)
                 .zip(&pids)
                 .enumerate()
-                .filter_map(|(i, ((a, b), pid))| {
-                    let cpu_s = (b.as_ref()? - a.as_ref()?).max(0.0);
+                .filter_map(|(i, (cpu_s, pid))| {
+                    let cpu_s = (*cpu_s)?;
                     Some(CpuUsage {
                         name: format!("instance-{i}"),
                         pid: Some(*pid),
                         tier: Some("app".into()),
                         cpu_s,
-                        cores: cpu_s / secs,
+                        cores: cpu_s / w.secs,
                     })
                 })
                 .collect::<Vec<_>>()

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
+use perfpilot_lab::MachineFacts;
+use perfpilot_lab::schedule::shuffled;
 use perfpilot_observe::Topology;
 use perfpilot_store::{RunState, Store, TrialPhase, TrialRecord, TrialStatus};
 use perfpilot_sys::Fs;
@@ -24,7 +26,6 @@ use crate::race::{Elimination, Left, chance_of_best, race_round, race_step};
 use crate::rounds::{Round, Session, batch_rounds, hosts_note};
 use crate::scores::{best_mean, blocks, race_trial};
 use crate::spec::{Budget, Config, Method, Study};
-use crate::stats::Rng;
 use crate::summary::{
     Summary, against_baseline, indistinguishable, measurement_notes, measurement_warnings,
     no_trial_completed, paired_gain, phase_figures, verdict,
@@ -108,43 +109,7 @@ pub fn stored_study(store: &Path, run: i64) -> Result<Study> {
     Study::parse(&rec.spec, Path::new(&rec.file))
 }
 
-/// The machine facts stored with a run.
-pub(crate) fn host_json(topo: &Topology) -> String {
-    // The machine, so that runs on two machines can be told apart and compared per core.
-    let fs = perfpilot_sys::Fs::live();
-    let text = |rel: &str| fs.read(rel).ok().map(|t| t.trim().to_string());
-    let cpu_model = text("proc/cpuinfo").and_then(|t| cpu_model(&t));
-    let memory = perfpilot_sys::stat::read_meminfo(&fs)
-        .ok()
-        .and_then(|m| m.get("MemTotal").copied());
-    serde_json::json!({
-        "online": topo.online.to_string(),
-        "nodes": topo.nodes.len(),
-        "llcs": topo.llcs().count(),
-        "cores": topo.cores().count(),
-        "smt": topo.smt_width(),
-        "cpu_model": cpu_model,
-        "kernel": text("proc/sys/kernel/osrelease"),
-        "hostname": text("proc/sys/kernel/hostname"),
-        "memory_bytes": memory,
-    })
-    .to_string()
-}
-
-/// The CPU model in /proc/cpuinfo's text: x86's `model name`, else POWER's `cpu` (matched
-/// whole: x86's `cpu family` is a number, not the model).
-pub(crate) fn cpu_model(cpuinfo: &str) -> Option<String> {
-    let field = |name: &str| {
-        cpuinfo
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .find(|(k, _)| k.trim() == name)
-            .map(|(_, v)| v.trim().to_string())
-    };
-    field("model name").or_else(|| field("cpu"))
-}
-
-/// Machine facts `facts` (as [`host_json`] gives them) with the hosts that ran the trials.
+/// Machine facts `facts` (as [`MachineFacts::to_json`] gives them) with the hosts that ran the trials.
 fn with_hosts(facts: &str, hosts: &[String]) -> String {
     let mut v: serde_json::Value =
         serde_json::from_str(facts).unwrap_or_else(|_| serde_json::json!({}));
@@ -352,12 +317,11 @@ impl Session<'_> {
         let n = study.run.confirm_rounds;
         let rounds = (1..=n)
             .map(|round| {
-                let mut pair = vec![winner.clone(), study.run.baseline.clone()];
-                Rng::new(study.run.seed ^ 0xC0FF_EE00 ^ round as u64).shuffle(&mut pair);
+                let pair = [winner.clone(), study.run.baseline.clone()];
                 Round {
                     phase: TrialPhase::Confirm,
                     round,
-                    order: pair,
+                    order: shuffled(&pair, study.run.seed ^ 0xC0FF_EE00 ^ round as u64),
                     label: format!("confirmation round {round} of {n}"),
                 }
             })
@@ -375,9 +339,10 @@ struct Leaving<'a> {
 
 /// Race round `round`'s order of `alive`: a shuffle seeded by the run's seed and the round.
 fn race_order(seed: u64, round: usize, alive: &[Config]) -> Vec<Config> {
-    let mut order = alive.to_vec();
-    Rng::new(seed.wrapping_mul(1_000_003).wrapping_add(round as u64)).shuffle(&mut order);
-    order
+    shuffled(
+        alive,
+        seed.wrapping_mul(1_000_003).wrapping_add(round as u64),
+    )
 }
 
 /// Runs (or resumes) a study and stores every trial and the summary.
@@ -391,7 +356,10 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
     // Layouts are planned on the first host's machine (this one without `--hosts`).
     let (plan_topo, facts) = match remotes.first() {
         Some(Some(r)) => (r.topology.clone(), r.facts.clone()),
-        _ => (topo.clone(), host_json(topo)),
+        _ => (
+            topo.clone(),
+            MachineFacts::with_topology(&Fs::live(), topo).to_json(),
+        ),
     };
     let names: Vec<String> = opts.hosts.iter().map(|h| h.trim().to_string()).collect();
     let facts = match remotes.is_empty() {
@@ -729,21 +697,4 @@ pub(crate) fn finalists(
     let w = winner.map(Config::key);
     let same = indistinguishable(trials, alive, w.as_deref(), worse, eliminated);
     (chance, same)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::cpu_model;
-
-    #[test]
-    fn the_cpu_model_is_the_model_name_not_the_cpu_family() {
-        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2445.434\n";
-        assert_eq!(cpu_model(x86).as_deref(), Some("AMD EPYC"));
-        let power = "processor\t: 0\ncpu\t\t: POWER8E (raw), altivec supported\nclock\t\t: 3690.000000MHz\n";
-        assert_eq!(
-            cpu_model(power).as_deref(),
-            Some("POWER8E (raw), altivec supported")
-        );
-        assert_eq!(cpu_model("processor\t: 0\n"), None);
-    }
 }

@@ -5,13 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use perfpilot_lab::MachineFacts;
 use perfpilot_observe::Topology;
 use perfpilot_store::{RunState, Store, TrialPhase, TrialStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StudyError};
 use crate::progress::Progress;
-use crate::runner::{RunOptions, host_json, knob_journal};
+use crate::runner::{RunOptions, knob_journal};
 use crate::spec::Study;
 use crate::trial::{TrialContext, driver_saturation, run_trial, to_record};
 
@@ -125,7 +126,7 @@ pub fn run_scaling(
         &format!("{} (scaling)", study.name),
         &study.path.display().to_string(),
         &study.source,
-        &host_json(topo),
+        &MachineFacts::with_topology(&perfpilot_sys::Fs::live(), topo).to_json(),
     )?;
     let config = &study.scaling.config;
     let progress = Progress::new(opts.progress, users.len());

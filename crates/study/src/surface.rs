@@ -163,6 +163,11 @@ pub struct BenchRun {
     pub trials: usize,
     /// Configurations raced.
     pub raced: usize,
+    /// The planted value of the best configuration raced, as a share of the best's: below
+    /// the chosen one's share only when the search found better than it chose.
+    pub best_raced: f64,
+    /// The race trials the chosen configuration ran (the evidence it was chosen on).
+    pub chosen_trials: usize,
     /// Iterations run.
     pub iterations: usize,
     /// The confirmation's verdict against the baseline.
@@ -210,6 +215,13 @@ pub fn bench(seeds: &[u64], budget: Option<Budget>, dir: &Path, topo: &Topology)
             .iter()
             .find(|(k, _)| *k == chosen)
             .map_or(0.0, |t| t.1);
+        let share = |k: &str| truths.iter().find(|(t, _)| t == k).map_or(0.0, |t| t.1);
+        let best_raced = (s.configurations.iter())
+            .map(|c| share(&c.config))
+            .fold(0.0, f64::max);
+        let chosen_trials = (s.configurations.iter())
+            .find(|c| c.config == chosen)
+            .map_or(0, |c| c.trials);
         runs.push(BenchRun {
             seed,
             rank: truths
@@ -220,6 +232,8 @@ pub fn bench(seeds: &[u64], budget: Option<Budget>, dir: &Path, topo: &Topology)
             chosen,
             trials: s.trials_run,
             raced: s.configurations.len(),
+            best_raced: best_raced / best.1,
+            chosen_trials,
             iterations: s.search.as_ref().map_or(0, |x| x.iterations.len()),
             verdict: s.verdict.clone(),
         });

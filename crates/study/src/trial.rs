@@ -192,10 +192,11 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         return o;
     }
     let mut notes = Vec::new();
-    let ports = match deploy::free_ports(study.deployment.base_port, n, &mut notes) {
-        Ok(p) => p,
-        Err(e) => return fail(detail, e),
-    };
+    let ports =
+        match perfpilot_lab::port::free_ports_from(study.deployment.base_port, n, &mut notes) {
+            Ok(p) => p,
+            Err(e) => return fail(detail, e.to_string()),
+        };
     detail.ports = ports.clone();
     let mut dep = match deploy::deploy(study, &tconf, &layout, &ports, ctx.stop, notes) {
         Ok(d) => d,

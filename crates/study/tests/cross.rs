@@ -5,7 +5,7 @@
 use perfpilot_drive::{CpuUsage, LoadShape, Measurement};
 use perfpilot_store::{TrialPhase, TrialRecord, TrialStatus};
 use perfpilot_study::Summary;
-use perfpilot_study::cross::{CrossRatio, Machine, cross_system};
+use perfpilot_study::cross::{CrossRatio, cross_system};
 
 fn summary(goal: &str, unit: &str, higher: bool) -> Summary {
     Summary {
@@ -173,21 +173,4 @@ fn configurations_one_run_measured_are_listed_and_failed_trials_do_not_count() {
     assert!(r.per_core.is_none());
     assert_eq!(x.only_a, vec!["instances=2".to_string()]);
     assert_eq!(x.only_b, vec!["instances=4".to_string()]);
-}
-
-#[test]
-fn the_machine_is_read_from_the_stored_host_facts() {
-    let host = r#"{"online":"0-7","nodes":1,"llcs":1,"cores":4,"smt":2,"cpu_model":"POWER8E (raw), altivec supported","kernel":"6.1.0","hostname":"p8","memory_bytes":17179869184,"trial_hosts":"local"}"#;
-    let m = Machine::from_host_json(host);
-    assert_eq!(m.cpus(), Some(8));
-    assert_eq!(m.cores, Some(4));
-    assert_eq!(
-        m.cpu_model.as_deref(),
-        Some("POWER8E (raw), altivec supported")
-    );
-    assert_eq!(m.memory_bytes, Some(17_179_869_184));
-    // An old run's facts without the machine, or none at all, leave it unknown.
-    let old = Machine::from_host_json(r#"{"online":"0-1","cores":2}"#);
-    assert_eq!((old.cpus(), old.cpu_model), (Some(2), None));
-    assert_eq!(Machine::from_host_json("not json"), Machine::default());
 }

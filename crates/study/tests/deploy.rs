@@ -1,22 +1,8 @@
-//! Ports in use are skipped; HTTP readiness; the binding wrapper.
+//! HTTP readiness; the binding wrapper.
 
 use perfpilot_study::InstanceLayout;
-use perfpilot_study::deploy::{free_ports, http_ok, wrapper};
+use perfpilot_study::deploy::{http_ok, wrapper};
 use perfpilot_sys::CpuSet;
-use perfpilot_sys::net::port_free;
-
-#[test]
-fn a_port_in_use_is_skipped_and_noted() {
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = taken.local_addr().unwrap().port();
-    assert!(!port_free(port));
-    let mut notes = Vec::new();
-    let ports = free_ports(port, 2, &mut notes).unwrap();
-    assert_eq!(ports.len(), 2);
-    assert!(!ports.contains(&port));
-    assert!(ports.iter().all(|p| *p > port));
-    assert_eq!(notes[0], format!("port {port} is in use; skipped it"));
-}
 
 #[test]
 fn readiness_needs_a_2xx_answer() {

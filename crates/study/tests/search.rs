@@ -441,6 +441,43 @@ fn the_known_answer_bed_is_a_valid_study_whose_search_gets_near_the_best() {
     assert!(out.summary.trials_run <= 1250);
 }
 
+#[test]
+fn an_iterated_search_ends_by_halving_its_elites_to_one_and_spends_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let study = parse(SPACE).unwrap();
+    let out = simulated_run(&study, &dir.path().join("h.db"), Arc::new(Smooth));
+    let s = &out.summary;
+    let its = &s.search.as_ref().unwrap().iterations;
+    let finals: Vec<_> = its
+        .iter()
+        .filter(|i| i.ended.starts_with("final selection"))
+        .collect();
+    assert!(!finals.is_empty(), "{its:?}");
+    // The final phases come last, draw nothing new, and halve their candidates down to one:
+    // the winner.
+    let first = its.len() - finals.len();
+    assert!(its[..first].iter().all(|i| !i.ended.starts_with("final")));
+    for (a, b) in finals.iter().zip(finals.iter().skip(1)) {
+        assert_eq!(b.raced, a.raced.div_ceil(2), "{a:?} then {b:?}");
+    }
+    for f in &finals {
+        assert_eq!(f.new, 0);
+        assert_eq!(f.elites.len(), f.raced.div_ceil(2));
+        assert!(f.rounds.1 >= f.rounds.0, "{f:?}");
+    }
+    let last = finals.last().unwrap();
+    assert_eq!(last.elites.len(), 1);
+    assert_eq!(Some(&last.elites[0].0), s.winner.as_ref());
+    // No stop leaves budget unspent: what is left is what the phases' rounds could not
+    // divide among their candidates.
+    let candidates: usize = finals.iter().map(|f| f.raced).sum();
+    assert!(
+        s.trials_run + candidates >= 300 && s.trials_run <= 300,
+        "{} trials, {candidates} candidates",
+        s.trials_run
+    );
+}
+
 /// `Smooth`, stopping the run (as Ctrl-C does) after `after` trials.
 #[derive(Debug)]
 struct Stopping {

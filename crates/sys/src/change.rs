@@ -77,7 +77,8 @@ pub enum Undo {
         previous: Vec<(u64, i32)>,
     },
     /// Collapsed ranges: undone by splitting them back where the kernel allows it
-    /// ([`crate::split`]), else left as they are ([`Restored::Irreversible`]).
+    /// ([`crate::split`]: any memory through debugfs, private anonymous memory by `MADV_COLD`),
+    /// else left as they are ([`Restored::Irreversible`]).
     Collapse {
         /// The process.
         pid: i32,
@@ -352,7 +353,8 @@ pub fn apply(fs: &Fs, c: &Change) -> Result<Applied> {
 
 /// Restores the state recorded in `u`. Threads and pages of a process that is gone are
 /// skipped and counted; pages that were not mapped or populated before are skipped; a
-/// collapse is [`Restored::Irreversible`].
+/// collapse is split back where [`crate::split`] can (any memory through debugfs, private
+/// anonymous memory by `MADV_COLD`), else [`Restored::Irreversible`].
 pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
     Ok(match u {
         Undo::Affinity { pid, masks } => {
@@ -397,6 +399,33 @@ pub fn undo(fs: &Fs, u: &Undo) -> Result<Restored> {
                 Restored::Split {
                     what: format!(
                         "{} range(s) of pid {pid} ({} MiB) split back into small pages{left}",
+                        o.ranges,
+                        o.bytes >> 20
+                    ),
+                }
+            }
+            Err(why) if crate::split::cold_covers(fs, *pid, ranges) => {
+                let o = match crate::split::split_cold(fs, *pid, ranges) {
+                    Ok(o) => o,
+                    Err(e) if e.is_vanished() => {
+                        return Ok(Restored::Irreversible {
+                            what: format!("pid {pid} has exited: its huge pages went with it"),
+                        });
+                    }
+                    Err(e) => return Err(e),
+                };
+                let left = if o.left > 0 {
+                    format!(
+                        "; {} kB of them still in huge pages after {} passes (in use while split)",
+                        o.left >> 10,
+                        o.passes
+                    )
+                } else {
+                    String::new()
+                };
+                Restored::Split {
+                    what: format!(
+                        "{} range(s) of private memory of pid {pid} ({} MiB) split back into small pages by MADV_COLD (debugfs: {why}){left}",
                         o.ranges,
                         o.bytes >> 20
                     ),

@@ -132,6 +132,11 @@ pub fn pidfd_open(pid: i32) -> Result<OwnedFd> {
 }
 
 fn process_madvise(pidfd: &OwnedFd, iov: &[libc::iovec]) -> io::Result<u64> {
+    advise(pidfd, iov, MADV_COLLAPSE)
+}
+
+/// `process_madvise(pidfd, iov, advice)`: the bytes advised.
+pub(crate) fn advise(pidfd: &OwnedFd, iov: &[libc::iovec], advice: libc::c_int) -> io::Result<u64> {
     use std::os::fd::AsRawFd;
     // SAFETY: iov points at `iov.len()` valid iovec structs, which the kernel only reads; the
     // addresses they hold belong to the target process and are never dereferenced here.
@@ -141,7 +146,7 @@ fn process_madvise(pidfd: &OwnedFd, iov: &[libc::iovec]) -> io::Result<u64> {
             pidfd.as_raw_fd(),
             iov.as_ptr(),
             iov.len(),
-            MADV_COLLAPSE,
+            advice,
             0 as libc::c_uint,
         )
     };
@@ -202,7 +207,7 @@ fn pieces(ranges: &[(u64, u64)]) -> Vec<(usize, u64, u64)> {
 }
 
 /// The huge-page size advised one at a time after a failure.
-const HUGE_PAGE: u64 = 2 << 20;
+pub(crate) const HUGE_PAGE: u64 = 2 << 20;
 
 /// Advises `[start, start + len)` one huge page (or the partial page at either end) at a time,
 /// adding what took to `out.bytes_ok` and each failure to `out.failed`. `Ok(true)` when all

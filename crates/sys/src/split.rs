@@ -3,8 +3,15 @@
 //! 5.13) and splits every transparent huge page mapped in that range of that process —
 //! anonymous memory, shared memory (shmem/tmpfs folios are split in the page cache, for every
 //! process mapping them) and file pages alike. It needs debugfs mounted and writable: kernels
-//! under lockdown, and some hypervisors' guests, refuse the write (EPERM), and then a
-//! collapse stays a one-way change.
+//! under lockdown, and some hypervisors' guests, refuse the write (EPERM).
+//!
+//! Where it does, [`split_cold`] splits what it can without debugfs: `process_madvise(MADV_COLD)`
+//! over a huge page less its first small page makes the kernel split a huge page the advice
+//! covers only in part, and the pages advised go to the inactive list: reclaimed first under
+//! memory pressure, nothing otherwise. For shared memory it splits the advised process's mapping (the TLB cost returns)
+//! while the page-cache folio stays huge, so the undo of a collapse uses it only for private
+//! anonymous memory ([`cold_covers`]); a shared segment's undo record would have to name every
+//! process that maps it (docs/optimizer.md).
 
 use std::io::Write;
 
@@ -89,6 +96,97 @@ pub fn split(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> std::io::Result<SplitO
     Ok(out)
 }
 
+/// Splits the huge pages `pid` maps in each `(start, len)` range by `process_madvise(MADV_COLD)`
+/// over every huge page but its first small page (see the module comment), again after a
+/// growing pause while that still splits more, at most [`PASSES`] times. `left` counts what
+/// stays mapped huge (pages in use at each pass).
+pub fn split_cold(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> crate::Result<SplitOutcome> {
+    let pidfd = crate::collapse::pidfd_open(pid)?;
+    let iov = cold_pieces(ranges);
+    let mut out = SplitOutcome {
+        ranges: ranges.len(),
+        bytes: ranges.iter().map(|&(_, len)| len).sum(),
+        ..SplitOutcome::default()
+    };
+    let mut before = u64::MAX;
+    for pass in 0..PASSES {
+        for batch in iov.chunks(crate::collapse::IOV_MAX) {
+            let v: Vec<libc::iovec> = batch
+                .iter()
+                .map(|&(a, l)| libc::iovec {
+                    iov_base: a as usize as *mut libc::c_void,
+                    iov_len: l as usize,
+                })
+                .collect();
+            crate::collapse::advise(&pidfd, &v, libc::MADV_COLD).map_err(|source| {
+                crate::Error::Syscall {
+                    call: "process_madvise(MADV_COLD)",
+                    target: format!("pid {pid}"),
+                    source,
+                }
+            })?;
+        }
+        out.passes = pass + 1;
+        let Ok(smaps) = std::fs::read_to_string(fs.path(&format!("proc/{pid}/smaps"))) else {
+            out.left = 0;
+            break;
+        };
+        out.left = crate::process::huge_in_ranges(&smaps, ranges);
+        // Nothing left, or nothing more split by this pass: what stays is shared or pinned.
+        if out.left == 0 || out.left >= before {
+            break;
+        }
+        before = out.left;
+        std::thread::sleep(std::time::Duration::from_millis(20 << pass));
+    }
+    Ok(out)
+}
+
+/// Whether [`split_cold`] splits every huge page of `pid` in `ranges` back: each range lies in
+/// private anonymous mappings of it. Shared memory would stay in huge folios that other
+/// processes map huge, so it does not count. False on a fixture tree or where the maps cannot be
+/// read (the process gone).
+pub fn cold_covers(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> bool {
+    if !fs.is_live() || ranges.is_empty() {
+        return false;
+    }
+    let Ok(maps) = crate::process::ProcReader::new(fs).maps(pid) else {
+        return false;
+    };
+    ranges.iter().all(|&(start, len)| {
+        let end = start.saturating_add(len);
+        let mut a = start;
+        // A range may run over neighbouring mappings; each must be private and anonymous.
+        while a < end {
+            match maps
+                .iter()
+                .find(|m| m.start <= a && a < m.end && m.is_private_anon())
+            {
+                Some(m) => a = m.end,
+                None => return false,
+            }
+        }
+        true
+    })
+}
+
+/// The pieces [`split_cold`] advises: each huge page inside the ranges less its first small
+/// page, `(start, len)`.
+fn cold_pieces(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let huge = crate::collapse::HUGE_PAGE;
+    let small = crate::page_size();
+    let mut out = Vec::new();
+    for &(start, len) in ranges {
+        let end = start.saturating_add(len);
+        let mut a = start.div_ceil(huge) * huge;
+        while a.saturating_add(huge) <= end {
+            out.push((a + small, huge - small));
+            a += huge;
+        }
+    }
+    out
+}
+
 /// One write of `PID,START,END` (each write is one command to the kernel).
 fn write_range(fs: &Fs, pid: i32, start: u64, end: u64) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
@@ -100,6 +198,21 @@ fn write_range(fs: &Fs, pid: i32, start: u64, end: u64) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cold_split_advises_each_whole_huge_page_inside_a_range_but_its_first_small_page() {
+        let (huge, small) = (crate::collapse::HUGE_PAGE, crate::page_size());
+        // A range from half a huge page in to three and a half: huge pages 1 and 2 are whole.
+        let p = cold_pieces(&[(huge / 2, 3 * huge)]);
+        assert_eq!(
+            p,
+            vec![
+                (huge + small, huge - small),
+                (2 * huge + small, huge - small)
+            ]
+        );
+        assert!(cold_pieces(&[(huge + small, huge)]).is_empty());
+    }
 
     #[test]
     fn a_tree_without_the_debugfs_file_says_splitting_is_not_supported_and_one_with_it_takes_the_ranges()

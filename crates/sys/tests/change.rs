@@ -442,9 +442,43 @@ fn collapse_promotes_anonymous_memory() {
     assert_eq!(o.failed.len(), 1);
     assert_eq!(o.failed[0].reason, CollapseFailure::NoMemory, "{o:?}");
 
+    // Undone: private memory is split back into small pages (through debugfs where the kernel
+    // allows it, else by MADV_COLD).
+    assert!(perfpilot_sys::split::cold_covers(
+        &fs,
+        kid.pid,
+        &[(kid.anon, 64 << 20)]
+    ));
     let r = change::undo(&fs, &u).unwrap();
-    assert!(matches!(r, Restored::Irreversible { .. }), "{r:?}");
-    assert!(kid.anon_huge() >= 32 << 20);
+    assert!(matches!(r, Restored::Split { .. }), "{r:?}");
+    assert_eq!(kid.anon_huge(), 0, "{r:?}");
+}
+
+#[test]
+fn cold_advice_over_all_but_the_first_small_page_splits_collapsed_private_memory_back() {
+    if !is_root() {
+        eprintln!("skipped: needs root (CAP_SYS_NICE, THP sysfs)");
+        return;
+    }
+    let _lock = THP_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let enabled = format!("{THP}/enabled");
+    let fs = Fs::live();
+    let _guard = (read_knob(&fs, &enabled).unwrap() != "madvise")
+        .then(|| KnobGuard::set(&enabled, "madvise"));
+    let kid = Kid::spawn(0, 64, 0);
+    let ranges = [(kid.anon, 64u64 << 20)];
+    perfpilot_sys::collapse::collapse(kid.pid, &ranges).unwrap();
+    let collapsed = kid.anon_huge();
+    assert!(
+        collapsed >= 32 << 20,
+        "AnonHugePages after the collapse: {collapsed}"
+    );
+    let o = perfpilot_sys::split::split_cold(&fs, kid.pid, &ranges).unwrap();
+    eprintln!("cold split: {} kB huge -> {o:?}", collapsed >> 10);
+    assert_eq!((o.left, kid.anon_huge()), (0, 0), "{o:?}");
+    // The split is undone in turn by collapsing again.
+    perfpilot_sys::collapse::collapse(kid.pid, &ranges).unwrap();
+    assert_eq!(kid.anon_huge(), collapsed);
 }
 
 #[test]

@@ -11,59 +11,52 @@
 pub mod netns;
 pub mod tls;
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use perfpilot_lab::process::{self, NotReady, StopSignal};
 
 /// How long a server may take to start listening.
 const START_LIMIT: Duration = Duration::from_secs(30);
 
 /// A free loopback port (bound then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    perfpilot_lab::port::free_port().expect("free port")
 }
 
 /// Waits until `port` on 127.0.0.1 accepts connections; panics if `child` exits first or
 /// after 30 s.
 pub fn wait_for_port(port: u16, child: &mut Child, what: &str) {
-    let deadline = Instant::now() + START_LIMIT;
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} exited before listening: {status}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    match process::wait_ready(
+        child,
+        START_LIMIT,
+        || process::accepts("127.0.0.1", port),
+        &|| false,
+    ) {
+        Ok(()) => {}
+        Err(NotReady::Exited(status)) => panic!("{what} exited before listening: {status}"),
+        Err(_) => panic!("{what} did not listen on 127.0.0.1:{port} within {START_LIMIT:?}"),
     }
-    panic!("{what} did not listen on 127.0.0.1:{port} within {START_LIMIT:?}");
 }
 
 /// Waits until the Unix socket `path` exists; panics if `child` exits first or after 30 s.
 pub fn wait_for_path(path: &Path, child: &mut Child, what: &str) {
-    let deadline = Instant::now() + START_LIMIT;
-    while Instant::now() < deadline {
-        if path.exists() {
-            return;
+    match process::wait_ready(child, START_LIMIT, || path.exists(), &|| false) {
+        Ok(()) => {}
+        Err(NotReady::Exited(status)) => {
+            panic!("{what} exited before creating {}: {status}", path.display())
         }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} exited before creating {}: {status}", path.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        Err(_) => panic!(
+            "{what} did not create {} within {START_LIMIT:?}",
+            path.display()
+        ),
     }
-    panic!(
-        "{what} did not create {} within {START_LIMIT:?}",
-        path.display()
-    );
 }
 
-/// The path of `tool` on `PATH` (or in `/usr/sbin`, PostgreSQL 15's bin directory); panics
-/// with an install hint when it is missing.
+/// The path of `tool` (`perfpilot_lab::tool::find`: `PATH`, the `sbin` directories, the
+/// newest PostgreSQL's); panics with an install hint when it is missing.
 pub fn require(tool: &str) -> PathBuf {
     find(tool).unwrap_or_else(|| {
         panic!(
@@ -75,12 +68,7 @@ pub fn require(tool: &str) -> PathBuf {
 
 /// The path of `tool` like [`require`], or `None` when it is not installed.
 pub fn find(tool: &str) -> Option<PathBuf> {
-    std::env::var("PATH")
-        .unwrap_or_default()
-        .split(':')
-        .chain(["/usr/sbin", "/usr/lib/postgresql/15/bin"])
-        .map(|dir| Path::new(dir).join(tool))
-        .find(|p| p.is_file())
+    perfpilot_lab::tool::find(tool)
 }
 
 /// A temporary directory removed on drop.
@@ -130,17 +118,11 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         // SIGTERM first so servers such as PostgreSQL shut down cleanly, then SIGKILL.
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        process::stop(
+            &mut self.child,
+            StopSignal::Terminate,
+            Duration::from_secs(5),
+        );
     }
 }
 
@@ -295,14 +277,9 @@ pub fn is_root() -> bool {
 
 /// The uid (`flag` = `-u`) or gid (`-g`) of the OS user `user`.
 pub fn id_of(flag: &str, user: &str) -> u32 {
-    let out = Command::new("id")
-        .args([flag, user])
-        .output()
-        .expect("run id");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("the OS user {user} does not exist"))
+    let (uid, gid) = perfpilot_lab::user::ids(user)
+        .unwrap_or_else(|| panic!("the OS user {user} does not exist"));
+    if flag == "-g" { gid } else { uid }
 }
 
 /// Runs a PostgreSQL binary, as the `postgres` user when we are root (initdb refuses root).

@@ -78,12 +78,20 @@ fn print_bench(b: &Bench) {
         100.0 * b.budget as f64 / b.exhaustive_five as f64
     );
     println!(
-        "{:>5} {:>8} {:>6} {:>8} {:>8} {:>7} {:>10}  chosen",
-        "seed", "of best", "rank", "trials", "of ex×5", "raced", "iterations"
+        "{:>5} {:>8} {:>6} {:>8} {:>8} {:>7} {:>10} {:>11} {:>7}  chosen",
+        "seed",
+        "of best",
+        "rank",
+        "trials",
+        "of ex×5",
+        "raced",
+        "iterations",
+        "best raced",
+        "its n"
     );
     for r in &b.runs {
         println!(
-            "{:>5} {:>7.1}% {:>6} {:>8} {:>7.1}% {:>7} {:>10}  {}",
+            "{:>5} {:>7.1}% {:>6} {:>8} {:>7.1}% {:>7} {:>10} {:>10.1}% {:>7}  {}",
             r.seed,
             100.0 * r.share_of_best,
             r.rank,
@@ -91,6 +99,8 @@ fn print_bench(b: &Bench) {
             100.0 * r.trials as f64 / b.exhaustive_five as f64,
             r.raced,
             r.iterations,
+            100.0 * r.best_raced,
+            r.chosen_trials,
             r.chosen
         );
     }

@@ -79,27 +79,7 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         a.effect > 0.0 && a.settle >= 0.0 && a.switch_settle >= 0.0 && a.stride >= 1,
         "--effect must be positive, --settle and --switch-settle not negative and --stride at least 1"
     );
-    let designs: Vec<&'static str> = match a.design.as_str() {
-        "all" => trace::DESIGNS
-            .into_iter()
-            .filter(|d| *d != "control" || a.control.is_some())
-            .collect(),
-        name => vec![
-            *trace::DESIGNS
-                .iter()
-                .find(|d| **d == name)
-                .with_context(|| {
-                    format!(
-                        "--design {name}: not a design; one of {} or all",
-                        trace::DESIGNS.join(", ")
-                    )
-                })?,
-        ],
-    };
-    anyhow::ensure!(
-        !designs.contains(&"control") || a.control.is_some(),
-        "--design control needs --control TRACE: the sibling's trace recorded over the same time"
-    );
+    let designs = chosen_designs(&a)?;
     let (n, r) = trace::replay_file(&a.trace, a.window, &plan)
         .with_context(|| format!("replaying {}", a.trace.display()))?;
     let readings =
@@ -136,27 +116,65 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         .filter_map(|d| trace::replay_design(d, &windows, control.as_deref(), &opts))
         .collect();
     if a.json {
-        let obj = |d: &trace::DesignReplay| {
-            let t = &d.tally;
-            serde_json::json!({
-                "trials": t.trials,
-                "decided_no_change": t.decided_no_change(),
-                "kept": t.kept,
-                "kept_no_harm": t.kept_no_harm,
-                "reverted": t.reverted,
-                "neutral": t.neutral,
-                "median_decision_s": d.median_decision_s,
-            })
-        };
-        let out = match replays.as_slice() {
-            [one] if a.design != "all" => obj(one),
-            all => serde_json::Value::Object(
-                all.iter().map(|d| (d.design.to_string(), obj(d))).collect(),
-            ),
-        };
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        return print_json(&a, &replays);
     }
+    print_text(&a, n, &r, &replays);
+    Ok(())
+}
+
+/// The designs `--design` names (`all`: every one, `control` only with `--control`).
+fn chosen_designs(a: &VerdictsArgs) -> anyhow::Result<Vec<&'static str>> {
+    let designs: Vec<&'static str> = match a.design.as_str() {
+        "all" => trace::DESIGNS
+            .into_iter()
+            .filter(|d| *d != "control" || a.control.is_some())
+            .collect(),
+        name => vec![
+            *trace::DESIGNS
+                .iter()
+                .find(|d| **d == name)
+                .with_context(|| {
+                    format!(
+                        "--design {name}: not a design; one of {} or all",
+                        trace::DESIGNS.join(", ")
+                    )
+                })?,
+        ],
+    };
+    anyhow::ensure!(
+        !designs.contains(&"control") || a.control.is_some(),
+        "--design control needs --control TRACE: the sibling's trace recorded over the same time"
+    );
+    Ok(designs)
+}
+
+/// `--json`: one design's tally, or every design's by name.
+fn print_json(a: &VerdictsArgs, replays: &[trace::DesignReplay]) -> anyhow::Result<()> {
+    let obj = |d: &trace::DesignReplay| {
+        let t = &d.tally;
+        serde_json::json!({
+            "trials": t.trials,
+            "decided_no_change": t.decided_no_change(),
+            "kept": t.kept,
+            "kept_no_harm": t.kept_no_harm,
+            "reverted": t.reverted,
+            "neutral": t.neutral,
+            "median_decision_s": d.median_decision_s,
+        })
+    };
+    let out = match replays {
+        [one] if a.design != "all" => obj(one),
+        all => {
+            serde_json::Value::Object(all.iter().map(|d| (d.design.to_string(), obj(d))).collect())
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// The trace's windows, the plain and serial no-change replays `r` of its `n` windows, then
+/// each design's tally.
+fn print_text(a: &VerdictsArgs, n: usize, r: &trace::Replay, replays: &[trace::DesignReplay]) {
     println!(
         "trace: {}, {n} windows of {} s",
         a.trace.display(),
@@ -200,7 +218,7 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         "each design as the daemon runs it, a trial at every {} window(s), {effect}:",
         a.stride
     );
-    for d in &replays {
+    for d in replays {
         let t = &d.tally;
         println!(
             "  {:<12} {} trials: {} kept, {} kept as no harm, {} reverted, {} neutral; verdict after {} (median)",
@@ -213,5 +231,4 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
             perfpilot_units::duration_secs(d.median_decision_s)
         );
     }
-    Ok(())
 }

@@ -10,7 +10,7 @@ use clap::Args;
 use perfpilot_optimize::admin;
 use perfpilot_optimize::cpu::CpuShare;
 use perfpilot_optimize::daemon::{self, Options};
-use perfpilot_store::Store;
+use perfpilot_store::{ActionRecord, Store};
 use perfpilot_units as units;
 
 use crate::fmt;
@@ -130,20 +130,7 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
     let report = admin::status(&dir, a.actions)?;
     let (running, live, actions) = (report.running, report.daemon, report.actions);
     if a.json {
-        let acts: Vec<serde_json::Value> = actions
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "id": r.id, "workload": r.workload, "signature": r.signature, "strategy": r.strategy, "state": r.state,
-                    "reason": r.reason, "note": r.note, "created": fmt::time_ms(r.created_ms), "updated": fmt::time_ms(r.updated_ms),
-                    "changes": serde_json::from_str::<serde_json::Value>(&r.changes).ok(),
-                    "verdict": r.verdict.as_deref().and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok()),
-                })
-            })
-            .collect();
-        let out = serde_json::json!({ "running": running.is_some(), "pid": running.flatten(), "daemon": live, "actions": acts });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        return print_status_json(running, live, &actions);
     }
     match running {
         Some(pid) => println!(
@@ -154,102 +141,145 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
         None => println!("daemon: not running ({})", dir.display()),
     }
     if let Some(s) = &live {
-        // Older status files lack some figures: they read as 0.
-        let cpu: CpuShare = serde_json::from_value(s.clone()).unwrap_or_default();
+        print_live(s);
+    }
+    print_actions(&actions);
+    Ok(())
+}
+
+/// `status --json`: whether it runs, the daemon's own status file, the journal's actions.
+fn print_status_json(
+    running: Option<Option<i32>>,
+    live: Option<serde_json::Value>,
+    actions: &[ActionRecord],
+) -> anyhow::Result<()> {
+    let acts: Vec<serde_json::Value> = actions
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "id": r.id, "workload": r.workload, "signature": r.signature, "strategy": r.strategy, "state": r.state,
+                "reason": r.reason, "note": r.note, "created": fmt::time_ms(r.created_ms), "updated": fmt::time_ms(r.updated_ms),
+                "changes": serde_json::from_str::<serde_json::Value>(&r.changes).ok(),
+                "verdict": r.verdict.as_deref().and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok()),
+            })
+        })
+        .collect();
+    let out = serde_json::json!({ "running": running.is_some(), "pid": running.flatten(), "daemon": live, "actions": acts });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// What the running daemon's status file says: its last scan, notes, workloads and trials.
+fn print_live(s: &serde_json::Value) {
+    // Older status files lack some figures: they read as 0.
+    let cpu: CpuShare = serde_json::from_value(s.clone()).unwrap_or_default();
+    println!(
+        "last scan {}, {} scans, interval {:.1} s, {}",
+        s["time_ms"].as_i64().map(fmt::time_ms).unwrap_or_default(),
+        s["scans"],
+        s["effective_interval_s"].as_f64().unwrap_or(0.0),
+        cpu.describe()
+    );
+    for n in s["notes"].as_array().into_iter().flatten() {
+        println!("note: {}", n.as_str().unwrap_or_default());
+    }
+    if let Some(f) = s["fleet"].as_str() {
+        println!("fleet: {f}");
+    }
+    if let Some(e) = s["config_error"].as_str() {
+        println!("config: the last reload was refused, the configuration in force stays: {e}");
+    }
+    let ws = s["workloads"].as_array().cloned().unwrap_or_default();
+    if !ws.is_empty() {
         println!(
-            "last scan {}, {} scans, interval {:.1} s, {}",
-            s["time_ms"].as_i64().map(fmt::time_ms).unwrap_or_default(),
-            s["scans"],
-            s["effective_interval_s"].as_f64().unwrap_or(0.0),
-            cpu.describe()
+            "\n{:<18} {:<22} {:>6} {:>5} {:>10}  STATE",
+            "WORKLOAD", "NAME", "CORES", "THR", "RSS"
         );
-        for n in s["notes"].as_array().into_iter().flatten() {
-            println!("note: {}", n.as_str().unwrap_or_default());
-        }
-        if let Some(f) = s["fleet"].as_str() {
-            println!("fleet: {f}");
-        }
-        if let Some(e) = s["config_error"].as_str() {
-            println!("config: the last reload was refused, the configuration in force stays: {e}");
-        }
-        let ws = s["workloads"].as_array().cloned().unwrap_or_default();
-        if !ws.is_empty() {
-            println!(
-                "\n{:<18} {:<22} {:>6} {:>5} {:>10}  STATE",
-                "WORKLOAD", "NAME", "CORES", "THR", "RSS"
-            );
-            for w in ws {
-                println!(
-                    "{:<18} {:<22} {:>6.2} {:>5} {:>10}  {}",
-                    w["signature"].as_str().unwrap_or_default(),
-                    fmt::trunc(w["name"].as_str().unwrap_or_default(), 22),
-                    w["cpu_cores"].as_f64().unwrap_or(0.0),
-                    w["threads"].as_u64().unwrap_or(0),
-                    fmt::bytes(w["rss"].as_u64().unwrap_or(0)),
-                    w["state"].as_str().unwrap_or_default()
-                );
-                // The signal and where it comes from; why the better sources were not used.
-                if let Some(sig) = w["signal"].as_str() {
-                    println!(
-                        "{:<18} signal ({}): {sig}",
-                        "",
-                        w["signal_source"].as_str().unwrap_or("?")
-                    );
-                }
-                let passed: Vec<&str> = w["signal_passed_over"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p.as_str())
-                    .collect();
-                if !passed.is_empty() {
-                    println!("{:<18} not used: {}", "", passed.join("; "));
-                }
-                if let Some(line) = capacity_line(&w["capacity"]) {
-                    println!("{:<18} {line}", "");
-                }
-                if let Some(line) = cgroup_line(&w) {
-                    println!("{:<18} {line}", "");
-                }
-                for m in w["manual"].as_array().into_iter().flatten() {
-                    println!("{:<18} {}", "", manual_line(m));
-                }
-            }
-        }
-        for m in s["devices_left_alone"].as_array().into_iter().flatten() {
-            println!("device {}", manual_line(m));
-        }
-        for t in s["trials"].as_array().into_iter().flatten() {
-            println!(
-                "trial: action {} {} on {}: {}, windows off {} on {} of {}, signal {}",
-                t["action"],
-                t["strategy"].as_str().unwrap_or_default(),
-                t["workload"].as_str().unwrap_or_default(),
-                t["phase"].as_str().unwrap_or_default(),
-                t["windows_off"],
-                t["windows_on"],
-                t["windows_needed"],
-                t["signal"].as_str().unwrap_or_default()
-            );
-            // Its design and why; the control it is judged against, the pairs judged so far.
-            let mut design = t["design_why"].as_str().unwrap_or_default().to_string();
-            if let Some(p) = t["pairs"].as_u64() {
-                design = format!("{design}; {p} pairs of periods judged so far");
-            }
-            if !design.is_empty() {
-                println!("       design: {design}");
-            }
+        for w in ws {
+            print_workload(&w);
         }
     }
+    for m in s["devices_left_alone"].as_array().into_iter().flatten() {
+        println!("device {}", manual_line(m));
+    }
+    for t in s["trials"].as_array().into_iter().flatten() {
+        print_trial(t);
+    }
+}
+
+/// One workload's row, then its signal, the sources passed over, its capacity, cgroup and
+/// manual tuning, each on a line of its own.
+fn print_workload(w: &serde_json::Value) {
+    println!(
+        "{:<18} {:<22} {:>6.2} {:>5} {:>10}  {}",
+        w["signature"].as_str().unwrap_or_default(),
+        fmt::trunc(w["name"].as_str().unwrap_or_default(), 22),
+        w["cpu_cores"].as_f64().unwrap_or(0.0),
+        w["threads"].as_u64().unwrap_or(0),
+        fmt::bytes(w["rss"].as_u64().unwrap_or(0)),
+        w["state"].as_str().unwrap_or_default()
+    );
+    // The signal and where it comes from; why the better sources were not used.
+    if let Some(sig) = w["signal"].as_str() {
+        println!(
+            "{:<18} signal ({}): {sig}",
+            "",
+            w["signal_source"].as_str().unwrap_or("?")
+        );
+    }
+    let passed: Vec<&str> = w["signal_passed_over"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str())
+        .collect();
+    if !passed.is_empty() {
+        println!("{:<18} not used: {}", "", passed.join("; "));
+    }
+    if let Some(line) = capacity_line(&w["capacity"]) {
+        println!("{:<18} {line}", "");
+    }
+    if let Some(line) = cgroup_line(w) {
+        println!("{:<18} {line}", "");
+    }
+    for m in w["manual"].as_array().into_iter().flatten() {
+        println!("{:<18} {}", "", manual_line(m));
+    }
+}
+
+/// A running trial: its phase and windows, then its design and why, and the pairs so far.
+fn print_trial(t: &serde_json::Value) {
+    println!(
+        "trial: action {} {} on {}: {}, windows off {} on {} of {}, signal {}",
+        t["action"],
+        t["strategy"].as_str().unwrap_or_default(),
+        t["workload"].as_str().unwrap_or_default(),
+        t["phase"].as_str().unwrap_or_default(),
+        t["windows_off"],
+        t["windows_on"],
+        t["windows_needed"],
+        t["signal"].as_str().unwrap_or_default()
+    );
+    let mut design = t["design_why"].as_str().unwrap_or_default().to_string();
+    if let Some(p) = t["pairs"].as_u64() {
+        design = format!("{design}; {p} pairs of periods judged so far");
+    }
+    if !design.is_empty() {
+        println!("       design: {design}");
+    }
+}
+
+/// The journal's actions, newest last, with why each was tried and what became of it.
+fn print_actions(actions: &[ActionRecord]) {
     if actions.is_empty() {
         println!("\nno actions yet");
-        return Ok(());
+        return;
     }
     println!(
         "\n{:>5} {:<16} {:<20} {:<9} {:<20}  EVIDENCE",
         "ID", "STRATEGY", "WORKLOAD", "STATE", "UPDATED"
     );
-    for r in &actions {
+    for r in actions {
         println!(
             "{:>5} {:<16} {:<20} {:<9} {:<20}  {}",
             r.id,
@@ -265,7 +295,6 @@ pub fn run_status(a: StatusArgs) -> anyhow::Result<()> {
             println!("{:>5} note: {}", "", r.note);
         }
     }
-    Ok(())
 }
 
 /// Where a workload runs, as status shows it: `cgroup PATH (pod NS/NAME …), cpuset CPUS`.

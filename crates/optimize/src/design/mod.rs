@@ -21,6 +21,7 @@ pub mod one_way;
 pub mod replay;
 pub mod sequential;
 pub mod switchback;
+pub mod windows;
 
 pub use one_way::{OneWayRule, Prior, Shown, Watch};
 pub use sequential::{Sequential, WindowPlan};

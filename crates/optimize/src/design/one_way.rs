@@ -17,7 +17,8 @@ use perfpilot_stats::mean;
 use perfpilot_stats::prior::{Belief, se_of_interval};
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{self, Decision, Gain};
+use super::windows;
+use crate::gain::{self, Decision, Gain};
 
 /// What a verdict showed.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
@@ -168,7 +169,7 @@ impl OneWayRule {
 
     /// The decision at the trial's end, and what it showed.
     pub fn decide(&self, g: &Gain, min_effect: f64) -> (Decision, Shown) {
-        match stats::decide(g, min_effect) {
+        match gain::decide(g, min_effect) {
             Decision::Neutral if g.ci_low > 1.0 - self.harm_bound => (
                 Decision::Keep,
                 Shown::NoHarm {
@@ -270,8 +271,8 @@ impl Watch {
         if !self.seen.is_multiple_of(self.every) {
             return WatchStep::Continue;
         }
-        let level = stats::look_level(self.confidence, self.looks);
-        if let Some(g) = stats::gain_sequential(&self.baseline, &self.recent, self.hib, level)
+        let level = windows::look_level(self.confidence, self.looks);
+        if let Some(g) = gain::gain_sequential(&self.baseline, &self.recent, self.hib, level)
             && g.ci_high < 1.0
         {
             return WatchStep::Harm(g);

@@ -7,7 +7,7 @@ use super::one_way::{OneWayRule, Shown};
 use super::{
     DesignKind, EndReason, PeriodLimits, PeriodPlan, Sequential, Step, Switchback, WindowPlan,
 };
-use crate::stats::{self, Decision, Gain};
+use crate::gain::{self, Decision, Gain};
 
 /// A true effect: the ratio the change multiplies the signal by once settled, reached (and left
 /// again when the change is switched off) over `settle` windows in equal steps.
@@ -174,9 +174,9 @@ fn interleave(series: &[f64], start: usize, effect: Effect, plan: &WindowPlan) -
         level = step_level(level, if is_on { effect.ratio } else { 1.0 }, effect.settle);
         if is_on { &mut on } else { &mut off }.push(v * level);
     }
-    let g = stats::gain_paired(&off, &on, true, plan.looks.confidence)?;
+    let g = gain::gain_paired(&off, &on, true, plan.looks.confidence)?;
     Some(Outcome {
-        decision: stats::decide(&g, plan.looks.min_effect),
+        decision: gain::decide(&g, plan.looks.min_effect),
         shown: Shown::Effect,
         gain: Some(g),
         windows: 2 * n,

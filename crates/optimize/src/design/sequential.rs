@@ -10,8 +10,9 @@
 //! beside the ratios, so that a control that exits leaves a before/after trial on them.
 
 use super::one_way::{OneWayRule, Shown};
+use super::windows;
 use super::{EndReason, Looks, Rest, Step};
-use crate::stats::{self, Decision, Gain};
+use crate::gain::{self, Decision, Gain};
 use crate::tunables::Tunables;
 
 /// How many windows a sequential trial measures: at least `min` a side, as many as its
@@ -240,7 +241,7 @@ impl Sequential {
         if self.raw.is_some() {
             return None;
         }
-        stats::rest_moved(
+        windows::rest_moved(
             &self.rest_off,
             &self.rest_on,
             self.cpus,
@@ -259,11 +260,11 @@ impl Sequential {
         // After the change, once, also a step inside the windows: the change settling (a
         // server on a plateau for minutes after its memory was collapsed). Before it, the gate
         // and MSER wait out a warm-up; a step there is the workload's own.
-        let (d, step) = match stats::transient(obs) {
+        let (d, step) = match windows::transient(obs) {
             // A one-way trial cannot tell the change settling from a spell of the workload's own
             // (whose steps would be judged as the change), so it measures through both.
             0 if on && !self.stepped && self.one_way.is_none() => {
-                match stats::level_shift(obs, resolution) {
+                match windows::level_shift(obs, resolution) {
                     Some(s) => (s.at, Some(s)),
                     None => return Ok(None),
                 }
@@ -320,7 +321,7 @@ impl Sequential {
                 "max_windows: a one-way trial cannot be tried again".to_string(),
             ),
             None => {
-                let n = stats::windows_needed(
+                let n = windows::windows_needed(
                     &self.off,
                     p.resolution,
                     p.looks.confidence,
@@ -355,19 +356,19 @@ impl Sequential {
         if n < self.plan.min || n >= planned {
             return Step::Continue;
         }
-        if stats::transient(&self.on) > 0
+        if windows::transient(&self.on) > 0
             || (self.one_way.is_none()
-                && stats::level_shift(&self.on, self.plan.resolution).is_some())
+                && windows::level_shift(&self.on, self.plan.resolution).is_some())
             || self.rest_moved().is_some()
         {
             return Step::Continue;
         }
         let looks = planned - self.plan.min + 1;
-        let confidence = stats::look_level(self.plan.looks.confidence, looks);
+        let confidence = windows::look_level(self.plan.looks.confidence, looks);
         let Some(g) = self.gain(confidence) else {
             return Step::Continue;
         };
-        if stats::decide(&g, self.plan.looks.min_effect) != Decision::Keep {
+        if gain::decide(&g, self.plan.looks.min_effect) != Decision::Keep {
             return Step::Continue;
         }
         self.early = Some(EarlyLook {
@@ -381,7 +382,7 @@ impl Sequential {
     /// The gain of the windows after the change over those before at `confidence` (under the
     /// one-way rule: widened for the drift between them, with its prior where it has one).
     pub fn gain(&self, confidence: f64) -> Option<Gain> {
-        let g = stats::gain_sequential(&self.off, &self.on, self.hib, confidence)?;
+        let g = gain::gain_sequential(&self.off, &self.on, self.hib, confidence)?;
         Some(match &self.one_way {
             Some(r) => r.judge(g, &self.off, &self.on),
             None => g,
@@ -401,7 +402,7 @@ impl Sequential {
                 let (d, shown) = r.decide(&g, min_effect);
                 (g, d, shown)
             }
-            None => (g, stats::decide(&g, min_effect), Shown::Effect),
+            None => (g, gain::decide(&g, min_effect), Shown::Effect),
         })
     }
 }

@@ -12,8 +12,9 @@
 
 use perfpilot_stats::{Rng, mean};
 
+use super::windows;
 use super::{EndReason, Looks, Rest, Step};
-use crate::stats::{self, Decision, Gain};
+use crate::gain::{self, Decision, Gain};
 
 /// How a switchback trial cuts its time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,7 +257,7 @@ impl Switchback {
                 ..Pair::default()
             },
         );
-        if let Some((before, after)) = stats::rest_moved(
+        if let Some((before, after)) = windows::rest_moved(
             &pair.rest_off,
             &pair.rest_on,
             self.cpus,
@@ -287,12 +288,12 @@ impl Switchback {
         // The differences are already turned round for the signal's direction.
         Some(Gain {
             serial: s.rho,
-            ..stats::gain_from_log(s.ci, true, confidence)
+            ..gain::gain_from_log(s.ci, true, confidence)
         })
     }
 
     /// A look after a complete pair: a decision at the look's share of the error from the first
-    /// look on (`stats::spent_level`: half for the last), and the end at the last pair whatever
+    /// look on (`windows::spent_level`: half for the last), and the end at the last pair whatever
     /// it shows.
     fn look(&mut self) -> Step {
         let n = self.pairs.len();
@@ -301,7 +302,7 @@ impl Switchback {
         }
         let total = self.looks_planned();
         let k = n - self.plan.pairs_min + 1;
-        let level = stats::spent_level(self.looks.confidence, k, total);
+        let level = windows::spent_level(self.looks.confidence, k, total);
         let Some(g) = self.gain(level) else {
             return if n >= self.plan.pairs_max {
                 Step::End(EndReason::Complete)
@@ -309,7 +310,7 @@ impl Switchback {
                 Step::Continue
             };
         };
-        let d = stats::decide(&g, self.looks.min_effect);
+        let d = gain::decide(&g, self.looks.min_effect);
         if d != Decision::Neutral || n >= self.plan.pairs_max {
             self.decided = Some((g, d));
             return Step::End(EndReason::Complete);

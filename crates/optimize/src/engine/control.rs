@@ -179,8 +179,8 @@ impl Engine {
                 continue;
             }
             self.steady.take(&s.signature);
-            self.watch.restart_windows(&w.signature);
-            self.watch.restart_windows(&s.signature);
+            self.watch.signals.restart_windows(&w.signature);
+            self.watch.signals.restart_windows(&s.signature);
             return Sibling::Found(Control {
                 signature: s.signature.clone(),
                 name: name(s),

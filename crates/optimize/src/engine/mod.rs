@@ -4,8 +4,8 @@
 //! Every change is journaled before it is made; every trial ends in a stored verdict. The
 //! engine's parts, one concern each:
 //!
-//! - `watch`: sampling, the shared memory and memory placement of workloads, and the signals
-//!   that judge trials;
+//! - `watch`: sampling, the shared memory and memory placement of workloads, and the windows
+//!   of the signals that judge trials (read through `crate::signal`);
 //! - `policy`: who may be touched (config, `PERFPILOT=off`, manual tuning) and who is eligible
 //!   (old enough, busy enough, not backed off);
 //! - `propose`: asking the strategies, for workloads and block devices;
@@ -35,6 +35,8 @@ use crate::config::DaemonConfig;
 use crate::cpu::CpuTime;
 use crate::journal::JournalError;
 use crate::signal::SignalKind;
+use crate::signal::choose::{self, Choice, Sources};
+use crate::signal::proxy::proxy_offer;
 use crate::tunables::Tunables;
 
 mod apply;
@@ -48,8 +50,6 @@ mod plan;
 mod policy;
 mod propose;
 mod reload;
-mod servers;
-mod signals;
 mod startup;
 mod status;
 mod steady;
@@ -160,7 +160,7 @@ impl Engine {
             notes.push("large pages: this kernel has no process_madvise(MADV_COLLAPSE)".into());
         }
         if let Err(why) = &watch.split_supported {
-            notes.push(format!("large pages: not split back here, so their trials are one-way or against a control: {why}"));
+            notes.push(format!("large pages: shared memory is not split back here, so trials that collapse it are one-way or against a control (private memory is split back by MADV_COLD): {why}"));
         }
         Ok(Engine {
             fs: fs.clone(),
@@ -257,7 +257,10 @@ impl Engine {
             })
             .collect();
         let timeout = std::time::Duration::from_secs_f64(tun.probe_timeout_s);
-        self.watch.servers.refresh(workloads, &watched, timeout);
+        self.watch
+            .signals
+            .servers
+            .refresh(workloads, &watched, timeout);
     }
 
     /// The defaults, the persisted values over them, and the config's `[tunables]` over those.
@@ -277,15 +280,15 @@ impl Engine {
     }
 
     /// Chooses the signal of a workload and says why better sources were passed over (see
-    /// [`signals::choose_signal`]).
-    fn signal_choice(&self, w: &Workload, rates: &Rates) -> signals::Choice {
-        let sources = signals::Sources {
+    /// [`choose::choose_signal`]).
+    fn signal_choice(&self, w: &Workload, rates: &Rates) -> Choice {
+        let sources = Sources {
             probe: self.policy.rule_for(w).and_then(|r| r.signal.as_ref()),
-            preset: self.watch.servers.preset_offer(&w.signature),
-            pmu: self.watch.pmu.is_some(),
-            proxy: signals::proxy_offer(w, rates, self.watch.servers.serves(&w.signature)),
+            preset: self.watch.signals.servers.preset_offer(&w.signature),
+            pmu: self.watch.signals.cpi.is_some(),
+            proxy: proxy_offer(w, rates, self.watch.signals.servers.serves(&w.signature)),
         };
-        signals::choose_signal(w, &sources, rates, self.topo.online.len())
+        choose::choose_signal(w, &sources, rates, self.topo.online.len())
     }
 
     /// The signal of a workload, or why it has none.

@@ -63,6 +63,7 @@ impl Engine {
     /// The length of `judge`'s signal windows, seconds.
     fn window_s(&self, judge: &str) -> f64 {
         self.watch
+            .signals
             .servers
             .window_s(judge)
             .unwrap_or(self.tun.interval_s)
@@ -106,7 +107,22 @@ impl Engine {
             pairs_min: PAIRS_MIN,
         };
         let split = if kind == StrategyKind::LargePages {
-            self.watch.split_supported.clone()
+            // Without debugfs, private anonymous memory alone is split back (`sys::split`).
+            self.watch.split_supported.clone().or_else(|why| {
+                let private = changes.iter().all(|c| match c {
+                    Change::Collapse { pid, ranges } => {
+                        perfpilot_sys::split::cold_covers(&self.fs, *pid, ranges)
+                    }
+                    _ => false,
+                });
+                if private {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{why}; private memory alone is split back without it"
+                    ))
+                }
+            })
         } else {
             Err("not huge pages".into())
         };

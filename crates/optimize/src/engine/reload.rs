@@ -4,8 +4,8 @@
 use tracing::info;
 
 use super::Engine;
-use super::servers::Servers;
 use crate::config::DaemonConfig;
+use crate::signal::servers::Servers;
 
 impl Engine {
     /// Replaces the configuration; returns what changed, a line each (for the log).
@@ -20,7 +20,7 @@ impl Engine {
         }
         if old.preset != config.preset {
             changed.push("presets (servers are looked at again)".to_string());
-            self.watch.servers = Servers::new(&self.fs, config.preset.clone());
+            self.watch.signals.servers = Servers::new(&self.fs, config.preset.clone());
         }
         if old.read_ahead_devices != config.read_ahead_devices {
             changed.push("read_ahead_devices".to_string());

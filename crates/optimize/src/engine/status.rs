@@ -12,12 +12,12 @@ use perfpilot_sys::cgroup::container::Container;
 
 use super::Engine;
 use super::manual::ManualSetting;
-use super::signals::Choice;
 use super::trial::Trial;
-use crate::capacity::CapacityView;
 use crate::cpu::{CpuShare, CpuTime};
 use crate::signal::SignalSource;
+use crate::signal::choose::Choice;
 use crate::strategy::StrategyKind;
+use perfpilot_model::headroom::CapacityView;
 
 /// What perfpilot does with a listed workload, in one word (`/metrics` counts workloads by it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]

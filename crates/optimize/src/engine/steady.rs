@@ -2,13 +2,13 @@
 //! on it, and the trial starts only once the last few readings show steady, non-idle work. A
 //! server still loading its data (Redis reading a dump, a JVM warming up) or not yet under load
 //! would otherwise give a baseline of idle windows, and the load arriving later would read as the
-//! action's gain (docs/proofs.md: ×3.46 [0.68, 17.6] on a Redis that was still loading).
+//! action's gain (docs/optimizer.md, on a Redis that was still loading).
 
 use std::collections::{HashMap, VecDeque};
 
-use super::signals::{CPU_SIGNAL_MIN_CORES, IO_SIGNAL_MIN_BYTES_PER_S};
-use super::watch::Observation;
+use crate::signal::Observation;
 use crate::signal::SignalKind;
+use crate::signal::proxy::{CPU_SIGNAL_MIN_CORES, IO_SIGNAL_MIN_BYTES_PER_S};
 use crate::strategy::StrategyKind;
 
 /// Readings in a row that must be steady before a trial starts.

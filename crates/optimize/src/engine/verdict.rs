@@ -12,9 +12,10 @@ use super::enforce::{Held, HeldWatch};
 use super::trial::{Design, Trial};
 use super::{Engine, EngineError};
 use crate::design::{DesignKind, EndReason, Prior, Shown, Watch};
+use crate::gain::{self, Decision, Gain};
 use crate::journal;
 use crate::signal::SignalKind;
-use crate::stats::{self, Decision, Gain, Stats};
+use perfpilot_stats::Summary;
 
 /// The evidence behind a decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,9 +38,9 @@ pub struct Verdict {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<String>,
     /// The windows without the change (with a control: the ratios to it).
-    pub before: Stats,
+    pub before: Summary,
     /// The windows with the change.
-    pub after: Stats,
+    pub after: Summary,
     /// The gain (> 1 is better) with its interval; `None` when there were too few windows.
     pub gain: Option<Gain>,
     /// What was decided.
@@ -96,7 +97,7 @@ fn decided(t: &Trial, confidence: f64, min_effect: f64) -> Option<(Gain, Decisio
                 Some(x) => x,
                 None => {
                     let g = p.gain(confidence)?;
-                    (g, stats::decide(&g, min_effect))
+                    (g, gain::decide(&g, min_effect))
                 }
             };
             let how = format!(
@@ -188,7 +189,7 @@ pub(super) fn judge(t: &Trial, end: &EndReason, confidence: f64, min_effect: f64
     } else {
         vec![ShadowGain {
             signal: SignalKind::Syscalls.describe(),
-            gain: stats::gain_sequential(&t.shadow_off, &t.shadow_on, true, confidence),
+            gain: gain::gain_sequential(&t.shadow_off, &t.shadow_on, true, confidence),
         }]
     };
     Verdict {
@@ -198,8 +199,8 @@ pub(super) fn judge(t: &Trial, end: &EndReason, confidence: f64, min_effect: f64
         design: t.design_kind(),
         kind: t.kind.clone(),
         control: t.control.as_ref().map(|c| c.name.clone()),
-        before: Stats::of(&off),
-        after: Stats::of(&on),
+        before: Summary::of(&off),
+        after: Summary::of(&on),
         gain,
         decision,
         shown,

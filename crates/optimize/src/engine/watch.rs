@@ -4,25 +4,18 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use perfpilot_observe::pmu::PmuSet;
 use perfpilot_observe::workload::{Workload, WorkloadMemory};
 use perfpilot_observe::{Rates, Sample, Sampler, SamplerConfig};
 use perfpilot_sys::Fs;
-use perfpilot_sys::perf::Event;
 use perfpilot_sys::process::{MapRange, ProcReader, ShmAttach};
 
 use super::Engine;
 use super::attach::Attachments;
-use super::servers::Servers;
-use super::signals::{per_cpu_second, syscalls_per_cpu_s};
-use crate::counters::{COUNTERS, ProbeFailure};
-use crate::preset::PresetConfig;
-use crate::signal::{self, SignalKind, Windowed};
+use crate::signal::preset::PresetConfig;
+use crate::signal::proxy::syscalls_per_cpu_s;
+use crate::signal::reader::Reader;
+use crate::signal::{Observation, SignalKind};
 use crate::tunables::Tunables;
-
-/// An observation of one window: a value, none this window (a counter's first reading, no CPU
-/// used), or why the signal failed.
-pub(super) type Observation = Result<Option<f64>, String>;
 
 /// A window's observations of a judged workload: by its signal, and by the system-call proxy
 /// beside it (a shadow, so that each verdict also says whether the proxy agreed).
@@ -56,18 +49,12 @@ pub(super) struct Watch {
     reader: ProcReader,
     /// The previous sample (rates are between two).
     pub(super) prev: Option<Sample>,
-    /// Probe readings turned into per-window observations, per judged workload.
-    windowed: HashMap<String, Windowed>,
-    /// Cycles and instructions per judged workload, where the machine has PMU counters.
-    pub(super) pmu: Option<PmuSet>,
-    /// Last (cycles, instructions) totals per workload signature.
-    pmu_last: HashMap<String, (u64, u64)>,
     /// `process_madvise(MADV_COLLAPSE)` works on this kernel.
     pub(super) collapse_supported: bool,
     /// Huge pages can be split back here (`sys::split`), or why not.
     pub(super) split_supported: Result<(), String>,
-    /// The servers among the workloads and their presets.
-    pub(super) servers: Servers,
+    /// The workloads' signals: probes, PMU counters, servers and their presets.
+    pub(super) signals: Reader,
     /// Who attaches which shared memory, remembered across scans.
     attachments: Attachments,
 }
@@ -84,19 +71,13 @@ impl Watch {
                 ..SamplerConfig::default()
             },
         );
-        let pmu = perfpilot_sys::perf::hardware_support()
-            .is_ok()
-            .then(|| PmuSet::new(&[Event::Cycles, Event::Instructions]));
         Watch {
             sampler,
             reader: ProcReader::new(fs),
             prev: None,
-            windowed: HashMap::new(),
-            pmu,
-            pmu_last: HashMap::new(),
             collapse_supported: perfpilot_sys::collapse::kernel_supports_collapse(),
             split_supported: perfpilot_sys::split::supported(fs),
-            servers: Servers::new(fs, presets),
+            signals: Reader::new(fs, presets),
             attachments: Attachments::default(),
         }
     }
@@ -125,13 +106,6 @@ impl Watch {
         )
     }
 
-    /// Starts `signature`'s signal windows afresh at its next reading (a probe's or a preset's),
-    /// so that two workloads restarted in the same scan are cut over the same spans.
-    pub(super) fn restart_windows(&mut self, signature: &str) {
-        self.windowed.remove(signature);
-        self.servers.restart_windows(signature);
-    }
-
     /// Reads a workload's memory placement and maps (expensive: only when a strategy needs it).
     pub(super) fn read_memory(
         &mut self,
@@ -149,71 +123,6 @@ impl Watch {
             return (None, None);
         }
         (Some(WorkloadMemory::of(readings.iter())), Some(maps))
-    }
-
-    /// Cycles per instruction of a workload since its previous window (every thread counted;
-    /// new threads are caught, exited ones keep their counts). `None` on the first window.
-    fn cpi(&mut self, w: &Workload) -> Option<f64> {
-        let set = self.pmu.as_mut()?;
-        let (mut cycles, mut instructions) = (0u64, 0u64);
-        for m in &w.members {
-            set.track(m.pid, m.starttime, &m.tids);
-            let totals = set.read(m.pid)?;
-            cycles += totals.get(&Event::Cycles).copied().unwrap_or(0);
-            instructions += totals.get(&Event::Instructions).copied().unwrap_or(0);
-        }
-        let prev = self
-            .pmu_last
-            .insert(w.signature.clone(), (cycles, instructions))?;
-        let di = instructions.saturating_sub(prev.1);
-        (di > 0).then(|| cycles.saturating_sub(prev.0) as f64 / di as f64)
-    }
-
-    /// This window's observation of `w` by signal `kind`, taken at `t_s` (monotonic seconds).
-    fn observe(
-        &mut self,
-        w: &Workload,
-        kind: &SignalKind,
-        rates: &Rates,
-        t_s: f64,
-        timeout: Duration,
-    ) -> Observation {
-        match kind {
-            SignalKind::Probe { probe } => match signal::read_probe(probe, timeout) {
-                Ok(v) => {
-                    let o = self.windowed.entry(w.signature.clone()).or_default().feed(
-                        probe.kind(),
-                        t_s,
-                        v,
-                    );
-                    // Work per CPU-second: no observation while it used no CPU.
-                    Ok(if probe.per_cpu() {
-                        per_cpu_second(o, w)
-                    } else {
-                        o
-                    })
-                }
-                Err(e) => {
-                    COUNTERS.probe_failed(ProbeFailure::of(&e));
-                    self.windowed
-                        .entry(w.signature.clone())
-                        .or_default()
-                        .reset();
-                    Err(e.to_string())
-                }
-            },
-            SignalKind::Preset { .. } => {
-                let o = self.servers.observe(w, t_s, timeout);
-                if o.is_err() {
-                    COUNTERS.probe_failed(ProbeFailure::Preset);
-                }
-                o
-            }
-            SignalKind::Io => Ok(Some(io_bytes_per_s(w, rates))),
-            SignalKind::Syscalls => Ok(syscalls_per_cpu_s(w, rates)),
-            SignalKind::Cpu => Ok(Some(w.cpu_cores)),
-            SignalKind::Cpi => Ok(self.cpi(w)),
-        }
     }
 }
 
@@ -250,7 +159,7 @@ impl Engine {
             let Some(w) = workloads.iter().find(|w| w.signature == sig) else {
                 continue;
             };
-            let main = self.watch.observe(w, &kind, rates, t_s, timeout);
+            let main = self.watch.signals.observe(w, &kind, rates, t_s, timeout);
             self.steady.observed_by_trial(&sig, &main);
             let shadow = (kind != SignalKind::Syscalls)
                 .then(|| syscalls_per_cpu_s(w, rates))
@@ -277,31 +186,11 @@ impl Engine {
             Some(o) => o,
             None => {
                 let timeout = Duration::from_secs_f64(self.tun.probe_timeout_s);
-                self.watch.observe(w, kind, rates, self.steady.t_s, timeout)
+                self.watch
+                    .signals
+                    .observe(w, kind, rates, self.steady.t_s, timeout)
             }
         };
         self.steady.check(&w.signature, kind, obs)
     }
-}
-
-/// Bytes a workload read and wrote per second through system calls.
-pub(super) fn io_bytes_per_s(w: &Workload, rates: &Rates) -> f64 {
-    let pids = w.pids();
-    rates
-        .processes
-        .iter()
-        .filter(|p| pids.contains(&p.pid))
-        .map(|p| p.read_bytes_per_s.unwrap_or(0.0) + p.write_bytes_per_s.unwrap_or(0.0))
-        .sum()
-}
-
-/// Bytes a workload read per second through system calls.
-pub(super) fn read_bytes_per_s(w: &Workload, rates: &Rates) -> f64 {
-    let pids = w.pids();
-    rates
-        .processes
-        .iter()
-        .filter(|p| pids.contains(&p.pid))
-        .map(|p| p.read_bytes_per_s.unwrap_or(0.0))
-        .sum()
 }

@@ -62,7 +62,7 @@ impl Server for Jvm {
 
     fn start(&mut self, ctx: &Ctx, _opts: StartOptions) -> Result<Running> {
         let dir = ctx.dir("jvm")?;
-        let port = procs::free_port()?;
+        let port = perfpilot_lab::port::free_port()?;
         let heap = format!("-Xmx{}m", ctx.sizes.jvm_table_mib + 1024);
         let mut c = Command::new(procs::require_tool("java", "openjdk-17-jdk-headless")?);
         procs::as_user(&mut c, Some("nobody"))?;

@@ -40,7 +40,7 @@ impl Server for Memcached {
 
     fn start(&mut self, ctx: &Ctx, _opts: StartOptions) -> Result<Running> {
         let dir = ctx.dir("memcached")?;
-        let port = procs::free_port()?;
+        let port = perfpilot_lab::port::free_port()?;
         // Room for every item with its header and slab slack, and some to spare.
         let item = ctx.sizes.memcached_value as u64 + 100;
         let mb = (ctx.sizes.memcached_keys * item * 13 / 10 / (1024 * 1024)).max(64);

@@ -30,7 +30,7 @@ impl Server for Nginx {
 
     fn start(&mut self, ctx: &Ctx, _opts: StartOptions) -> Result<Running> {
         let dir = ctx.dir("nginx")?;
-        let port = procs::free_port()?;
+        let port = perfpilot_lab::port::free_port()?;
         let d = dir.display();
         // The master starts as root and its workers run as www-data, as Debian's service does.
         let conf = format!(

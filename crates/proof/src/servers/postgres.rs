@@ -100,7 +100,7 @@ impl Postgres {
         let data = ctx.work.join("pg/data");
         let sock = ctx.dir("pg/sock")?;
         procs::chown(&sock, USER)?;
-        let port = procs::free_port()?;
+        let port = perfpilot_lab::port::free_port()?;
         let mut c = as_postgres(&bin("postgres")?)?;
         c.arg("-D").arg(&data);
         for (k, v) in [

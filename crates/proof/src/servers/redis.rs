@@ -70,7 +70,7 @@ impl Redis {
     fn launch(&self, ctx: &Ctx) -> Result<Running> {
         let dir = ctx.dir("redis")?;
         procs::chown(&dir, USER)?;
-        let port = procs::free_port()?;
+        let port = perfpilot_lab::port::free_port()?;
         let mut c = Command::new(procs::require_tool("redis-server", "redis-server")?);
         procs::as_user(&mut c, Some(USER))?;
         c.args([

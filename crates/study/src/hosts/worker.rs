@@ -307,7 +307,7 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
     };
     say(&Reply::Ready {
         topology: Box::new(cfg.topology.clone()),
-        facts: crate::runner::host_json(&cfg.topology),
+        facts: perfpilot_lab::MachineFacts::with_topology(&Fs::live(), &cfg.topology).to_json(),
     })?;
     log(&format!(
         "coordinator {peer}: study {} ({}), relative paths from {}",

@@ -1,7 +1,8 @@
 //! The cross-system part of `study compare`'s text: the two runs' machines side by side, and
 //! per configuration both measured, run b's result over run a's, per core and per instance.
 
-use perfpilot_study::cross::{CrossRatio, CrossSystem, Machine};
+use perfpilot_lab::MachineFacts;
+use perfpilot_study::cross::{CrossRatio, CrossSystem};
 use perfpilot_units::{bytes, number};
 
 /// The two machines side by side (`la`, `lb`: how the runs are named).
@@ -15,7 +16,7 @@ pub(super) fn print_machines(c: &CrossSystem, la: &str, lb: &str) {
 }
 
 /// A machine's rows: name and value (`–` when the run did not record it).
-fn facts(m: &Machine) -> [(&'static str, String); 5] {
+fn facts(m: &MachineFacts) -> [(&'static str, String); 5] {
     let known = |s: Option<String>| s.unwrap_or_else(|| "–".into());
     let mut cpus = known(m.cpus().map(|n| n.to_string()));
     if let (Some(cores), Some(smt)) = (m.cores, m.smt) {

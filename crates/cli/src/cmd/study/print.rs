@@ -138,12 +138,13 @@ fn print_space(v: &Validation) {
             .map(|(j, (b, n))| format!("{}: {n} configurations, {b} trials", j + 1))
             .collect();
         println!(
-            "iterations: {} (elites kept {}, first test after {} rounds), {} race trials: {}",
+            "iterations: {} (elites kept {}, first test after {} rounds), {} race trials: {}; final selection among the elites: {} trials and what the iterations leave",
             s.iterations,
             s.elites,
             s.first_test,
             it.race_trials,
-            steps.join("; ")
+            steps.join("; "),
+            it.final_trials
         );
     }
     println!("layouts (one configuration each):");

@@ -72,7 +72,7 @@ fn engine(toml: &str) -> (tempfile::TempDir, Engine) {
     let mut tun = Tunables::default();
     config.apply_tunables(&mut tun);
     let mut e = Engine::new(&fs, store, config, tun).expect("an engine over the fixture");
-    e.watch.pmu = None;
+    e.watch.signals.cpi = None;
     (tmp, e)
 }
 

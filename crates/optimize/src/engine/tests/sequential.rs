@@ -15,8 +15,8 @@ use super::super::watch::{Rest, Window};
 use super::trials::read_ahead_trial;
 use super::{VDA_READ_AHEAD, engine, knob, seq, trial, two_threads};
 use crate::design::{DesignKind, EndReason, Looks, WindowPlan};
+use crate::gain::Decision;
 use crate::signal::SignalKind;
-use crate::stats::Decision;
 
 /// Six windows that vary by 4.5 %: an interval of ±3 % needs about 23 a side.
 const NOISY: [f64; 6] = [95.0, 105.0, 100.0, 95.0, 105.0, 100.0];
@@ -235,7 +235,7 @@ fn a_clear_gain_is_kept_at_an_early_look_judged_at_the_looks_stricter_level() {
     // One window fewer and the same gain is not yet clear at that level.
     let mut fewer = seq(&t).on.clone();
     fewer.pop();
-    let g = crate::stats::gain_sequential(&seq(&t).off, &fewer, true, early.confidence).unwrap();
+    let g = crate::gain::gain_sequential(&seq(&t).off, &fewer, true, early.confidence).unwrap();
     assert!(g.ci_low <= 1.02, "the look before did not decide: {g:?}");
 }
 
@@ -267,15 +267,15 @@ fn interim_looks_on_noise_alone_keep_the_false_verdicts_within_the_confidence_le
             .collect()
     };
     let (trials, looks) = (2000, 25);
-    let level = crate::stats::look_level(0.95, looks);
+    let level = crate::design::windows::look_level(0.95, looks);
     let (mut bonferroni, mut naive) = (0, 0);
     for _ in 0..trials {
         let off = noise(30);
         let on = noise(30);
         let decided = |level: f64| {
             (6..=30).any(|n| {
-                crate::stats::gain_sequential(&off, &on[..n], true, level)
-                    .is_some_and(|g| crate::stats::decide(&g, 0.0) != Decision::Neutral)
+                crate::gain::gain_sequential(&off, &on[..n], true, level)
+                    .is_some_and(|g| crate::gain::decide(&g, 0.0) != Decision::Neutral)
             })
         };
         bonferroni += usize::from(decided(level));

@@ -26,7 +26,7 @@ fn engine_in(tmp: &Path, toml: &str) -> Engine {
     let mut tun = Tunables::default();
     config.apply_tunables(&mut tun);
     let mut e = Engine::new(&fs, store, config, tun).unwrap();
-    e.watch.pmu = None;
+    e.watch.signals.cpi = None;
     e
 }
 

@@ -1,9 +1,10 @@
 //! What status says of workloads and trials.
 
-use super::super::signals::{PresetOffer, Sources, choose_signal, proxy_offer};
 use super::super::status::{TrialStatus, workload_status};
 use super::{app_rate, engine, rates, trial, two_threads};
 use crate::config::ProbeSpec;
+use crate::signal::choose::{PresetOffer, Sources, choose_signal};
+use crate::signal::proxy::proxy_offer;
 use crate::signal::{SignalKind, SignalSource};
 use crate::tunables::Level;
 

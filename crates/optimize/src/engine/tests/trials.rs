@@ -13,9 +13,9 @@ use super::super::verdict::judge;
 use super::super::watch::Window;
 use super::{VDA_READ_AHEAD, engine, knob, seq, seq_mut, trial, trial_planned, two_threads};
 use crate::design::{DesignKind, EndReason, WindowPlan};
+use crate::gain::Decision;
 use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
-use crate::stats::Decision;
 use crate::strategy::StrategyKind;
 
 /// A complete trial with these windows, judged at 95 % with a 2 % minimum effect.

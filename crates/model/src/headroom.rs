@@ -1,4 +1,4 @@
-//! A workload's tier in a capacity model (`[[workload]] model = "file.toml"`, `tier = "app"`):
+//! Headroom: a workload's tier in a capacity model (`[[workload]] model = "file.toml"`, `tier = "app"`):
 //! what `status` shows of it — the tier's utilisation, the throughput that CPU use implies, and
 //! the headroom before the model's bottleneck saturates. The bridge between "what should I buy"
 //! (`perfpilot model`, `perfpilot capacity`) and "what is this host doing".
@@ -10,8 +10,27 @@
 
 use std::path::{Path, PathBuf};
 
-use perfpilot_model::{ModelFile, Network, StationKind};
+use crate::{ModelFile, Network, StationKind};
 use serde::Serialize;
+
+/// A model that cannot give a workload's tier, and why (saying what to fix).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("model {}: {why}", model.display())]
+pub struct TierError {
+    /// The model file.
+    pub model: PathBuf,
+    /// What is wrong and what to do.
+    pub why: String,
+}
+
+impl TierError {
+    fn new(model: &Path, why: impl std::fmt::Display) -> TierError {
+        TierError {
+            model: model.to_path_buf(),
+            why: why.to_string(),
+        }
+    }
+}
 
 /// A tier of a loaded model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -52,29 +71,26 @@ pub struct CapacityView {
 impl TierCapacity {
     /// Loads `path` (fitting it when it asks for a fit) and finds `tier`; without `tier` the
     /// model's only queueing station. The error says what to fix.
-    pub fn load(path: &Path, tier: Option<&str>) -> Result<TierCapacity, String> {
+    pub fn load(path: &Path, tier: Option<&str>) -> Result<TierCapacity, TierError> {
         // A device or a FIFO would be read forever; a model is a small file.
         match std::fs::metadata(path) {
             Ok(m) if m.is_file() && m.len() <= 16 << 20 => {}
             Ok(_) => {
-                return Err(format!(
-                    "model {}: not a model file (a regular file of at most 16 MiB)",
-                    path.display()
+                return Err(TierError::new(
+                    path,
+                    "not a model file (a regular file of at most 16 MiB)",
                 ));
             }
-            Err(e) => return Err(format!("model {}: {e}", path.display())),
+            Err(e) => return Err(TierError::new(path, e)),
         }
-        let file =
-            ModelFile::from_path(path).map_err(|e| format!("model {}: {e}", path.display()))?;
-        let (net, _) = file
-            .resolved()
-            .map_err(|e| format!("model {}: {e}", path.display()))?;
+        let file = ModelFile::from_path(path).map_err(|e| TierError::new(path, e))?;
+        let (net, _) = file.resolved().map_err(|e| TierError::new(path, e))?;
         Self::of(&net, path, tier)
     }
 
     /// The tier `tier` of `net`.
-    pub fn of(net: &Network, path: &Path, tier: Option<&str>) -> Result<TierCapacity, String> {
-        let at = |what: String| format!("model {}: {what}", path.display());
+    pub fn of(net: &Network, path: &Path, tier: Option<&str>) -> Result<TierCapacity, TierError> {
+        let at = |what: String| TierError::new(path, what);
         let weights = class_weights(net);
         let demand = |k: usize| -> f64 {
             net.stations[k]
@@ -177,7 +193,7 @@ fn class_weights(net: &Network) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfpilot_model::{Class, Discipline, Station};
+    use crate::{Class, Discipline, Station};
 
     fn station(name: &str, kind: StationKind, demand: Vec<f64>) -> Station {
         Station {
@@ -224,14 +240,20 @@ mod tests {
 
     #[test]
     fn a_missing_or_delay_tier_names_the_stations_to_pick_from() {
-        let e = TierCapacity::of(&three_tier(), Path::new("m.toml"), Some("cache")).unwrap_err();
+        let e = TierCapacity::of(&three_tier(), Path::new("m.toml"), Some("cache"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("no station `cache`") && e.contains("web, app, db"),
             "{e}"
         );
-        let e = TierCapacity::of(&three_tier(), Path::new("m.toml"), Some("lan")).unwrap_err();
+        let e = TierCapacity::of(&three_tier(), Path::new("m.toml"), Some("lan"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is a delay"), "{e}");
-        let e = TierCapacity::of(&three_tier(), Path::new("m.toml"), None).unwrap_err();
+        let e = TierCapacity::of(&three_tier(), Path::new("m.toml"), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("say which one"), "{e}");
     }
 
@@ -248,9 +270,13 @@ mod tests {
 
     #[test]
     fn a_device_is_not_read_as_a_model() {
-        let e = TierCapacity::load(Path::new("/dev/zero"), None).unwrap_err();
+        let e = TierCapacity::load(Path::new("/dev/zero"), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a model file"), "{e}");
-        let e = TierCapacity::load(Path::new("/nonexistent/m.toml"), None).unwrap_err();
+        let e = TierCapacity::load(Path::new("/nonexistent/m.toml"), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/nonexistent/m.toml"), "{e}");
     }
 

@@ -11,11 +11,11 @@ use perfpilot_sys::net::{self, Listener};
 use perfpilot_sys::process::ProcReader;
 use tracing::{debug, info};
 
-use super::signals::{PresetOffer, per_cpu_second};
-use super::watch::Observation;
+use super::choose::PresetOffer;
+use super::preset::{self, Candidate, Endpoint, Identity, PresetConfig, PresetReader};
+use super::proxy::per_cpu_second;
+use super::{Observation, SignalKind, SpanWindow, Windowed};
 use crate::config::ValueKind;
-use crate::preset::{self, Candidate, Endpoint, Identity, PresetConfig, PresetReader};
-use crate::signal::{SignalKind, SpanWindow, Windowed};
 
 /// After a preset failed, how long before it is tried again.
 const RETRY_FAILED_MS: i64 = 60_000;
@@ -53,7 +53,7 @@ enum PresetState {
 }
 
 /// The servers among the workloads, by workload signature.
-pub(super) struct Servers {
+pub struct Servers {
     fs: Fs,
     reader: ProcReader,
     overrides: Vec<PresetConfig>,
@@ -62,7 +62,7 @@ pub(super) struct Servers {
 
 impl Servers {
     /// Servers over `fs`, with the config's `[[preset]]` entries.
-    pub(super) fn new(fs: &Fs, overrides: Vec<PresetConfig>) -> Servers {
+    pub fn new(fs: &Fs, overrides: Vec<PresetConfig>) -> Servers {
         Servers {
             fs: fs.clone(),
             reader: ProcReader::new(fs),
@@ -73,7 +73,7 @@ impl Servers {
 
     /// Looks at the workloads `ws` that are new, restarted or due for another try; forgets the
     /// ones that exited (`all` is every workload of the scan).
-    pub(super) fn refresh(&mut self, all: &[Workload], ws: &[&Workload], timeout: Duration) {
+    pub fn refresh(&mut self, all: &[Workload], ws: &[&Workload], timeout: Duration) {
         self.slots
             .retain(|sig, _| all.iter().any(|w| &w.signature == sig));
         let now = perfpilot_sys::clock::now_ms();
@@ -201,7 +201,7 @@ impl Servers {
     }
 
     /// What a preset offers the workload `signature` now.
-    pub(super) fn preset_offer(&self, signature: &str) -> PresetOffer {
+    pub fn preset_offer(&self, signature: &str) -> PresetOffer {
         match self.slots.get(signature).map(|s| &s.preset) {
             Some(PresetState::Ready { signal, .. }) => PresetOffer::Ready(signal.clone()),
             Some(PresetState::Failed(why)) => PresetOffer::Failed(why.clone()),
@@ -210,12 +210,12 @@ impl Servers {
     }
 
     /// The kind of server the workload is, when it listens on a socket or is a known server.
-    pub(super) fn serves(&self, signature: &str) -> Option<&str> {
+    pub fn serves(&self, signature: &str) -> Option<&str> {
         self.slots.get(signature)?.serves.as_deref()
     }
 
     /// Starts the workload's windows afresh at its next reading.
-    pub(super) fn restart_windows(&mut self, signature: &str) {
+    pub fn restart_windows(&mut self, signature: &str) {
         if let Some(slot) = self.slots.get_mut(signature) {
             slot.windowed.reset();
             if let Some(span) = slot.span.as_mut() {
@@ -225,7 +225,7 @@ impl Servers {
     }
 
     /// The length of the workload's windows, when its preset reads them over several scans.
-    pub(super) fn window_s(&self, signature: &str) -> Option<f64> {
+    pub fn window_s(&self, signature: &str) -> Option<f64> {
         let slot = self.slots.get(signature)?;
         slot.span.as_ref().map(|s| s.min_s())
     }
@@ -233,7 +233,7 @@ impl Servers {
     /// This window's observation of workload `w` by its preset: the counter's rate per
     /// CPU-second (`t_s`: monotonic seconds). A failed reading is an error and starts the rate
     /// afresh.
-    pub(super) fn observe(&mut self, w: &Workload, t_s: f64, timeout: Duration) -> Observation {
+    pub fn observe(&mut self, w: &Workload, t_s: f64, timeout: Duration) -> Observation {
         let Some(slot) = self.slots.get_mut(&w.signature) else {
             return Err("its preset is gone (the server was not seen this scan)".into());
         };

@@ -1,0 +1,23 @@
+//! perfpilot's experiment core: what `study`, `capacity` and the proof harness share when they
+//! run servers under load, so that each piece has one home.
+//!
+//! - [`machine`]: the machine a run ran on ([`MachineFacts`]), read through `perfpilot-sys`;
+//! - [`measure`]: the CPU a measured window used (each instance, the driver, the machine);
+//! - [`tool`]: finding the programs an experiment runs;
+//! - [`port`]: free loopback ports;
+//! - [`user`]: the system users servers run as;
+//! - [`process`]: waiting until a started process is ready, stopping it, the processes below
+//!   it and the CPU it used;
+//! - [`log`]: the end of a started process's log, for error messages;
+//! - [`schedule`]: the orders of rounds (alternating, seeded shuffles, Latin squares).
+
+pub mod log;
+pub mod machine;
+pub mod measure;
+pub mod port;
+pub mod process;
+pub mod schedule;
+pub mod tool;
+pub mod user;
+
+pub use machine::MachineFacts;
