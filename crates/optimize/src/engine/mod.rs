@@ -274,6 +274,7 @@ impl Engine {
             .into_iter()
             .filter(|k| k.enabled(&t))
             .collect();
+        self.policy.slow_evidence_after_s = t.min_age_s;
         self.tun = t;
         Ok(())
     }

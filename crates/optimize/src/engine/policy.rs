@@ -67,6 +67,11 @@ pub(super) struct Policy {
     pub(super) manual: HashMap<String, String>,
     /// The workload strategies the tunables switch on (the engine sets it at each reload).
     pub(super) enabled: Vec<StrategyKind>,
+    /// The age (s) from which a workload's members' slow evidence is read: `min_age_s`, set by
+    /// the engine at each reload (0 until then). No strategy acts on a younger workload, and
+    /// reading `numa_maps` and `smaps` (page-table walks) of every process of a server as it
+    /// starts was most of the daemon's own CPU in its first minute (docs/reliability.md).
+    pub(super) slow_evidence_after_s: f64,
     /// The slow evidence of each process (pid, start time), with when it was read.
     settings: HashMap<(i32, u64), (Instant, Vec<ManualSetting>)>,
     /// Where each process runs, with when it was read.
@@ -88,6 +93,7 @@ impl Policy {
                 StrategyKind::MemoryAffinity,
                 StrategyKind::LargePages,
             ],
+            slow_evidence_after_s: 0.0,
             settings: HashMap::new(),
             placements: HashMap::new(),
         }
@@ -122,7 +128,9 @@ impl Policy {
     }
 
     /// The knobs someone else set on a workload, and its world. `ours` is the mask perfpilot
-    /// bound it to, if any: that one is not manual tuning.
+    /// bound it to, if any: that one is not manual tuning. A workload younger than
+    /// [`slow_evidence_after_s`](Self::slow_evidence_after_s) shows only its affinity: its
+    /// members' memory policy and huge-page settings are read once it is old enough to act on.
     pub(super) fn manual(
         &mut self,
         topo: &Topology,
@@ -142,7 +150,12 @@ impl Policy {
                 .collect();
             settings.extend(manual::affinity(topo, &world, &masks, ours));
         }
-        for m in &w.members {
+        let members = if w.age_s >= self.slow_evidence_after_s {
+            &w.members[..]
+        } else {
+            &[]
+        };
+        for m in members {
             let key = (m.pid, m.starttime);
             let found = match self.settings.get(&key) {
                 Some((at, v)) if at.elapsed() < REREAD => v.clone(),

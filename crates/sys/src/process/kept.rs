@@ -5,7 +5,9 @@
 //!
 //! A descriptor stays bound to the task it was opened on: once that task has exited, reading
 //! it fails with `ESRCH`, so a recycled pid or tid is never read through an old descriptor. The
-//! caller then opens the new task's file as usual.
+//! caller then opens the new task's file as usual. A process's `task/` directory is kept the
+//! same way and listed again after a rewind (listing a dead task's directory fails with
+//! `ENOENT`).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -29,14 +31,19 @@ pub(crate) type Key = (i32, i32, &'static str);
 struct ProcFds {
     seen: u64,
     files: HashMap<(i32, &'static str), File>,
+    /// Its `task/` directory (no seq_file page behind it: a few hundred bytes of kernel memory).
+    task_dir: Option<File>,
 }
 
-/// Open descriptors by [`Key`], at most `limit` of them. Only files opened in two passes in a
-/// row are kept: an open procfs file holds about 4.4 KiB of kernel memory once read (its
-/// seq_file page), worth it for what every pass reads (processes' `stat`, busy threads), not
-/// for what a sampler reads now and then (idle processes' refreshes). A process's descriptors
-/// stay while any of its files is read in a pass (a sampler that carries an idle process over
-/// still reads its `stat`), so its threads' descriptors outlive the passes that skip them.
+/// Open descriptors by [`Key`], at most `limit` of them. A file is kept once it was opened in
+/// two passes in a row, or at once when its process already has a kept descriptor: an open
+/// procfs file holds about 4.4 KiB of kernel memory once read (its seq_file page), worth it
+/// for what every pass reads (processes' `stat`, busy threads) and for the files of a process
+/// read every pass that a sampler reads now and then (an idle process's `status`, `io` and
+/// task directory at its refresh: opening them cost more than the rest of the refresh), not
+/// for a process seen once. A process's descriptors stay while any of its files is read in a
+/// pass (a sampler that carries an idle process over still reads its `stat`), so its threads'
+/// and refresh files' descriptors outlive the passes that skip them.
 #[derive(Debug)]
 pub(crate) struct KeptFds {
     procs: HashMap<i32, ProcFds>,
@@ -86,17 +93,45 @@ impl KeptFds {
     /// Keeps `file` (just opened and read) for the next passes, if it was opened in the
     /// previous pass too and there is room; else it is closed.
     pub fn keep(&mut self, key: Key, file: File) {
-        if !self.opened_before.contains(&key) {
+        let (pid, tid, name) = key;
+        if !self.procs.contains_key(&pid) && !self.opened_before.contains(&key) {
             self.opened.insert(key);
             return;
         }
-        let (pid, tid, name) = key;
         let p = self.procs.entry(pid).or_insert_with(|| ProcFds {
             seen: self.pass,
             files: HashMap::new(),
+            task_dir: None,
         });
         p.seen = self.pass;
         if self.count < self.limit && p.files.insert((tid, name), file).is_none() {
+            self.count += 1;
+        }
+    }
+
+    /// Takes `pid`'s kept task directory, rewound to its start, to list it; give it back with
+    /// [`keep_task_dir`](Self::keep_task_dir). `None` when none is kept or it cannot be rewound.
+    pub fn take_task_dir(&mut self, pid: i32) -> Option<File> {
+        use std::io::Seek;
+        let p = self.procs.get_mut(&pid)?;
+        let mut dir = p.task_dir.take()?;
+        self.count -= 1;
+        p.seen = self.pass;
+        dir.rewind().ok()?;
+        Some(dir)
+    }
+
+    /// Keeps `pid`'s task directory (just listed) if the process has kept descriptors and there
+    /// is room; else it is closed.
+    pub fn keep_task_dir(&mut self, pid: i32, dir: File) {
+        if self.count >= self.limit {
+            return;
+        }
+        if let Some(p) = self.procs.get_mut(&pid)
+            && p.task_dir.is_none()
+        {
+            p.task_dir = Some(dir);
+            p.seen = self.pass;
             self.count += 1;
         }
     }
@@ -119,7 +154,7 @@ impl KeptFds {
         self.procs.retain(|_, p| {
             let keep = p.seen == pass;
             if !keep {
-                closed += p.files.len();
+                closed += p.files.len() + usize::from(p.task_dir.is_some());
             }
             keep
         });
@@ -219,6 +254,62 @@ mod tests {
         k.end_pass();
         assert_eq!(k.len(), 2);
         std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_a_process_with_kept_descriptors_is_kept_at_once() {
+        let (p, f) = temp("refresh", "a");
+        let mut k = KeptFds::new(8);
+        keep_now(&mut k, (1, 0, "stat"), f.try_clone().unwrap());
+        k.end_pass();
+        // An idle process's refresh: its status opened for the first time in a while.
+        k.keep((1, 0, "status"), f.try_clone().unwrap());
+        assert_eq!(k.len(), 2);
+        // Another process's first open is not kept.
+        k.keep((2, 0, "status"), f);
+        assert_eq!(k.len(), 2);
+        let mut buf = Vec::new();
+        assert!(matches!(k.read((1, 0, "status"), &mut buf), KeptRead::Read));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_kept_task_directory_lists_the_threads_again_and_is_closed_once_the_process_exits() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let stat = File::open(format!("/proc/{pid}/stat")).unwrap();
+        let mut k = KeptFds::new(8);
+        keep_now(&mut k, (pid, 0, "stat"), stat);
+        let list = |dir: &File| {
+            let (mut buf, mut out) = (Vec::new(), Vec::new());
+            crate::fs::numeric_entries(dir, &mut buf, &mut out).map(|()| out)
+        };
+        let dir = File::open(format!("/proc/{pid}/task")).unwrap();
+        assert_eq!(list(&dir).unwrap(), vec![pid]);
+        k.keep_task_dir(pid, dir);
+        assert_eq!(k.len(), 2);
+        for _ in 0..2 {
+            let dir = k.take_task_dir(pid).expect("kept");
+            assert_eq!(
+                list(&dir).unwrap(),
+                vec![pid],
+                "listed again from the start"
+            );
+            k.keep_task_dir(pid, dir);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let dir = k.take_task_dir(pid).expect("still kept");
+        let e = list(&dir).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+        // Not given back: closed, and the process's other descriptors go at the pass's end.
+        assert_eq!(k.len(), 1);
+        k.end_pass();
+        k.end_pass();
+        assert_eq!(k.len(), 0);
     }
 
     #[test]

@@ -117,32 +117,66 @@ impl ProcReader {
         if let Some(k) = &mut self.kept {
             k.threads_are(pid, &tids);
         }
+        let r = self.thread_stats(pid, &dir, &dir_path, tids, &mut each);
+        self.give_back_task_dir(pid, dir);
+        r
+    }
+
+    fn thread_stats(
+        &mut self,
+        pid: i32,
+        dir: &std::fs::File,
+        dir_path: &Path,
+        tids: Vec<i32>,
+        each: &mut impl FnMut(Result<TaskStat>),
+    ) -> Result<()> {
         let mut rel = String::with_capacity(24);
+        // The file's path, for errors only: one buffer, not an allocation per thread.
+        let mut file = dir_path.to_path_buf();
         for tid in tids {
             rel.clear();
             let _ = write!(rel, "{tid}/stat");
+            file.push(&rel);
             if let Some(k) = &mut self.kept
                 && let KeptRead::Read = k.read((pid, tid, "stat"), &mut self.buf)
             {
-                each(parse_stat(&self.buf, &dir_path.join(&rel)));
-                continue;
+                each(parse_stat(&self.buf, &file));
+            } else {
+                let r = read_single(Some(dir), dir_path, &rel, &mut self.buf);
+                let r = r.and_then(|f| {
+                    if let Some(k) = &mut self.kept {
+                        k.keep((pid, tid, "stat"), f);
+                    }
+                    parse_stat(&self.buf, &file)
+                });
+                each(r);
             }
-            let r = read_single(Some(&dir), &dir_path, &rel, &mut self.buf);
-            let r = r.and_then(|f| {
-                if let Some(k) = &mut self.kept {
-                    k.keep((pid, tid, "stat"), f);
-                }
-                parse_stat(&self.buf, &dir_path.join(&rel))
-            });
-            each(r);
+            file.pop();
+            file.pop();
         }
         Ok(())
     }
 
-    /// Opens `pid`'s task directory and lists its thread ids (unsorted).
+    /// Keeps `pid`'s task directory open for the next listing, where its descriptors are kept.
+    fn give_back_task_dir(&mut self, pid: i32, dir: std::fs::File) {
+        if let Some(k) = &mut self.kept {
+            k.keep_task_dir(pid, dir);
+        }
+    }
+
+    /// Opens `pid`'s task directory (or rewinds its kept descriptor) and lists its thread ids
+    /// (unsorted).
     fn task_dir(&mut self, pid: i32) -> Result<(std::fs::File, PathBuf, Vec<i32>)> {
         self.set_path(pid, None, "task");
         let dir_path = PathBuf::from(&self.path);
+        if let Some(dir) = self.kept.as_mut().and_then(|k| k.take_task_dir(pid)) {
+            let mut tids = Vec::new();
+            // A dead process's directory fails (ENOENT): it is closed, and the path tells
+            // whether the pid now names another process.
+            if numeric_entries(&dir, &mut self.dir_buf, &mut tids).is_ok() {
+                return Ok((dir, dir_path, tids));
+            }
+        }
         let gone = |source: std::io::Error| {
             if source.kind() == std::io::ErrorKind::NotFound
                 || source.raw_os_error() == Some(libc::ESRCH)
@@ -179,7 +213,8 @@ impl ProcReader {
 
     /// The thread ids of a process, sorted.
     pub fn tids(&mut self, pid: i32) -> Result<Vec<i32>> {
-        let (_, _, mut v) = self.task_dir(pid)?;
+        let (dir, _, mut v) = self.task_dir(pid)?;
+        self.give_back_task_dir(pid, dir);
         v.sort_unstable();
         Ok(v)
     }

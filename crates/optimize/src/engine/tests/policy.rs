@@ -186,6 +186,28 @@ fn a_memory_policy_blocks_memory_affinity_and_refused_or_own_huge_pages_block_la
 }
 
 #[test]
+fn a_young_workloads_memory_policy_is_read_only_once_it_is_old_enough_to_act_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topo = machine(2, 1, 2, 1);
+    let mut w = two_threads(0.5);
+    let numa_maps = "7f0000000000 bind:1 anon=512 dirty=512 N1=512 kernelpagesize_kB=4\n";
+    write(tmp.path(), "proc/100/numa_maps", numa_maps);
+    let mut p = policy(tmp.path(), "");
+    p.slow_evidence_after_s = 60.0;
+    w.age_s = 10.0;
+    // Too young for any strategy: its numa_maps and smaps are not read (the file's policy is
+    // not seen, and removing the file changes nothing).
+    assert!(p.manual(&topo, &w, None).settings.is_empty());
+    std::fs::remove_file(tmp.path().join("proc/100/numa_maps")).unwrap();
+    assert!(p.manual(&topo, &w, None).settings.is_empty());
+    write(tmp.path(), "proc/100/numa_maps", numa_maps);
+    w.age_s = 60.0;
+    let m = p.manual(&topo, &w, None);
+    assert_eq!(m.settings.len(), 1, "{:?}", m.settings);
+    assert_eq!(m.settings[0].knob, Knob::MemoryPolicy);
+}
+
+#[test]
 fn the_config_excludes_workloads_and_only_matched_leaves_the_others_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let topo = machine(1, 1, 4, 1);
