@@ -8,10 +8,10 @@
 //! Where it does, [`split_cold`] splits what it can without debugfs: `process_madvise(MADV_COLD)`
 //! over a huge page less its first small page makes the kernel split a huge page the advice
 //! covers only in part, and the pages advised go to the inactive list: reclaimed first under
-//! memory pressure, nothing otherwise. For shared memory it splits the advised process's mapping (the TLB cost returns)
-//! while the page-cache folio stays huge, so the undo of a collapse uses it only for private
-//! anonymous memory ([`cold_covers`]); a shared segment's undo record would have to name every
-//! process that maps it (docs/optimizer.md).
+//! memory pressure, nothing otherwise. For shared memory it splits the advised process's mapping
+//! (the TLB cost returns) while the page-cache folio stays huge, so the undo of a collapse uses
+//! it only for private anonymous memory ([`cold_covers`]); a shared segment's undo record would
+//! have to name every process that maps it (docs/optimizer.md).
 
 use std::io::Write;
 
@@ -92,28 +92,12 @@ const PASSES: usize = 6;
 /// Splits the huge pages of `pid` in each `(start, len)` range, until none is left in them or
 /// after [`PASSES`] passes.
 pub fn split(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> std::io::Result<SplitOutcome> {
-    let mut out = SplitOutcome {
-        ranges: ranges.len(),
-        bytes: ranges.iter().map(|&(_, len)| len).sum(),
-        ..SplitOutcome::default()
-    };
-    for pass in 0..PASSES {
+    in_passes(fs, pid, ranges, false, || {
         for &(start, len) in ranges {
             write_range(fs, pid, start, start + len)?;
         }
-        out.passes = pass + 1;
-        // Unreadable (the process gone, a fixture tree): nothing to check, one pass it is.
-        let Ok(smaps) = std::fs::read_to_string(fs.path(&format!("proc/{pid}/smaps"))) else {
-            out.left = 0;
-            break;
-        };
-        out.left = crate::process::huge_in_ranges(&smaps, ranges);
-        if out.left == 0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20 << pass));
-    }
-    Ok(out)
+        Ok(())
+    })
 }
 
 /// Splits the huge pages `pid` maps in each `(start, len)` range by `process_madvise(MADV_COLD)`
@@ -122,23 +106,16 @@ pub fn split(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> std::io::Result<SplitO
 /// stays mapped huge (pages in use at each pass).
 pub fn split_cold(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> crate::Result<SplitOutcome> {
     let pidfd = crate::collapse::pidfd_open(pid)?;
-    let iov = cold_pieces(ranges);
-    let mut out = SplitOutcome {
-        ranges: ranges.len(),
-        bytes: ranges.iter().map(|&(_, len)| len).sum(),
-        ..SplitOutcome::default()
-    };
-    let mut before = u64::MAX;
-    for pass in 0..PASSES {
+    let iov: Vec<libc::iovec> = cold_pieces(ranges)
+        .into_iter()
+        .map(|(a, l)| libc::iovec {
+            iov_base: a as usize as *mut libc::c_void,
+            iov_len: l as usize,
+        })
+        .collect();
+    in_passes(fs, pid, ranges, true, || {
         for batch in iov.chunks(crate::collapse::IOV_MAX) {
-            let v: Vec<libc::iovec> = batch
-                .iter()
-                .map(|&(a, l)| libc::iovec {
-                    iov_base: a as usize as *mut libc::c_void,
-                    iov_len: l as usize,
-                })
-                .collect();
-            crate::collapse::advise(&pidfd, &v, libc::MADV_COLD).map_err(|source| {
+            crate::collapse::advise(&pidfd, batch, libc::MADV_COLD).map_err(|source| {
                 crate::Error::Syscall {
                     call: "process_madvise(MADV_COLD)",
                     target: format!("pid {pid}"),
@@ -146,18 +123,40 @@ pub fn split_cold(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> crate::Result<Spl
                 }
             })?;
         }
-        out.passes = pass + 1;
+        Ok(())
+    })
+}
+
+/// Runs `pass` over `pid`'s ranges until `smaps` shows no huge page left in them, or after
+/// [`PASSES`] passes, pausing longer after each; `stop_when_stuck`: also once a pass split
+/// nothing more.
+fn in_passes<E>(
+    fs: &Fs,
+    pid: i32,
+    ranges: &[(u64, u64)],
+    stop_when_stuck: bool,
+    mut pass: impl FnMut() -> Result<(), E>,
+) -> Result<SplitOutcome, E> {
+    let mut out = SplitOutcome {
+        ranges: ranges.len(),
+        bytes: ranges.iter().map(|&(_, len)| len).sum(),
+        ..SplitOutcome::default()
+    };
+    let mut before = u64::MAX;
+    for n in 0..PASSES {
+        pass()?;
+        out.passes = n + 1;
+        // Unreadable (the process gone, a fixture tree): nothing to check, one pass it is.
         let Ok(smaps) = std::fs::read_to_string(fs.path(&format!("proc/{pid}/smaps"))) else {
             out.left = 0;
             break;
         };
         out.left = crate::process::huge_in_ranges(&smaps, ranges);
-        // Nothing left, or nothing more split by this pass: what stays is shared or pinned.
-        if out.left == 0 || out.left >= before {
+        if out.left == 0 || (stop_when_stuck && out.left >= before) {
             break;
         }
         before = out.left;
-        std::thread::sleep(std::time::Duration::from_millis(20 << pass));
+        std::thread::sleep(std::time::Duration::from_millis(20 << n));
     }
     Ok(out)
 }
