@@ -51,7 +51,8 @@ pub(super) struct Watch {
     pub(super) prev: Option<Sample>,
     /// `process_madvise(MADV_COLLAPSE)` works on this kernel.
     pub(super) collapse_supported: bool,
-    /// Huge pages can be split back here (`sys::split`), or why not.
+    /// Huge pages of any memory can be split back here (debugfs, `sys::split::supported`), or
+    /// why not; private memory may be all the same (`engine/plan.rs`, `split::cold_covers`).
     pub(super) split_supported: Result<(), String>,
     /// The workloads' signals: probes, PMU counters, servers and their presets.
     pub(super) signals: Reader,
