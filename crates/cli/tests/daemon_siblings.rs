@@ -81,18 +81,20 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     const MIB: u64 = 193;
     let (a, b) = (Cache::start(MIB), Cache::start(MIB));
     let dir = Dir::new("siblings");
+    // Up to 40 windows a side: on a shared VM the ratio's windows are serially correlated
+    // (lag-1 near 0.65), and 20 a side left a ×1.16 gain undecided once in CI.
     let config = dir.config(&format!(
         "only_matched = true\n\
          [tunables]\ninterval_s = 1\nmin_age_s = 0\nmin_cpu_cores = 0.05\nmin_memory_mib = 64\n\
-         windows = 6\nmax_windows = 20\nread_ahead = false\ncache_affinity = false\n\
+         windows = 6\nmax_windows = 40\nread_ahead = false\ncache_affinity = false\n\
          memory_affinity = false\nshmem_advise_at_start = false\nrest_change_max = 0\n\
          backoff_s = 3600\ncpu_budget_pct = 20\n\
          [[workload]]\nmatch = {{ comm = \"sharedcache\", cmdline = \"--table-mib {MIB}\" }}\n"
     ));
-    let d = daemon(&config, &dir.state(), "180s");
+    let d = daemon(&config, &dir.state(), "260s");
     // The first large-pages action decided, and what the other instance held at that moment.
     let mut decided = None;
-    let found = wait_until(Duration::from_secs(170), || {
+    let found = wait_until(Duration::from_secs(250), || {
         let Some(s) = status_if_written(&dir.state()) else {
             return false;
         };
@@ -114,7 +116,7 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     terminate(&d);
     let out = d.wait_with_output().expect("the daemon's exit");
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(found, "no large-pages verdict within 170 s:\n{log}");
+    assert!(found, "no large-pages verdict within 250 s:\n{log}");
     let (action, huge_a, huge_b) = decided.expect("the decided action");
     let v = &action["verdict"];
     assert_eq!(v["design"], "control", "{action:#}\n{log}");
