@@ -124,6 +124,36 @@ impl Write for Stream {
     }
 }
 
+/// A stream that reads a server's bytes and drops what is written to it: a whole
+/// conversation replayed from recorded or fuzzed bytes.
+pub(crate) struct Replay<'a> {
+    input: io::Cursor<&'a [u8]>,
+}
+
+impl<'a> Replay<'a> {
+    /// A server that says `server`, then closes.
+    pub(crate) fn new(server: &'a [u8]) -> Replay<'a> {
+        Replay {
+            input: io::Cursor::new(server),
+        }
+    }
+}
+
+impl Read for Replay<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+impl Write for Replay<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// How long the worker's socket waits for one step, for a read waited on for `timeout`: long
 /// enough that a slow answer is still taken by a later read, short enough that a hung
 /// server frees the worker.

@@ -21,7 +21,7 @@ mod query;
 
 use std::time::Duration;
 
-use super::reader::{Fault, Session, Stream};
+use super::reader::{Fault, Replay, Session, Stream};
 use super::{Endpoint, PresetSettings, Reading};
 use auth::{Greeting, Login};
 use packet::Packets;
@@ -145,9 +145,7 @@ impl Session for Mysql {
 /// login as `user` (with `password`, over a Unix socket when `unix`), then the query; what
 /// perfpilot writes is dropped. Returns the value read, if the bytes made it that far.
 pub(crate) fn replay(server: &[u8], password: Option<&str>, unix: bool) -> Option<u64> {
-    let mut packets = Packets::new(Replay {
-        input: std::io::Cursor::new(server),
-    });
+    let mut packets = Packets::new(Replay::new(server));
     let login = Login {
         user: DEFAULT_USER,
         password,
@@ -159,26 +157,6 @@ pub(crate) fn replay(server: &[u8], password: Option<&str>, unix: bool) -> Optio
     let value = query::questions(&mut packets, login.field, &login.tried).ok();
     query::quit(&mut packets);
     value
-}
-
-/// A stream that reads a server's bytes and drops what is written to it.
-struct Replay<'a> {
-    input: std::io::Cursor<&'a [u8]>,
-}
-
-impl std::io::Read for Replay<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.input.read(buf)
-    }
-}
-
-impl std::io::Write for Replay<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 
 use std::io::{Read, Write};
 
+pub(super) use super::super::printable;
 use super::super::reader::Fault;
-use super::super::snippet;
 
 /// A payload of this length continues in the next packet.
 const CHUNK: usize = 0xff_ffff;
@@ -83,23 +83,6 @@ impl<S: Read + Write> Packets<S> {
     #[cfg(test)]
     pub(super) fn get_ref(&self) -> &S {
         &self.stream
-    }
-}
-
-/// `bytes` as text when they are printable ASCII, else as hex: what an error shows of an
-/// answer that is not MySQL's.
-pub(super) fn printable(bytes: &[u8]) -> String {
-    if bytes
-        .iter()
-        .all(|b| b.is_ascii_graphic() || *b == b' ' || *b == b'\r' || *b == b'\n')
-    {
-        snippet(bytes, 80)
-    } else {
-        let mut out: Vec<String> = bytes.iter().take(32).map(|b| format!("{b:02x}")).collect();
-        if bytes.len() > 32 {
-            out.push("…".into());
-        }
-        out.join(" ")
     }
 }
 
