@@ -21,7 +21,7 @@ mod query;
 
 use std::time::Duration;
 
-use super::reader::{Fault, Replay, Session, Stream};
+use super::reader::{Fault, KeptConnection, Replay, Stream};
 use super::{Endpoint, PresetSettings, Reading};
 use auth::{Greeting, Login};
 use packet::Packets;
@@ -100,6 +100,16 @@ impl Mysql {
         let greeting = auth::log_in(&mut packets, &self.login())?;
         Ok(Conn { packets, greeting })
     }
+}
+
+impl KeptConnection for Mysql {
+    fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    fn disconnect(&mut self) {
+        self.conn = None;
+    }
 
     fn query(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
         if self.conn.is_none() {
@@ -119,25 +129,6 @@ impl Mysql {
                 conn.greeting.server()
             ),
         })
-    }
-}
-
-impl Session for Mysql {
-    fn read(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
-        let kept = self.conn.is_some();
-        match self.query(io_limit) {
-            // A kept connection the server has since closed (wait_timeout, a restart): once
-            // more on a new one.
-            Err(Fault::Failed(_)) if kept => {
-                self.conn = None;
-                self.query(io_limit)
-            }
-            other => other,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.conn = None;
     }
 }
 
@@ -161,6 +152,7 @@ pub(crate) fn replay(server: &[u8], password: Option<&str>, unix: bool) -> Optio
 
 #[cfg(test)]
 mod tests {
+    use super::super::reader::Session;
     use super::*;
 
     fn mysql(endpoint: &str, user: Option<&str>, password: Option<&str>) -> Mysql {

@@ -270,28 +270,7 @@ pub(super) use wire::{frame, unhex, wire};
 #[cfg(test)]
 mod wire {
     use super::*;
-    use std::io::Cursor;
-
-    /// A stream that reads from fixed bytes and records what is written.
-    pub(crate) struct Wire {
-        pub(crate) input: Cursor<Vec<u8>>,
-        pub(crate) output: Vec<u8>,
-    }
-
-    impl Read for Wire {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            self.input.read(buf)
-        }
-    }
-
-    impl Write for Wire {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.output.write(buf)
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::signal::preset::reader::Wire;
 
     /// The bytes of hex text (`"0a 35 2e"`; spaces and newlines ignored).
     pub(crate) fn unhex(text: &str) -> Vec<u8> {
@@ -312,10 +291,7 @@ mod wire {
 
     /// Packets over a wire that answers `input`.
     pub(crate) fn wire(input: &[u8]) -> Packets<Wire> {
-        Packets::new(Wire {
-            input: Cursor::new(input.to_vec()),
-            output: Vec::new(),
-        })
+        Packets::new(Wire::new(input))
     }
 }
 

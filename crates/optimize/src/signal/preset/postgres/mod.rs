@@ -19,7 +19,7 @@ mod wire;
 
 use std::time::Duration;
 
-use super::reader::{Fault, Replay, Session, Stream};
+use super::reader::{Fault, KeptConnection, Replay, Stream};
 use super::{Endpoint, PresetSettings, Reading};
 use auth::{Login, Server};
 use wire::Messages;
@@ -127,6 +127,16 @@ impl Postgres {
         let server = auth::log_in(&mut messages, &login)?;
         Ok(Conn { messages, server })
     }
+}
+
+impl KeptConnection for Postgres {
+    fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    fn disconnect(&mut self) {
+        self.conn = None;
+    }
 
     fn query(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
         if self.conn.is_none() {
@@ -147,25 +157,6 @@ impl Postgres {
             value,
             source: format!("xact_commit + xact_rollback from pg_stat_database{version}"),
         })
-    }
-}
-
-impl Session for Postgres {
-    fn read(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
-        let kept = self.conn.is_some();
-        match self.query(io_limit) {
-            // A kept connection the server has since closed (a restart, an idle timeout):
-            // once more on a new one.
-            Err(Fault::Failed(_)) if kept => {
-                self.conn = None;
-                self.query(io_limit)
-            }
-            other => other,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.conn = None;
     }
 }
 

@@ -6,6 +6,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 
 use proptest::prelude::*;
 
+use super::super::reader::Session;
 use super::wire::fake::{auth, msg, ready};
 use super::*;
 

@@ -176,37 +176,12 @@ impl ServerError {
 /// Backend messages built by hand, for the tests of this module and its siblings.
 #[cfg(test)]
 pub(super) mod fake {
-    use std::io::{Cursor, Read, Write};
-
     use super::Messages;
-
-    /// A stream that reads from fixed bytes and records what is written.
-    pub(crate) struct Wire {
-        pub(crate) input: Cursor<Vec<u8>>,
-        pub(crate) output: Vec<u8>,
-    }
-
-    impl Read for Wire {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            self.input.read(buf)
-        }
-    }
-
-    impl Write for Wire {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.output.write(buf)
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::signal::preset::reader::Wire;
 
     /// Messages over a wire that answers `input`.
     pub(crate) fn wire(input: &[u8]) -> Messages<Wire> {
-        Messages::new(Wire {
-            input: Cursor::new(input.to_vec()),
-            output: Vec::new(),
-        })
+        Messages::new(Wire::new(input))
     }
 
     /// A message on the wire: type, length (counting itself), body.
