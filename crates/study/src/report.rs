@@ -22,7 +22,7 @@ use crate::spec::{Config, Level, Study};
 use crate::stats;
 use crate::summary::{Summary, against_baseline, phase_figures};
 
-pub use apply::{Apply, apply_script};
+pub use apply::{Apply, ApplyError, apply_script};
 pub use html::{facts_table, machine_rows, markdown_body, to_html};
 pub use markdown::to_markdown;
 

@@ -123,7 +123,7 @@ fn with_hosts(facts: &str, hosts: &[String]) -> String {
 /// changed are restored from it first.
 pub(crate) fn knob_journal(opts: &RunOptions) -> Result<PathBuf, StudyError> {
     let journal = opts.store.with_extension("knobs-journal.json");
-    for line in deploy::recover_knobs(&opts.knob_fs, &journal).map_err(StudyError::Failed)? {
+    for line in deploy::recover_knobs(&opts.knob_fs, &journal)? {
         eprintln!("perfpilot study: {line}");
     }
     Ok(journal)

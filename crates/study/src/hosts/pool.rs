@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use perfpilot_store::TrialPhase;
 
+use super::HostLost;
 use crate::error::StudyError;
 use crate::spec::Config;
 use crate::trial::{TrialContext, TrialOutcome, run_trial};
@@ -27,7 +28,7 @@ pub(crate) trait Host: Send {
         round: usize,
         config: &Config,
         stop: &AtomicBool,
-    ) -> Result<TrialOutcome, String>;
+    ) -> Result<TrialOutcome, HostLost>;
 }
 
 /// Trials in this process, on this machine.
@@ -50,7 +51,7 @@ impl Host for LocalHost<'_> {
         _round: usize,
         config: &Config,
         _stop: &AtomicBool,
-    ) -> Result<TrialOutcome, String> {
+    ) -> Result<TrialOutcome, HostLost> {
         // The context's stop is the run's own (Ctrl-C).
         Ok(run_trial(&self.ctx, config, None))
     }
@@ -96,7 +97,7 @@ pub(crate) enum Event<'e> {
     Lost {
         job: &'e RoundJob,
         host: &'e str,
-        reason: &'e str,
+        reason: &'e HostLost,
         left: Vec<String>,
     },
 }
@@ -107,7 +108,7 @@ pub(crate) enum PoolEnd {
     /// The run's stop flag was set; rounds in flight were dropped.
     Interrupted,
     /// Every host was lost: (host, why), in the order they were lost.
-    NoHostLeft(Vec<(String, String)>),
+    NoHostLeft(Vec<(String, HostLost)>),
     /// The caller's handling of an event failed (the store); rounds in flight finished.
     Failed(StudyError),
 }
@@ -128,7 +129,7 @@ enum Msg<'a> {
     Lost {
         job: usize,
         slot: usize,
-        reason: String,
+        reason: HostLost,
     },
 }
 
@@ -137,7 +138,7 @@ pub(crate) struct Pool<'a> {
     /// The hosts left, each with its place in `--hosts` (the first free one is taken first).
     hosts: Vec<(usize, String, Box<dyn Host + 'a>)>,
     /// Hosts lost so far: (host, why).
-    lost: Vec<(String, String)>,
+    lost: Vec<(String, HostLost)>,
     /// The pause after each trial on a host.
     cooldown: Duration,
 }
@@ -341,10 +342,12 @@ mod tests {
             round: usize,
             config: &Config,
             _stop: &AtomicBool,
-        ) -> Result<TrialOutcome, String> {
+        ) -> Result<TrialOutcome, HostLost> {
             self.trials += 1;
             if self.lose_at == Some(self.trials) {
-                return Err("the worker closed the connection".into());
+                return Err(HostLost::Closed {
+                    how: "closed the connection".into(),
+                });
             }
             if let Some((n, stop)) = &self.stop_at
                 && *n == self.trials
@@ -501,6 +504,10 @@ mod tests {
         let Err(PoolEnd::NoHostLeft(lost)) = end else {
             panic!("{end:?}")
         };
+        let lost: Vec<(String, String)> = lost
+            .iter()
+            .map(|(h, why)| (h.clone(), why.to_string()))
+            .collect();
         assert_eq!(
             lost,
             [(

@@ -147,9 +147,7 @@ pub fn serve_stdio(cfg: &WorkerConfig, peer: String, log: fn(&str)) -> Result<()
 
 /// Restores the knobs a killed worker left changed.
 fn recover(cfg: &WorkerConfig, log: fn(&str)) -> Result<(), StudyError> {
-    for line in
-        deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal).map_err(StudyError::Failed)?
-    {
+    for line in deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal)? {
         log(&line);
     }
     Ok(())
@@ -176,8 +174,25 @@ struct Greeted {
     protocol: u32,
 }
 
+/// Why a connection was not admitted as a coordinator.
+#[derive(Debug, thiserror::Error)]
+enum GreetError {
+    /// It sent something other than a hello first.
+    #[error("refused: it did not open with a hello")]
+    NotHello,
+    /// It closed before saying anything.
+    #[error("closed before its hello")]
+    Closed,
+    /// It said nothing within [`OPENING`].
+    #[error("refused: no hello within {}", perfpilot_units::clock(OPENING))]
+    Silent,
+    /// Its first message could not be read.
+    #[error("refused: {0}")]
+    Read(#[source] std::io::Error),
+}
+
 /// Reads the hello a coordinator opens with (within [`OPENING`]); `Err` says why not.
-fn greet(link: Link) -> Result<Greeted, String> {
+fn greet(link: Link) -> Result<Greeted, GreetError> {
     let Link {
         peer,
         mut reader,
@@ -194,13 +209,10 @@ fn greet(link: Link) -> Result<Greeted, String> {
             version,
             protocol,
         }),
-        Ok(Some(_)) => Err("refused: it did not open with a hello".into()),
-        Ok(None) => Err("closed before its hello".into()),
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
-            "refused: no hello within {}",
-            perfpilot_units::clock(OPENING)
-        )),
-        Err(e) => Err(format!("refused: {e}")),
+        Ok(Some(_)) => Err(GreetError::NotHello),
+        Ok(None) => Err(GreetError::Closed),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(GreetError::Silent),
+        Err(e) => Err(GreetError::Read(e)),
     }
 }
 
@@ -232,7 +244,7 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
     // that runs meanwhile. A message this worker cannot read (too long, not of this protocol)
     // is refused in words and ends the session.
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, requests) = std::sync::mpsc::channel::<Result<Request, String>>();
+    let (tx, requests) = std::sync::mpsc::channel::<std::io::Result<Request>>();
     {
         let stop = stop.clone();
         let writer = writer.clone();
@@ -246,11 +258,10 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
                         }
                     }
                     Err(e) => {
-                        let reason = format!("this worker refused the coordinator's message: {e}");
                         let _ = writer.send(&Reply::Refused {
-                            reason: reason.clone(),
+                            reason: refusal(&e),
                         });
-                        let _ = tx.send(Err(reason));
+                        let _ = tx.send(Err(e));
                         break;
                     }
                 }
@@ -263,7 +274,7 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
     let opening = |what: &str| -> Result<Option<Request>, StudyError> {
         match requests.recv_timeout(OPENING) {
             Ok(Ok(r)) => Ok(Some(r)),
-            Ok(Err(why)) => Err(wire_err(&peer, why)),
+            Ok(Err(e)) => Err(wire_err(&peer, refusal(&e))),
             Err(RecvTimeoutError::Disconnected) => Ok(None),
             Err(RecvTimeoutError::Timeout) => Err(wire_err(
                 &peer,
@@ -382,7 +393,7 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
 
 /// The next request, or `None` when the coordinator is gone, said stop, or sent what this
 /// worker refused.
-fn next(requests: &Receiver<Result<Request, String>>, stop: &AtomicBool) -> Option<Request> {
+fn next(requests: &Receiver<std::io::Result<Request>>, stop: &AtomicBool) -> Option<Request> {
     loop {
         if stop.load(Ordering::SeqCst) {
             return None;
@@ -394,6 +405,11 @@ fn next(requests: &Receiver<Result<Request, String>>, stop: &AtomicBool) -> Opti
             Err(RecvTimeoutError::Disconnected) => return None,
         }
     }
+}
+
+/// What this worker tells a coordinator whose message it cannot read.
+fn refusal(e: &std::io::Error) -> String {
+    format!("this worker refused the coordinator's message: {e}")
 }
 
 /// Runs `f` while saying `alive` every second; a `quit` (Ctrl-C) stops the trial.
