@@ -28,7 +28,7 @@ use crate::race::{Elimination, Left, chance_of_best, race_round, race_step};
 use crate::rounds::{Round, Session, batch_rounds};
 use crate::scores::{best_mean, blocks, race_trial};
 use crate::spec::{Budget, Config, Method, Study};
-use crate::summary::{Summary, indistinguishable, no_trial_completed};
+use crate::summary::{Summary, indistinguishable};
 use crate::trial::{TrialContext, TrialOutcome};
 
 /// How a run is carried out.
@@ -452,22 +452,7 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         .iter()
         .filter(|t| t.phase == TrialPhase::Race)
         .count();
-    let json = serde_json::to_string(&summary).unwrap_or_default();
-    // A run without a winner failed: stored so (with what it saw), and an error naming the
-    // first failure, so that neither the store nor the exit status calls it done.
-    if summary.winner.is_none() {
-        session
-            .store
-            .study_set_state(run_id, RunState::Failed, Some(&json))?;
-        return Err(StudyError::NoTrialCompleted {
-            run: run_id,
-            store: opts.store.clone(),
-            why: no_trial_completed(&session.trials).1,
-        });
-    }
-    session
-        .store
-        .study_set_state(run_id, RunState::Done, Some(&json))?;
+    conclude::store_summary(&mut session, &opts.store, &summary)?;
     Ok(RunOutcome {
         run: run_id,
         summary,

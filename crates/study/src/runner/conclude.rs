@@ -1,9 +1,11 @@
 //! After a run's search: the winner confirmed against the baseline, and the run's summary.
 
-use perfpilot_store::TrialRecord;
+use std::path::Path;
+
+use perfpilot_store::{RunState, TrialRecord};
 
 use super::Searched;
-use crate::error::Result;
+use crate::error::{Result, StudyError};
 use crate::plan::Infeasible;
 use crate::rounds::{Session, hosts_note};
 use crate::spec::{Config, Study};
@@ -116,4 +118,30 @@ pub(super) fn summarise(study: &Study, trials: &[TrialRecord], ran: Ran) -> Summ
         racing,
         search: searched.search,
     }
+}
+
+/// Stores `summary` with the run's end: done, or, without a winner, failed (with what it saw)
+/// and an error naming the first failure, so that neither the store (`store`) nor the exit
+/// status calls it done.
+pub(super) fn store_summary(
+    session: &mut Session<'_>,
+    store: &Path,
+    summary: &Summary,
+) -> Result<()> {
+    let run = session.run_id;
+    let json = serde_json::to_string(summary).unwrap_or_default();
+    if summary.winner.is_none() {
+        session
+            .store
+            .study_set_state(run, RunState::Failed, Some(&json))?;
+        return Err(StudyError::NoTrialCompleted {
+            run,
+            store: store.to_path_buf(),
+            why: no_trial_completed(&session.trials).1,
+        });
+    }
+    session
+        .store
+        .study_set_state(run, RunState::Done, Some(&json))?;
+    Ok(())
 }
