@@ -188,45 +188,14 @@ impl<'a> Pool<'a> {
         std::thread::scope(|s| {
             loop {
                 while failed.is_none() && !stop.load(Ordering::SeqCst) && !queue.is_empty() {
-                    let Some((slot, (name, mut host))) = free.pop_first() else {
+                    let Some((slot, (name, host))) = free.pop_first() else {
                         break;
                     };
                     let Some(j) = queue.pop_first() else { break };
                     busy.insert(slot, name);
                     let tx = tx.clone();
                     let job = &jobs[j];
-                    s.spawn(move || {
-                        let mut outcomes = Vec::with_capacity(job.configs.len());
-                        for (i, c) in job.configs.iter().enumerate() {
-                            let _ = tx.send(Msg::Started {
-                                job: j,
-                                slot,
-                                config: i,
-                            });
-                            match host.trial(job.phase, job.round, c, stop) {
-                                // A trial that the stop cut short is not a measurement.
-                                Ok(_) if stop.load(Ordering::SeqCst) => break,
-                                Ok(o) => outcomes.push(o),
-                                // Lost while stopping: the stop, not the host, ended it.
-                                Err(_) if stop.load(Ordering::SeqCst) => break,
-                                Err(reason) => {
-                                    let _ = tx.send(Msg::Lost {
-                                        job: j,
-                                        slot,
-                                        reason,
-                                    });
-                                    return;
-                                }
-                            }
-                            std::thread::sleep(cooldown);
-                        }
-                        let _ = tx.send(Msg::Finished {
-                            job: j,
-                            slot,
-                            host,
-                            outcomes,
-                        });
-                    });
+                    s.spawn(move || run_round(host, (j, job), slot, stop, cooldown, &tx));
                 }
                 if busy.is_empty() {
                     break;
@@ -307,6 +276,48 @@ impl<'a> Pool<'a> {
         }
         Ok(())
     }
+}
+
+/// Runs round `job` (number `j` of the run's jobs) on `host`, in slot `slot`, telling the
+/// pool through `tx`: each trial started, then the outcomes, or the host lost.
+fn run_round<'a>(
+    mut host: Box<dyn Host + 'a>,
+    (j, job): (usize, &RoundJob),
+    slot: usize,
+    stop: &AtomicBool,
+    cooldown: Duration,
+    tx: &mpsc::Sender<Msg<'a>>,
+) {
+    let mut outcomes = Vec::with_capacity(job.configs.len());
+    for (i, c) in job.configs.iter().enumerate() {
+        let _ = tx.send(Msg::Started {
+            job: j,
+            slot,
+            config: i,
+        });
+        match host.trial(job.phase, job.round, c, stop) {
+            // A trial that the stop cut short is not a measurement.
+            Ok(_) if stop.load(Ordering::SeqCst) => break,
+            Ok(o) => outcomes.push(o),
+            // Lost while stopping: the stop, not the host, ended it.
+            Err(_) if stop.load(Ordering::SeqCst) => break,
+            Err(reason) => {
+                let _ = tx.send(Msg::Lost {
+                    job: j,
+                    slot,
+                    reason,
+                });
+                return;
+            }
+        }
+        std::thread::sleep(cooldown);
+    }
+    let _ = tx.send(Msg::Finished {
+        job: j,
+        slot,
+        host,
+        outcomes,
+    });
 }
 
 #[cfg(test)]
