@@ -17,8 +17,9 @@ use perfpilot_store::TrialStatus;
 use serde::{Deserialize, Serialize};
 
 use crate::deploy::{self, KnobGuard};
+use crate::error::{JobLogError, TrialError};
 use crate::layout::Layout;
-use crate::spec::{Config, LoadKind, render, split_words};
+use crate::spec::{Config, LoadKind, Study, render, split_words};
 use crate::trial::{TrialContext, TrialDetail, TrialOutcome, objective_value};
 
 /// `Measurement::extra` key: the batch's elapsed seconds.
@@ -87,20 +88,20 @@ pub struct BatchJob {
 }
 
 /// Reads a job log (one JSON object per line); an error names the file and line.
-pub fn read_job_log(path: &Path, instance: usize) -> Result<Vec<BatchJob>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the job log {}: {e}", path.display()))?;
+pub fn read_job_log(path: &Path, instance: usize) -> Result<Vec<BatchJob>, JobLogError> {
+    let text = std::fs::read_to_string(path).map_err(|source| JobLogError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut jobs = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let mut j: BatchJob = serde_json::from_str(line).map_err(|e| {
-            format!(
-                "{}:{}: not a job record ({e}); each line must be a JSON object with job, real_s, user_s, sys_s, read_bytes, written_bytes and status",
-                path.display(),
-                i + 1
-            )
+        let mut j: BatchJob = serde_json::from_str(line).map_err(|source| JobLogError::Record {
+            path: path.to_path_buf(),
+            line: i + 1,
+            source,
         })?;
         j.instance = instance;
         jobs.push(j);
@@ -156,19 +157,15 @@ pub(crate) fn run(
     let n = layout.instances.len();
     let values = deploy::values_for(tconf, n, None);
     let workdir = study.deployment.workdir.as_deref();
-    let mut result = Err(String::new());
-    let mut setup_ok = true;
-    for cmd in &study.deployment.setup {
-        let cmd = render(cmd, &values);
-        if let Err(e) = deploy::shell(&cmd, workdir) {
-            result = Err(format!("setup {cmd:?} failed: {e}"));
-            setup_ok = false;
-            break;
-        }
-    }
-    if setup_ok {
-        result = execute(ctx, tconf, layout, *timeout, jobs.as_deref(), &mut detail);
-    }
+    let result = study
+        .deployment
+        .setup
+        .iter()
+        .map(|cmd| render(cmd, &values))
+        .try_for_each(|cmd| {
+            deploy::shell(&cmd, workdir).map_err(|source| TrialError::Setup { cmd, source })
+        })
+        .and_then(|()| execute(ctx, tconf, layout, *timeout, jobs.as_deref(), &mut detail));
     for cmd in &study.deployment.teardown {
         let cmd = render(cmd, &values);
         if let Err(e) = deploy::shell(&cmd, workdir) {
@@ -183,7 +180,7 @@ pub(crate) fn run(
     }
     let m = match result {
         Ok(m) => m,
-        Err(e) => return failed(detail, e),
+        Err(e) => return failed(detail, e.to_string()),
     };
     let value = objective_value(&study.objective.goal, &m);
     let (status, reason) = match value {
@@ -213,7 +210,7 @@ fn failed(detail: TrialDetail, reason: String) -> TrialOutcome {
 }
 
 /// Starts the instances, waits for them within `timeout`, reads the job logs and builds the
-/// measurement; an error is the trial's failure in words.
+/// measurement; an error is the trial's failure.
 fn execute(
     ctx: &TrialContext<'_>,
     tconf: &Config,
@@ -221,20 +218,59 @@ fn execute(
     timeout: Duration,
     jobs: Option<&str>,
     detail: &mut TrialDetail,
-) -> Result<Measurement, String> {
-    let study = ctx.study;
-    let n = layout.instances.len();
-    let numactl = perfpilot_lab::tool::find("numactl").is_some();
-    let mut running: Vec<Running> = Vec::with_capacity(n);
+) -> Result<Measurement, TrialError> {
     let stat_before = perfpilot_sys::stat::read_kernel_stat(&perfpilot_sys::Fs::live()).ok();
     let cpu_before = perfpilot_sys::children_cpu_time();
     let wall_start = SystemTime::now();
     let start = Instant::now();
+    let mut running = start_instances(ctx.study, tconf, layout, detail)?;
+    wait_all(ctx, &mut running, start, timeout)?;
+    let elapsed = start.elapsed().as_secs_f64().max(1e-6);
+    let cpu_s = perfpilot_sys::children_cpu_time()
+        .saturating_sub(cpu_before)
+        .as_secs_f64();
+    let stat_after = perfpilot_sys::stat::read_kernel_stat(&perfpilot_sys::Fs::live()).ok();
+    let core = match (stat_before, stat_after) {
+        (Some(a), Some(b)) => Some(core_weight(ctx, layout, &a, &b)),
+        _ => None,
+    };
+    // The job logs, read whatever the exit status (a failed job is named by them).
+    let log_problems = match jobs {
+        Some(t) => read_job_logs(ctx.study, tconf, layout, t, detail),
+        None => Vec::new(),
+    };
+    judge(&running, log_problems, detail)?;
+    let mut m = measurement(
+        ctx.study,
+        detail,
+        wall_start,
+        elapsed,
+        cpu_s,
+        jobs.is_some(),
+    );
+    if let Some((w, factor)) = core {
+        m.extra.insert(CORE_CPU_S.into(), cpu_s * w);
+        m.extra.insert(SMT_FACTOR.into(), factor);
+    }
+    Ok(m)
+}
+
+/// Starts the batch on every instance of `layout`, each in its own process group with its
+/// output in a log of its own; the command lines go to `detail`.
+fn start_instances(
+    study: &Study,
+    tconf: &Config,
+    layout: &Layout,
+    detail: &mut TrialDetail,
+) -> Result<Vec<Running>, TrialError> {
+    let n = layout.instances.len();
+    let numactl = perfpilot_lab::tool::find("numactl").is_some();
+    let mut running: Vec<Running> = Vec::with_capacity(n);
     for (i, il) in layout.instances.iter().enumerate() {
         let port = study.deployment.base_port.saturating_add(i as u16);
         let values = deploy::values_for(tconf, n, Some((il, port)));
         let line = render(&study.deployment.command, &values);
-        let words = split_words(&line).map_err(|e| format!("command {line:?}: {e}"))?;
+        let words = split_words(&line).map_err(|source| TrialError::Command { line, source })?;
         let mut argv = deploy::wrapper(il, numactl, &mut detail.notes);
         argv.extend(words);
         // Unique per process and batch: trials of concurrent studies in one process (tests)
@@ -245,11 +281,12 @@ fn execute(
             std::process::id(),
             BATCHES.fetch_add(1, Ordering::Relaxed),
         ));
-        let out = std::fs::File::create(&log)
-            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| format!("cannot share {}: {e}", log.display()))?;
+        let log_err = |verb| {
+            let path = log.clone();
+            move |source| TrialError::Log { verb, path, source }
+        };
+        let out = std::fs::File::create(&log).map_err(log_err("create"))?;
+        let err = out.try_clone().map_err(log_err("share"))?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::null())
@@ -262,9 +299,11 @@ fn execute(
         if let Some(w) = &study.deployment.workdir {
             cmd.current_dir(w);
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("instance {i}: cannot start {:?}: {e}", argv[0]))?;
+        let child = cmd.spawn().map_err(|source| TrialError::Start {
+            instance: i,
+            program: argv[0].clone(),
+            source,
+        })?;
         detail.argv.push(argv);
         running.push(Running {
             index: i,
@@ -273,9 +312,19 @@ fn execute(
             status: None,
         });
     }
-    // Wait for every instance, within the timeout.
+    Ok(running)
+}
+
+/// Waits for every instance to exit, within `timeout` of `start`; an instance still running
+/// then is killed (when `running` is dropped).
+fn wait_all(
+    ctx: &TrialContext<'_>,
+    running: &mut [Running],
+    start: Instant,
+    timeout: Duration,
+) -> Result<(), TrialError> {
     loop {
-        for r in &mut running {
+        for r in running.iter_mut() {
             if r.status.is_none()
                 && let Ok(Some(s)) = r.child.try_wait()
             {
@@ -283,10 +332,10 @@ fn execute(
             }
         }
         if running.iter().all(|r| r.status.is_some()) {
-            break;
+            return Ok(());
         }
         if ctx.stop.load(Ordering::SeqCst) {
-            return Err("interrupted".into());
+            return Err(TrialError::Interrupted);
         }
         if start.elapsed() > timeout {
             let late: Vec<String> = running
@@ -294,35 +343,45 @@ fn execute(
                 .filter(|r| r.status.is_none())
                 .map(|r| format!("instance {}{}", r.index, tail(&r.log)))
                 .collect();
-            return Err(format!(
-                "the batch did not finish within its timeout of {} (load.timeout) and was killed: {}",
-                perfpilot_units::duration(timeout),
-                late.join("; ")
-            ));
+            return Err(TrialError::BatchTimeout {
+                timeout,
+                late: late.join("; "),
+            });
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let elapsed = start.elapsed().as_secs_f64().max(1e-6);
-    let cpu_s = perfpilot_sys::children_cpu_time()
-        .saturating_sub(cpu_before)
-        .as_secs_f64();
-    let stat_after = perfpilot_sys::stat::read_kernel_stat(&perfpilot_sys::Fs::live()).ok();
-    let core = match (stat_before, stat_after) {
-        (Some(a), Some(b)) => Some(core_weight(ctx, layout, &a, &b)),
-        _ => None,
-    };
-    // The job logs, read whatever the exit status (a failed job is named by them).
-    let mut log_problems = Vec::new();
-    if let Some(t) = jobs {
-        for (i, il) in layout.instances.iter().enumerate() {
-            let port = study.deployment.base_port.saturating_add(i as u16);
-            let path = PathBuf::from(render(t, &deploy::values_for(tconf, n, Some((il, port)))));
-            match read_job_log(&path, i) {
-                Ok(j) => detail.jobs.extend(j),
-                Err(e) => log_problems.push(e),
-            }
+}
+
+/// Reads the job log of every instance (`template`: `load.jobs`) into `detail`; returns the
+/// logs that could not be read.
+fn read_job_logs(
+    study: &Study,
+    tconf: &Config,
+    layout: &Layout,
+    template: &str,
+    detail: &mut TrialDetail,
+) -> Vec<JobLogError> {
+    let n = layout.instances.len();
+    let mut problems = Vec::new();
+    for (i, il) in layout.instances.iter().enumerate() {
+        let port = study.deployment.base_port.saturating_add(i as u16);
+        let values = deploy::values_for(tconf, n, Some((il, port)));
+        let path = PathBuf::from(render(template, &values));
+        match read_job_log(&path, i) {
+            Ok(j) => detail.jobs.extend(j),
+            Err(e) => problems.push(e),
         }
     }
+    problems
+}
+
+/// Fails the trial when an instance exited unsuccessfully, a job log could not be read, or a
+/// job log names failed jobs.
+fn judge(
+    running: &[Running],
+    log_problems: Vec<JobLogError>,
+    detail: &TrialDetail,
+) -> Result<(), TrialError> {
     let failed_jobs: Vec<String> = detail
         .jobs
         .iter()
@@ -341,28 +400,20 @@ fn execute(
         .iter()
         .find(|r| r.status.is_some_and(|s| !s.success()))
     {
-        let status = r.status.map(|s| s.to_string()).unwrap_or_default();
-        let mut why = format!("instance {} exited with {status}{}", r.index, tail(&r.log));
-        if !failed_jobs.is_empty() {
-            why.push_str(&format!("; failed: {}", failed_jobs.join("; ")));
-        }
-        return Err(why);
+        return Err(TrialError::BatchExited {
+            instance: r.index,
+            status: r.status.map(|s| s.to_string()).unwrap_or_default(),
+            tail: tail(&r.log),
+            failed: failed_jobs,
+        });
     }
     if !log_problems.is_empty() {
-        return Err(log_problems.join("; "));
+        return Err(TrialError::JobLogs(log_problems));
     }
     if !failed_jobs.is_empty() {
-        return Err(format!(
-            "the batch exited 0 but its job log says: {}",
-            failed_jobs.join("; ")
-        ));
+        return Err(TrialError::JobsFailed(failed_jobs));
     }
-    let mut m = measurement(study, detail, wall_start, elapsed, cpu_s, jobs.is_some());
-    if let Some((w, factor)) = core {
-        m.extra.insert(CORE_CPU_S.into(), cpu_s * w);
-        m.extra.insert(SMT_FACTOR.into(), factor);
-    }
-    Ok(m)
+    Ok(())
 }
 
 /// The weight turning the batch's CPU seconds into core-equivalent seconds (and the SMT
@@ -481,7 +532,7 @@ mod tests {
         assert_eq!(jobs[1].status, JobState::Failed);
         assert_eq!(jobs[1].error.as_deref(), Some("disk full"));
         std::fs::write(&p, "{\"job\":\"a\"}\nnot json\n").unwrap();
-        let e = read_job_log(&p, 0).unwrap_err();
+        let e = read_job_log(&p, 0).unwrap_err().to_string();
         assert!(e.contains("jobs.jsonl:2:"), "{e}");
     }
 }

@@ -15,6 +15,7 @@ use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
 use perfpilot_sys::failpoint::kill_point;
 
+use crate::error::{KnobError, ProbeError, ShellError, TrialError};
 use crate::layout::{InstanceLayout, Layout};
 use crate::spec::{Config, Ready, Study, render, split_words};
 
@@ -48,12 +49,15 @@ impl KnobGuard {
         }
     }
 
-    fn write_journal(&self) -> Result<(), String> {
+    fn write_journal(&self) -> Result<(), KnobError> {
         let Some(path) = &self.journal else {
             return Ok(());
         };
         let tmp = path.with_extension("tmp");
-        let body = serde_json::to_vec(&self.undo).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&self.undo).map_err(|source| KnobError::Encode {
+            path: path.clone(),
+            source,
+        })?;
         let write = || -> std::io::Result<()> {
             use std::io::Write;
             let mut f = std::fs::File::create(&tmp)?;
@@ -61,24 +65,24 @@ impl KnobGuard {
             f.sync_all()?;
             std::fs::rename(&tmp, path)
         };
-        write().map_err(|e| {
-            format!(
-                "cannot journal knob undo records in {}: {e}",
-                path.display()
-            )
+        write().map_err(|source| KnobError::Journal {
+            path: path.clone(),
+            source,
         })
     }
 
     /// Sets knob `rel` to `value`: reads the previous value (the undo record, kept before the
     /// write), then writes. An error names the knob; whatever was set before stays restorable.
-    pub fn set(&mut self, rel: &str, value: &str) -> Result<(), String> {
+    pub fn set(&mut self, rel: &str, value: &str) -> Result<(), KnobError> {
         let rel = rel.trim_start_matches('/').to_string();
         let c = Change::Sysfs {
             rel: rel.clone(),
             value: value.to_string(),
         };
-        let u = change::prepare(&self.fs, &c)
-            .map_err(|e| format!("knob /{rel} cannot be read: {e}"))?;
+        let u = change::prepare(&self.fs, &c).map_err(|source| KnobError::Read {
+            rel: rel.clone(),
+            source,
+        })?;
         self.undo.push(u);
         // The undo record is on disk before the knob changes.
         if let Err(e) = self.write_journal() {
@@ -86,8 +90,11 @@ impl KnobGuard {
             return Err(e);
         }
         kill_point("study.knob.journaled");
-        change::apply(&self.fs, &c)
-            .map_err(|e| format!("knob /{rel} cannot be set to {value:?}: {e}"))?;
+        change::apply(&self.fs, &c).map_err(|source| KnobError::Set {
+            rel,
+            value: value.to_string(),
+            source,
+        })?;
         kill_point("study.knob.applied");
         Ok(())
     }
@@ -96,14 +103,14 @@ impl KnobGuard {
     /// journaled) before it is applied, so [`KnobGuard::restore`] undoes it in reverse order
     /// with the knobs (a scratch file system made before the knobs of its loop device is
     /// removed after them).
-    pub fn change(&mut self, c: &Change) -> Result<change::Applied, String> {
-        let u = change::prepare(&self.fs, c).map_err(|e| e.to_string())?;
+    pub fn change(&mut self, c: &Change) -> Result<change::Applied, KnobError> {
+        let u = change::prepare(&self.fs, c).map_err(KnobError::Change)?;
         self.undo.push(u);
         if let Err(e) = self.write_journal() {
             self.undo.pop();
             return Err(e);
         }
-        change::apply(&self.fs, c).map_err(|e| e.to_string())
+        change::apply(&self.fs, c).map_err(KnobError::Change)
     }
 
     /// The undo records of what was set, in order.
@@ -131,23 +138,35 @@ impl KnobGuard {
 
 /// Restores the knobs a killed study left changed, from its journal (if there is one), and
 /// removes the journal. Returns a line per knob.
-pub fn recover_knobs(fs: &Fs, journal: &std::path::Path) -> Result<Vec<String>, String> {
+pub fn recover_knobs(fs: &Fs, journal: &std::path::Path) -> Result<Vec<String>, KnobError> {
+    let path = || journal.to_path_buf();
     let text = match std::fs::read(journal) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("cannot read {}: {e}", journal.display())),
+        Err(source) => {
+            return Err(KnobError::ReadJournal {
+                path: path(),
+                source,
+            });
+        }
     };
-    let undo: Vec<Undo> = serde_json::from_slice(&text)
-        .map_err(|e| format!("{} is not a knob journal: {e}", journal.display()))?;
+    let undo: Vec<Undo> =
+        serde_json::from_slice(&text).map_err(|source| KnobError::NotJournal {
+            path: path(),
+            source,
+        })?;
     let mut lines = Vec::new();
     for u in undo.iter().rev() {
-        match change::undo(fs, u) {
-            Ok(r) => lines.push(format!("restored after an interrupted study: {r:?}")),
-            Err(e) => return Err(format!("restoring a knob from {}: {e}", journal.display())),
-        }
+        let r = change::undo(fs, u).map_err(|source| KnobError::Restore {
+            path: path(),
+            source,
+        })?;
+        lines.push(format!("restored after an interrupted study: {r:?}"));
     }
-    std::fs::remove_file(journal)
-        .map_err(|e| format!("cannot remove {}: {e}", journal.display()))?;
+    std::fs::remove_file(journal).map_err(|source| KnobError::RemoveJournal {
+        path: path(),
+        source,
+    })?;
     Ok(lines)
 }
 
@@ -234,7 +253,7 @@ impl Drop for Deployed {
 }
 
 /// Runs `cmd` with `sh -c` in `workdir`; an error gives the exit status and stderr.
-pub fn shell(cmd: &str, workdir: Option<&Path>) -> Result<(), String> {
+pub fn shell(cmd: &str, workdir: Option<&Path>) -> Result<(), ShellError> {
     let mut c = Command::new("sh");
     c.arg("-c")
         .arg(cmd)
@@ -243,15 +262,14 @@ pub fn shell(cmd: &str, workdir: Option<&Path>) -> Result<(), String> {
     if let Some(w) = workdir {
         c.current_dir(w);
     }
-    let out = c.output().map_err(|e| format!("cannot run sh: {e}"))?;
+    let out = c.output().map_err(ShellError::Spawn)?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{} ({})",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(ShellError::Failed {
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 }
 
@@ -344,7 +362,7 @@ pub fn deploy(
     ports: &[u16],
     stop: &AtomicBool,
     mut notes: Vec<String>,
-) -> Result<Deployed, String> {
+) -> Result<Deployed, TrialError> {
     let n = layout.instances.len();
     let numactl = perfpilot_lab::tool::find("numactl").is_some();
     let mut dep = Deployed {
@@ -356,12 +374,12 @@ pub fn deploy(
     };
     for cmd in &study.deployment.setup {
         let cmd = render(cmd, &dep.values);
-        shell(&cmd, dep.workdir.as_deref()).map_err(|e| format!("setup {cmd:?} failed: {e}"))?;
+        shell(&cmd, dep.workdir.as_deref()).map_err(|source| TrialError::Setup { cmd, source })?;
     }
     for (il, &port) in layout.instances.iter().zip(ports) {
         let values = values_for(config, n, Some((il, port)));
         let line = render(&study.deployment.command, &values);
-        let words = split_words(&line).map_err(|e| format!("command {line:?}: {e}"))?;
+        let words = split_words(&line).map_err(|source| TrialError::Command { line, source })?;
         let mut argv = wrapper(il, numactl, &mut notes);
         argv.extend(words);
         let log = std::env::temp_dir().join(format!(
@@ -370,8 +388,11 @@ pub fn deploy(
             port,
             il.instance
         ));
-        let log_file = std::fs::File::create(&log)
-            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let log_file = std::fs::File::create(&log).map_err(|source| TrialError::Log {
+            verb: "create",
+            path: log.clone(),
+            source,
+        })?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(Stdio::null())
@@ -383,9 +404,11 @@ pub fn deploy(
         if let Some(w) = &dep.workdir {
             cmd.current_dir(w);
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("instance {}: cannot start {:?}: {e}", il.instance, argv[0]))?;
+        let child = cmd.spawn().map_err(|source| TrialError::Start {
+            instance: il.instance,
+            program: argv[0].clone(),
+            source,
+        })?;
         dep.instances.push(Instance {
             index: il.instance,
             port,
@@ -406,13 +429,16 @@ pub fn deploy(
             )),
             Ready::Tcp => None,
         };
-        let mut last: String;
+        let mut last: ProbeError;
         loop {
             if stop.load(Ordering::SeqCst) {
-                return Err("interrupted".into());
+                return Err(TrialError::Interrupted);
             }
-            if let Some(e) = dep.exited() {
-                return Err(format!("{e} before it was ready"));
+            if let Some(exit) = dep.exited() {
+                return Err(TrialError::Exited {
+                    exit,
+                    when: "before it was ready",
+                });
             }
             let r = match &url {
                 Some(u) => http_ok(u),
@@ -423,14 +449,15 @@ pub fn deploy(
                 Err(e) => last = e,
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "instance {} (pid {}) did not become ready within {:?} ({}: {last})",
-                    i,
-                    dep.instances[i].pid,
-                    study.deployment.ready_timeout,
-                    url.as_deref()
-                        .map_or_else(|| format!("tcp port {port}"), |u| format!("GET {u}"))
-                ));
+                return Err(TrialError::NotReady {
+                    instance: i,
+                    pid: dep.instances[i].pid,
+                    within: study.deployment.ready_timeout,
+                    probe: url
+                        .as_deref()
+                        .map_or_else(|| format!("tcp port {port}"), |u| format!("GET {u}")),
+                    last,
+                });
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -442,17 +469,17 @@ pub fn deploy(
 /// How long one readiness GET may take, connecting included.
 const READY_GET_TIMEOUT: Duration = Duration::from_secs(2);
 
-fn tcp_ok(port: u16) -> Result<(), String> {
+fn tcp_ok(port: u16) -> Result<(), ProbeError> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     TcpStream::connect_timeout(&addr, Duration::from_millis(300))
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(ProbeError::Tcp)
 }
 
 /// GET `url` (http://host:port/path); Ok on a 2xx status, else what went wrong (`status 503`,
 /// `cannot connect: …`), without the URL, which the caller's message gives.
-pub fn http_ok(url: &str) -> Result<(), String> {
+pub fn http_ok(url: &str) -> Result<(), ProbeError> {
     fetch::get(url, READY_GET_TIMEOUT)
         .map(|_| ())
-        .map_err(|e| e.failure.to_string())
+        .map_err(|e| ProbeError::Http(e.failure))
 }

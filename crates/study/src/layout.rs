@@ -116,173 +116,197 @@ pub fn plan(
                     .collect(),
             })
         }
-        Binding::Cores => {
-            let c = match cores_per_instance {
-                Some(c) => c,
-                None if n <= total_cores => total_cores / n,
-                None => 0,
-            };
-            let need = n * c.max(1);
-            if c == 0 || need > total_cores {
-                return Err(err(format!(
-                    "{} × {} bound to cores needs {}; this machine has {}",
-                    counted(n as u64, "instance", "instances"),
-                    counted(c.max(1) as u64, "core", "cores"),
-                    counted(need as u64, "core", "cores"),
-                    counted(total_cores as u64, "core", "cores"),
-                )));
-            }
-            // Free cores per (node index, llc index), in topology order.
-            let mut free: Vec<Vec<Vec<CpuSet>>> = topo
-                .nodes
+        Binding::Cores => Ok(out(bind_cores(topo, n, cores_per_instance, total_cores)?)),
+        Binding::Llc => Ok(out(bind_llcs(topo, n, cores_per_instance, total_cores)?)),
+        Binding::Node => Ok(out(bind_nodes(topo, n, cores_per_instance)?)),
+    }
+}
+
+/// `n` sets of cores for `Binding::Cores`: each instance's cores in one LLC domain where one
+/// has room, else in one node, else anywhere.
+fn bind_cores(
+    topo: &Topology,
+    n: usize,
+    cores_per_instance: Option<usize>,
+    total_cores: usize,
+) -> Result<Vec<CpuSet>, LayoutError> {
+    let c = match cores_per_instance {
+        Some(c) => c,
+        None if n <= total_cores => total_cores / n,
+        None => 0,
+    };
+    let need = n * c.max(1);
+    if c == 0 || need > total_cores {
+        return Err(err(format!(
+            "{} × {} bound to cores needs {}; this machine has {}",
+            counted(n as u64, "instance", "instances"),
+            counted(c.max(1) as u64, "core", "cores"),
+            counted(need as u64, "core", "cores"),
+            counted(total_cores as u64, "core", "cores"),
+        )));
+    }
+    // Free cores per (node index, llc index), in topology order.
+    let mut free: Vec<Vec<Vec<CpuSet>>> = topo
+        .nodes
+        .iter()
+        .map(|nd| {
+            nd.llcs
                 .iter()
-                .map(|nd| {
-                    nd.llcs
-                        .iter()
-                        .map(|l| l.cores.iter().map(|c| c.cpus.clone()).collect())
-                        .collect()
-                })
-                .collect();
-            let mut sets = Vec::with_capacity(n);
-            for _ in 0..n {
-                let mut set = CpuSet::new();
-                let node_free = |free: &Vec<Vec<Vec<CpuSet>>>, ni: usize| -> usize {
-                    free[ni].iter().map(Vec::len).sum()
-                };
-                // 1. One LLC with room: the one with the most free cores (ties: the node with
-                //    the most free cores, then topology order).
-                let mut best: Option<(usize, usize)> = None;
-                for (ni, node) in free.iter().enumerate() {
-                    for (li, l) in node.iter().enumerate() {
-                        if l.len() < c {
-                            continue;
-                        }
-                        let better = match best {
-                            None => true,
-                            Some((bn, bl)) => {
-                                let cur = (free[bn][bl].len(), node_free(&free, bn));
-                                (l.len(), node_free(&free, ni)) > cur
-                            }
-                        };
-                        if better {
-                            best = Some((ni, li));
-                        }
-                    }
-                }
-                if let Some((ni, li)) = best {
-                    for core in free[ni][li].drain(..c) {
-                        set = set.union(&core);
-                    }
-                    sets.push(set);
+                .map(|l| l.cores.iter().map(|c| c.cpus.clone()).collect())
+                .collect()
+        })
+        .collect();
+    let mut sets = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut set = CpuSet::new();
+        let node_free = |free: &Vec<Vec<Vec<CpuSet>>>, ni: usize| -> usize {
+            free[ni].iter().map(Vec::len).sum()
+        };
+        // 1. One LLC with room: the one with the most free cores (ties: the node with
+        //    the most free cores, then topology order).
+        let mut best: Option<(usize, usize)> = None;
+        for (ni, node) in free.iter().enumerate() {
+            for (li, l) in node.iter().enumerate() {
+                if l.len() < c {
                     continue;
                 }
-                // 2. One node with room, its fullest LLCs first; 3. anywhere.
-                let node = (0..free.len())
-                    .filter(|&ni| node_free(&free, ni) >= c)
-                    .max_by_key(|&ni| (node_free(&free, ni), usize::MAX - ni));
-                let mut order: Vec<(usize, usize)> = match node {
-                    Some(ni) => (0..free[ni].len()).map(|li| (ni, li)).collect(),
-                    None => free
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(ni, nd)| (0..nd.len()).map(move |li| (ni, li)))
-                        .collect(),
-                };
-                order.sort_by_key(|&(ni, li)| std::cmp::Reverse(free[ni][li].len()));
-                let mut left = c;
-                for (ni, li) in order {
-                    let take = left.min(free[ni][li].len());
-                    for core in free[ni][li].drain(..take) {
-                        set = set.union(&core);
-                    }
-                    left -= take;
-                    if left == 0 {
-                        break;
-                    }
-                }
-                sets.push(set);
-            }
-            Ok(out(sets))
-        }
-        Binding::Llc => {
-            let llc_count = topo.llcs().count();
-            let mut free: Vec<Vec<(usize, CpuSet)>> = topo
-                .nodes
-                .iter()
-                .map(|nd| {
-                    nd.llcs
-                        .iter()
-                        .map(|l| (l.cores.len(), l.cpus.clone()))
-                        .collect()
-                })
-                .collect();
-            let mut sets = Vec::with_capacity(n);
-            let want = cores_per_instance.unwrap_or(1);
-            for i in 0..n {
-                // The node with the most free cores in free LLCs.
-                let ni = (0..free.len()).max_by_key(|&ni| {
-                    (free[ni].iter().map(|l| l.0).sum::<usize>(), usize::MAX - ni)
-                });
-                let mut set = CpuSet::new();
-                let mut got = 0;
-                let mut take_from = |nd: &mut Vec<(usize, CpuSet)>| {
-                    while got < want && !nd.is_empty() {
-                        let (cores, cpus) = nd.remove(0);
-                        got += cores;
-                        set = set.union(&cpus);
+                let better = match best {
+                    None => true,
+                    Some((bn, bl)) => {
+                        let cur = (free[bn][bl].len(), node_free(&free, bn));
+                        (l.len(), node_free(&free, ni)) > cur
                     }
                 };
-                if let Some(ni) = ni {
-                    take_from(&mut free[ni]);
+                if better {
+                    best = Some((ni, li));
                 }
-                for nd in free.iter_mut() {
-                    take_from(nd);
-                }
-                if got < want || set.is_empty() {
-                    return Err(err(format!(
-                        "{} × {} bound to whole LLC domains needs more than this machine's {} ({} of {} cores in all); instance {} found no free LLC domain",
-                        counted(n as u64, "instance", "instances"),
-                        counted(want as u64, "core", "cores"),
-                        counted(llc_count as u64, "LLC domain", "LLC domains"),
-                        counted(llc_count as u64, "domain", "domains"),
-                        total_cores,
-                        i + 1,
-                    )));
-                }
-                sets.push(set);
             }
-            Ok(out(sets))
         }
-        Binding::Node => {
-            let mut free: Vec<(usize, CpuSet)> = topo
-                .nodes
+        if let Some((ni, li)) = best {
+            for core in free[ni][li].drain(..c) {
+                set = set.union(&core);
+            }
+            sets.push(set);
+            continue;
+        }
+        // 2. One node with room, its fullest LLCs first; 3. anywhere.
+        let node = (0..free.len())
+            .filter(|&ni| node_free(&free, ni) >= c)
+            .max_by_key(|&ni| (node_free(&free, ni), usize::MAX - ni));
+        let mut order: Vec<(usize, usize)> = match node {
+            Some(ni) => (0..free[ni].len()).map(|li| (ni, li)).collect(),
+            None => free
                 .iter()
-                .filter(|nd| !nd.cpus.is_empty())
-                .map(|nd| (nd.llcs.iter().map(|l| l.cores.len()).sum(), nd.cpus.clone()))
-                .collect();
-            let node_count = free.len();
-            let want = cores_per_instance.unwrap_or(1);
-            let mut sets = Vec::with_capacity(n);
-            for i in 0..n {
-                let mut set = CpuSet::new();
-                let mut got = 0;
-                while got < want && !free.is_empty() {
-                    let (cores, cpus) = free.remove(0);
-                    got += cores;
-                    set = set.union(&cpus);
-                }
-                if got < want || set.is_empty() {
-                    return Err(err(format!(
-                        "{} × {} bound to whole NUMA nodes needs more than this machine's {}; instance {} found no free node",
-                        counted(n as u64, "instance", "instances"),
-                        counted(want as u64, "core", "cores"),
-                        counted(node_count as u64, "node", "nodes"),
-                        i + 1,
-                    )));
-                }
-                sets.push(set);
+                .enumerate()
+                .flat_map(|(ni, nd)| (0..nd.len()).map(move |li| (ni, li)))
+                .collect(),
+        };
+        order.sort_by_key(|&(ni, li)| std::cmp::Reverse(free[ni][li].len()));
+        let mut left = c;
+        for (ni, li) in order {
+            let take = left.min(free[ni][li].len());
+            for core in free[ni][li].drain(..take) {
+                set = set.union(&core);
             }
-            Ok(out(sets))
+            left -= take;
+            if left == 0 {
+                break;
+            }
         }
+        sets.push(set);
     }
+    Ok(sets)
+}
+
+/// `n` sets of whole LLC domains for `Binding::Llc`, each from the node with the most free
+/// cores first.
+fn bind_llcs(
+    topo: &Topology,
+    n: usize,
+    cores_per_instance: Option<usize>,
+    total_cores: usize,
+) -> Result<Vec<CpuSet>, LayoutError> {
+    let llc_count = topo.llcs().count();
+    let mut free: Vec<Vec<(usize, CpuSet)>> = topo
+        .nodes
+        .iter()
+        .map(|nd| {
+            nd.llcs
+                .iter()
+                .map(|l| (l.cores.len(), l.cpus.clone()))
+                .collect()
+        })
+        .collect();
+    let mut sets = Vec::with_capacity(n);
+    let want = cores_per_instance.unwrap_or(1);
+    for i in 0..n {
+        // The node with the most free cores in free LLCs.
+        let ni = (0..free.len())
+            .max_by_key(|&ni| (free[ni].iter().map(|l| l.0).sum::<usize>(), usize::MAX - ni));
+        let mut set = CpuSet::new();
+        let mut got = 0;
+        let mut take_from = |nd: &mut Vec<(usize, CpuSet)>| {
+            while got < want && !nd.is_empty() {
+                let (cores, cpus) = nd.remove(0);
+                got += cores;
+                set = set.union(&cpus);
+            }
+        };
+        if let Some(ni) = ni {
+            take_from(&mut free[ni]);
+        }
+        for nd in free.iter_mut() {
+            take_from(nd);
+        }
+        if got < want || set.is_empty() {
+            return Err(err(format!(
+                "{} × {} bound to whole LLC domains needs more than this machine's {} ({} of {} cores in all); instance {} found no free LLC domain",
+                counted(n as u64, "instance", "instances"),
+                counted(want as u64, "core", "cores"),
+                counted(llc_count as u64, "LLC domain", "LLC domains"),
+                counted(llc_count as u64, "domain", "domains"),
+                total_cores,
+                i + 1,
+            )));
+        }
+        sets.push(set);
+    }
+    Ok(sets)
+}
+
+/// `n` sets of whole NUMA nodes for `Binding::Node`.
+fn bind_nodes(
+    topo: &Topology,
+    n: usize,
+    cores_per_instance: Option<usize>,
+) -> Result<Vec<CpuSet>, LayoutError> {
+    let mut free: Vec<(usize, CpuSet)> = topo
+        .nodes
+        .iter()
+        .filter(|nd| !nd.cpus.is_empty())
+        .map(|nd| (nd.llcs.iter().map(|l| l.cores.len()).sum(), nd.cpus.clone()))
+        .collect();
+    let node_count = free.len();
+    let want = cores_per_instance.unwrap_or(1);
+    let mut sets = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut set = CpuSet::new();
+        let mut got = 0;
+        while got < want && !free.is_empty() {
+            let (cores, cpus) = free.remove(0);
+            got += cores;
+            set = set.union(&cpus);
+        }
+        if got < want || set.is_empty() {
+            return Err(err(format!(
+                "{} × {} bound to whole NUMA nodes needs more than this machine's {}; instance {} found no free node",
+                counted(n as u64, "instance", "instances"),
+                counted(want as u64, "core", "cores"),
+                counted(node_count as u64, "node", "nodes"),
+                i + 1,
+            )));
+        }
+        sets.push(set);
+    }
+    Ok(sets)
 }

@@ -11,6 +11,7 @@ use perfpilot_drive::{
 use perfpilot_lab::measure::CpuMark;
 
 use crate::deploy::{self, Deployed};
+use crate::error::TrialError;
 use crate::layout::Layout;
 use crate::spec::{Config, LoadKind, Study, render};
 use crate::trial::TrialContext;
@@ -23,7 +24,7 @@ pub(crate) fn measure(
     layout: &Layout,
     dep: &mut Deployed,
     users: usize,
-) -> std::result::Result<(Measurement, Option<f64>), String> {
+) -> std::result::Result<(Measurement, Option<f64>), TrialError> {
     let study = ctx.study;
     let run = &study.run;
     let pids: Vec<u32> = dep.instances.iter().map(|i| i.pid).collect();
@@ -83,11 +84,14 @@ pub(crate) fn measure(
         (result, cpu, driver.filter(|_| builtin))
     });
     if stop.load(Ordering::SeqCst) {
-        return Err("interrupted".into());
+        return Err(TrialError::Interrupted);
     }
     let mut m = result?;
-    if let Some(e) = dep.exited() {
-        return Err(format!("{e} during the measurement"));
+    if let Some(exit) = dep.exited() {
+        return Err(TrialError::Exited {
+            exit,
+            when: "during the measurement",
+        });
     }
     m.cpu = cpu;
     Ok((m, driver))
@@ -101,7 +105,7 @@ fn drive(
     targets: &[String],
     users: usize,
     stop: &AtomicBool,
-) -> std::result::Result<Measurement, String> {
+) -> std::result::Result<Measurement, TrialError> {
     let run = &study.run;
     match &study.load.kind {
         LoadKind::Builtin {
@@ -114,16 +118,17 @@ fn drive(
             threads,
             ..
         } => {
-            let think = ThinkTime::parse(think_time).map_err(|e| e.to_string())?;
+            let think = ThinkTime::parse(think_time).map_err(TrialError::LoadSpec)?;
             let mut spec = DriveSpec::new(targets.to_vec(), Load::Closed { users, think });
             spec.method = method.clone();
             spec.headers = headers.clone();
             if let Some(b) = body {
                 let ds = match data {
-                    Some(p) => Some(DataSource::from_csv(p).map_err(|e| e.to_string())?),
+                    Some(p) => Some(DataSource::from_csv(p).map_err(TrialError::LoadSpec)?),
                     None => None,
                 };
-                spec.body = Some(BodyTemplate::compile(b, ds.as_ref()).map_err(|e| e.to_string())?);
+                spec.body =
+                    Some(BodyTemplate::compile(b, ds.as_ref()).map_err(TrialError::LoadSpec)?);
             }
             spec.timeout = *timeout;
             spec.warmup = run.warmup;
@@ -137,11 +142,9 @@ fn drive(
                 ..Default::default()
             };
             let _ = stop;
-            perfpilot_drive::run(&spec, &control).map_err(|e| format!("load driver: {e}"))
+            perfpilot_drive::run(&spec, &control).map_err(TrialError::Driver)
         }
-        LoadKind::Batch { .. } => {
-            Err("a batch is run to completion by its trial (batch::run), not driven".into())
-        }
+        LoadKind::Batch { .. } => Err(TrialError::NotDriven),
         LoadKind::Command { command, meaning } => {
             let mut values = deploy::values_for(config, targets.len(), None);
             values.insert("targets".into(), targets.join(","));
@@ -163,8 +166,7 @@ fn drive(
             } else {
                 perfpilot_drive::adapters::NumberMeaning::Throughput
             };
-            perfpilot_drive::adapters::run_command(&argv, meaning)
-                .map_err(|e| format!("load command: {e}"))
+            perfpilot_drive::adapters::run_command(&argv, meaning).map_err(TrialError::LoadCommand)
         }
     }
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use perfpilot_drive::Measurement;
-use perfpilot_store::{RunState, Store, StudyRecord, TrialPhase, TrialStatus};
+use perfpilot_store::{RunState, Store, StudyRecord, TrialPhase, TrialRecord, TrialStatus};
 use serde::Serialize;
 
 use crate::error::{Result, StudyError};
@@ -22,7 +22,7 @@ use crate::spec::{Config, Level, Study};
 use crate::stats;
 use crate::summary::{Summary, against_baseline, phase_figures};
 
-pub use apply::{Apply, apply_script};
+pub use apply::{Apply, ApplyError, apply_script};
 pub use html::{facts_table, machine_rows, markdown_body, to_html};
 pub use markdown::to_markdown;
 
@@ -170,130 +170,14 @@ pub fn build_with(store: &Store, run: i64, opts: ReportOptions) -> Result<Report
             .as_deref()
             .and_then(|w| against_baseline(&trials, w, &sum.baseline));
     }
-    let measurements: Vec<Option<Measurement>> = trials
-        .iter()
-        .map(|t| {
-            t.measurement
-                .as_deref()
-                .and_then(|j| Measurement::from_json(j).ok())
-        })
-        .collect();
-    let rows: Vec<TrialRow> = trials
-        .iter()
-        .zip(&measurements)
-        .map(|(t, m)| TrialRow {
-            id: t.id,
-            phase: t.phase,
-            round: t.round,
-            config: t.config.clone(),
-            status: t.status,
-            reason: t.reason.clone(),
-            value: t.value,
-            throughput: m.as_ref().map(|m| m.throughput_rps),
-            p99_ms: m
-                .as_ref()
-                .and_then(|m| m.latency.as_ref())
-                .and_then(|l| l.p99_ms),
-            errors: m.as_ref().map(|m| m.errors),
-            cpu_cores: m
-                .as_ref()
-                .and_then(|m| m.cpu.as_ref())
-                .map(|c| c.iter().map(|u| u.cores).sum()),
-        })
-        .collect();
+    let rows = trial_rows(&trials);
     let study = Study::parse(&rec.spec, Path::new(&rec.file)).ok();
     let higher = summary.as_ref().is_none_or(|s| s.higher_is_better);
-
-    // Scaling view: per instance count, the configuration with the best mean objective.
-    // Per configuration: its levels, objective values, throughputs, busy cores.
-    type Figures = (Config, Vec<f64>, Vec<f64>, Vec<f64>);
-    let mut by_config: BTreeMap<String, Figures> = BTreeMap::new();
-    // Race trials only: every configuration ran in every round it was in the race, while
-    // the confirmation adds rounds of two of them only.
-    for (t, row) in trials.iter().zip(&rows) {
-        if t.status != TrialStatus::Ok || t.phase != TrialPhase::Race {
-            continue;
-        }
-        let Ok(cfg) = serde_json::from_str::<Config>(&t.factors) else {
-            continue;
-        };
-        let e = by_config
-            .entry(t.config.clone())
-            .or_insert_with(|| (cfg, Vec::new(), Vec::new(), Vec::new()));
-        if let Some(v) = t.value {
-            e.1.push(v);
-        }
-        if let Some(x) = row.throughput {
-            e.2.push(x);
-        }
-        if let Some(c) = row.cpu_cores {
-            e.3.push(c);
-        }
-    }
-    let mut best_per_n: BTreeMap<usize, (String, f64, f64, Option<f64>)> = BTreeMap::new();
-    for (key, (cfg, vals, thr, cpu)) in &by_config {
-        if vals.is_empty() || thr.is_empty() {
-            continue;
-        }
-        let m = stats::mean(vals);
-        let s = if higher { m } else { -m };
-        let cpu = (!cpu.is_empty()).then(|| stats::mean(cpu));
-        let n = cfg.instances();
-        if best_per_n.get(&n).is_none_or(|b| s > b.1) {
-            best_per_n.insert(n, (key.clone(), s, stats::mean(thr), cpu));
-        }
-    }
-    let scaling_view = best_per_n
-        .into_iter()
-        .map(|(n, (config, _, thr, cpu))| ScalingRow {
-            instances: n,
-            config,
-            throughput: thr,
-            cpu_cores: cpu,
-            per_core: cpu.filter(|c| *c > 0.0).map(|c| thr / c),
-        })
-        .collect();
-
-    // Factor effects.
-    let mut effects = Vec::new();
-    if let Some(study) = &study {
-        let all: Vec<f64> = by_config
-            .values()
-            .flat_map(|e| e.1.iter().copied())
-            .collect();
-        let overall = stats::mean(&all);
-        for f in &study.factors {
-            // A range's values: those its configurations took, in order.
-            let values: Vec<Level> = match f.levels() {
-                Some(l) => l.to_vec(),
-                None => {
-                    let mut seen: Vec<Level> = by_config
-                        .values()
-                        .filter_map(|e| e.0.get(&f.name).cloned())
-                        .collect();
-                    seen.sort_by(|a, b| level_order(a).total_cmp(&level_order(b)));
-                    seen.dedup();
-                    seen
-                }
-            };
-            let mut levels = Vec::new();
-            for l in &values {
-                let v: Vec<f64> = by_config
-                    .values()
-                    .filter(|e| e.0.get(&f.name) == Some(l))
-                    .flat_map(|e| e.1.iter().copied())
-                    .collect();
-                if !v.is_empty() {
-                    let m = stats::mean(&v);
-                    levels.push((l.to_string(), m, v.len(), m / overall));
-                }
-            }
-            effects.push(FactorEffect {
-                factor: f.name.clone(),
-                levels,
-            });
-        }
-    }
+    let by_config = race_figures(&trials, &rows);
+    let scaling_view = scaling_view(&by_config, higher);
+    let effects = study
+        .as_ref()
+        .map_or_else(Vec::new, |study| effects(study, &by_config));
 
     let (apply, apply_note) = match (&study, &summary) {
         (Some(study), Some(sum)) => choose_apply(study, run, &trials, sum, opts.force),
@@ -315,6 +199,153 @@ pub fn build_with(store: &Store, run: i64, opts: ReportOptions) -> Result<Report
         jobs: jobs::job_times(&trials),
         batch: jobs::batch_totals(&trials),
     })
+}
+
+/// One row per trial, with its measurement's headline figures.
+fn trial_rows(trials: &[TrialRecord]) -> Vec<TrialRow> {
+    trials
+        .iter()
+        .map(|t| {
+            let m = t
+                .measurement
+                .as_deref()
+                .and_then(|j| Measurement::from_json(j).ok());
+            TrialRow {
+                id: t.id,
+                phase: t.phase,
+                round: t.round,
+                config: t.config.clone(),
+                status: t.status,
+                reason: t.reason.clone(),
+                value: t.value,
+                throughput: m.as_ref().map(|m| m.throughput_rps),
+                p99_ms: m
+                    .as_ref()
+                    .and_then(|m| m.latency.as_ref())
+                    .and_then(|l| l.p99_ms),
+                errors: m.as_ref().map(|m| m.errors),
+                cpu_cores: m
+                    .as_ref()
+                    .and_then(|m| m.cpu.as_ref())
+                    .map(|c| c.iter().map(|u| u.cores).sum()),
+            }
+        })
+        .collect()
+}
+
+/// A configuration's figures over its race trials that completed.
+struct ConfigFigures {
+    /// Its levels.
+    config: Config,
+    /// The objective's values.
+    values: Vec<f64>,
+    /// The throughputs.
+    throughputs: Vec<f64>,
+    /// The busy cores.
+    cores: Vec<f64>,
+}
+
+/// Per configuration (by key), its figures over race trials only: every configuration ran in
+/// every round it was in the race, while the confirmation adds rounds of two of them only.
+fn race_figures(trials: &[TrialRecord], rows: &[TrialRow]) -> BTreeMap<String, ConfigFigures> {
+    let mut by_config: BTreeMap<String, ConfigFigures> = BTreeMap::new();
+    for (t, row) in trials.iter().zip(rows) {
+        if t.status != TrialStatus::Ok || t.phase != TrialPhase::Race {
+            continue;
+        }
+        let Ok(cfg) = serde_json::from_str::<Config>(&t.factors) else {
+            continue;
+        };
+        let e = by_config
+            .entry(t.config.clone())
+            .or_insert_with(|| ConfigFigures {
+                config: cfg,
+                values: Vec::new(),
+                throughputs: Vec::new(),
+                cores: Vec::new(),
+            });
+        if let Some(v) = t.value {
+            e.values.push(v);
+        }
+        if let Some(x) = row.throughput {
+            e.throughputs.push(x);
+        }
+        if let Some(c) = row.cpu_cores {
+            e.cores.push(c);
+        }
+    }
+    by_config
+}
+
+/// The scaling view: per instance count, the configuration with the best mean objective
+/// (`higher`: whether higher is better).
+fn scaling_view(by_config: &BTreeMap<String, ConfigFigures>, higher: bool) -> Vec<ScalingRow> {
+    let mut best_per_n: BTreeMap<usize, (String, f64, f64, Option<f64>)> = BTreeMap::new();
+    for (key, f) in by_config {
+        if f.values.is_empty() || f.throughputs.is_empty() {
+            continue;
+        }
+        let m = stats::mean(&f.values);
+        let s = if higher { m } else { -m };
+        let cpu = (!f.cores.is_empty()).then(|| stats::mean(&f.cores));
+        let n = f.config.instances();
+        if best_per_n.get(&n).is_none_or(|b| s > b.1) {
+            best_per_n.insert(n, (key.clone(), s, stats::mean(&f.throughputs), cpu));
+        }
+    }
+    best_per_n
+        .into_iter()
+        .map(|(n, (config, _, thr, cpu))| ScalingRow {
+            instances: n,
+            config,
+            throughput: thr,
+            cpu_cores: cpu,
+            per_core: cpu.filter(|c| *c > 0.0).map(|c| thr / c),
+        })
+        .collect()
+}
+
+/// Each factor's effect: per level, the mean objective of the race trials at that level and
+/// its ratio to the overall mean.
+fn effects(study: &Study, by_config: &BTreeMap<String, ConfigFigures>) -> Vec<FactorEffect> {
+    let all: Vec<f64> = by_config
+        .values()
+        .flat_map(|e| e.values.iter().copied())
+        .collect();
+    let overall = stats::mean(&all);
+    let mut effects = Vec::new();
+    for f in &study.factors {
+        // A range's values: those its configurations took, in order.
+        let values: Vec<Level> = match f.levels() {
+            Some(l) => l.to_vec(),
+            None => {
+                let mut seen: Vec<Level> = by_config
+                    .values()
+                    .filter_map(|e| e.config.get(&f.name).cloned())
+                    .collect();
+                seen.sort_by(|a, b| level_order(a).total_cmp(&level_order(b)));
+                seen.dedup();
+                seen
+            }
+        };
+        let mut levels = Vec::new();
+        for l in &values {
+            let v: Vec<f64> = by_config
+                .values()
+                .filter(|e| e.config.get(&f.name) == Some(l))
+                .flat_map(|e| e.values.iter().copied())
+                .collect();
+            if !v.is_empty() {
+                let m = stats::mean(&v);
+                levels.push((l.to_string(), m, v.len(), m / overall));
+            }
+        }
+        effects.push(FactorEffect {
+            factor: f.name.clone(),
+            levels,
+        });
+    }
+    effects
 }
 
 /// The apply script of the configuration to deploy and, when that is not simply the winner,

@@ -4,6 +4,9 @@
 //! (`crate::rounds`, [`crate::hosts`]); the racing rules see them in order either way. One
 //! trial is [`crate::trial`]; the load sweep is [`crate::scale`].
 
+mod conclude;
+mod start;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use perfpilot_lab::MachineFacts;
 use perfpilot_lab::schedule::shuffled;
 use perfpilot_observe::Topology;
 use perfpilot_store::{RunState, Store, TrialPhase, TrialRecord, TrialStatus};
@@ -20,16 +22,13 @@ use perfpilot_sys::Fs;
 use crate::deploy;
 use crate::error::{Result, StudyError};
 use crate::hosts::{self, Host, LocalHost, Pool};
-use crate::plan::{confirm_trials, infeasible_reason, plan_study};
+use crate::plan::{infeasible_reason, plan_study};
 use crate::progress::Progress;
 use crate::race::{Elimination, Left, chance_of_best, race_round, race_step};
-use crate::rounds::{Round, Session, batch_rounds, hosts_note};
+use crate::rounds::{Round, Session, batch_rounds};
 use crate::scores::{best_mean, blocks, race_trial};
 use crate::spec::{Budget, Config, Method, Study};
-use crate::summary::{
-    Summary, against_baseline, indistinguishable, measurement_notes, measurement_warnings,
-    no_trial_completed, paired_gain, phase_figures, verdict,
-};
+use crate::summary::{Summary, indistinguishable};
 use crate::trial::{TrialContext, TrialOutcome};
 
 /// How a run is carried out.
@@ -123,7 +122,7 @@ fn with_hosts(facts: &str, hosts: &[String]) -> String {
 /// changed are restored from it first.
 pub(crate) fn knob_journal(opts: &RunOptions) -> Result<PathBuf, StudyError> {
     let journal = opts.store.with_extension("knobs-journal.json");
-    for line in deploy::recover_knobs(&opts.knob_fs, &journal).map_err(StudyError::Failed)? {
+    for line in deploy::recover_knobs(&opts.knob_fs, &journal)? {
         eprintln!("perfpilot study: {line}");
     }
     Ok(journal)
@@ -349,89 +348,27 @@ fn race_order(seed: u64, round: usize, alive: &[Config]) -> Vec<Config> {
 pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<RunOutcome> {
     let started = Instant::now();
     // The hosts first: one that cannot be used is refused before anything is stored.
-    let remotes = match opts.hosts.is_empty() {
-        true => Vec::new(),
-        false => hosts::connect(&opts.hosts, &opts.dialer, study)?,
-    };
-    // Layouts are planned on the first host's machine (this one without `--hosts`).
-    let (plan_topo, facts) = match remotes.first() {
-        Some(Some(r)) => (r.topology.clone(), r.facts.clone()),
-        _ => (
-            topo.clone(),
-            MachineFacts::with_topology(&Fs::live(), topo).to_json(),
-        ),
-    };
-    let names: Vec<String> = opts.hosts.iter().map(|h| h.trim().to_string()).collect();
-    let facts = match remotes.is_empty() {
-        true => facts,
-        false => with_hosts(&facts, &names),
-    };
-    let shapes: Vec<(&str, &Topology)> = names
-        .iter()
-        .zip(&remotes)
-        .map(|(n, r)| (n.as_str(), r.as_ref().map_or(topo, |r| &r.topology)))
-        .collect();
-    let mut warnings = hosts::shape_warnings(&shapes);
+    let fleet = start::Fleet::connect(study, topo, opts)?;
+    let mut warnings = fleet.warnings;
+    let plan_topo = fleet.plan_topo;
     let mut store = Store::open(&opts.store)?;
-    let (run_id, existing) = match opts.resume {
-        Some(id) => {
-            if store.study(id)?.is_none() {
-                return Err(StudyError::NoRun {
-                    store: opts.store.clone(),
-                    run: id,
-                });
-            }
-            store.study_set_state(id, RunState::Running, None)?;
-            (id, store.trials(id)?)
-        }
-        None => (
-            store.study_begin(
-                &study.name,
-                &study.path.display().to_string(),
-                &study.source,
-                &facts,
-            )?,
-            Vec::new(),
-        ),
-    };
+    let (run_id, existing) = start::open_run(&mut store, study, opts, &fleet.facts)?;
     let plan_ = plan_study(study, &plan_topo);
     let racing = opts.racing.unwrap_or(study.run.racing);
-    let goal = &study.objective.goal;
     let infeasible = plan_.infeasible.clone();
     let feasible: Vec<Config> = study
         .configurations()
         .into_iter()
         .filter(|c| !infeasible.iter().any(|i| i.config == c.key()))
         .collect();
-    let baseline = study.run.baseline.clone();
-    if let Some(reason) = infeasible_reason(study, &plan_topo, &baseline) {
+    if let Some(why) = start::unrunnable(study, &plan_topo, racing) {
         store.study_set_state(run_id, RunState::Failed, None)?;
-        return Err(StudyError::Failed(format!(
-            "the baseline {} cannot run on this machine: {reason}",
-            baseline.key()
-        )));
+        return Err(StudyError::Failed(why));
     }
-    let iterated = study.search.method == Method::Iterated;
-    if iterated && !racing {
-        store.study_set_state(run_id, RunState::Failed, None)?;
-        return Err(StudyError::Failed(
-            "--exhaustive (or run.racing = false) runs every configuration of a grid; this study searches iteratively (search.method = \"iterated\"), which races by its nature: drop it, or make the space a grid".into(),
-        ));
-    }
-    // The budget binds a race only; an exhaustive run takes every trial.
-    let budget = opts.budget.or(study.run.budget).filter(|_| racing);
-    let cap = budget.map(|b| b.trials(plan_.exhaustive_trials));
-    let reserve = match iterated {
-        true => plan_.confirm_trials,
-        false => confirm_trials(study, feasible.len()),
-    };
-    let total = match iterated {
-        true => cap.unwrap_or(plan_.max_trials),
-        false => cap.map_or(plan_.max_trials, |c| c.min(plan_.max_trials)),
-    };
+    let sizing = start::Sizing::of(study, opts, &plan_, feasible.len(), racing);
     let progress = match (&opts.simulated, opts.progress) {
         (Some(_), false) => Progress::silent(),
-        _ => Progress::new(opts.progress, total),
+        _ => Progress::new(opts.progress, sizing.total),
     };
     let journal = knob_journal(opts)?;
     let ctx = || TrialContext {
@@ -441,8 +378,9 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         knob_journal: Some(&journal),
         stop: &opts.stop,
     };
-    let pool = (!remotes.is_empty()).then(|| {
-        let hosts: Vec<Box<dyn Host + '_>> = remotes
+    let pool = (!fleet.remotes.is_empty()).then(|| {
+        let hosts: Vec<Box<dyn Host + '_>> = fleet
+            .remotes
             .into_iter()
             .map(|r| match r {
                 Some(r) => Box::new(r) as Box<dyn Host>,
@@ -475,17 +413,17 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
                 study,
                 offset: 0,
                 racing,
-                budget: cap.map(|c| (c, reserve)),
+                budget: sizing.cap.map(|c| (c, sizing.reserve)),
                 keep: 1,
                 label: "race round".into(),
                 shrink: true,
             };
-            grid(&mut session, &feasible, &spec, budget)
+            grid(&mut session, &feasible, &spec, sizing.budget)
         }
         Method::Iterated => {
-            let cap = cap.unwrap_or(plan_.max_trials);
+            let cap = sizing.cap.unwrap_or(plan_.max_trials);
             let runnable = |c: &Config| infeasible_reason(study, &plan_topo, c);
-            crate::iterate::search(&mut session, cap, reserve, &runnable)
+            crate::iterate::search(&mut session, cap, sizing.reserve, &runnable)
         }
     };
     let searched = match searched {
@@ -493,91 +431,28 @@ pub fn run_study(study: &Study, topo: &Topology, opts: &RunOptions) -> Result<Ru
         Err(e) => return Err(session.end(e)),
     };
     warnings.extend(searched.warnings.iter().cloned());
-    let winner = searched.winner.clone();
-
-    // Confirmation: paired rounds of winner and baseline.
-    let mut gain = None;
-    let mut gain_p = None;
-    let verdict = match &winner {
-        None => no_trial_completed(&session.trials).0,
-        Some(w) if w.key() == baseline.key() => {
-            "the baseline is the best configuration".to_string()
-        }
-        Some(w) => {
-            if let Err(e) = session.confirm(w) {
-                return Err(session.end(e));
-            }
-            (gain, gain_p) = paired_gain(goal, &session.trials, &w.key(), &baseline.key());
-            verdict(gain)
-        }
+    let confirmed = match conclude::confirm(&mut session, study, searched.winner.as_ref()) {
+        Ok(c) => c,
+        Err(e) => return Err(session.end(e)),
     };
     session.progress.finish();
-
-    let trials = &session.trials;
     warnings.append(&mut session.host_warnings);
-    warnings.extend(measurement_warnings(study, trials, &baseline.key()));
-    let winner_key = winner.as_ref().map(Config::key);
-    let (configurations, confirmation) = phase_figures(
-        trials,
-        &searched.keys,
-        winner_key.as_deref(),
-        &baseline.key(),
-        &searched.eliminated,
-    );
-    let summary = Summary {
-        goal: goal.describe(),
-        unit: goal.unit().into(),
-        rate_unit: crate::summary::rate_unit(study),
-        higher_is_better: goal.higher_is_better(),
-        baseline: baseline.key(),
-        winner: winner_key.clone(),
-        // Without a winner nothing is "not significantly different from it".
-        indistinguishable: match &winner_key {
-            Some(_) => searched.indistinguishable,
-            None => Vec::new(),
-        },
-        chance_best: searched.chance_best,
-        gain,
-        gain_p_value: gain_p,
-        verdict,
-        against_baseline: winner_key
-            .as_deref()
-            .and_then(|w| against_baseline(trials, w, &baseline.key())),
-        configurations,
-        confirmation,
-        eliminated: searched.eliminated,
+    let ran = conclude::Ran {
+        searched,
+        confirmed,
         infeasible,
         warnings,
-        notes: measurement_notes(study, trials)
-            .into_iter()
-            .chain(hosts_note(trials))
-            .collect(),
-        rounds: searched.rounds,
+        racing,
         trials_run: session.trials_run,
         elapsed_s: started.elapsed().as_secs_f64(),
-        racing,
-        search: searched.search,
     };
-    let race_trials = trials
+    let summary = conclude::summarise(study, &session.trials, ran);
+    let race_trials = session
+        .trials
         .iter()
         .filter(|t| t.phase == TrialPhase::Race)
         .count();
-    let json = serde_json::to_string(&summary).unwrap_or_default();
-    // A run without a winner failed: stored so (with what it saw), and an error naming the
-    // first failure, so that neither the store nor the exit status calls it done.
-    if summary.winner.is_none() {
-        session
-            .store
-            .study_set_state(run_id, RunState::Failed, Some(&json))?;
-        return Err(StudyError::NoTrialCompleted {
-            run: run_id,
-            store: opts.store.clone(),
-            why: no_trial_completed(trials).1,
-        });
-    }
-    session
-        .store
-        .study_set_state(run_id, RunState::Done, Some(&json))?;
+    conclude::store_summary(&mut session, &opts.store, &summary)?;
     Ok(RunOutcome {
         run: run_id,
         summary,

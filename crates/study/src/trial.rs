@@ -11,6 +11,7 @@ use perfpilot_sys::Fs;
 use serde::{Deserialize, Serialize};
 
 use crate::deploy::{self, KnobGuard};
+use crate::error::TrialError;
 use crate::layout::{Layout, plan};
 use crate::measure::measure;
 use crate::spec::{Config, Goal, Level, LoadKind, Study, render};
@@ -126,18 +127,62 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
         users,
         ..TrialDetail::default()
     };
-    let fail = |detail: TrialDetail, reason: String| TrialOutcome {
+    let layout = match plan(ctx.topo, n, config.cores_per_instance(), config.binding()) {
+        Ok(l) => l,
+        Err(e) => return failed(detail, e.to_string()),
+    };
+    detail.layout = Some(layout.clone());
+    let Armed { knobs, tconf } = match arm(ctx, config, &mut detail) {
+        Ok(a) => a,
+        Err(e) => return failed(detail, e.to_string()),
+    };
+    if matches!(study.load.kind, LoadKind::Batch { .. }) {
+        let mut o = crate::batch::run(ctx, &tconf, &layout, knobs, detail);
+        if let Some(m) = &mut o.measurement {
+            m.name = Some(config.key());
+        }
+        return o;
+    }
+    let run = Deployment {
+        config,
+        tconf: &tconf,
+        layout: &layout,
+        users,
+    };
+    match run.measure(ctx, knobs, &mut detail) {
+        Ok(m) => judge(study, config, m, detail),
+        Err(e) => failed(detail, e.to_string()),
+    }
+}
+
+/// A failed trial's outcome.
+fn failed(detail: TrialDetail, reason: String) -> TrialOutcome {
+    TrialOutcome {
         status: TrialStatus::Failed,
         reason,
         value: None,
         measurement: None,
         detail,
-    };
-    let layout = match plan(ctx.topo, n, config.cores_per_instance(), config.binding()) {
-        Ok(l) => l,
-        Err(e) => return fail(detail, e.to_string()),
-    };
-    detail.layout = Some(layout.clone());
+    }
+}
+
+/// A trial's knobs, set, and the configuration its templates read (with the scratch file
+/// system's `mount` and `device`).
+struct Armed {
+    knobs: KnobGuard,
+    tconf: Config,
+}
+
+/// Makes the scratch file system (when the study has `[storage]`) and sets the knobs of
+/// `config`; their undo records go to `detail`. `Err` is the trial's failure, everything set
+/// restored again.
+fn arm(
+    ctx: &TrialContext<'_>,
+    config: &Config,
+    detail: &mut TrialDetail,
+) -> Result<Armed, TrialError> {
+    let study = ctx.study;
+    let n = config.instances();
     let mut knobs = match ctx.knob_journal {
         Some(j) => KnobGuard::journaled(ctx.knob_fs, j),
         None => KnobGuard::new(ctx.knob_fs),
@@ -148,7 +193,8 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
     if let Some(st) = &study.storage {
         let made = st
             .spec(&deploy::values_for(&tconf, n, None))
-            .and_then(|spec| knobs.change(&Change::ScratchFs { spec }));
+            .map_err(TrialError::from)
+            .and_then(|spec| Ok(knobs.change(&Change::ScratchFs { spec })?));
         match made {
             Ok(Applied::ScratchFs { device, mount }) => {
                 let m = mount.display().to_string();
@@ -156,17 +202,12 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
                 tconf.0.push(("device".into(), Level::Str(device.clone())));
                 detail.device = Some(device);
             }
-            Ok(other) => {
-                return fail(detail, format!("storage: unexpected outcome {other:?}"));
-            }
+            Ok(other) => return Err(TrialError::StorageOutcome(format!("{other:?}"))),
             Err(e) => {
-                detail.knobs = knobs.records().to_vec();
-                let restore = knobs.restore();
-                let mut reason = format!("storage: {e}");
-                if !restore.is_empty() {
-                    reason.push_str(&format!("; removing it failed too: {}", restore.join("; ")));
-                }
-                return fail(detail, reason);
+                return Err(TrialError::Storage {
+                    source: Box::new(e),
+                    unrestored: unwind(&mut knobs, detail),
+                });
             }
         }
     }
@@ -174,61 +215,82 @@ pub fn run_trial(ctx: &TrialContext<'_>, config: &Config, users: Option<usize>) 
     for k in &study.deployment.knobs {
         let value = render(&k.value, &values);
         if let Err(e) = knobs.set(&render(&k.path, &values), &value) {
-            detail.knobs = knobs.records().to_vec();
-            let restore = knobs.restore();
-            let mut reason = e;
-            if !restore.is_empty() {
-                reason.push_str(&format!("; restoring failed too: {}", restore.join("; ")));
-            }
-            return fail(detail, reason);
+            return Err(TrialError::Knobs {
+                source: Box::new(e),
+                unrestored: unwind(&mut knobs, detail),
+            });
         }
     }
     detail.knobs = knobs.records().to_vec();
-    if matches!(study.load.kind, LoadKind::Batch { .. }) {
-        let mut o = crate::batch::run(ctx, &tconf, &layout, knobs, detail);
-        if let Some(m) = &mut o.measurement {
-            m.name = Some(config.key());
+    Ok(Armed { knobs, tconf })
+}
+
+/// Records what `knobs` set in `detail` and restores it; returns what could not be restored.
+fn unwind(knobs: &mut KnobGuard, detail: &mut TrialDetail) -> Vec<String> {
+    detail.knobs = knobs.records().to_vec();
+    knobs.restore()
+}
+
+/// A served configuration to deploy and measure.
+struct Deployment<'a> {
+    /// The configuration as the study names it.
+    config: &'a Config,
+    /// The configuration its templates read.
+    tconf: &'a Config,
+    layout: &'a Layout,
+    users: usize,
+}
+
+impl Deployment<'_> {
+    /// Takes ports, deploys, drives and measures; stops the instances and restores `knobs`
+    /// before it returns. The ports, command lines, environment and notes go to `detail`.
+    fn measure(
+        &self,
+        ctx: &TrialContext<'_>,
+        mut knobs: KnobGuard,
+        detail: &mut TrialDetail,
+    ) -> Result<Measurement, TrialError> {
+        let study = ctx.study;
+        let n = self.config.instances();
+        let mut notes = Vec::new();
+        let ports = perfpilot_lab::port::free_ports_from(study.deployment.base_port, n, &mut notes)
+            .map_err(TrialError::Ports)?;
+        detail.ports = ports.clone();
+        let mut dep = deploy::deploy(study, self.tconf, self.layout, &ports, ctx.stop, notes)?;
+        detail.notes = dep.notes.clone();
+        detail.argv = dep.instances.iter().map(|i| i.argv.clone()).collect();
+        if let Some(il) = self.layout.instances.first()
+            && let Some(&p) = ports.first()
+        {
+            let values = deploy::values_for(self.tconf, n, Some((il, p)));
+            detail.env = deploy::environment(study, self.config, &values);
         }
-        return o;
-    }
-    let mut notes = Vec::new();
-    let ports =
-        match perfpilot_lab::port::free_ports_from(study.deployment.base_port, n, &mut notes) {
-            Ok(p) => p,
-            Err(e) => return fail(detail, e.to_string()),
-        };
-    detail.ports = ports.clone();
-    let mut dep = match deploy::deploy(study, &tconf, &layout, &ports, ctx.stop, notes) {
-        Ok(d) => d,
-        Err(e) => return fail(detail, e),
-    };
-    detail.notes = dep.notes.clone();
-    detail.argv = dep.instances.iter().map(|i| i.argv.clone()).collect();
-    if let Some(il) = layout.instances.first()
-        && let Some(&p) = ports.first()
-    {
-        detail.env =
-            deploy::environment(study, config, &deploy::values_for(&tconf, n, Some((il, p))));
-    }
-    let measured = measure(ctx, &tconf, &layout, &mut dep, users);
-    let stop_problems = dep.stop();
-    drop(dep);
-    let restore_problems = knobs.restore();
-    let mut m = match measured {
-        Ok((m, driver_cores)) => {
-            detail.driver_cores = driver_cores;
-            m
+        let measured = measure(ctx, self.tconf, self.layout, &mut dep, self.users);
+        let stop_problems = dep.stop();
+        drop(dep);
+        let restore_problems = knobs.restore();
+        let (m, driver_cores) = measured?;
+        detail.driver_cores = driver_cores;
+        detail.notes.extend(stop_problems);
+        detail.notes.extend(driver_saturation(study, detail));
+        if !restore_problems.is_empty() {
+            detail.notes.push(format!(
+                "knobs not restored: {}",
+                restore_problems.join("; ")
+            ));
         }
-        Err(e) => return fail(detail, e),
-    };
-    detail.notes.extend(stop_problems);
-    detail.notes.extend(driver_saturation(study, &detail));
-    if !restore_problems.is_empty() {
-        detail.notes.push(format!(
-            "knobs not restored: {}",
-            restore_problems.join("; ")
-        ));
+        Ok(m)
     }
+}
+
+/// The outcome of measurement `m` of `config`: MSER-5, the objective's value and the
+/// constraints checked.
+fn judge(
+    study: &Study,
+    config: &Config,
+    mut m: Measurement,
+    mut detail: TrialDetail,
+) -> TrialOutcome {
     // MSER-5 on the per-second throughput.
     let series: Vec<f64> = m.series.iter().map(|p| p.requests as f64).collect();
     detail.mser = stats::mser5(&series);

@@ -30,7 +30,7 @@ fn readiness_needs_a_2xx_answer() {
         }
     });
     let url = format!("http://127.0.0.1:{port}/health");
-    let e = http_ok(&url).unwrap_err();
+    let e = http_ok(&url).unwrap_err().to_string();
     assert!(e.contains("503"), "{e}");
     http_ok(&url).unwrap();
     server.join().unwrap();

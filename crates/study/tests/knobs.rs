@@ -53,7 +53,10 @@ fn a_knob_that_cannot_be_written_is_named_and_the_others_restored() {
     let (_d, fs) = tree();
     let mut g = KnobGuard::new(&fs);
     g.set(SWAPPINESS, "5").unwrap();
-    let e = g.set("sys/kernel/mm/missing_knob", "1").unwrap_err();
+    let e = g
+        .set("sys/kernel/mm/missing_knob", "1")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("/sys/kernel/mm/missing_knob"), "{e}");
     assert!(g.restore().is_empty());
     assert_eq!(read_knob(&fs, SWAPPINESS).unwrap(), "60");

@@ -7,6 +7,7 @@
 //! are in [`wire`]; they travel over SSH (the worker started for the run) or mutual TLS (a
 //! listening worker), as `perfpilot_drive::coord` carries them.
 
+mod lost;
 mod pool;
 mod remote;
 pub mod wire;
@@ -17,6 +18,7 @@ use perfpilot_observe::Topology;
 use crate::error::StudyError;
 use crate::spec::Study;
 
+pub use lost::HostLost;
 pub use perfpilot_drive::coord::{Admission, Dialer};
 pub use pool::LOCAL;
 pub(crate) use pool::{Event, Host, LocalHost, Pool, PoolEnd, RoundJob};

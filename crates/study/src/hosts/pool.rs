@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use perfpilot_store::TrialPhase;
 
+use super::HostLost;
 use crate::error::StudyError;
 use crate::spec::Config;
 use crate::trial::{TrialContext, TrialOutcome, run_trial};
@@ -27,7 +28,7 @@ pub(crate) trait Host: Send {
         round: usize,
         config: &Config,
         stop: &AtomicBool,
-    ) -> Result<TrialOutcome, String>;
+    ) -> Result<TrialOutcome, HostLost>;
 }
 
 /// Trials in this process, on this machine.
@@ -50,7 +51,7 @@ impl Host for LocalHost<'_> {
         _round: usize,
         config: &Config,
         _stop: &AtomicBool,
-    ) -> Result<TrialOutcome, String> {
+    ) -> Result<TrialOutcome, HostLost> {
         // The context's stop is the run's own (Ctrl-C).
         Ok(run_trial(&self.ctx, config, None))
     }
@@ -96,7 +97,7 @@ pub(crate) enum Event<'e> {
     Lost {
         job: &'e RoundJob,
         host: &'e str,
-        reason: &'e str,
+        reason: &'e HostLost,
         left: Vec<String>,
     },
 }
@@ -107,7 +108,7 @@ pub(crate) enum PoolEnd {
     /// The run's stop flag was set; rounds in flight were dropped.
     Interrupted,
     /// Every host was lost: (host, why), in the order they were lost.
-    NoHostLeft(Vec<(String, String)>),
+    NoHostLeft(Vec<(String, HostLost)>),
     /// The caller's handling of an event failed (the store); rounds in flight finished.
     Failed(StudyError),
 }
@@ -128,7 +129,7 @@ enum Msg<'a> {
     Lost {
         job: usize,
         slot: usize,
-        reason: String,
+        reason: HostLost,
     },
 }
 
@@ -137,7 +138,7 @@ pub(crate) struct Pool<'a> {
     /// The hosts left, each with its place in `--hosts` (the first free one is taken first).
     hosts: Vec<(usize, String, Box<dyn Host + 'a>)>,
     /// Hosts lost so far: (host, why).
-    lost: Vec<(String, String)>,
+    lost: Vec<(String, HostLost)>,
     /// The pause after each trial on a host.
     cooldown: Duration,
 }
@@ -187,45 +188,14 @@ impl<'a> Pool<'a> {
         std::thread::scope(|s| {
             loop {
                 while failed.is_none() && !stop.load(Ordering::SeqCst) && !queue.is_empty() {
-                    let Some((slot, (name, mut host))) = free.pop_first() else {
+                    let Some((slot, (name, host))) = free.pop_first() else {
                         break;
                     };
                     let Some(j) = queue.pop_first() else { break };
                     busy.insert(slot, name);
                     let tx = tx.clone();
                     let job = &jobs[j];
-                    s.spawn(move || {
-                        let mut outcomes = Vec::with_capacity(job.configs.len());
-                        for (i, c) in job.configs.iter().enumerate() {
-                            let _ = tx.send(Msg::Started {
-                                job: j,
-                                slot,
-                                config: i,
-                            });
-                            match host.trial(job.phase, job.round, c, stop) {
-                                // A trial that the stop cut short is not a measurement.
-                                Ok(_) if stop.load(Ordering::SeqCst) => break,
-                                Ok(o) => outcomes.push(o),
-                                // Lost while stopping: the stop, not the host, ended it.
-                                Err(_) if stop.load(Ordering::SeqCst) => break,
-                                Err(reason) => {
-                                    let _ = tx.send(Msg::Lost {
-                                        job: j,
-                                        slot,
-                                        reason,
-                                    });
-                                    return;
-                                }
-                            }
-                            std::thread::sleep(cooldown);
-                        }
-                        let _ = tx.send(Msg::Finished {
-                            job: j,
-                            slot,
-                            host,
-                            outcomes,
-                        });
-                    });
+                    s.spawn(move || run_round(host, (j, job), slot, stop, cooldown, &tx));
                 }
                 if busy.is_empty() {
                     break;
@@ -308,6 +278,48 @@ impl<'a> Pool<'a> {
     }
 }
 
+/// Runs round `job` (number `j` of the run's jobs) on `host`, in slot `slot`, telling the
+/// pool through `tx`: each trial started, then the outcomes, or the host lost.
+fn run_round<'a>(
+    mut host: Box<dyn Host + 'a>,
+    (j, job): (usize, &RoundJob),
+    slot: usize,
+    stop: &AtomicBool,
+    cooldown: Duration,
+    tx: &mpsc::Sender<Msg<'a>>,
+) {
+    let mut outcomes = Vec::with_capacity(job.configs.len());
+    for (i, c) in job.configs.iter().enumerate() {
+        let _ = tx.send(Msg::Started {
+            job: j,
+            slot,
+            config: i,
+        });
+        match host.trial(job.phase, job.round, c, stop) {
+            // A trial that the stop cut short is not a measurement.
+            Ok(_) if stop.load(Ordering::SeqCst) => break,
+            Ok(o) => outcomes.push(o),
+            // Lost while stopping: the stop, not the host, ended it.
+            Err(_) if stop.load(Ordering::SeqCst) => break,
+            Err(reason) => {
+                let _ = tx.send(Msg::Lost {
+                    job: j,
+                    slot,
+                    reason,
+                });
+                return;
+            }
+        }
+        std::thread::sleep(cooldown);
+    }
+    let _ = tx.send(Msg::Finished {
+        job: j,
+        slot,
+        host,
+        outcomes,
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -341,10 +353,12 @@ mod tests {
             round: usize,
             config: &Config,
             _stop: &AtomicBool,
-        ) -> Result<TrialOutcome, String> {
+        ) -> Result<TrialOutcome, HostLost> {
             self.trials += 1;
             if self.lose_at == Some(self.trials) {
-                return Err("the worker closed the connection".into());
+                return Err(HostLost::Closed {
+                    how: "closed the connection".into(),
+                });
             }
             if let Some((n, stop)) = &self.stop_at
                 && *n == self.trials
@@ -501,6 +515,10 @@ mod tests {
         let Err(PoolEnd::NoHostLeft(lost)) = end else {
             panic!("{end:?}")
         };
+        let lost: Vec<(String, String)> = lost
+            .iter()
+            .map(|(h, why)| (h.clone(), why.to_string()))
+            .collect();
         assert_eq!(
             lost,
             [(

@@ -13,6 +13,7 @@ use perfpilot_drive::coord::{Dialer, LinkWriter};
 use perfpilot_observe::Topology;
 use perfpilot_store::TrialPhase;
 
+use super::HostLost;
 use super::pool::Host;
 use super::wire::{PROTOCOL, Reply, Request};
 use crate::error::StudyError;
@@ -47,10 +48,10 @@ pub(crate) struct RemoteHost {
     pub facts: String,
 }
 
-fn host_err(addr: &str, reason: impl Into<String>) -> StudyError {
+fn host_err(addr: &str, reason: impl std::fmt::Display) -> StudyError {
     StudyError::Host {
         addr: addr.to_string(),
-        reason: reason.into(),
+        reason: reason.to_string(),
     }
 }
 
@@ -146,13 +147,15 @@ impl RemoteHost {
 }
 
 impl Link {
-    fn say(&self, r: &Request) -> Result<(), String> {
-        self.writer.send(r).map_err(|e| format!("cannot send: {e}"))
+    fn say(&self, r: &Request) -> Result<(), HostLost> {
+        self.writer
+            .send(r)
+            .map_err(|e| HostLost::Send(e.to_string()))
     }
 
     /// The next reply other than `alive`, within `within` (`late` ends the message when it
     /// does not come).
-    fn next(&self, within: Duration, late: &str) -> Result<Reply, String> {
+    fn next(&self, within: Duration, late: &str) -> Result<Reply, HostLost> {
         let until = Instant::now() + within;
         loop {
             let left = until.saturating_duration_since(Instant::now());
@@ -160,17 +163,16 @@ impl Link {
                 Ok(Ok(Some(Reply::Alive))) => {}
                 Ok(Ok(Some(r))) => return Ok(r),
                 Ok(Ok(None)) | Err(RecvTimeoutError::Disconnected) => {
-                    return Err(format!(
-                        "the worker {}",
-                        closed_early(self.writer.transport_said())
-                    ));
+                    return Err(HostLost::Closed {
+                        how: closed_early(self.writer.transport_said()),
+                    });
                 }
-                Ok(Err(e)) => return Err(e.to_string()),
+                Ok(Err(e)) => return Err(HostLost::Read(e.to_string())),
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!(
-                        "no answer within {} {late}",
-                        perfpilot_units::clock(within)
-                    ));
+                    return Err(HostLost::NoAnswer {
+                        within,
+                        late: late.to_string(),
+                    });
                 }
             }
         }
@@ -188,7 +190,7 @@ impl Host for RemoteHost {
         round: usize,
         config: &Config,
         stop: &AtomicBool,
-    ) -> Result<TrialOutcome, String> {
+    ) -> Result<TrialOutcome, HostLost> {
         let link = &self.link;
         link.say(&Request::Trial {
             phase,
@@ -201,18 +203,17 @@ impl Host for RemoteHost {
             match link.replies.recv_timeout(Duration::from_millis(250)) {
                 Ok(Ok(Some(Reply::Outcome { outcome }))) => return Ok(*outcome),
                 Ok(Ok(Some(Reply::Alive))) => heard = Instant::now(),
-                Ok(Ok(Some(Reply::Refused { reason }))) => return Err(reason),
-                Ok(Ok(Some(other))) => return Err(format!("unexpected {other:?}")),
+                Ok(Ok(Some(Reply::Refused { reason }))) => return Err(HostLost::Refused(reason)),
+                Ok(Ok(Some(other))) => return Err(HostLost::Unexpected(format!("{other:?}"))),
                 Ok(Ok(None)) | Err(RecvTimeoutError::Disconnected) => {
-                    return Err("the worker closed the connection".into());
+                    return Err(HostLost::Closed {
+                        how: "closed the connection".into(),
+                    });
                 }
-                Ok(Err(e)) => return Err(e.to_string()),
+                Ok(Err(e)) => return Err(HostLost::Read(e.to_string())),
                 Err(RecvTimeoutError::Timeout) => {
                     if heard.elapsed() >= HOST_SILENCE {
-                        return Err(format!(
-                            "silent for {} during a trial",
-                            perfpilot_units::clock(HOST_SILENCE)
-                        ));
+                        return Err(HostLost::Silent(HOST_SILENCE));
                     }
                     if !stopped && stop.load(Ordering::SeqCst) {
                         // The worker ends the trial early, restores, and answers.

@@ -147,9 +147,7 @@ pub fn serve_stdio(cfg: &WorkerConfig, peer: String, log: fn(&str)) -> Result<()
 
 /// Restores the knobs a killed worker left changed.
 fn recover(cfg: &WorkerConfig, log: fn(&str)) -> Result<(), StudyError> {
-    for line in
-        deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal).map_err(StudyError::Failed)?
-    {
+    for line in deploy::recover_knobs(&cfg.knob_fs, &cfg.knob_journal)? {
         log(&line);
     }
     Ok(())
@@ -176,8 +174,25 @@ struct Greeted {
     protocol: u32,
 }
 
+/// Why a connection was not admitted as a coordinator.
+#[derive(Debug, thiserror::Error)]
+enum GreetError {
+    /// It sent something other than a hello first.
+    #[error("refused: it did not open with a hello")]
+    NotHello,
+    /// It closed before saying anything.
+    #[error("closed before its hello")]
+    Closed,
+    /// It said nothing within [`OPENING`].
+    #[error("refused: no hello within {}", perfpilot_units::clock(OPENING))]
+    Silent,
+    /// Its first message could not be read.
+    #[error("refused: {0}")]
+    Read(#[source] std::io::Error),
+}
+
 /// Reads the hello a coordinator opens with (within [`OPENING`]); `Err` says why not.
-fn greet(link: Link) -> Result<Greeted, String> {
+fn greet(link: Link) -> Result<Greeted, GreetError> {
     let Link {
         peer,
         mut reader,
@@ -194,13 +209,10 @@ fn greet(link: Link) -> Result<Greeted, String> {
             version,
             protocol,
         }),
-        Ok(Some(_)) => Err("refused: it did not open with a hello".into()),
-        Ok(None) => Err("closed before its hello".into()),
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
-            "refused: no hello within {}",
-            perfpilot_units::clock(OPENING)
-        )),
-        Err(e) => Err(format!("refused: {e}")),
+        Ok(Some(_)) => Err(GreetError::NotHello),
+        Ok(None) => Err(GreetError::Closed),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(GreetError::Silent),
+        Err(e) => Err(GreetError::Read(e)),
     }
 }
 
@@ -224,165 +236,231 @@ fn serve_session(g: Greeted, cfg: &WorkerConfig, log: &dyn Fn(&str)) -> Result<u
     let Greeted {
         peer,
         writer,
-        mut reader,
+        reader,
         version,
         protocol,
     } = g;
-    // Requests on a thread of their own: a stop, or the coordinator gone, ends the trial
-    // that runs meanwhile. A message this worker cannot read (too long, not of this protocol)
-    // is refused in words and ends the session.
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, requests) = std::sync::mpsc::channel::<Result<Request, String>>();
-    {
-        let stop = stop.clone();
-        let writer = writer.clone();
-        std::thread::spawn(move || {
-            loop {
-                match reader.recv::<Request>() {
-                    Ok(Some(Request::Stop)) | Ok(None) => break,
-                    Ok(Some(r)) => {
-                        if tx.send(Ok(r)).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        let reason = format!("this worker refused the coordinator's message: {e}");
-                        let _ = writer.send(&Reply::Refused {
-                            reason: reason.clone(),
-                        });
-                        let _ = tx.send(Err(reason));
-                        break;
-                    }
-                }
-            }
-            stop.store(true, Ordering::SeqCst);
-        });
-    }
-    let say =
-        |r: &Reply| -> Result<(), StudyError> { writer.send(r).map_err(|e| wire_err(&peer, e)) };
-    let opening = |what: &str| -> Result<Option<Request>, StudyError> {
-        match requests.recv_timeout(OPENING) {
-            Ok(Ok(r)) => Ok(Some(r)),
-            Ok(Err(why)) => Err(wire_err(&peer, why)),
-            Err(RecvTimeoutError::Disconnected) => Ok(None),
-            Err(RecvTimeoutError::Timeout) => Err(wire_err(
-                &peer,
-                format!("no {what} within {}", perfpilot_units::clock(OPENING)),
-            )),
-        }
+    let requests = read_requests(reader, writer.clone(), stop.clone());
+    let session = Session {
+        out: Replies { peer, writer },
+        requests,
+        stop,
     };
-    if version != cfg.version || protocol != PROTOCOL {
-        let reason = format!(
-            "this worker runs perfpilot {} (protocol {PROTOCOL}), the coordinator perfpilot {version} (protocol {protocol}): run the same version on both",
-            cfg.version
-        );
-        say(&Reply::Refused {
-            reason: reason.clone(),
-        })?;
-        return Err(wire_err(&peer, reason));
-    }
-    say(&Reply::Hello {
-        version: cfg.version.clone(),
-        protocol: PROTOCOL,
-    })?;
-    let (study, workdir) = match opening("study")? {
-        Some(Request::Study {
-            source,
-            path,
-            workdir,
-        }) => match check(&source, Path::new(&path), Path::new(&workdir)) {
-            Ok(s) => (s, PathBuf::from(workdir)),
-            Err(errors) => {
-                say(&Reply::Unready {
-                    errors: errors.clone(),
-                })?;
-                return Err(wire_err(
-                    &peer,
-                    format!("the study cannot run here: {}", errors.join("; ")),
-                ));
-            }
-        },
-        Some(other) => return Err(wire_err(&peer, format!("expected a study, got {other:?}"))),
-        None => return Ok(0),
+    let Some((study, workdir)) = session.open(cfg, &version, protocol)? else {
+        return Ok(0);
     };
-    say(&Reply::Ready {
-        topology: Box::new(cfg.topology.clone()),
-        facts: perfpilot_lab::MachineFacts::with_topology(&Fs::live(), &cfg.topology).to_json(),
-    })?;
     log(&format!(
-        "coordinator {peer}: study {} ({}), relative paths from {}",
+        "coordinator {}: study {} ({}), relative paths from {}",
+        session.out.peer,
         study.name,
         study.path.display(),
         workdir.display()
     ));
-    let ctx = TrialContext {
-        study: &study,
-        topo: &cfg.topology,
-        knob_fs: &cfg.knob_fs,
-        knob_journal: Some(&cfg.knob_journal),
-        stop: &stop,
-    };
-    let mut trials = 0;
-    while let Some(req) = next(&requests, &stop) {
-        let Request::Trial {
-            phase,
-            round,
-            config,
-        } = req
-        else {
-            return Err(wire_err(&peer, format!("expected a trial, got {req:?}")));
-        };
-        let outcome = if study.holds(&config) {
-            cfg.busy.store(true, Ordering::SeqCst);
-            let o = while_alive(&say, &stop, &cfg.quit, || run_trial(&ctx, &config, None));
-            cfg.busy.store(false, Ordering::SeqCst);
-            o
-        } else {
-            TrialOutcome {
-                status: TrialStatus::Failed,
-                reason: format!("{} is not a configuration of this study", config.key()),
-                value: None,
-                measurement: None,
-                detail: Default::default(),
-            }
-        };
-        trials += 1;
-        if stop.load(Ordering::SeqCst) {
-            // A trial cut short is no measurement: the coordinator runs the round elsewhere
-            // (or, having said stop itself, drops it).
-            let reason = match cfg.quit.load(Ordering::SeqCst) {
-                true => {
-                    "the worker was stopped (Ctrl-C or SIGTERM) during a trial; it restored the trial's knobs"
+    session.trials(cfg, &study, log)
+}
+
+/// Reads the coordinator's requests on a thread of their own: a stop, or the coordinator
+/// gone, ends the trial that runs meanwhile (through `stop`). A message this worker cannot
+/// read (too long, not of this protocol) is refused in words and ends the session.
+fn read_requests(
+    mut reader: LinkReader,
+    writer: LinkWriter,
+    stop: Arc<AtomicBool>,
+) -> Receiver<std::io::Result<Request>> {
+    let (tx, requests) = std::sync::mpsc::channel::<std::io::Result<Request>>();
+    std::thread::spawn(move || {
+        loop {
+            match reader.recv::<Request>() {
+                Ok(Some(Request::Stop)) | Ok(None) => break,
+                Ok(Some(r)) => {
+                    if tx.send(Ok(r)).is_err() {
+                        break;
+                    }
                 }
-                false => "the trial was stopped",
-            };
-            log(&format!(
-                "coordinator {peer}: {phase} round {round} {}: stopped",
-                config.key()
-            ));
-            let _ = say(&Reply::Refused {
-                reason: reason.into(),
-            });
-            break;
+                Err(e) => {
+                    let _ = writer.send(&Reply::Refused {
+                        reason: refusal(&e),
+                    });
+                    let _ = tx.send(Err(e));
+                    break;
+                }
+            }
         }
-        log(&format!(
-            "coordinator {peer}: {phase} round {round} {}: {}{}",
-            config.key(),
-            outcome.status,
-            outcome
-                .value
-                .map_or(String::new(), |v| format!(" ({v:.4})"))
-        ));
-        say(&Reply::Outcome {
-            outcome: Box::new(outcome),
-        })?;
+        stop.store(true, Ordering::SeqCst);
+    });
+    requests
+}
+
+/// Where this worker's replies go.
+struct Replies {
+    /// The coordinator, for errors.
+    peer: String,
+    writer: LinkWriter,
+}
+
+impl Replies {
+    fn say(&self, r: &Reply) -> Result<(), StudyError> {
+        self.writer.send(r).map_err(|e| wire_err(&self.peer, e))
     }
-    Ok(trials)
+}
+
+/// A coordinator's session: its replies, its requests (read by [`read_requests`]) and the
+/// flag that ends a running trial.
+struct Session {
+    out: Replies,
+    requests: Receiver<std::io::Result<Request>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Session {
+    /// The request that opens a step of the session (`what`, for the error), within
+    /// [`OPENING`]; `None` when the coordinator left.
+    fn opening(&self, what: &str) -> Result<Option<Request>, StudyError> {
+        let peer = &self.out.peer;
+        match self.requests.recv_timeout(OPENING) {
+            Ok(Ok(r)) => Ok(Some(r)),
+            Ok(Err(e)) => Err(wire_err(peer, refusal(&e))),
+            Err(RecvTimeoutError::Disconnected) => Ok(None),
+            Err(RecvTimeoutError::Timeout) => Err(wire_err(
+                peer,
+                format!("no {what} within {}", perfpilot_units::clock(OPENING)),
+            )),
+        }
+    }
+
+    /// Answers the hello (the coordinator's `version` and `protocol` must be this worker's),
+    /// then checks the study it sends; the study and the directory its relative paths start
+    /// from, or `None` when the coordinator left first.
+    fn open(
+        &self,
+        cfg: &WorkerConfig,
+        version: &str,
+        protocol: u32,
+    ) -> Result<Option<(Study, PathBuf)>, StudyError> {
+        let peer = &self.out.peer;
+        if version != cfg.version || protocol != PROTOCOL {
+            let reason = format!(
+                "this worker runs perfpilot {} (protocol {PROTOCOL}), the coordinator perfpilot {version} (protocol {protocol}): run the same version on both",
+                cfg.version
+            );
+            self.out.say(&Reply::Refused {
+                reason: reason.clone(),
+            })?;
+            return Err(wire_err(peer, reason));
+        }
+        self.out.say(&Reply::Hello {
+            version: cfg.version.clone(),
+            protocol: PROTOCOL,
+        })?;
+        let (study, workdir) = match self.opening("study")? {
+            Some(Request::Study {
+                source,
+                path,
+                workdir,
+            }) => match check(&source, Path::new(&path), Path::new(&workdir)) {
+                Ok(s) => (s, PathBuf::from(workdir)),
+                Err(errors) => {
+                    self.out.say(&Reply::Unready {
+                        errors: errors.clone(),
+                    })?;
+                    return Err(wire_err(
+                        peer,
+                        format!("the study cannot run here: {}", errors.join("; ")),
+                    ));
+                }
+            },
+            Some(other) => return Err(wire_err(peer, format!("expected a study, got {other:?}"))),
+            None => return Ok(None),
+        };
+        self.out.say(&Reply::Ready {
+            topology: Box::new(cfg.topology.clone()),
+            facts: perfpilot_lab::MachineFacts::with_topology(&Fs::live(), &cfg.topology).to_json(),
+        })?;
+        Ok(Some((study, workdir)))
+    }
+
+    /// Runs the trials the coordinator asks for until it leaves or says stop; returns how
+    /// many ran.
+    fn trials(
+        &self,
+        cfg: &WorkerConfig,
+        study: &Study,
+        log: &dyn Fn(&str),
+    ) -> Result<usize, StudyError> {
+        let peer = &self.out.peer;
+        let stop: &AtomicBool = &self.stop;
+        let ctx = TrialContext {
+            study,
+            topo: &cfg.topology,
+            knob_fs: &cfg.knob_fs,
+            knob_journal: Some(&cfg.knob_journal),
+            stop,
+        };
+        let out = &self.out;
+        let say = |r: &Reply| out.say(r);
+        let mut trials = 0;
+        while let Some(req) = next(&self.requests, stop) {
+            let Request::Trial {
+                phase,
+                round,
+                config,
+            } = req
+            else {
+                return Err(wire_err(peer, format!("expected a trial, got {req:?}")));
+            };
+            let outcome = if study.holds(&config) {
+                cfg.busy.store(true, Ordering::SeqCst);
+                let o = while_alive(&say, stop, &cfg.quit, || run_trial(&ctx, &config, None));
+                cfg.busy.store(false, Ordering::SeqCst);
+                o
+            } else {
+                TrialOutcome {
+                    status: TrialStatus::Failed,
+                    reason: format!("{} is not a configuration of this study", config.key()),
+                    value: None,
+                    measurement: None,
+                    detail: Default::default(),
+                }
+            };
+            trials += 1;
+            if stop.load(Ordering::SeqCst) {
+                // A trial cut short is no measurement: the coordinator runs the round elsewhere
+                // (or, having said stop itself, drops it).
+                let reason = match cfg.quit.load(Ordering::SeqCst) {
+                    true => {
+                        "the worker was stopped (Ctrl-C or SIGTERM) during a trial; it restored the trial's knobs"
+                    }
+                    false => "the trial was stopped",
+                };
+                log(&format!(
+                    "coordinator {peer}: {phase} round {round} {}: stopped",
+                    config.key()
+                ));
+                let _ = say(&Reply::Refused {
+                    reason: reason.into(),
+                });
+                break;
+            }
+            log(&format!(
+                "coordinator {peer}: {phase} round {round} {}: {}{}",
+                config.key(),
+                outcome.status,
+                outcome
+                    .value
+                    .map_or(String::new(), |v| format!(" ({v:.4})"))
+            ));
+            say(&Reply::Outcome {
+                outcome: Box::new(outcome),
+            })?;
+        }
+        Ok(trials)
+    }
 }
 
 /// The next request, or `None` when the coordinator is gone, said stop, or sent what this
 /// worker refused.
-fn next(requests: &Receiver<Result<Request, String>>, stop: &AtomicBool) -> Option<Request> {
+fn next(requests: &Receiver<std::io::Result<Request>>, stop: &AtomicBool) -> Option<Request> {
     loop {
         if stop.load(Ordering::SeqCst) {
             return None;
@@ -394,6 +472,11 @@ fn next(requests: &Receiver<Result<Request, String>>, stop: &AtomicBool) -> Opti
             Err(RecvTimeoutError::Disconnected) => return None,
         }
     }
+}
+
+/// What this worker tells a coordinator whose message it cannot read.
+fn refusal(e: &std::io::Error) -> String {
+    format!("this worker refused the coordinator's message: {e}")
 }
 
 /// Runs `f` while saying `alive` every second; a `quit` (Ctrl-C) stops the trial.

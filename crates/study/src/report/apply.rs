@@ -12,6 +12,7 @@ use perfpilot_store::TrialRecord;
 use serde::Serialize;
 
 use crate::error::StudyError;
+use crate::layout::InstanceLayout;
 use crate::spec::{Config, LoadKind, Study, render, split_words};
 use crate::summary::Summary;
 use crate::trial::TrialDetail;
@@ -57,9 +58,9 @@ impl Apply {
 
 /// `word` quoted for a POSIX shell where it needs quoting; a NUL byte, which no shell word can
 /// hold, is an error naming the word.
-fn quote(word: &str) -> Result<Cow<'_, str>, String> {
-    shlex::try_quote(word).map_err(|_| {
-        format!("{word:?} holds a NUL byte, which a shell script cannot pass to a command")
+fn quote(word: &str) -> Result<Cow<'_, str>, ApplyError> {
+    shlex::try_quote(word).map_err(|_| ApplyError::Nul {
+        word: word.to_string(),
     })
 }
 
@@ -68,7 +69,7 @@ fn quote(word: &str) -> Result<Cow<'_, str>, String> {
 const STORAGE_VARS: [(&str, &str); 2] = [("device", "DEVICE"), ("mount", "MOUNT")];
 
 /// `word` quoted for sh, with the storage variables (`$DEVICE`, `$MOUNT`) left to expand.
-fn quote_vars(word: &str) -> Result<String, String> {
+fn quote_vars(word: &str) -> Result<String, ApplyError> {
     let mut q = quote(word)?.into_owned();
     for (_, var) in STORAGE_VARS {
         // shlex single-quotes a word holding `$`: close the quote around the variable.
@@ -185,18 +186,74 @@ fn heading(sh: &mut String, study: &Study, run: i64, key: &str, summary: Option<
     }
 }
 
+/// Why the apply script of a trial cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The trial's stored configuration cannot be decoded.
+    #[error(
+        "trial {trial}: its stored configuration cannot be decoded ({source}); the store was written by another perfpilot version or edited"
+    )]
+    Factors {
+        /// The trial's id.
+        trial: i64,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The trial's stored detail cannot be decoded.
+    #[error(
+        "trial {trial}: its stored detail cannot be decoded ({source}); the store was written by another perfpilot version or edited"
+    )]
+    Detail {
+        /// The trial's id.
+        trial: i64,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The trial failed before its layout was planned.
+    #[error("trial {trial} has no layout: it failed before its instances were placed")]
+    NoLayout {
+        /// The trial's id.
+        trial: i64,
+    },
+    /// A word that a shell cannot hold.
+    #[error("{word:?} holds a NUL byte, which a shell script cannot pass to a command")]
+    Nul {
+        /// The word.
+        word: String,
+    },
+    /// The deployment's command line cannot be split into words.
+    #[error("deployment.command {line:?}: {source}")]
+    Command {
+        /// The command line, templates filled in.
+        line: String,
+        /// Why.
+        #[source]
+        source: crate::spec::WordsError,
+    },
+}
+
 /// The apply script of the configuration of trial `t` (its layout and environment).
 pub fn apply_script(
     study: &Study,
     run: i64,
     t: &TrialRecord,
     summary: Option<&Summary>,
-) -> Result<Apply, String> {
-    let stored: Config = serde_json::from_str(&t.factors).map_err(|e| e.to_string())?;
+) -> Result<Apply, ApplyError> {
+    let stored: Config =
+        serde_json::from_str(&t.factors).map_err(|source| ApplyError::Factors {
+            trial: t.id,
+            source,
+        })?;
     // Templates read inactive parameters as empty; the key is the configuration's.
     let config = study.for_templates(&stored);
-    let detail: TrialDetail = serde_json::from_str(&t.detail).map_err(|e| e.to_string())?;
-    let layout = detail.layout.ok_or("the trial has no layout")?;
+    let detail: TrialDetail =
+        serde_json::from_str(&t.detail).map_err(|source| ApplyError::Detail {
+            trial: t.id,
+            source,
+        })?;
+    let layout = detail.layout.ok_or(ApplyError::NoLayout { trial: t.id })?;
     let n = layout.instances.len();
     let mut sh = String::new();
     heading(&mut sh, study, run, &stored.key(), summary);
@@ -238,68 +295,16 @@ pub fn apply_script(
             .saturating_add(il.instance as u16);
         let mut values = crate::deploy::values_for(&config, n, Some((il, port)));
         values.extend(storage_values.iter().cloned());
-        let words = split_words(&render(&study.deployment.command, &values))?;
         let env = crate::deploy::environment(study, &config, &values);
-        let mut line = String::new();
-        if !env.is_empty() {
-            line.push_str("env ");
-            for (k, v) in &env {
-                let _ = write!(line, "{}={} ", k, quote(v)?);
-            }
-        }
-        if il.bound {
-            if il.membind.is_empty() {
-                let _ = write!(line, "taskset -c {} ", il.cpuset);
-            } else {
-                let nodes: Vec<String> = il.membind.iter().map(u32::to_string).collect();
-                let _ = write!(
-                    line,
-                    "numactl --physcpubind={} --membind={} ",
-                    il.cpuset,
-                    nodes.join(",")
-                );
-            }
-        }
-        line.push_str(
-            &words
-                .iter()
-                .map(|w| quote_vars(w))
-                .collect::<Result<Vec<_>, _>>()?
-                .join(" "),
-        );
+        let line = instance_line(study, il, &values, &env)?;
         if batch {
             let _ = writeln!(sh, "# instance {}: the batch", il.instance);
         } else {
             let _ = writeln!(sh, "# instance {} on port {port}", il.instance);
         }
         let _ = writeln!(sh, "{line} &");
-
-        let mut d = String::new();
-        let _ = writeln!(
-            d,
-            "# /etc/systemd/system/{unit}@{}.service.d/perfpilot-study.conf",
-            il.instance
-        );
-        let _ = writeln!(d, "# study {:?}, run {run}: {}", study.name, stored.key());
-        let _ = writeln!(d, "[Service]");
-        if il.bound {
-            let _ = writeln!(d, "CPUAffinity={}", il.cpuset.to_string().replace(',', " "));
-            if !il.membind.is_empty() {
-                let nodes: Vec<String> = il.membind.iter().map(u32::to_string).collect();
-                let _ = writeln!(d, "NUMAPolicy=bind");
-                let _ = writeln!(d, "NUMAMask={}", nodes.join(","));
-            }
-        }
-        for (k, v) in &env {
-            let _ = writeln!(d, "Environment=\"{k}={}\"", v.replace('"', "\\\""));
-        }
-        dropins.push((
-            format!(
-                "systemd/{unit}@{}.service.d/perfpilot-study.conf",
-                il.instance
-            ),
-            d,
-        ));
+        let heading = format!("# study {:?}, run {run}: {}", study.name, stored.key());
+        dropins.push(dropin(&unit, il, &heading, &env));
     }
     let _ = writeln!(sh, "wait");
     Ok(Apply {
@@ -307,6 +312,85 @@ pub fn apply_script(
         shell: sh,
         dropins,
     })
+}
+
+/// The command line starting instance `il` (`values`: its template values, `env`: its
+/// environment): `env`, the binding wrapper, the command, each word quoted.
+fn instance_line(
+    study: &Study,
+    il: &InstanceLayout,
+    values: &BTreeMap<String, String>,
+    env: &[(String, String)],
+) -> Result<String, ApplyError> {
+    let command = render(&study.deployment.command, values);
+    let words = split_words(&command).map_err(|source| ApplyError::Command {
+        line: command,
+        source,
+    })?;
+    let mut line = String::new();
+    if !env.is_empty() {
+        line.push_str("env ");
+        for (k, v) in env {
+            let _ = write!(line, "{}={} ", k, quote(v)?);
+        }
+    }
+    if il.bound {
+        if il.membind.is_empty() {
+            let _ = write!(line, "taskset -c {} ", il.cpuset);
+        } else {
+            let nodes: Vec<String> = il.membind.iter().map(u32::to_string).collect();
+            let _ = write!(
+                line,
+                "numactl --physcpubind={} --membind={} ",
+                il.cpuset,
+                nodes.join(",")
+            );
+        }
+    }
+    line.push_str(
+        &words
+            .iter()
+            .map(|w| quote_vars(w))
+            .collect::<Result<Vec<_>, _>>()?
+            .join(" "),
+    );
+    Ok(line)
+}
+
+/// The systemd drop-in of instance `il` of template unit `unit` (its path and text):
+/// `heading` names the study and run, `env` is the instance's environment.
+fn dropin(
+    unit: &str,
+    il: &InstanceLayout,
+    heading: &str,
+    env: &[(String, String)],
+) -> (String, String) {
+    let mut d = String::new();
+    let _ = writeln!(
+        d,
+        "# /etc/systemd/system/{unit}@{}.service.d/perfpilot-study.conf",
+        il.instance
+    );
+    let _ = writeln!(d, "{heading}");
+    let _ = writeln!(d, "[Service]");
+    if il.bound {
+        let _ = writeln!(d, "CPUAffinity={}", il.cpuset.to_string().replace(',', " "));
+        if !il.membind.is_empty() {
+            let nodes: Vec<String> = il.membind.iter().map(u32::to_string).collect();
+            let _ = writeln!(d, "NUMAPolicy=bind");
+            let _ = writeln!(d, "NUMAMask={}", nodes.join(","));
+        }
+    }
+    for (k, v) in env {
+        let _ = writeln!(d, "Environment=\"{k}={}\"", v.replace('"', "\\\""));
+    }
+    (
+        format!(
+            "systemd/{unit}@{}.service.d/perfpilot-study.conf",
+            il.instance
+        ),
+        d,
+    )
 }
 
 #[cfg(test)]
@@ -363,7 +447,7 @@ mod tests {
             "/sys/kernel/mm/transparent_hugepage/enabled"
         );
         assert_eq!(quote("madvise").unwrap(), "madvise");
-        let e = quote("a\0b").unwrap_err();
+        let e = quote("a\0b").unwrap_err().to_string();
         assert!(e.contains("NUL byte"), "{e}");
     }
 }

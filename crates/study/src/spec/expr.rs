@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 
 use super::factor::Level;
 
+mod error;
+pub use error::ExprError;
+
 /// The type of a value in an expression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -103,8 +106,8 @@ impl From<Expr> for String {
 }
 
 impl TryFrom<String> for Expr {
-    type Error = String;
-    fn try_from(text: String) -> Result<Expr, String> {
+    type Error = ExprError;
+    fn try_from(text: String) -> Result<Expr, ExprError> {
         Expr::parse(&text)
     }
 }
@@ -117,15 +120,15 @@ impl fmt::Display for Expr {
 
 impl Expr {
     /// Parses `text`; the error says where (the character) and what was expected.
-    pub fn parse(text: &str) -> Result<Expr, String> {
+    pub fn parse(text: &str) -> Result<Expr, ExprError> {
         let tokens = lex(text)?;
         let mut p = Parser { tokens, at: 0 };
         let node = p.or()?;
         if let Some((pos, t)) = p.tokens.get(p.at) {
-            return Err(format!(
-                "unexpected {t} at character {}: expected an operator or the end",
-                pos + 1
-            ));
+            return Err(ExprError::Trailing {
+                found: t.to_string(),
+                at: pos + 1,
+            });
         }
         Ok(Expr {
             text: text.to_string(),
@@ -142,12 +145,10 @@ impl Expr {
 
     /// Checks that every name is a parameter of `kinds` (its type) and that the expression is a
     /// boolean whose operators fit their operands' types. The error names what is wrong.
-    pub fn check(&self, kinds: &BTreeMap<String, Kind>) -> Result<(), String> {
+    pub fn check(&self, kinds: &BTreeMap<String, Kind>) -> Result<(), ExprError> {
         match kind_of(&self.node, kinds)? {
             Kind::Bool => Ok(()),
-            other => Err(format!(
-                "is {other}, not a condition: compare it (`== 2`, `> 8`, `in [\"a\", \"b\"]`)"
-            )),
+            other => Err(ExprError::NotACondition(other)),
         }
     }
 
@@ -190,65 +191,62 @@ pub fn level_kind(l: &Level) -> Kind {
     }
 }
 
-fn kind_of(n: &Node, kinds: &BTreeMap<String, Kind>) -> Result<Kind, String> {
+fn kind_of(n: &Node, kinds: &BTreeMap<String, Kind>) -> Result<Kind, ExprError> {
     Ok(match n {
         Node::Number(_) => Kind::Number,
         Node::Text(_) => Kind::Text,
         Node::Bool(_) => Kind::Bool,
-        Node::Param(p) => *kinds.get(p).ok_or_else(|| {
-            format!(
-                "{p:?} is not a parameter of this study; known: {}",
-                kinds.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
+        Node::Param(p) => *kinds.get(p).ok_or_else(|| ExprError::UnknownParameter {
+            name: p.clone(),
+            known: kinds.keys().cloned().collect::<Vec<_>>().join(", "),
         })?,
         Node::Not(a) => want(a, kinds, Kind::Bool, "`!`")?,
         Node::Neg(a) => want(a, kinds, Kind::Number, "`-`")?,
         Node::Binary(op, a, b) => {
-            let (ka, kb) = (kind_of(a, kinds)?, kind_of(b, kinds)?);
+            let (left, right) = (kind_of(a, kinds)?, kind_of(b, kinds)?);
+            let op_text = op_text(*op);
+            let numbers = left == Kind::Number && right == Kind::Number;
             match op {
                 Op::Or | Op::And => {
-                    for k in [ka, kb] {
-                        if k != Kind::Bool {
-                            return Err(format!("`{}` joins conditions, not {k}", op_text(*op)));
+                    for kind in [left, right] {
+                        if kind != Kind::Bool {
+                            return Err(ExprError::Joins { op: op_text, kind });
                         }
                     }
                     Kind::Bool
                 }
-                Op::Eq | Op::Ne => {
-                    if ka != kb {
-                        return Err(format!(
-                            "`{}` compares {ka} with {kb}: compare like with like (strings in quotes)",
-                            op_text(*op)
-                        ));
-                    }
-                    Kind::Bool
+                Op::Eq | Op::Ne if left != right => {
+                    return Err(ExprError::Compares {
+                        op: op_text,
+                        left,
+                        right,
+                    });
                 }
-                Op::Lt | Op::Le | Op::Gt | Op::Ge => {
-                    if ka != Kind::Number || kb != Kind::Number {
-                        return Err(format!(
-                            "`{}` orders numbers, not {ka} and {kb}",
-                            op_text(*op)
-                        ));
-                    }
-                    Kind::Bool
+                Op::Eq | Op::Ne => Kind::Bool,
+                Op::Lt | Op::Le | Op::Gt | Op::Ge if !numbers => {
+                    return Err(ExprError::Orders {
+                        op: op_text,
+                        left,
+                        right,
+                    });
                 }
-                Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Rem => {
-                    if ka != Kind::Number || kb != Kind::Number {
-                        return Err(format!(
-                            "`{}` takes numbers, not {ka} and {kb}",
-                            op_text(*op)
-                        ));
-                    }
-                    Kind::Number
+                Op::Lt | Op::Le | Op::Gt | Op::Ge => Kind::Bool,
+                Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Rem if !numbers => {
+                    return Err(ExprError::Arithmetic {
+                        op: op_text,
+                        left,
+                        right,
+                    });
                 }
+                Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Rem => Kind::Number,
             }
         }
         Node::In(a, list) => {
             let k = kind_of(a, kinds)?;
             for x in list {
-                let kx = kind_of(x, kinds)?;
-                if kx != k {
-                    return Err(format!("`in` looks for {k} in a list holding {kx}"));
+                let held = kind_of(x, kinds)?;
+                if held != k {
+                    return Err(ExprError::InList { wanted: k, held });
                 }
             }
             Kind::Bool
@@ -256,10 +254,15 @@ fn kind_of(n: &Node, kinds: &BTreeMap<String, Kind>) -> Result<Kind, String> {
     })
 }
 
-fn want(n: &Node, kinds: &BTreeMap<String, Kind>, k: Kind, what: &str) -> Result<Kind, String> {
+fn want(
+    n: &Node,
+    kinds: &BTreeMap<String, Kind>,
+    k: Kind,
+    op: &'static str,
+) -> Result<Kind, ExprError> {
     let got = kind_of(n, kinds)?;
     if got != k {
-        return Err(format!("{what} takes {k}, not {got}"));
+        return Err(ExprError::Operand { op, wanted: k, got });
     }
     Ok(k)
 }
@@ -388,7 +391,7 @@ const SYMBOLS: [&str; 19] = [
 ];
 
 /// The tokens of `text` with their character positions.
-fn lex(text: &str) -> Result<Vec<(usize, Token)>, String> {
+fn lex(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -403,7 +406,7 @@ fn lex(text: &str) -> Result<Vec<(usize, Token)>, String> {
             let end = chars[i + 1..]
                 .iter()
                 .position(|&d| d == c)
-                .ok_or_else(|| format!("the string at character {} is not closed", i + 1))?;
+                .ok_or(ExprError::OpenString { at: i + 1 })?;
             out.push((
                 start,
                 Token::Text(chars[i + 1..i + 1 + end].iter().collect()),
@@ -420,9 +423,10 @@ fn lex(text: &str) -> Result<Vec<(usize, Token)>, String> {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
-            let x: f64 = word
-                .parse()
-                .map_err(|_| format!("{word:?} at character {} is not a number", start + 1))?;
+            let x: f64 = word.parse().map_err(|_| ExprError::NotANumber {
+                word: word.clone(),
+                at: start + 1,
+            })?;
             out.push((start, Token::Number(x)));
             continue;
         }
@@ -435,10 +439,10 @@ fn lex(text: &str) -> Result<Vec<(usize, Token)>, String> {
         }
         let rest: String = chars[i..(i + 2).min(chars.len())].iter().collect();
         let Some(sym) = SYMBOLS.iter().find(|s| rest.starts_with(**s)) else {
-            return Err(format!(
-                "unexpected {c:?} at character {}: use ==, !=, <, <=, >, >=, in [..], &&, ||, !, + - * / % and parentheses",
-                i + 1
-            ));
+            return Err(ExprError::Character {
+                found: c,
+                at: i + 1,
+            });
         };
         out.push((start, Token::Sym(sym)));
         i += sym.chars().count();
@@ -469,14 +473,18 @@ impl Parser {
         hit
     }
 
-    fn expected(&self, what: &str) -> String {
+    fn expected(&self, what: &'static str) -> ExprError {
         match self.tokens.get(self.at) {
-            Some((pos, t)) => format!("expected {what} at character {}, found {t}", pos + 1),
-            None => format!("expected {what} at the end"),
+            Some((pos, t)) => ExprError::Expected {
+                what,
+                at: pos + 1,
+                found: t.to_string(),
+            },
+            None => ExprError::Ended { what },
         }
     }
 
-    fn or(&mut self) -> Result<Node, String> {
+    fn or(&mut self) -> Result<Node, ExprError> {
         let mut left = self.and()?;
         while self.eat("||") || self.eat("or") {
             left = Node::Binary(Op::Or, Box::new(left), Box::new(self.and()?));
@@ -484,7 +492,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn and(&mut self) -> Result<Node, String> {
+    fn and(&mut self) -> Result<Node, ExprError> {
         let mut left = self.not()?;
         while self.eat("&&") || self.eat("and") {
             left = Node::Binary(Op::And, Box::new(left), Box::new(self.not()?));
@@ -492,14 +500,14 @@ impl Parser {
         Ok(left)
     }
 
-    fn not(&mut self) -> Result<Node, String> {
+    fn not(&mut self) -> Result<Node, ExprError> {
         if self.eat("!") || self.eat("not") {
             return Ok(Node::Not(Box::new(self.not()?)));
         }
         self.cmp()
     }
 
-    fn cmp(&mut self) -> Result<Node, String> {
+    fn cmp(&mut self) -> Result<Node, ExprError> {
         let left = self.sum()?;
         for (sym, op) in [
             ("==", Op::Eq),
@@ -529,7 +537,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn sum(&mut self) -> Result<Node, String> {
+    fn sum(&mut self) -> Result<Node, ExprError> {
         let mut left = self.prod()?;
         loop {
             let op = if self.eat("+") {
@@ -543,7 +551,7 @@ impl Parser {
         }
     }
 
-    fn prod(&mut self) -> Result<Node, String> {
+    fn prod(&mut self) -> Result<Node, ExprError> {
         let mut left = self.unary()?;
         loop {
             let op = if self.eat("*") {
@@ -559,14 +567,14 @@ impl Parser {
         }
     }
 
-    fn unary(&mut self) -> Result<Node, String> {
+    fn unary(&mut self) -> Result<Node, ExprError> {
         if self.eat("-") {
             return Ok(Node::Neg(Box::new(self.unary()?)));
         }
         self.atom()
     }
 
-    fn atom(&mut self) -> Result<Node, String> {
+    fn atom(&mut self) -> Result<Node, ExprError> {
         let Some(t) = self.peek().cloned() else {
             return Err(self.expected("a value, a parameter or `(`"));
         };
@@ -660,7 +668,12 @@ mod tests {
 
     #[test]
     fn bad_expressions_say_where_and_what() {
-        let check = |t: &str| Expr::parse(t).and_then(|e| e.check(&kinds())).unwrap_err();
+        let check = |t: &str| {
+            Expr::parse(t)
+                .and_then(|e| e.check(&kinds()))
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             check("gc_threds > 2"),
             "\"gc_threds\" is not a parameter of this study; known: echo, gc, instances, threads"

@@ -348,14 +348,13 @@ pub(super) fn list_factors(
     let mut factors = Vec::new();
     for (name, value) in table {
         let field = format!("factors.{name}");
-        let bad = |msg: String| source.bad(value, &field, msg);
+        let bad = |msg: &dyn fmt::Display| source.bad(value, &field, msg);
         let Some(arr) = value.get_ref().as_array() else {
             return Err(bad(
-                "expected a list of levels (a typed range goes under [parameters]: docs/study-file.md)"
-                    .into(),
+                &"expected a list of levels (a typed range goes under [parameters]: docs/study-file.md)",
             ));
         };
-        let levels = levels_of(name, arr, allocators).map_err(bad)?;
+        let levels = levels_of(name, arr, allocators).map_err(|e| bad(&e))?;
         factors.push((
             value.span().start,
             Factor {
@@ -368,38 +367,128 @@ pub(super) fn list_factors(
     Ok(factors)
 }
 
+/// A list of levels that cannot be a factor's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LevelsError {
+    /// The list is empty.
+    #[error("has no levels")]
+    Empty,
+    /// A level is a table, array or date.
+    #[error("level {index} must be a number, string or boolean")]
+    NotAValue {
+        /// The level's place in the list, from 1.
+        index: usize,
+    },
+    /// A built-in factor's level it cannot take.
+    #[error("level {index} ({level}): {source}")]
+    Invalid {
+        /// The level's place in the list, from 1.
+        index: usize,
+        /// The level as written.
+        level: String,
+        /// Why.
+        #[source]
+        source: LevelError,
+    },
+    /// A level listed twice.
+    #[error("level {level} is listed twice")]
+    Twice {
+        /// The level as written.
+        level: String,
+    },
+    /// Levels of two types.
+    #[error("level {level} is {kind} but the first level is {first}")]
+    Mixed {
+        /// The level as written.
+        level: String,
+        /// Its type.
+        kind: &'static str,
+        /// The first level's type.
+        first: &'static str,
+    },
+}
+
+/// A level a built-in factor (`instances`, `cores_per_instance`, `binding`, `allocator`)
+/// cannot take.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LevelError {
+    /// A count below 1.
+    #[error("must be at least 1")]
+    BelowOne,
+    /// A count that is not an integer.
+    #[error("{factor} levels are positive integers, not {kind}")]
+    NotACount {
+        /// The factor.
+        factor: String,
+        /// The level's type.
+        kind: &'static str,
+    },
+    /// A binding not known.
+    #[error("binding levels are \"none\", \"cores\", \"llc\" or \"node\"")]
+    Binding,
+    /// A binding that is not a string.
+    #[error("binding levels are strings, not {kind}")]
+    BindingType {
+        /// The level's type.
+        kind: &'static str,
+    },
+    /// An allocator that is not a string.
+    #[error("allocator levels are names (strings), not {kind}")]
+    AllocatorType {
+        /// The level's type.
+        kind: &'static str,
+    },
+    /// An allocator with no library known.
+    #[error(
+        "no library for allocator {name:?}: add it to [allocators] (name = \"/path/lib.so\"); known: {known}"
+    )]
+    NoLibrary {
+        /// The allocator.
+        name: String,
+        /// The allocators known, comma-separated.
+        known: String,
+    },
+    /// An allocator whose library is not installed.
+    #[error(
+        "allocator library {path} does not exist (install it, e.g. libjemalloc2, libgoogle-perftools4, libmimalloc2.0)"
+    )]
+    MissingLibrary {
+        /// The library's path.
+        path: String,
+    },
+}
+
 /// The levels of list `arr` of factor `name`: each a number, string or boolean, all of one
 /// type, none twice, a built-in factor's each valid.
 pub(super) fn levels_of(
     name: &str,
     arr: &[toml::Value],
     allocators: &BTreeMap<String, String>,
-) -> std::result::Result<Vec<Level>, String> {
+) -> std::result::Result<Vec<Level>, LevelsError> {
     if arr.is_empty() {
-        return Err("has no levels".into());
+        return Err(LevelsError::Empty);
     }
     let mut levels: Vec<Level> = Vec::new();
     for (i, v) in arr.iter().enumerate() {
         let Some(l) = Level::from_toml(v) else {
-            return Err(format!(
-                "level {} must be a number, string or boolean",
-                i + 1
-            ));
+            return Err(LevelsError::NotAValue { index: i + 1 });
         };
-        check_level(name, &l, allocators)
-            .map_err(|m| format!("level {} ({}): {m}", i + 1, l.repr()))?;
+        check_level(name, &l, allocators).map_err(|source| LevelsError::Invalid {
+            index: i + 1,
+            level: l.repr(),
+            source,
+        })?;
         if levels.contains(&l) {
-            return Err(format!("level {} is listed twice", l.repr()));
+            return Err(LevelsError::Twice { level: l.repr() });
         }
         if let Some(first) = levels.first()
             && std::mem::discriminant(first) != std::mem::discriminant(&l)
         {
-            return Err(format!(
-                "level {} is {} but the first level is {}",
-                l.repr(),
-                l.type_name(),
-                first.type_name()
-            ));
+            return Err(LevelsError::Mixed {
+                level: l.repr(),
+                kind: l.type_name(),
+                first: first.type_name(),
+            });
         }
         levels.push(l);
     }
@@ -421,32 +510,28 @@ pub(super) fn check_level(
     name: &str,
     l: &Level,
     allocators: &BTreeMap<String, String>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), LevelError> {
     match name {
         "instances" | "cores_per_instance" => match l {
             Level::Int(n) if *n >= 1 => Ok(()),
-            Level::Int(_) => Err("must be at least 1".into()),
-            other => Err(format!(
-                "{name} levels are positive integers, not {}",
-                other.type_name()
-            )),
+            Level::Int(_) => Err(LevelError::BelowOne),
+            other => Err(LevelError::NotACount {
+                factor: name.to_string(),
+                kind: other.type_name(),
+            }),
         },
         "binding" => match l {
             Level::Str(s) if Binding::parse(s).is_some() => Ok(()),
-            Level::Str(_) => {
-                Err("binding levels are \"none\", \"cores\", \"llc\" or \"node\"".into())
-            }
-            other => Err(format!(
-                "binding levels are strings, not {}",
-                other.type_name()
-            )),
+            Level::Str(_) => Err(LevelError::Binding),
+            other => Err(LevelError::BindingType {
+                kind: other.type_name(),
+            }),
         },
         "allocator" => match l {
             Level::Str(s) => check_allocator(s, allocators),
-            other => Err(format!(
-                "allocator levels are names (strings), not {}",
-                other.type_name()
-            )),
+            other => Err(LevelError::AllocatorType {
+                kind: other.type_name(),
+            }),
         },
         _ => Ok(()),
     }
@@ -456,7 +541,7 @@ pub(super) fn check_level(
 fn check_allocator(
     name: &str,
     allocators: &BTreeMap<String, String>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), LevelError> {
     let path = allocators.get(name).map(String::as_str).or_else(|| {
         DEFAULT_ALLOCATORS
             .iter()
@@ -464,19 +549,19 @@ fn check_allocator(
             .map(|(_, p)| *p)
     });
     match path {
-        None => Err(format!(
-            "no library for allocator {name:?}: add it to [allocators] (name = \"/path/lib.so\"); known: {}",
-            DEFAULT_ALLOCATORS
+        None => Err(LevelError::NoLibrary {
+            name: name.to_string(),
+            known: DEFAULT_ALLOCATORS
                 .iter()
                 .map(|(n, _)| *n)
                 .chain(allocators.keys().map(String::as_str))
                 .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .join(", "),
+        }),
         Some("") => Ok(()),
         Some(p) if Path::new(p).is_file() => Ok(()),
-        Some(p) => Err(format!(
-            "allocator library {p} does not exist (install it, e.g. libjemalloc2, libgoogle-perftools4, libmimalloc2.0)"
-        )),
+        Some(p) => Err(LevelError::MissingLibrary {
+            path: p.to_string(),
+        }),
     }
 }

@@ -41,7 +41,8 @@ use template::Templates;
 pub use budget::Budget;
 pub use deployment::{Deployment, KnobSpec, Ready};
 pub use factor::{
-    BUILTIN_FACTORS, Binding, Config, DEFAULT_ALLOCATORS, Domain, Factor, Level, round_digits,
+    BUILTIN_FACTORS, Binding, Config, DEFAULT_ALLOCATORS, Domain, Factor, Level, LevelError,
+    LevelsError, round_digits,
 };
 pub use load::{LoadKind, LoadSpec};
 pub(crate) use objective::MIN_EFFECT_BELOW;
@@ -55,9 +56,10 @@ pub use run::{
 };
 pub use search::{Method, Schedule, SearchSpec, varying};
 pub use space::{Space, SpaceSize};
-pub use storage::Storage;
+pub use storage::{ScratchError, SizeError, Storage};
 pub use template::{
-    DEPLOY_PLACEHOLDERS, LOAD_PLACEHOLDERS, STORAGE_PLACEHOLDERS, placeholders, render, split_words,
+    DEPLOY_PLACEHOLDERS, LOAD_PLACEHOLDERS, STORAGE_PLACEHOLDERS, UnclosedBrace, WordsError,
+    placeholders, render, split_words,
 };
 
 /// A validated study.

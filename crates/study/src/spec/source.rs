@@ -42,9 +42,9 @@ impl<'a> Source<'a> {
         &self,
         value: &Spanned<T>,
         field: impl Into<String>,
-        message: impl Into<String>,
+        message: impl std::fmt::Display,
     ) -> StudyError {
-        self.invalid(value.span(), field, message)
+        self.invalid(value.span(), field, message.to_string())
     }
 
     /// A duration field (`30s`, `200ms`), or `default` when the file leaves it out.

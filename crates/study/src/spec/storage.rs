@@ -12,12 +12,51 @@ use toml::Spanned;
 
 use super::raw::RawStorage;
 use super::source::Source;
-use super::template::{TRIAL_PLACEHOLDERS, Templates, render, split_words};
+use super::template::{TRIAL_PLACEHOLDERS, Templates, WordsError, render, split_words};
 use crate::error::Result;
 use crate::spec::Config;
 
 /// The smallest scratch file system (XFS refuses less than 300 MiB).
 const MIN_SIZE: u64 = 300 << 20;
+
+/// A configuration's `storage.filesystem` that names no usable file system.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScratchError {
+    /// The filled-in template cannot be split into words.
+    #[error("storage.filesystem {text:?}: {source}")]
+    Words {
+        /// The template filled in.
+        text: String,
+        /// Why.
+        #[source]
+        source: WordsError,
+    },
+    /// The filled-in template holds no type.
+    #[error("storage.filesystem {text:?} names no type: give a type such as ext4 or xfs")]
+    NoType {
+        /// The template filled in.
+        text: String,
+    },
+}
+
+/// A `storage.size` that is not a size.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// No number.
+    #[error("{given:?} is not a size such as 1GiB or 512M")]
+    NotASize {
+        /// The size as written.
+        given: String,
+    },
+    /// A unit other than K, M, G or T.
+    #[error("{given:?}: unknown unit {unit:?} (use K, M, G or T)")]
+    Unit {
+        /// The size as written.
+        given: String,
+        /// The unit as written.
+        unit: String,
+    },
+}
 
 /// The scratch file system of each trial.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,14 +79,15 @@ impl Storage {
     pub fn spec(
         &self,
         values: &std::collections::BTreeMap<String, String>,
-    ) -> std::result::Result<ScratchSpec, String> {
+    ) -> std::result::Result<ScratchSpec, ScratchError> {
         let text = render(&self.filesystem, values);
         let mut words = split_words(&text)
-            .map_err(|e| format!("storage.filesystem {text:?}: {e}"))?
+            .map_err(|source| ScratchError::Words {
+                text: text.clone(),
+                source,
+            })?
             .into_iter();
-        let fstype = words
-            .next()
-            .ok_or_else(|| format!("storage.filesystem {text:?} names no type"))?;
+        let fstype = words.next().ok_or(ScratchError::NoType { text })?;
         Ok(ScratchSpec {
             backing: self.backing.clone(),
             size_bytes: self.size_bytes,
@@ -62,7 +102,7 @@ impl Storage {
     pub fn unavailable(&self, config: &Config) -> Option<String> {
         let values = crate::deploy::values_for(config, config.instances(), None);
         match self.spec(&values) {
-            Err(e) => Some(e),
+            Err(e) => Some(e.to_string()),
             Ok(s) => perfpilot_sys::scratchfs::unavailable(&s.fstype)
                 .map(|why| format!("file system {}: {why}", s.fstype)),
         }
@@ -71,22 +111,27 @@ impl Storage {
 
 /// Parses a size: a number with an optional unit `K`, `M`, `G`, `T` (powers of 1024; `KiB`,
 /// `MB` and so on read the same).
-pub(super) fn parse_size(s: &str) -> std::result::Result<u64, String> {
+pub(super) fn parse_size(s: &str) -> std::result::Result<u64, SizeError> {
     let t = s.trim();
     let digits = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size such as 1GiB or 512M"))?;
+    let n: f64 = num.parse().map_err(|_| SizeError::NotASize {
+        given: s.to_string(),
+    })?;
     let shift = match unit.trim().to_ascii_uppercase().trim_end_matches('B') {
         "" => 0,
         "K" | "KI" => 10,
         "M" | "MI" => 20,
         "G" | "GI" => 30,
         "T" | "TI" => 40,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use K, M, G or T)")),
+        _ => {
+            return Err(SizeError::Unit {
+                given: s.to_string(),
+                unit: unit.to_string(),
+            });
+        }
     };
     Ok((n * (1u64 << shift) as f64) as u64)
 }
@@ -175,6 +220,7 @@ mod tests {
         assert!(
             parse_size("3 parsecs")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown unit")
         );
     }

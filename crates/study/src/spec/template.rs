@@ -30,8 +30,30 @@ pub const STORAGE_PLACEHOLDERS: [&str; 2] = ["mount", "device"];
 /// Placeholders of setup and teardown commands and knob values besides the factors.
 pub(super) const TRIAL_PLACEHOLDERS: [&str; 1] = ["instances"];
 
+/// A template whose `{` has no closing `}`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a `{{` at byte {at} has no closing `}}`: close it, or write `{{{{` for a literal brace")]
+pub struct UnclosedBrace {
+    /// The brace's byte offset in the template.
+    pub at: usize,
+}
+
+/// A command line that cannot be split into words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WordsError {
+    /// It ends in a backslash that escapes nothing.
+    #[error("ends in a lone backslash: remove it or put it in single quotes")]
+    LoneBackslash,
+    /// A quote is opened and never closed.
+    #[error("a quote is not closed")]
+    OpenQuote,
+    /// It holds no word.
+    #[error("is empty")]
+    Empty,
+}
+
 /// The names in `{name}` placeholders of a template (`{{` and `}}` are literal braces).
-pub fn placeholders(template: &str) -> std::result::Result<Vec<String>, String> {
+pub fn placeholders(template: &str) -> std::result::Result<Vec<String>, UnclosedBrace> {
     let mut names = Vec::new();
     let mut chars = template.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -45,7 +67,7 @@ pub fn placeholders(template: &str) -> std::result::Result<Vec<String>, String> 
             '{' => {
                 let rest = &template[i + 1..];
                 let Some(end) = rest.find('}') else {
-                    return Err(format!("a `{{` at byte {i} has no closing `}}`"));
+                    return Err(UnclosedBrace { at: i });
                 };
                 names.push(rest[..end].trim().to_string());
                 for _ in 0..end + 1 {
@@ -96,17 +118,17 @@ pub fn render(template: &str, values: &BTreeMap<String, String>) -> String {
 /// Splits a command line into words by POSIX shell rules (`shlex`): blanks separate, single
 /// and double quotes group, a backslash escapes; pipes, variables and globs are not
 /// interpreted, and a `#` starting a word comments out the rest of the line.
-pub fn split_words(s: &str) -> std::result::Result<Vec<String>, String> {
+pub fn split_words(s: &str) -> std::result::Result<Vec<String>, WordsError> {
     let Some(words) = shlex::split(s) else {
         // shlex fails on an open quote or a lone backslash at the end; a newline after the
         // backslash makes it a line continuation, which tells the two apart.
         if shlex::split(&format!("{s}\n")).is_some() {
-            return Err("ends in a lone backslash: remove it or put it in single quotes".into());
+            return Err(WordsError::LoneBackslash);
         }
-        return Err("a quote is not closed".into());
+        return Err(WordsError::OpenQuote);
     };
     if words.is_empty() {
-        return Err("is empty".into());
+        return Err(WordsError::Empty);
     }
     Ok(words)
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{Study, split_words};
+use super::{Study, WordsError, split_words};
 
 const BASE: &str = r#"name = "t"
 
@@ -72,11 +72,13 @@ fn split_words_follows_shell_quoting() {
         split_words(r#"run "a \"b\"" 'c $d' e\ f"#).unwrap(),
         ["run", "a \"b\"", "c $d", "e f"]
     );
-    assert_eq!(split_words("'open").unwrap_err(), "a quote is not closed");
+    assert_eq!(split_words("'open"), Err(WordsError::OpenQuote));
+    assert_eq!(WordsError::OpenQuote.to_string(), "a quote is not closed");
     assert!(
         split_words("app \\")
             .unwrap_err()
+            .to_string()
             .contains("lone backslash")
     );
-    assert_eq!(split_words("  ").unwrap_err(), "is empty");
+    assert_eq!(split_words("  "), Err(WordsError::Empty));
 }
