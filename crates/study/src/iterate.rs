@@ -8,7 +8,8 @@
 //!   is the final selection's, and iteration j gets B_j = B_left / (N_iter − j + 1) of the rest,
 //!   and races N_j = ⌊B_j / (μ + min(5, j))⌋ configurations, μ = `run.min_rounds`; the first
 //!   iteration races the baseline, `search.initial` and uniform draws, each later one its
-//!   elites and N_j − elites configurations drawn around them ([`crate::sample`]); while
+//!   elites and N_j − elites new configurations, half proposed by a model of the surface
+//!   fitted to every trial so far and half drawn around the elites ([`crate::sample`]); while
 //!   budget is left for more than the elites, iterations go on after N_iter;
 //! - each iteration's race is the study's own race (`Session::race`: rounds in a seeded
 //!   order, the far-behind, F-Race, chance-of-best and stop-loss rules, the budget B_j), ending
@@ -284,7 +285,7 @@ impl Search<'_> {
         } else {
             let n_iter = schedule.iterations.max(j);
             self.sampler.update(&self.elites, j, n_iter, wanted.max(1));
-            let observed = observations(study, &session.trials, &self.raced);
+            let observed = observations(study, &session.trials, self.offset, &self.raced);
             let (seen, rng) = (&mut self.seen, &mut self.rng);
             let k = model_share(wanted);
             let mut picks =
@@ -472,17 +473,19 @@ fn model_share(wanted: usize) -> usize {
     wanted.div_ceil(2)
 }
 
-/// Every configuration of `raced` with race trials, as the model observes it: its effect over
-/// every race round ([`block_effects`], the log of the objective in the goal's direction, the
+/// Every configuration of `raced` with race trials up to round `upto` (a resumed run's store
+/// may hold later ones, which the stopped run's model had not seen), as the model observes
+/// it: its effect over those race rounds ([`block_effects`], the log of the objective in the goal's direction, the
 /// rounds' drift taken out), with the variance of a mean of its trials (the trials' variance
 /// about their configurations' means, pooled over every configuration, over its trials).
 fn observations(
     study: &Study,
     trials: &[TrialRecord],
+    upto: usize,
     raced: &[Config],
 ) -> Vec<(Config, f64, f64)> {
     let race: Vec<TrialRecord> = (trials.iter())
-        .filter(|t| t.phase == TrialPhase::Race)
+        .filter(|t| t.phase == TrialPhase::Race && t.round <= upto as i64)
         .cloned()
         .collect();
     let keys: Vec<String> = raced.iter().map(Config::key).collect();
