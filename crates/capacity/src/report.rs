@@ -369,6 +369,19 @@ fn table(head: &[&str], rows: &[Vec<String>]) -> String {
 /// The run as a standalone HTML page.
 pub fn to_html(r: &CapacityRun) -> String {
     let mut s = String::new();
+    html_summary(&mut s, r);
+    for (i, w) in r.sweeps.iter().enumerate() {
+        html_sweep(&mut s, r, i, w);
+    }
+    if !r.scale_out.is_empty() {
+        html_scale_out(&mut s, r);
+    }
+    html_model(&mut s, r);
+    page(&format!("Capacity run: {}", r.name), &s)
+}
+
+/// The run's headline: the held-out errors, the target, the rounds' spread and repeatability.
+fn html_summary(s: &mut String, r: &CapacityRun) {
     let (ex, er) = r.held_out_errors();
     let _ = writeln!(s, "<h1>Capacity run: {}</h1>", esc(&r.name));
     let _ = writeln!(
@@ -393,150 +406,158 @@ pub fn to_html(r: &CapacityRun) -> String {
             "<p>Predicted again at each point's own CPU per request (the columns \"own CPU\"), which leaves out how far the tiers' demands moved since the fit: throughput within {ox:.1} % and response time within {or:.1} %. The difference between the two is the system's change, not the queueing model's. Where the bottleneck was saturated, the utilization law makes this prediction the measured throughput: the columns say something below saturation.</p>"
         );
     }
-    for (i, w) in r.sweeps.iter().enumerate() {
-        let fitted = |label: &str| r.model.fitted_from.iter().any(|f| f == label);
-        let pts = |f: &dyn Fn(&crate::sweep::Point) -> f64, fit: bool| -> Vec<(f64, f64)> {
-            w.points
-                .iter()
-                .filter(|p| fitted(&p.label) == fit)
-                .map(|p| (f64::from(p.users), f(p)))
-                .collect()
-        };
-        let x = |p: &crate::sweep::Point| p.throughput();
-        let rt = |p: &crate::sweep::Point| p.response_time() * 1e3;
-        let model_x: Vec<(f64, f64)> = w.curve.iter().map(|c| (f64::from(c.0), c.1)).collect();
-        let model_r: Vec<(f64, f64)> = w
-            .curve
+}
+
+/// A sweep's throughput and response-time chart against the model, and its tiers' utilisation.
+fn html_sweep(s: &mut String, r: &CapacityRun, i: usize, w: &crate::run::SweepResult) {
+    let fitted = |label: &str| r.model.fitted_from.iter().any(|f| f == label);
+    let pts = |f: &dyn Fn(&crate::sweep::Point) -> f64, fit: bool| -> Vec<(f64, f64)> {
+        w.points
             .iter()
-            .map(|c| (f64::from(c.0), c.2 * 1e3))
-            .collect();
-        let colour = COLOURS[i % COLOURS.len()];
-        let chart = LineChart {
-            title: format!("Sweep {}: throughput and response time vs users", w.name),
-            x_label: "users".into(),
-            x_log: true,
-            panels: vec![
-                Panel {
-                    y_label: "throughput (req/s)".into(),
-                    series: vec![
-                        Series::new("model", colour, Style::Line, model_x),
-                        Series::new("measured, held out", "#222", Style::Markers, pts(&x, false)),
-                        Series::new(
-                            "measured, fitted from",
-                            "#ff7f0e",
-                            Style::Markers,
-                            pts(&x, true),
-                        ),
-                    ],
-                },
-                Panel {
-                    y_label: "mean response time (ms)".into(),
-                    series: vec![
-                        Series::new("model", colour, Style::Line, model_r),
-                        Series::new(
-                            "measured, held out",
-                            "#222",
-                            Style::Markers,
-                            pts(&rt, false),
-                        ),
-                        Series::new(
-                            "measured, fitted from",
-                            "#ff7f0e",
-                            Style::Markers,
-                            pts(&rt, true),
-                        ),
-                    ],
-                },
-            ],
-        };
-        let inst: Vec<String> = w
-            .instances
-            .iter()
-            .map(|(k, v)| format!("{k} ×{v}"))
-            .collect();
-        let _ = writeln!(
-            s,
-            "<h2>Sweep {}: throughput and response time vs users</h2>\n<p>Think time {:.0} ms{}{}. Knee (highest throughput / response time, measured): {}. Bottleneck (model, at the largest load): {}.</p>\n<figure>{}</figure>",
-            esc(&w.name),
-            w.think_time * 1e3,
-            if inst.is_empty() {
-                String::new()
-            } else {
-                format!("; instances {}", esc(&inst.join(", ")))
+            .filter(|p| fitted(&p.label) == fit)
+            .map(|p| (f64::from(p.users), f(p)))
+            .collect()
+    };
+    let x = |p: &crate::sweep::Point| p.throughput();
+    let rt = |p: &crate::sweep::Point| p.response_time() * 1e3;
+    let model_x: Vec<(f64, f64)> = w.curve.iter().map(|c| (f64::from(c.0), c.1)).collect();
+    let model_r: Vec<(f64, f64)> = w
+        .curve
+        .iter()
+        .map(|c| (f64::from(c.0), c.2 * 1e3))
+        .collect();
+    let colour = COLOURS[i % COLOURS.len()];
+    let chart = LineChart {
+        title: format!("Sweep {}: throughput and response time vs users", w.name),
+        x_label: "users".into(),
+        x_log: true,
+        panels: vec![
+            Panel {
+                y_label: "throughput (req/s)".into(),
+                series: vec![
+                    Series::new("model", colour, Style::Line, model_x),
+                    Series::new("measured, held out", "#222", Style::Markers, pts(&x, false)),
+                    Series::new(
+                        "measured, fitted from",
+                        "#ff7f0e",
+                        Style::Markers,
+                        pts(&x, true),
+                    ),
+                ],
             },
-            w.second_host.as_ref().map_or(String::new(), |h| format!(
-                "; {} instances from the second in a network namespace (a second host)",
-                esc(h)
-            )),
-            w.knee_users.map_or("–".into(), |u| {
-                perfpilot_units::counted(u64::from(u), "user", "users")
-            }),
-            esc(&w.bottleneck),
-            chart.svg()
-        );
-        // Per-tier utilisation at each point: busy share of the tier's capacity.
-        let series: Vec<(String, String)> = r
-            .tiers
+            Panel {
+                y_label: "mean response time (ms)".into(),
+                series: vec![
+                    Series::new("model", colour, Style::Line, model_r),
+                    Series::new(
+                        "measured, held out",
+                        "#222",
+                        Style::Markers,
+                        pts(&rt, false),
+                    ),
+                    Series::new(
+                        "measured, fitted from",
+                        "#ff7f0e",
+                        Style::Markers,
+                        pts(&rt, true),
+                    ),
+                ],
+            },
+        ],
+    };
+    let inst: Vec<String> = w
+        .instances
+        .iter()
+        .map(|(k, v)| format!("{k} ×{v}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "<h2>Sweep {}: throughput and response time vs users</h2>\n<p>Think time {:.0} ms{}{}. Knee (highest throughput / response time, measured): {}. Bottleneck (model, at the largest load): {}.</p>\n<figure>{}</figure>",
+        esc(&w.name),
+        w.think_time * 1e3,
+        if inst.is_empty() {
+            String::new()
+        } else {
+            format!("; instances {}", esc(&inst.join(", ")))
+        },
+        w.second_host.as_ref().map_or(String::new(), |h| format!(
+            "; {} instances from the second in a network namespace (a second host)",
+            esc(h)
+        )),
+        w.knee_users.map_or("–".into(), |u| {
+            perfpilot_units::counted(u64::from(u), "user", "users")
+        }),
+        esc(&w.bottleneck),
+        chart.svg()
+    );
+    // Per-tier utilisation at each point: busy share of the tier's capacity.
+    let series: Vec<(String, String)> = r
+        .tiers
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (t.name.clone(), COLOURS[k % COLOURS.len()].to_string()))
+        .collect();
+    let groups: Vec<(String, Vec<f64>)> = w
+        .points
+        .iter()
+        .map(|p| {
+            (
+                perfpilot_units::counted(u64::from(p.users), "user", "users"),
+                r.tiers
+                    .iter()
+                    .map(|t| {
+                        let m = f64::from(w.instances.get(&t.name).copied().unwrap_or(1));
+                        p.busy.get(&t.name).copied().unwrap_or(0.0) / (t.cores * m) * 100.0
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let bars = BarChart {
+        title: format!("Sweep {}: per-tier utilisation", w.name),
+        y_label: "busy share of capacity (%)".into(),
+        series,
+        groups,
+        reference: Some(100.0),
+    };
+    let _ = writeln!(
+        s,
+        "<h3>Per-tier utilisation, measured (busy cores / cores × instances)</h3>\n<figure>{}</figure>",
+        bars.svg()
+    );
+}
+
+/// The scale-out predictions and their cost ranking.
+fn html_scale_out(s: &mut String, r: &CapacityRun) {
+    let mut ordered = r.scale_out.clone();
+    ordered.sort_by_key(|x| x.instances);
+    let chart = BarChart {
+        title: "Scale-out predictions".into(),
+        y_label: "predicted throughput (req/s)".into(),
+        series: vec![("throughput".into(), "#1f77b4".into())],
+        groups: ordered
             .iter()
-            .enumerate()
-            .map(|(k, t)| (t.name.clone(), COLOURS[k % COLOURS.len()].to_string()))
-            .collect();
-        let groups: Vec<(String, Vec<f64>)> = w
-            .points
-            .iter()
-            .map(|p| {
+            .map(|x| {
                 (
-                    perfpilot_units::counted(u64::from(p.users), "user", "users"),
-                    r.tiers
-                        .iter()
-                        .map(|t| {
-                            let m = f64::from(w.instances.get(&t.name).copied().unwrap_or(1));
-                            p.busy.get(&t.name).copied().unwrap_or(0.0) / (t.cores * m) * 100.0
-                        })
-                        .collect(),
+                    format!("{} ×{}", r.scaled_tier, x.instances),
+                    vec![x.throughput],
                 )
             })
-            .collect();
-        let bars = BarChart {
-            title: format!("Sweep {}: per-tier utilisation", w.name),
-            y_label: "busy share of capacity (%)".into(),
-            series,
-            groups,
-            reference: Some(100.0),
-        };
-        let _ = writeln!(
-            s,
-            "<h3>Per-tier utilisation, measured (busy cores / cores × instances)</h3>\n<figure>{}</figure>",
-            bars.svg()
-        );
-    }
-    if !r.scale_out.is_empty() {
-        let mut ordered = r.scale_out.clone();
-        ordered.sort_by_key(|x| x.instances);
-        let chart = BarChart {
-            title: "Scale-out predictions".into(),
-            y_label: "predicted throughput (req/s)".into(),
-            series: vec![("throughput".into(), "#1f77b4".into())],
-            groups: ordered
-                .iter()
-                .map(|x| {
-                    (
-                        format!("{} ×{}", r.scaled_tier, x.instances),
-                        vec![x.throughput],
-                    )
-                })
-                .collect(),
-            reference: None,
-        };
-        let _ = writeln!(
-            s,
-            "<h2>Scale-out of {} and cost ranking</h2>\n<p>Predicted at {} users. The ranking is by throughput per price, best first.</p>\n<figure>{}</figure>",
-            esc(&r.scaled_tier),
-            r.scale_out.first().map_or(0, |x| x.users),
-            chart.svg()
-        );
-        s.push_str(&table(&SCALE_OUT_COLUMNS, &scale_out_rows(r)));
-    }
+            .collect(),
+        reference: None,
+    };
+    let _ = writeln!(
+        s,
+        "<h2>Scale-out of {} and cost ranking</h2>\n<p>Predicted at {} users. The ranking is by throughput per price, best first.</p>\n<figure>{}</figure>",
+        esc(&r.scaled_tier),
+        r.scale_out.first().map_or(0, |x| x.users),
+        chart.svg()
+    );
+    s.push_str(&table(&SCALE_OUT_COLUMNS, &scale_out_rows(r)));
+}
+
+/// Measured against predicted, the fitted demands, the notes and the machine.
+fn html_model(s: &mut String, r: &CapacityRun) {
     s.push_str("<h2>Measured vs predicted</h2>\n");
     let (head, rows) = checks_table(r, false);
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
@@ -582,5 +603,4 @@ pub fn to_html(r: &CapacityRun) -> String {
         let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
     }
     s.push_str("</table>\n");
-    page(&format!("Capacity run: {}", r.name), &s)
 }

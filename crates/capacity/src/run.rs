@@ -380,7 +380,35 @@ pub fn analyse(
             discipline: t.discipline,
         })
         .collect();
-    // A point measured in rounds is their mean by today's rule, also in a saved run.
+    combine_rounds(&mut sweeps);
+    let (mut notes, all_points) = points_and_failures(&sweeps);
+    let fit_points = fit_points(cap, &sweeps, &mut notes)?;
+    let model = fit_tiers(&specs, &fit_points)?;
+    let predictable = predictable(&model, all_points, &mut notes);
+    let checks = model.validate(&predictable)?;
+    notes.extend(variation::demand_drift(&checks));
+    for s in &mut sweeps {
+        describe_sweep(cap, &model, s)?;
+    }
+    let (scaled_tier, scale_out) = scale_out(cap, &tiers, &model, &sweeps)?;
+    Ok(CapacityRun {
+        name: cap.name.clone(),
+        file: cap.path.display().to_string(),
+        machine,
+        tiers,
+        sweeps,
+        model,
+        checks,
+        scaled_tier,
+        scale_out,
+        notes,
+        elapsed_s: 0.0,
+        repeats: None,
+    })
+}
+
+/// A point measured in rounds is their mean by today's rule, also in a saved run.
+fn combine_rounds(sweeps: &mut [SweepResult]) {
     for p in sweeps.iter_mut().flat_map(|s| s.points.iter_mut()) {
         if p.rounds.len() > 1
             && let Some(c) = rounds::combine(std::mem::take(&mut p.rounds))
@@ -388,11 +416,14 @@ pub fn analyse(
             *p = c;
         }
     }
-    let wanted = cap.fit_labels();
+}
+
+/// Notes on the measurements that failed and the points whose requests did, and every point
+/// as the model sees it, by label.
+fn points_and_failures(sweeps: &[SweepResult]) -> (Vec<String>, Vec<(String, TierPoint)>) {
     let mut notes = Vec::new();
-    let mut fit_points = Vec::new();
     let mut all_points = Vec::new();
-    for s in &sweeps {
+    for s in sweeps {
         for (u, why) in &s.failed {
             notes.push(format!(
                 "{}: a measurement failed: {why}",
@@ -414,9 +445,22 @@ pub fn analyse(
             all_points.push((p.label.clone(), tier_point(p, &s.instances)));
         }
     }
+    (notes, all_points)
+}
+
+/// The points the model is fitted from: those the file names, a usable higher load of the same
+/// sweep standing in for one that is not, and where none is usable the ones without failed
+/// requests, each substitution noted. An error when nothing is left.
+fn fit_points(
+    cap: &Capacity,
+    sweeps: &[SweepResult],
+    notes: &mut Vec<String>,
+) -> Result<Vec<TierPoint>> {
+    let wanted = cap.fit_labels();
+    let mut fit_points = Vec::new();
     let mut used: Vec<String> = Vec::new();
     for label in &wanted {
-        let Some((s, p)) = point_labelled(&sweeps, label) else {
+        let Some((s, p)) = point_labelled(sweeps, label) else {
             continue;
         };
         let Some(why) = unusable(p) else {
@@ -445,7 +489,7 @@ pub fn analyse(
     if fit_points.is_empty() {
         // Nothing settled (a short window on a busy machine): fit from the wanted points that
         // had no failed requests rather than throw the run away, and say so.
-        for (s, p) in wanted.iter().filter_map(|l| point_labelled(&sweeps, l)) {
+        for (s, p) in wanted.iter().filter_map(|l| point_labelled(sweeps, l)) {
             if p.errors() == 0 {
                 notes.push(format!(
                     "{}: fitted from although it did not settle (no point to fit from did): read the predictions with care, or measure longer",
@@ -464,9 +508,17 @@ pub fn analyse(
             },
         ));
     }
-    let model = fit_tiers(&specs, &fit_points)?;
-    // A point with a class no fit point measured cannot be predicted: said, not failed.
-    let mut predictable = Vec::new();
+    Ok(fit_points)
+}
+
+/// The points the model can predict: one with a class no fit point measured cannot be
+/// predicted, which is noted, not failed.
+fn predictable(
+    model: &TierModel,
+    all_points: Vec<(String, TierPoint)>,
+    notes: &mut Vec<String>,
+) -> Vec<TierPoint> {
+    let mut out = Vec::new();
     for (label, tp) in all_points {
         match tp
             .classes
@@ -477,44 +529,53 @@ pub fn analyse(
                 "{label}: not predicted: class `{}` has no fitted demand (no point it was measured at was used for fitting)",
                 c.class
             )),
-            None => predictable.push(tp),
+            None => out.push(tp),
         }
     }
-    let checks = model.validate(&predictable)?;
-    notes.extend(variation::demand_drift(&checks));
-    for s in &mut sweeps {
-        let max = s.points.iter().map(|p| p.users).max().unwrap_or(1);
-        let inst: BTreeMap<String, u32> = s.instances.clone();
-        let Some(file) = cap.file.sweep.iter().find(|f| f.name == s.name) else {
-            continue;
-        };
-        let load: Vec<(String, u32, f64)> = cap
-            .class_users(file, max)
-            .into_iter()
-            .map(|(c, n)| (c, n, s.think_time))
-            .collect();
-        // A single-class sweep gets the model's curve; a mixed one its points' predictions.
-        if let [(class, _, _)] = load.as_slice()
-            && model.classes.contains(class)
-        {
-            s.curve = model.curve(class, max.saturating_mul(2).max(2), s.think_time, &inst)?;
-        }
-        s.knee_users = s
-            .points
-            .iter()
-            .filter(|p| p.response_time() > 0.0)
-            .max_by(|a, b| {
-                (a.throughput() / a.response_time())
-                    .total_cmp(&(b.throughput() / b.response_time()))
-            })
-            .map(|p| p.users);
-        s.bottleneck = model
-            .predict(&load, &inst)
-            .map(|p| p.bottleneck)
-            .unwrap_or_default();
+    out
+}
+
+/// A sweep's model curve (single-class sweeps), its knee and its predicted bottleneck.
+fn describe_sweep(cap: &Capacity, model: &TierModel, s: &mut SweepResult) -> Result<()> {
+    let max = s.points.iter().map(|p| p.users).max().unwrap_or(1);
+    let inst: BTreeMap<String, u32> = s.instances.clone();
+    let Some(file) = cap.file.sweep.iter().find(|f| f.name == s.name) else {
+        return Ok(());
+    };
+    let load: Vec<(String, u32, f64)> = cap
+        .class_users(file, max)
+        .into_iter()
+        .map(|(c, n)| (c, n, s.think_time))
+        .collect();
+    // A single-class sweep gets the model's curve; a mixed one its points' predictions.
+    if let [(class, _, _)] = load.as_slice()
+        && model.classes.contains(class)
+    {
+        s.curve = model.curve(class, max.saturating_mul(2).max(2), s.think_time, &inst)?;
     }
-    // Scale-out: the tier a sweep scales, else the first command tier; 1..=4 instances at the
-    // largest load measured, with the first sweep's think time.
+    s.knee_users = s
+        .points
+        .iter()
+        .filter(|p| p.response_time() > 0.0)
+        .max_by(|a, b| {
+            (a.throughput() / a.response_time()).total_cmp(&(b.throughput() / b.response_time()))
+        })
+        .map(|p| p.users);
+    s.bottleneck = model
+        .predict(&load, &inst)
+        .map(|p| p.bottleneck)
+        .unwrap_or_default();
+    Ok(())
+}
+
+/// Scale-out: the tier a sweep scales, else the first command tier; 1..=4 instances at the
+/// largest load measured, with the first sweep's think time, best throughput per cost first.
+fn scale_out(
+    cap: &Capacity,
+    tiers: &[TierInfo],
+    model: &TierModel,
+    sweeps: &[SweepResult],
+) -> Result<(String, Vec<ScaleRow>)> {
     let scaled_tier = cap
         .file
         .sweep
@@ -541,44 +602,32 @@ pub fn analyse(
         .unwrap_or(1);
     let think = sweeps.first().map_or(0.0, |s| s.think_time);
     let class = model.classes.first().cloned().unwrap_or_default();
-    let mut scale_out = Vec::new();
-    if !scaled_tier.is_empty() {
-        for m in 1..=4u32 {
-            let inst: BTreeMap<String, u32> = [(scaled_tier.clone(), m)].into();
-            let p = model.predict(&[(class.clone(), users, think)], &inst)?;
-            let cost: f64 = tiers
-                .iter()
-                .map(|t| t.price * f64::from(if t.name == scaled_tier { m } else { 1 }))
-                .sum();
-            scale_out.push(ScaleRow {
-                instances: m,
-                users,
-                throughput: p.throughput(),
-                response_time: p.response_time(),
-                bottleneck: p.bottleneck.clone(),
-                utilization: p.utilization.clone(),
-                cost,
-                per_cost: if cost > 0.0 {
-                    p.throughput() / cost
-                } else {
-                    0.0
-                },
-            });
-        }
-        scale_out.sort_by(|a, b| b.per_cost.total_cmp(&a.per_cost));
+    let mut rows = Vec::new();
+    if scaled_tier.is_empty() {
+        return Ok((scaled_tier, rows));
     }
-    Ok(CapacityRun {
-        name: cap.name.clone(),
-        file: cap.path.display().to_string(),
-        machine,
-        tiers,
-        sweeps,
-        model,
-        checks,
-        scaled_tier,
-        scale_out,
-        notes,
-        elapsed_s: 0.0,
-        repeats: None,
-    })
+    for m in 1..=4u32 {
+        let inst: BTreeMap<String, u32> = [(scaled_tier.clone(), m)].into();
+        let p = model.predict(&[(class.clone(), users, think)], &inst)?;
+        let cost: f64 = tiers
+            .iter()
+            .map(|t| t.price * f64::from(if t.name == scaled_tier { m } else { 1 }))
+            .sum();
+        rows.push(ScaleRow {
+            instances: m,
+            users,
+            throughput: p.throughput(),
+            response_time: p.response_time(),
+            bottleneck: p.bottleneck.clone(),
+            utilization: p.utilization.clone(),
+            cost,
+            per_cost: if cost > 0.0 {
+                p.throughput() / cost
+            } else {
+                0.0
+            },
+        });
+    }
+    rows.sort_by(|a, b| b.per_cost.total_cmp(&a.per_cost));
+    Ok((scaled_tier, rows))
 }

@@ -262,140 +262,9 @@ impl Capacity {
             message,
         };
         let file: File = toml::from_str(text).map_err(|e| bad(e.to_string().trim().into()))?;
-        let mut names: Vec<&str> = Vec::new();
-        for t in &file.tier {
-            if names.contains(&t.name.as_str()) {
-                return Err(bad(format!("tier `{}` is declared twice", t.name)));
-            }
-            if t.name.is_empty()
-                || !t
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
-                return Err(bad(format!(
-                    "tier name `{}`: use letters, digits and _ only",
-                    t.name
-                )));
-            }
-            match t.kind {
-                TierKind::Command if t.command.is_none() => {
-                    return Err(bad(format!(
-                        "tier `{}`: a command tier needs `command`",
-                        t.name
-                    )));
-                }
-                _ if t.balance.is_some() && t.kind != TierKind::Nginx => {
-                    return Err(bad(format!(
-                        "tier `{}`: `balance` is for an nginx tier (how it spreads requests over its upstream)",
-                        t.name
-                    )));
-                }
-                TierKind::Nginx => match &t.upstream {
-                    None => {
-                        return Err(bad(format!(
-                            "tier `{}`: an nginx tier needs `upstream`",
-                            t.name
-                        )));
-                    }
-                    Some(u) if !names.contains(&u.as_str()) => {
-                        return Err(bad(format!(
-                            "tier `{}`: upstream `{u}` is not a tier declared before it",
-                            t.name
-                        )));
-                    }
-                    _ => {}
-                },
-                _ => {}
-            }
-            for (field, v) in [
-                ("cpu_quota", t.cpu_quota),
-                ("cores", t.cores),
-                ("price", t.price),
-            ] {
-                if let Some(v) = v
-                    && (!v.is_finite() || v <= 0.0)
-                {
-                    return Err(bad(format!(
-                        "tier `{}`: {field} = {v}; it must be > 0",
-                        t.name
-                    )));
-                }
-            }
-            names.push(&t.name);
-        }
-        if names.contains(&"driver") {
-            return Err(bad(
-                "`driver` is the load driver's own tier; name yours differently".into(),
-            ));
-        }
-        let front = file
-            .tier
-            .last()
-            .ok_or_else(|| bad("no [[tier]]: give at least one".into()))?;
-        if file.class.is_empty() {
-            return Err(bad("no [[class]]: give at least one request class".into()));
-        }
-        for c in &file.class {
-            if !c.path.starts_with('/') {
-                return Err(bad(format!(
-                    "class `{}`: path `{}` must start with /",
-                    c.name, c.path
-                )));
-            }
-            if let Some(b) = &c.body_file
-                && !b.is_file()
-            {
-                return Err(bad(format!(
-                    "class `{}`: body_file {} does not exist (paths are relative to the current directory)",
-                    c.name,
-                    b.display()
-                )));
-            }
-        }
-        if file.sweep.is_empty() {
-            return Err(bad("no [[sweep]]: give at least one".into()));
-        }
-        for s in &file.sweep {
-            let at = |m: String| bad(format!("sweep `{}`: {m}", s.name));
-            if s.users.is_empty() || s.users.contains(&0) {
-                return Err(at("users must be a non-empty list of counts >= 1".into()));
-            }
-            if let Some(u) = s
-                .users
-                .iter()
-                .enumerate()
-                .find_map(|(i, u)| s.users[..i].contains(u).then_some(u))
-            {
-                return Err(at(format!(
-                    "users lists {u} twice: each load is measured once; to measure one again and again, use capacity.repeat"
-                )));
-            }
-            ThinkTime::parse(&s.think_time).map_err(|e| at(format!("think_time: {e}")))?;
-            for k in s.mix.keys() {
-                if !file.class.iter().any(|c| &c.name == k) {
-                    return Err(at(format!("mix: no class `{k}`")));
-                }
-            }
-            for (k, &n) in &s.instances {
-                if !names.contains(&k.as_str()) || n == 0 {
-                    return Err(at(format!(
-                        "instances.{k} = {n}: name a tier and give >= 1"
-                    )));
-                }
-                let kind = file.tier.iter().find(|t| &t.name == k).map(|t| t.kind);
-                if n > 1 && kind != Some(TierKind::Command) {
-                    return Err(at(format!(
-                        "instances.{k}: only command tiers have several instances"
-                    )));
-                }
-            }
-            if let Some(h) = &s.second_host
-                && s.instances.get(h).copied().unwrap_or(1) < 2
-            {
-                return Err(at(format!("second_host = `{h}` needs instances.{h} >= 2")));
-            }
-        }
+        let names = check_tiers(&file.tier).map_err(bad)?;
+        check_classes(&file.class).map_err(bad)?;
+        check_sweeps(&file, &names).map_err(bad)?;
         let cap = &file.capacity;
         let dur = |field: &str, v: &str| {
             parse_duration(v).map_err(|e| bad(format!("capacity.{field}: {e}")))
@@ -429,7 +298,6 @@ impl Capacity {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "capacity".into())
         });
-        let _ = front;
         let c = Capacity {
             path: path.to_path_buf(),
             name,
@@ -524,4 +392,142 @@ impl Capacity {
             .map(|&n| Capacity::label(&s.name, n))
             .collect()
     }
+}
+
+/// Checks the `[[tier]]`s: unique names of letters, digits and `_`, what each kind needs,
+/// positive numbers. Returns their names in order.
+fn check_tiers(tiers: &[TierFile]) -> std::result::Result<Vec<&str>, String> {
+    let mut names: Vec<&str> = Vec::new();
+    for t in tiers {
+        if names.contains(&t.name.as_str()) {
+            return Err(format!("tier `{}` is declared twice", t.name));
+        }
+        if t.name.is_empty()
+            || !t
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(format!(
+                "tier name `{}`: use letters, digits and _ only",
+                t.name
+            ));
+        }
+        match t.kind {
+            TierKind::Command if t.command.is_none() => {
+                return Err(format!("tier `{}`: a command tier needs `command`", t.name));
+            }
+            _ if t.balance.is_some() && t.kind != TierKind::Nginx => {
+                return Err(format!(
+                    "tier `{}`: `balance` is for an nginx tier (how it spreads requests over its upstream)",
+                    t.name
+                ));
+            }
+            TierKind::Nginx => match &t.upstream {
+                None => {
+                    return Err(format!("tier `{}`: an nginx tier needs `upstream`", t.name));
+                }
+                Some(u) if !names.contains(&u.as_str()) => {
+                    return Err(format!(
+                        "tier `{}`: upstream `{u}` is not a tier declared before it",
+                        t.name
+                    ));
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        for (field, v) in [
+            ("cpu_quota", t.cpu_quota),
+            ("cores", t.cores),
+            ("price", t.price),
+        ] {
+            if let Some(v) = v
+                && (!v.is_finite() || v <= 0.0)
+            {
+                return Err(format!("tier `{}`: {field} = {v}; it must be > 0", t.name));
+            }
+        }
+        names.push(&t.name);
+    }
+    if names.contains(&"driver") {
+        return Err("`driver` is the load driver's own tier; name yours differently".into());
+    }
+    if tiers.is_empty() {
+        return Err("no [[tier]]: give at least one".into());
+    }
+    Ok(names)
+}
+
+/// Checks the `[[class]]`es: at least one, paths from `/`, body files that exist.
+fn check_classes(classes: &[ClassFile]) -> std::result::Result<(), String> {
+    if classes.is_empty() {
+        return Err("no [[class]]: give at least one request class".into());
+    }
+    for c in classes {
+        if !c.path.starts_with('/') {
+            return Err(format!(
+                "class `{}`: path `{}` must start with /",
+                c.name, c.path
+            ));
+        }
+        if let Some(b) = &c.body_file
+            && !b.is_file()
+        {
+            return Err(format!(
+                "class `{}`: body_file {} does not exist (paths are relative to the current directory)",
+                c.name,
+                b.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the `[[sweep]]`s against the tiers (`names`) and classes they refer to.
+fn check_sweeps(file: &File, names: &[&str]) -> std::result::Result<(), String> {
+    if file.sweep.is_empty() {
+        return Err("no [[sweep]]: give at least one".into());
+    }
+    for s in &file.sweep {
+        let at = |m: String| format!("sweep `{}`: {m}", s.name);
+        if s.users.is_empty() || s.users.contains(&0) {
+            return Err(at("users must be a non-empty list of counts >= 1".into()));
+        }
+        if let Some(u) = s
+            .users
+            .iter()
+            .enumerate()
+            .find_map(|(i, u)| s.users[..i].contains(u).then_some(u))
+        {
+            return Err(at(format!(
+                "users lists {u} twice: each load is measured once; to measure one again and again, use capacity.repeat"
+            )));
+        }
+        ThinkTime::parse(&s.think_time).map_err(|e| at(format!("think_time: {e}")))?;
+        for k in s.mix.keys() {
+            if !file.class.iter().any(|c| &c.name == k) {
+                return Err(at(format!("mix: no class `{k}`")));
+            }
+        }
+        for (k, &n) in &s.instances {
+            if !names.contains(&k.as_str()) || n == 0 {
+                return Err(at(format!(
+                    "instances.{k} = {n}: name a tier and give >= 1"
+                )));
+            }
+            let kind = file.tier.iter().find(|t| &t.name == k).map(|t| t.kind);
+            if n > 1 && kind != Some(TierKind::Command) {
+                return Err(at(format!(
+                    "instances.{k}: only command tiers have several instances"
+                )));
+            }
+        }
+        if let Some(h) = &s.second_host
+            && s.instances.get(h).copied().unwrap_or(1) < 2
+        {
+            return Err(at(format!("second_host = `{h}` needs instances.{h} >= 2")));
+        }
+    }
+    Ok(())
 }

@@ -106,96 +106,8 @@ pub fn measure(
         message,
     };
     let think = ThinkTime::parse(&sweep.think_time).map_err(|e| drive_err(e.to_string()))?;
-    let mut specs = Vec::new();
-    for (class, n) in cap.class_users(sweep, users) {
-        if n == 0 {
-            continue;
-        }
-        let Some(c) = cap.file.class.iter().find(|c| c.name == class) else {
-            continue;
-        };
-        let mut spec = DriveSpec::new(
-            vec![format!("{}{}", dep.front, c.path)],
-            Load::Closed {
-                users: n as usize,
-                think,
-            },
-        );
-        spec.method = c.method.clone();
-        spec.headers = c
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if let Some(b) = &c.body_file {
-            let text = std::fs::read_to_string(b)
-                .map_err(|e| drive_err(format!("{}: {e}", b.display())))?;
-            spec.body =
-                Some(BodyTemplate::compile(&text, None).map_err(|e| drive_err(e.to_string()))?);
-        }
-        spec.warmup = cap.warmup;
-        spec.duration = cap.measure;
-        spec.threads = cap.driver_threads;
-        specs.push((class, n, spec));
-    }
-    let fs = Fs::live();
-    let (results, window) = std::thread::scope(|s| {
-        let handles: Vec<_> = specs
-            .iter()
-            .map(|(_, _, spec)| {
-                s.spawn(move || {
-                    perfpilot_drive::run(
-                        spec,
-                        &RunControl {
-                            progress: false,
-                            ctrl_c: false,
-                            ..Default::default()
-                        },
-                    )
-                })
-            })
-            .collect();
-        // The window: after the drivers' warm-up, for their measured duration.
-        std::thread::sleep(cap.warmup);
-        let mark0 = CpuMark::now(&fs, &[]);
-        let cpu0 = dep.cpu_seconds();
-        let thr0 = dep.throttled();
-        std::thread::sleep(cap.measure.saturating_sub(Duration::from_millis(50)));
-        let cpu1 = dep.cpu_seconds();
-        let thr1 = dep.throttled();
-        let window = CpuMark::now(&fs, &[]).since(&mark0, crate::deploy::machine_cores());
-        let secs = window.secs;
-        let results: Vec<std::result::Result<Measurement, String>> = handles
-            .into_iter()
-            .map(|h| match h.join() {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err("the load driver panicked".to_string()),
-            })
-            .collect();
-        let mut busy: BTreeMap<String, f64> = cpu1
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    (v - cpu0.get(k).copied().unwrap_or(0.0)).max(0.0) / secs,
-                )
-            })
-            .collect();
-        busy.insert(DRIVER.to_string(), window.own_cores);
-        let throttled: BTreeMap<String, u64> = thr1
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.saturating_sub(thr0.get(k).copied().unwrap_or(0)),
-                )
-            })
-            .collect();
-        let other = window
-            .machine_cores
-            .map(|machine| (machine - busy.values().sum::<f64>()).max(0.0));
-        (results, (busy, throttled, other))
-    });
+    let specs = drive_specs(cap, dep, sweep, users, think).map_err(drive_err)?;
+    let (results, window) = drive_and_watch(cap, dep, &specs);
     if stop.load(Ordering::SeqCst) {
         return Err(CapacityError::Interrupted);
     }
@@ -229,17 +141,139 @@ pub fn measure(
     } else {
         perfpilot_stats::warmup::mser(&series, 1)
     };
-    let (busy, throttled, other_busy) = window;
     Ok(Point {
         label,
         users,
         classes,
-        busy,
-        other_busy,
-        throttled,
+        busy: window.busy,
+        other_busy: window.other,
+        throttled: window.throttled,
         steady: mser.map(|m| m.steady),
         truncate_s: mser.map_or(0, |m| m.truncate),
         rounds: Vec::new(),
+    })
+}
+
+/// One load driver per class of the mix with users at this point: `(class, users, spec)`. An
+/// error names the body file that cannot be read or compiled.
+fn drive_specs(
+    cap: &Capacity,
+    dep: &Deployed,
+    sweep: &SweepFile,
+    users: u32,
+    think: ThinkTime,
+) -> std::result::Result<Vec<(String, u32, DriveSpec)>, String> {
+    let mut specs = Vec::new();
+    for (class, n) in cap.class_users(sweep, users) {
+        if n == 0 {
+            continue;
+        }
+        let Some(c) = cap.file.class.iter().find(|c| c.name == class) else {
+            continue;
+        };
+        let mut spec = DriveSpec::new(
+            vec![format!("{}{}", dep.front, c.path)],
+            Load::Closed {
+                users: n as usize,
+                think,
+            },
+        );
+        spec.method = c.method.clone();
+        spec.headers = c
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(b) = &c.body_file {
+            let text = std::fs::read_to_string(b).map_err(|e| format!("{}: {e}", b.display()))?;
+            spec.body = Some(BodyTemplate::compile(&text, None).map_err(|e| e.to_string())?);
+        }
+        spec.warmup = cap.warmup;
+        spec.duration = cap.measure;
+        spec.threads = cap.driver_threads;
+        specs.push((class, n, spec));
+    }
+    Ok(specs)
+}
+
+/// What the tiers used over a point's measured window: busy cores by tier (the driver's own
+/// under [`DRIVER`]), CPU-throttled periods by tier, and the rest of the machine's busy cores.
+struct Window {
+    busy: BTreeMap<String, f64>,
+    throttled: BTreeMap<String, u64>,
+    other: Option<f64>,
+}
+
+/// Runs the drivers of `specs` at once and reads the deployment's CPU over their measured
+/// window (after their warm-up): each driver's result, and the window.
+fn drive_and_watch(
+    cap: &Capacity,
+    dep: &Deployed,
+    specs: &[(String, u32, DriveSpec)],
+) -> (Vec<std::result::Result<Measurement, String>>, Window) {
+    let fs = Fs::live();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = specs
+            .iter()
+            .map(|(_, _, spec)| {
+                s.spawn(move || {
+                    perfpilot_drive::run(
+                        spec,
+                        &RunControl {
+                            progress: false,
+                            ctrl_c: false,
+                            ..Default::default()
+                        },
+                    )
+                })
+            })
+            .collect();
+        std::thread::sleep(cap.warmup);
+        let mark0 = CpuMark::now(&fs, &[]);
+        let cpu0 = dep.cpu_seconds();
+        let thr0 = dep.throttled();
+        std::thread::sleep(cap.measure.saturating_sub(Duration::from_millis(50)));
+        let cpu1 = dep.cpu_seconds();
+        let thr1 = dep.throttled();
+        let window = CpuMark::now(&fs, &[]).since(&mark0, crate::deploy::machine_cores());
+        let secs = window.secs;
+        let results = handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err("the load driver panicked".to_string()),
+            })
+            .collect();
+        let mut busy: BTreeMap<String, f64> = cpu1
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    (v - cpu0.get(k).copied().unwrap_or(0.0)).max(0.0) / secs,
+                )
+            })
+            .collect();
+        busy.insert(DRIVER.to_string(), window.own_cores);
+        let throttled = thr1
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.saturating_sub(thr0.get(k).copied().unwrap_or(0)),
+                )
+            })
+            .collect();
+        let other = window
+            .machine_cores
+            .map(|machine| (machine - busy.values().sum::<f64>()).max(0.0));
+        (
+            results,
+            Window {
+                busy,
+                throttled,
+                other,
+            },
+        )
     })
 }
 

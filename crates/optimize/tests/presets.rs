@@ -78,18 +78,30 @@ fn postgres_is_found_on_its_socket_and_read_as_its_os_user_through_peer_authenti
         "{}",
         before.source
     );
-    {
-        let mut client = postgres::Config::new()
-            .hostaddr([127, 0, 0, 1].into())
-            .port(pg.port)
-            .user("postgres")
-            .dbname("postgres")
-            .connect(postgres::NoTls)
-            .unwrap();
-        for _ in 0..50 {
-            client.simple_query("SELECT 1").unwrap();
-        }
+    // 50 transactions in one session, over TCP (trusted here).
+    let port = pg.port.to_string();
+    let mut psql = std::process::Command::new(kit::require("psql"));
+    psql.args([
+        "-X",
+        "-q",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+    ]);
+    for _ in 0..50 {
+        psql.args(["-c", "SELECT 1"]);
     }
+    let out = psql.output().unwrap();
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let after = read_until_grown(&mut reader, before.value, 50.0);
     assert!(
         after >= before.value + 50.0,

@@ -8,10 +8,11 @@
 //! Where it does, [`split_cold`] splits what it can without debugfs: `process_madvise(MADV_COLD)`
 //! over a huge page less its first small page makes the kernel split a huge page the advice
 //! covers only in part, and the pages advised go to the inactive list: reclaimed first under
-//! memory pressure, nothing otherwise. For shared memory it splits the advised process's mapping
-//! (the TLB cost returns) while the page-cache folio stays huge, so the undo of a collapse uses
-//! it only for private anonymous memory ([`cold_covers`]); a shared segment's undo record would
-//! have to name every process that maps it (docs/optimizer.md).
+//! memory pressure, nothing otherwise. The kernel leaves alone a huge page that more than one
+//! process maps ("do not interfere with other mappings of this folio"), so a shared segment
+//! that several processes map (PostgreSQL's buffer pool) is not split, whichever processes are
+//! advised: the undo of a collapse uses it only for private anonymous memory ([`cold_covers`];
+//! docs/optimizer.md, "A split without debugfs").
 
 use std::io::Write;
 
@@ -162,8 +163,8 @@ fn in_passes<E>(
 }
 
 /// Whether [`split_cold`] splits every huge page of `pid` in `ranges` back: each range lies in
-/// private anonymous mappings of it. Shared memory would stay in huge folios that other
-/// processes map huge, so it does not count. False on a fixture tree or where the maps cannot be
+/// private anonymous mappings of it. The kernel does not split a shared huge page another
+/// process also maps, so shared memory does not count. False on a fixture tree or where the maps cannot be
 /// read (the process gone).
 pub fn cold_covers(fs: &Fs, pid: i32, ranges: &[(u64, u64)]) -> bool {
     if !fs.is_live() || ranges.is_empty() {

@@ -233,50 +233,20 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
     ];
     let mut means = Vec::new();
     for (threads, reuse_idle, keep, what) in modes {
-        let mut s = Sampler::new(
-            &fs,
-            SamplerConfig {
-                threads,
-                reuse_idle,
-                expensive_every: 0,
-                keep_open: if keep {
-                    SamplerConfig::default().keep_open
-                } else {
-                    0
-                },
-                ..SamplerConfig::default()
+        let config = SamplerConfig {
+            threads,
+            reuse_idle,
+            expensive_every: 0,
+            keep_open: if keep {
+                SamplerConfig::default().keep_open
+            } else {
+                0
             },
-        );
-        let (first, _, _) = cpu_ms(|| s.sample());
-        let first = first?;
-        let (mut cpu, mut wall) = (Vec::new(), Vec::new());
-        let mut counted = (0, 0);
-        for _ in 0..a.rounds {
-            let (r, c, w) = cpu_ms(|| s.sample());
-            let r = r?;
-            counted = (
-                r.processes.len(),
-                r.processes.iter().map(|p| p.threads.len()).sum::<usize>(),
-            );
-            cpu.push(c);
-            wall.push(w);
-        }
-        drop(first);
-        let mean = cpu.iter().sum::<f64>() / cpu.len().max(1) as f64;
-        means.push((mean, counted));
-        cpu.sort_by(f64::total_cmp);
-        wall.sort_by(f64::total_cmp);
-        report.push(format!(
-            "cheap sample, {what}: {} processes, {} threads, {} descriptors kept; CPU mean {mean:.1} ms, median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
-            counted.0,
-            counted.1,
-            s.kept_open(),
-            cpu[cpu.len() / 2],
-            cpu[0],
-            cpu[cpu.len() - 1],
-            wall[wall.len() / 2],
-            mean / 5000.0 * 100.0
-        ));
+            ..SamplerConfig::default()
+        };
+        let m = sample_mode(&fs, config, a.rounds)?;
+        report.push(m.line(what));
+        means.push((m.mean, m.counted));
     }
     // A thread's cost: reading every thread minus reading none, over the threads read.
     for (with, without, what) in [
@@ -291,7 +261,79 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
             m0 * 1e3 / p.max(1) as f64
         ));
     }
-    let mut s = Sampler::new(&fs, SamplerConfig::default());
+    report.push(expensive_reading(&fs, &pids));
+    drop(children);
+    for line in report {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// What `rounds` cheap samples of one sampler configuration cost.
+struct ModeCost {
+    /// Mean CPU per sample, ms.
+    mean: f64,
+    /// CPU per sample, ms, sorted.
+    cpu: Vec<f64>,
+    /// Wall time per sample, ms, sorted.
+    wall: Vec<f64>,
+    /// Processes and threads the last sample read.
+    counted: (usize, usize),
+    /// Descriptors the sampler kept open.
+    kept_open: usize,
+}
+
+impl ModeCost {
+    fn line(&self, what: &str) -> String {
+        let (cpu, wall) = (&self.cpu, &self.wall);
+        format!(
+            "cheap sample, {what}: {} processes, {} threads, {} descriptors kept; CPU mean {:.1} ms, median {:.1} ms (min {:.1}, max {:.1}), wall median {:.1} ms; at a 5 s interval: {:.2} % of one CPU",
+            self.counted.0,
+            self.counted.1,
+            self.kept_open,
+            self.mean,
+            cpu[cpu.len() / 2],
+            cpu[0],
+            cpu[cpu.len() - 1],
+            wall[wall.len() / 2],
+            self.mean / 5000.0 * 100.0
+        )
+    }
+}
+
+/// A first sample (not counted: it opens and learns everything), then `rounds` measured ones.
+fn sample_mode(fs: &Fs, config: SamplerConfig, rounds: usize) -> anyhow::Result<ModeCost> {
+    let mut s = Sampler::new(fs, config);
+    let (first, _, _) = cpu_ms(|| s.sample());
+    let first = first?;
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    let mut counted = (0, 0);
+    for _ in 0..rounds {
+        let (r, c, w) = cpu_ms(|| s.sample());
+        let r = r?;
+        counted = (
+            r.processes.len(),
+            r.processes.iter().map(|p| p.threads.len()).sum::<usize>(),
+        );
+        cpu.push(c);
+        wall.push(w);
+    }
+    drop(first);
+    let mean = cpu.iter().sum::<f64>() / cpu.len().max(1) as f64;
+    cpu.sort_by(f64::total_cmp);
+    wall.sort_by(f64::total_cmp);
+    Ok(ModeCost {
+        mean,
+        cpu,
+        wall,
+        counted,
+        kept_open: s.kept_open(),
+    })
+}
+
+/// The expensive reading (numa_maps, smaps_rollup, maps) of up to 200 of `pids`, per process.
+fn expensive_reading(fs: &Fs, pids: &[i32]) -> String {
+    let mut s = Sampler::new(fs, SamplerConfig::default());
     let n = pids.len().min(200);
     let (res, c, w) = cpu_ms(|| {
         let mut ok = 0;
@@ -302,14 +344,9 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
         }
         ok
     });
-    report.push(format!(
+    format!(
         "expensive reading (numa_maps + smaps_rollup + maps) of {res}/{n} processes: {:.3} ms CPU and {:.3} ms wall per process",
-        c / n as f64,
-        w / n as f64
-    ));
-    drop(children);
-    for line in report {
-        println!("{line}");
-    }
-    Ok(())
+        c / n.max(1) as f64,
+        w / n.max(1) as f64
+    )
 }

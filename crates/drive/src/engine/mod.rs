@@ -81,6 +81,72 @@ struct Job {
 /// (or Ctrl-C when `control.ctrl_c`). Transport errors and non-2xx responses are counted in the
 /// result; only a bad spec or a failure to start threads is an `Err`.
 pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveError> {
+    let (targets, slots) = targets_and_slots(spec)?;
+    let event_loop = evloop::serves(spec, &targets);
+    let shape = Arc::new(RequestShape::from_spec(spec, &targets, event_loop)?);
+    if let Some(at) = control.start_at
+        && let Ok(wait) = at.duration_since(SystemTime::now())
+    {
+        std::thread::sleep(wait);
+    }
+    let begin = Instant::now();
+    let begin_wall = SystemTime::now();
+    let window = Window {
+        begin,
+        measure_start: begin + spec.warmup,
+        end: begin + spec.warmup + spec.duration,
+    };
+    let live = Arc::new(Live::default());
+    let drivers = spawn_drivers(spec, &targets, slots, shape, event_loop, window, &live)?;
+    let mut sup = Supervised {
+        window_start_ms: (begin_wall + spec.warmup)
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        ..Default::default()
+    };
+    supervise(
+        spec,
+        control,
+        &drivers.handles,
+        &drivers.stop,
+        &live,
+        window,
+        &drivers.shards,
+        &mut sup,
+    )?;
+    let mut recs = Vec::new();
+    for h in drivers.handles {
+        if let Ok(r) = h.join() {
+            recs.extend(r);
+        }
+    }
+    let cpu_end = control.cpu_clock.map(|clock| clock());
+    // What is left: the last seconds of the window.
+    sup.pass_on(
+        control,
+        merge_by_second(drivers.shards.iter().flat_map(|s| s.drain_before(u64::MAX))),
+    );
+    let end = sup.stopped_at.unwrap_or(window.end).min(window.end);
+    let mut m = assemble(
+        spec,
+        recs,
+        sup.seconds,
+        sup.hist,
+        window,
+        end,
+        begin_wall,
+        &targets,
+        &drivers.tallies,
+    );
+    if let (Some(start), Some(end)) = (sup.cpu_start, cpu_end) {
+        own_cpu(&mut m, end.saturating_sub(start).as_secs_f64());
+    }
+    Ok(m)
+}
+
+/// The servers a run sends to (a profile names its one origin) and the users or connections
+/// it keeps: an error for none of either.
+fn targets_and_slots(spec: &DriveSpec) -> Result<(Vec<Arc<Target>>, usize), DriveError> {
     // A profile names its one server; its kinds' paths vary per request.
     let urls = match &spec.profile {
         Some(p) => vec![p.origin.clone()],
@@ -104,26 +170,34 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
             "needs at least one user or connection",
         ));
     }
-    let event_loop = evloop::serves(spec, &targets);
-    let shape = Arc::new(RequestShape::from_spec(spec, &targets, event_loop)?);
+    Ok((targets, slots))
+}
+
+/// The driver threads of a run and what they share with the supervisor.
+struct Drivers {
+    handles: Vec<std::thread::JoinHandle<Vec<Recorder>>>,
+    /// Each thread's per-second tallies.
+    shards: Vec<Arc<Shard>>,
+    /// Each thread's tally per request kind (profiles only).
+    tallies: Vec<Arc<KindTally>>,
+    stop: Stop,
+}
+
+/// Starts `spec.threads` driver threads (at most one per slot), the slots dealt round-robin,
+/// each an event loop where it serves the run, else a current-thread tokio runtime.
+fn spawn_drivers(
+    spec: &DriveSpec,
+    targets: &[Arc<Target>],
+    slots: usize,
+    shape: Arc<RequestShape>,
+    event_loop: bool,
+    window: Window,
+    live: &Arc<Live>,
+) -> Result<Drivers, DriveError> {
     let threads = spec.threads.clamp(1, slots);
-    if let Some(at) = control.start_at
-        && let Ok(wait) = at.duration_since(SystemTime::now())
-    {
-        std::thread::sleep(wait);
-    }
-    let begin = Instant::now();
-    let begin_wall = SystemTime::now();
-    let window = Window {
-        begin,
-        measure_start: begin + spec.warmup,
-        end: begin + spec.warmup + spec.duration,
-    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_flag = Arc::new(AtomicBool::new(false));
-    let live = Arc::new(Live::default());
     let seq = Arc::new(AtomicU64::new(0));
-
     let mut handles = Vec::new();
     let mut shards = Vec::new();
     let mut tallies = Vec::new();
@@ -170,61 +244,33 @@ pub fn run(spec: &DriveSpec, control: &RunControl) -> Result<Measurement, DriveE
         .map_err(DriveError::Runtime)?;
         handles.push(h);
     }
-    let stop = Stop {
-        tx: stop_tx,
-        flag: stop_flag,
-    };
+    Ok(Drivers {
+        handles,
+        shards,
+        tallies,
+        stop: Stop {
+            tx: stop_tx,
+            flag: stop_flag,
+        },
+    })
+}
 
-    let mut sup = Supervised {
-        window_start_ms: (begin_wall + spec.warmup)
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        ..Default::default()
-    };
-    supervise(
-        spec, control, &handles, &stop, &live, window, &shards, &mut sup,
-    )?;
-    let mut recs = Vec::new();
-    for h in handles {
-        if let Ok(r) = h.join() {
-            recs.extend(r);
-        }
+/// Records the driver's own CPU over the run, `cpu_s` seconds: per request and in cores.
+fn own_cpu(m: &mut Measurement, cpu_s: f64) {
+    if m.requests == 0 {
+        return;
     }
-    let cpu_end = control.cpu_clock.map(|clock| clock());
-    // What is left: the last seconds of the window.
-    sup.pass_on(
-        control,
-        merge_by_second(shards.iter().flat_map(|s| s.drain_before(u64::MAX))),
+    m.extra.insert(
+        "driver_cpu_per_request_ms".to_string(),
+        cpu_s * 1000.0 / m.requests as f64,
     );
-    let end = sup.stopped_at.unwrap_or(window.end).min(window.end);
-    let mut m = assemble(
-        spec,
-        recs,
-        sup.seconds,
-        sup.hist,
-        window,
-        end,
-        begin_wall,
-        &targets,
-        &tallies,
-    );
-    if let (Some(start), Some(end)) = (sup.cpu_start, cpu_end)
-        && m.requests > 0
-    {
-        let cpu_s = end.saturating_sub(start).as_secs_f64();
-        m.extra.insert(
-            "driver_cpu_per_request_ms".to_string(),
-            cpu_s * 1000.0 / m.requests as f64,
-        );
-        m.cpu = Some(vec![crate::measurement::CpuUsage {
-            name: "perfpilot drive".to_string(),
-            pid: Some(std::process::id()),
-            tier: None,
-            cpu_s,
-            cores: cpu_s / m.duration_s.max(1e-9),
-        }]);
-    }
-    Ok(m)
+    m.cpu = Some(vec![crate::measurement::CpuUsage {
+        name: "perfpilot drive".to_string(),
+        pid: Some(std::process::id()),
+        tier: None,
+        cpu_s,
+        cores: cpu_s / m.duration_s.max(1e-9),
+    }]);
 }
 
 /// What the supervising thread gathered.

@@ -1,10 +1,11 @@
 //! Switchback: the change switched on and off in periods, each pair of periods in a seeded
 //! random order, judged on the differences within pairs. A drift slower than a pair cancels
-//! inside each difference; what is left is judged with an interval that allows for
-//! neighbouring differences being alike (Newey–West, `perfpilot_stats::hac`): it needs no
-//! model of the drift, and the differences of a well-chosen period are close to independent,
-//! where a model-based widening (the AR(1) of before/after windows) has to be right about a
-//! wander it only glimpsed.
+//! inside each difference; what is left is judged with a Student t interval widened for
+//! neighbouring differences being alike (AR(1) at their lag-1 autocorrelation,
+//! `perfpilot_stats::serial_mean_ci`; Newey–West's kernel variance kept its level worse on a
+//! dozen differences, docs/optimizer.md). The differences of a well-chosen period are close to
+//! independent, where before/after windows need a model of a wander they only glimpsed. The
+//! pairs before a step of the workload's own load are dropped ([`Switchback::record`]).
 //!
 //! A period opens with `settle` windows that are not judged (the change taking hold, a cache
 //! refilling) and then `measure` windows; its length is chosen from the signal's baseline so
@@ -53,6 +54,11 @@ pub struct PeriodRefused {
 
 /// The most windows a period judges: beyond this the pairs are too few to judge them.
 const MEASURE_MAX: usize = 8;
+
+/// The least step of the workload's own level that drops the pairs before it: a smaller one
+/// shifts a pair's difference by less than the gains the strategies seek, and is left to the
+/// interval.
+const REGIME_MIN_STEP: f64 = 0.15;
 
 impl PeriodPlan {
     /// The plan for a signal whose baseline windows are `baseline`: `settle` windows cover
@@ -174,6 +180,9 @@ pub struct Switchback {
     seen: usize,
     /// Pairs dropped because the rest of the machine moved between their periods.
     pub dropped_pairs: usize,
+    /// Pairs dropped because the workload's own level stepped (its load changed) while they
+    /// ran: those before the step and the one across it. Once per trial.
+    pub regime_dropped: usize,
     /// The machine's CPUs as last read.
     cpus: usize,
     looks: Looks,
@@ -198,6 +207,7 @@ impl Switchback {
             second: false,
             seen: 0,
             dropped_pairs: 0,
+            regime_dropped: 0,
             cpus: 0,
             looks,
             decided: None,
@@ -269,7 +279,38 @@ impl Switchback {
             ));
         }
         self.pairs.push(pair);
+        if let Some(note) = self.regime_step() {
+            return Step::Note(note);
+        }
         self.look()
+    }
+
+    /// Drops the pairs before a step of the workload's own level and the one across it, once
+    /// per trial: a server whose load changes (Redis loading its keys, then serving reads)
+    /// steps in both states at once, and the pair across the step would differ by the step,
+    /// not by the change. A step counts when the windows of each state, in time order, show
+    /// one (`windows::level_shift`, at least [`REGIME_MIN_STEP`]) in the same direction within
+    /// a pair of each other; the change itself, on in every pair, cannot make one.
+    fn regime_step(&mut self) -> Option<String> {
+        if self.regime_dropped > 0 {
+            return None;
+        }
+        let (off, on) = self.windows();
+        let a = windows::level_shift(&off, REGIME_MIN_STEP)?;
+        let b = windows::level_shift(&on, REGIME_MIN_STEP)?;
+        // The first pair whose windows of that state all come after the step.
+        let m = self.plan.measure.max(1);
+        let (pa, pb) = (a.at.div_ceil(m), b.at.div_ceil(m));
+        if (a.ratio > 1.0) != (b.ratio > 1.0) || pa.abs_diff(pb) > 1 {
+            return None;
+        }
+        let n = pa.max(pb).min(self.pairs.len());
+        self.pairs.drain(..n);
+        self.regime_dropped = n;
+        Some(format!(
+            "{n} pairs of periods dropped: the workload's own level stepped ×{:.2} with the change off and ×{:.2} with it on (its load changed); judging goes on from the pairs after the step",
+            a.ratio, b.ratio
+        ))
     }
 
     /// The differences of the judged pairs.

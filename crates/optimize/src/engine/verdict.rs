@@ -100,16 +100,26 @@ fn decided(t: &Trial, confidence: f64, min_effect: f64) -> Option<(Gain, Decisio
                     (g, gain::decide(&g, min_effect))
                 }
             };
+            let mut dropped = Vec::new();
+            if p.dropped_pairs > 0 {
+                dropped.push(format!(
+                    "{} dropped: the rest of the machine moved",
+                    p.dropped_pairs
+                ));
+            }
+            if p.regime_dropped > 0 {
+                dropped.push(format!(
+                    "{} dropped: the workload's own level stepped",
+                    p.regime_dropped
+                ));
+            }
             let how = format!(
                 ", from {} pairs of periods{}",
                 p.pairs(),
-                if p.dropped_pairs > 0 {
-                    format!(
-                        " ({} dropped: the rest of the machine moved)",
-                        p.dropped_pairs
-                    )
-                } else {
+                if dropped.is_empty() {
                     String::new()
+                } else {
+                    format!(" ({})", dropped.join("; "))
                 }
             );
             Some((g, d, Shown::Effect, how))

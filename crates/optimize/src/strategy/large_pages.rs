@@ -1,6 +1,7 @@
 //! Large pages: promote the large anonymous and shared-memory ranges of workloads above a CPU
 //! and memory threshold to transparent huge pages with `process_madvise(MADV_COLLAPSE)`, paced.
-//! Collapsed memory cannot be cheaply split back, so "revert" is to stop and remember.
+//! Splitting collapsed memory back costs a collapse again, and where neither debugfs nor the
+//! cold split (private memory only, `sys::split`) allows it "revert" is to stop and remember.
 //!
 //! Shared memory (System V, POSIX, and shared anonymous memory such as PostgreSQL's buffer
 //! pool) lives in a tmpfs object whose page cache holds huge pages at aligned offsets, so a

@@ -169,3 +169,60 @@ fn a_lower_is_better_signal_is_turned_round() {
     assert!(g.ratio > 1.2, "{g:?}");
     assert_eq!(d, Decision::Keep);
 }
+
+/// Runs a switchback of `plan` over `signal` (the window's value given its index and whether
+/// the change is on) until it ends; returns it.
+fn run(plan: PeriodPlan, seed: u64, signal: impl Fn(usize, bool) -> f64) -> Switchback {
+    let mut sb = Switchback::new(plan, seed, true, looks());
+    for i in 0..10_000 {
+        let on = sb.want_on();
+        if let Step::End(_) = sb.record(on, signal(i, on), None) {
+            break;
+        }
+    }
+    sb
+}
+
+#[test]
+fn a_step_of_the_workloads_own_load_drops_the_pairs_before_it_and_the_change_is_still_judged() {
+    let plan = PeriodPlan {
+        settle: 0,
+        measure: 2,
+        pairs_min: 3,
+        pairs_max: 8,
+    };
+    // Redis loading its keys at a quarter of the rate it then serves reads at; the step falls
+    // inside the third pair; the change gains 10 %.
+    let mut rng = perfpilot_stats::Rng::new(11);
+    let noise: Vec<f64> = (0..200).map(|_| 1.0 + 0.02 * rng.normal()).collect();
+    let sb = run(plan, 5, |i, on| {
+        let level = if i < 10 { 1000.0 } else { 4000.0 };
+        level * noise[i] * if on { 1.10 } else { 1.0 }
+    });
+    assert_eq!(
+        sb.regime_dropped, 3,
+        "the pairs up to the one across the step"
+    );
+    let (g, d) = sb.decided.expect("a verdict");
+    assert_eq!(d, Decision::Keep, "{g:?}");
+    assert!(g.ratio > 1.05 && g.ratio < 1.15, "{g:?}");
+}
+
+#[test]
+fn a_wandering_signal_with_nothing_changed_seldom_drops_pairs_as_a_step() {
+    let plan = PeriodPlan {
+        settle: 0,
+        measure: 1,
+        pairs_min: 3,
+        pairs_max: 20,
+    };
+    let trials = 400u64;
+    let reset = (0..trials)
+        .filter(|&seed| {
+            let w = crate::design::testing::Wander::POSTGRES.series(seed, 200);
+            run(plan, seed, |i, _| w[i]).regime_dropped > 0
+        })
+        .count();
+    println!("{reset} of {trials} no-change trials dropped pairs as a step");
+    assert!(reset as u64 * 20 < trials, "{reset} of {trials}");
+}

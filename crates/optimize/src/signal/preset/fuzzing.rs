@@ -12,6 +12,14 @@ pub fn mysql(data: &[u8]) -> Option<u64> {
     super::mysql::replay(server, password, flags & 2 != 0)
 }
 
+/// A PostgreSQL session: the first byte's bit 0 says whether a password is configured, the
+/// rest is what the server sends (authentication exchange, parameters, ReadyForQuery, the
+/// query's answer). The value read, if the bytes got that far.
+pub fn postgres(data: &[u8]) -> Option<f64> {
+    let (&flags, server) = data.split_first()?;
+    super::postgres::replay(server, flags & 1 != 0)
+}
+
 /// RESP replies as the Redis preset reads them (`AUTH`'s, then `INFO stats`'), up to eight in
 /// a row; a bulk reply's text is read for `total_commands_processed`.
 pub fn resp(data: &[u8]) {

@@ -410,5 +410,22 @@ pub(crate) fn snippet(bytes: &[u8], max: usize) -> String {
     out
 }
 
+/// `bytes` as text when they are printable ASCII, else as hex: what an error shows of an
+/// answer that is not the server's protocol.
+pub(crate) fn printable(bytes: &[u8]) -> String {
+    if bytes
+        .iter()
+        .all(|b| b.is_ascii_graphic() || *b == b' ' || *b == b'\r' || *b == b'\n')
+    {
+        snippet(bytes, 80)
+    } else {
+        let mut out: Vec<String> = bytes.iter().take(32).map(|b| format!("{b:02x}")).collect();
+        if bytes.len() > 32 {
+            out.push("…".into());
+        }
+        out.join(" ")
+    }
+}
+
 #[cfg(test)]
 mod tests;

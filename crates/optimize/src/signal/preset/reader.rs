@@ -69,6 +69,35 @@ pub(crate) trait Session: Send {
     fn reset(&mut self);
 }
 
+/// A session over one kept connection. A kept connection that fails with
+/// [`Fault::Failed`] (the server closed it: a restart, an idle timeout) is dropped and the
+/// query runs once more on a new one; other faults are the answer.
+pub(crate) trait KeptConnection: Send {
+    /// Whether a connection is kept.
+    fn connected(&self) -> bool;
+    /// Drops the kept connection.
+    fn disconnect(&mut self);
+    /// Reads the counter, connecting first when no connection is kept.
+    fn query(&mut self, io_limit: Duration) -> Result<Reading, Fault>;
+}
+
+impl<K: KeptConnection> Session for K {
+    fn read(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
+        let kept = self.connected();
+        match self.query(io_limit) {
+            Err(Fault::Failed(_)) if kept => {
+                self.disconnect();
+                self.query(io_limit)
+            }
+            other => other,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.disconnect();
+    }
+}
+
 /// A connected stream socket, TCP or Unix.
 pub(crate) enum Stream {
     /// TCP.
@@ -121,6 +150,72 @@ impl Write for Stream {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
         }
+    }
+}
+
+/// A stream that reads a server's bytes and drops what is written to it: a whole
+/// conversation replayed from recorded or fuzzed bytes.
+pub(crate) struct Replay<'a> {
+    input: io::Cursor<&'a [u8]>,
+}
+
+impl<'a> Replay<'a> {
+    /// A server that says `server`, then closes.
+    pub(crate) fn new(server: &'a [u8]) -> Replay<'a> {
+        Replay {
+            input: io::Cursor::new(server),
+        }
+    }
+}
+
+impl Read for Replay<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+impl Write for Replay<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A stream that reads from fixed bytes and records what is written: a server's side for
+/// the presets' tests.
+#[cfg(test)]
+pub(crate) struct Wire {
+    pub(crate) input: io::Cursor<Vec<u8>>,
+    pub(crate) output: Vec<u8>,
+}
+
+#[cfg(test)]
+impl Wire {
+    /// A server that says `input`, then closes.
+    pub(crate) fn new(input: &[u8]) -> Wire {
+        Wire {
+            input: io::Cursor::new(input.to_vec()),
+            output: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Read for Wire {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+#[cfg(test)]
+impl Write for Wire {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.output.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 

@@ -21,7 +21,7 @@ mod query;
 
 use std::time::Duration;
 
-use super::reader::{Fault, Session, Stream};
+use super::reader::{Fault, KeptConnection, Replay, Stream};
 use super::{Endpoint, PresetSettings, Reading};
 use auth::{Greeting, Login};
 use packet::Packets;
@@ -100,6 +100,16 @@ impl Mysql {
         let greeting = auth::log_in(&mut packets, &self.login())?;
         Ok(Conn { packets, greeting })
     }
+}
+
+impl KeptConnection for Mysql {
+    fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    fn disconnect(&mut self) {
+        self.conn = None;
+    }
 
     fn query(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
         if self.conn.is_none() {
@@ -122,32 +132,11 @@ impl Mysql {
     }
 }
 
-impl Session for Mysql {
-    fn read(&mut self, io_limit: Duration) -> Result<Reading, Fault> {
-        let kept = self.conn.is_some();
-        match self.query(io_limit) {
-            // A kept connection the server has since closed (wait_timeout, a restart): once
-            // more on a new one.
-            Err(Fault::Failed(_)) if kept => {
-                self.conn = None;
-                self.query(io_limit)
-            }
-            other => other,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.conn = None;
-    }
-}
-
 /// A server's side of a whole read replayed from `server` (the fuzz target's entry): the
 /// login as `user` (with `password`, over a Unix socket when `unix`), then the query; what
 /// perfpilot writes is dropped. Returns the value read, if the bytes made it that far.
 pub(crate) fn replay(server: &[u8], password: Option<&str>, unix: bool) -> Option<u64> {
-    let mut packets = Packets::new(Replay {
-        input: std::io::Cursor::new(server),
-    });
+    let mut packets = Packets::new(Replay::new(server));
     let login = Login {
         user: DEFAULT_USER,
         password,
@@ -161,28 +150,9 @@ pub(crate) fn replay(server: &[u8], password: Option<&str>, unix: bool) -> Optio
     value
 }
 
-/// A stream that reads a server's bytes and drops what is written to it.
-struct Replay<'a> {
-    input: std::io::Cursor<&'a [u8]>,
-}
-
-impl std::io::Read for Replay<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.input.read(buf)
-    }
-}
-
-impl std::io::Write for Replay<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::reader::Session;
     use super::*;
 
     fn mysql(endpoint: &str, user: Option<&str>, password: Option<&str>) -> Mysql {

@@ -3,8 +3,8 @@
 
 use std::io::{Read, Write};
 
+pub(super) use super::super::printable;
 use super::super::reader::Fault;
-use super::super::snippet;
 
 /// A payload of this length continues in the next packet.
 const CHUNK: usize = 0xff_ffff;
@@ -83,23 +83,6 @@ impl<S: Read + Write> Packets<S> {
     #[cfg(test)]
     pub(super) fn get_ref(&self) -> &S {
         &self.stream
-    }
-}
-
-/// `bytes` as text when they are printable ASCII, else as hex: what an error shows of an
-/// answer that is not MySQL's.
-pub(super) fn printable(bytes: &[u8]) -> String {
-    if bytes
-        .iter()
-        .all(|b| b.is_ascii_graphic() || *b == b' ' || *b == b'\r' || *b == b'\n')
-    {
-        snippet(bytes, 80)
-    } else {
-        let mut out: Vec<String> = bytes.iter().take(32).map(|b| format!("{b:02x}")).collect();
-        if bytes.len() > 32 {
-            out.push("…".into());
-        }
-        out.join(" ")
     }
 }
 
@@ -287,28 +270,7 @@ pub(super) use wire::{frame, unhex, wire};
 #[cfg(test)]
 mod wire {
     use super::*;
-    use std::io::Cursor;
-
-    /// A stream that reads from fixed bytes and records what is written.
-    pub(crate) struct Wire {
-        pub(crate) input: Cursor<Vec<u8>>,
-        pub(crate) output: Vec<u8>,
-    }
-
-    impl Read for Wire {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            self.input.read(buf)
-        }
-    }
-
-    impl Write for Wire {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.output.write(buf)
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::signal::preset::reader::Wire;
 
     /// The bytes of hex text (`"0a 35 2e"`; spaces and newlines ignored).
     pub(crate) fn unhex(text: &str) -> Vec<u8> {
@@ -329,10 +291,7 @@ mod wire {
 
     /// Packets over a wire that answers `input`.
     pub(crate) fn wire(input: &[u8]) -> Packets<Wire> {
-        Packets::new(Wire {
-            input: Cursor::new(input.to_vec()),
-            output: Vec::new(),
-        })
+        Packets::new(Wire::new(input))
     }
 }
 
