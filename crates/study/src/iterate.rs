@@ -8,7 +8,8 @@
 //!   is the final selection's, and iteration j gets B_j = B_left / (N_iter − j + 1) of the rest,
 //!   and races N_j = ⌊B_j / (μ + min(5, j))⌋ configurations, μ = `run.min_rounds`; the first
 //!   iteration races the baseline, `search.initial` and uniform draws, each later one its
-//!   elites and N_j − elites configurations drawn around them ([`crate::sample`]); while
+//!   elites and N_j − elites new configurations, half proposed by a model of the surface
+//!   fitted to every trial so far and half drawn around the elites ([`crate::sample`]); while
 //!   budget is left for more than the elites, iterations go on after N_iter;
 //! - each iteration's race is the study's own race (`Session::race`: rounds in a seeded
 //!   order, the far-behind, F-Race, chance-of-best and stop-loss rules, the budget B_j), ending
@@ -31,7 +32,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use perfpilot_store::{TrialPhase, TrialRecord};
+use perfpilot_store::{TrialPhase, TrialRecord, TrialStatus};
 
 use crate::error::Result;
 use crate::race::{Elimination, Left};
@@ -112,6 +113,10 @@ pub struct IterationSummary {
     pub raced: usize,
     /// New configurations among them (drawn, or given).
     pub new: usize,
+    /// Those of the new ones the model of the surface proposed (the others were drawn around
+    /// the elites).
+    #[serde(default)]
+    pub proposed: usize,
     /// The sampling distributions the new configurations were drawn from (empty for the
     /// first iteration's uniform draws).
     pub sampling: Vec<ParamSpread>,
@@ -149,6 +154,8 @@ struct Search<'a> {
     seen: BTreeSet<String>,
     /// Every configuration raced, in order.
     keys: Vec<String>,
+    /// Every configuration raced (the model's observations).
+    raced: Vec<Config>,
     eliminated: Vec<Elimination>,
     iterations: Vec<IterationSummary>,
     /// Race rounds stored so far.
@@ -181,6 +188,7 @@ pub(crate) fn search(
         ever_elite: Vec::new(),
         seen: BTreeSet::new(),
         keys: given(study).iter().map(Config::key).collect(),
+        raced: Vec::new(),
         eliminated: Vec::new(),
         iterations: Vec::new(),
         offset: 0,
@@ -266,6 +274,7 @@ impl Search<'_> {
             return Ok(None);
         }
         let wanted = n.saturating_sub(self.elites.len());
+        let mut proposed = 0;
         let Draws {
             configs: new,
             redrawn,
@@ -276,8 +285,17 @@ impl Search<'_> {
         } else {
             let n_iter = schedule.iterations.max(j);
             self.sampler.update(&self.elites, j, n_iter, wanted.max(1));
+            let observed = observations(study, &session.trials, self.offset, &self.raced);
             let (seen, rng) = (&mut self.seen, &mut self.rng);
-            (self.sampler).around(&self.elites, wanted, n, runnable, seen, rng)
+            let k = model_share(wanted);
+            let mut picks =
+                (self.sampler).proposed(&observed, &self.elites, k, runnable, seen, rng);
+            proposed = picks.len();
+            let mut d =
+                (self.sampler).around(&self.elites, wanted - proposed, n, runnable, seen, rng);
+            picks.append(&mut d.configs);
+            d.configs = picks;
+            d
         };
         if let Some(why) = redrawn
             .example
@@ -301,6 +319,7 @@ impl Search<'_> {
         };
         let configs: Vec<Config> = self.elites.iter().chain(&new).cloned().collect();
         self.keys.extend(new.iter().map(Config::key));
+        self.raced.extend(new.iter().cloned());
         // Each race stops at the elites it keeps; the final race chooses among them.
         let spec = RaceSpec {
             study,
@@ -321,6 +340,7 @@ impl Search<'_> {
             trials: used,
             raced: configs.len(),
             new: new.len(),
+            proposed,
             sampling,
             soft_restart: restarted,
             redrawn,
@@ -421,6 +441,7 @@ impl Search<'_> {
                 trials: used,
                 raced: alive.len(),
                 new: 0,
+                proposed: 0,
                 sampling: Vec::new(),
                 soft_restart: false,
                 redrawn: Redrawn::default(),
@@ -443,6 +464,52 @@ impl Search<'_> {
         // The best by effect over every round stays first among the elites: the winner.
         Ok(last)
     }
+}
+
+/// The model's share of an iteration's `wanted` new configurations: half, the rest drawn
+/// around the elites; the model alone collapses onto its own guess and explores less than
+/// either (figures in `docs/study-file.md`).
+fn model_share(wanted: usize) -> usize {
+    wanted.div_ceil(2)
+}
+
+/// Every configuration of `raced` with race trials up to round `upto` (a resumed run's store
+/// may hold later ones, which the stopped run's model had not seen), as the model observes
+/// it: its effect over those race rounds ([`block_effects`], the log of the objective in the goal's direction, the
+/// rounds' drift taken out), with the variance of a mean of its trials (the trials' variance
+/// about their configurations' means, pooled over every configuration, over its trials).
+fn observations(
+    study: &Study,
+    trials: &[TrialRecord],
+    upto: usize,
+    raced: &[Config],
+) -> Vec<(Config, f64, f64)> {
+    let race: Vec<TrialRecord> = (trials.iter())
+        .filter(|t| t.phase == TrialPhase::Race && t.round <= upto as i64)
+        .cloned()
+        .collect();
+    let keys: Vec<String> = raced.iter().map(Config::key).collect();
+    let effects = block_effects(&study.objective.goal, &race, &keys);
+    let mut by_config: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for t in &race {
+        if let Some(v) = t.value.filter(|v| *v > 0.0 && t.status == TrialStatus::Ok) {
+            by_config.entry(t.config.as_str()).or_default().push(v.ln());
+        }
+    }
+    let (mut ss, mut df) = (0.0, 0usize);
+    for ys in by_config.values().filter(|ys| ys.len() > 1) {
+        let m = ys.iter().sum::<f64>() / ys.len() as f64;
+        ss += ys.iter().map(|y| (y - m).powi(2)).sum::<f64>();
+        df += ys.len() - 1;
+    }
+    let noise = if df > 0 { ss / df as f64 } else { 0.01 };
+    effects
+        .into_iter()
+        .filter_map(|(k, y, n)| {
+            let c = raced.iter().find(|c| c.key() == k)?.clone();
+            Some((c, y, noise / n.max(1) as f64))
+        })
+        .collect()
 }
 
 /// The phases of sequential halving over `k` candidates: ⌈log2 k⌉ (none for fewer than two).

@@ -20,8 +20,14 @@ use crate::spec::space::{real_value, uniform};
 use crate::spec::{Config, Domain, Factor, Level, Space};
 use crate::stats::Rng;
 
+mod model;
+
 /// Draws per configuration wanted before sampling gives up (irace tries 100 times).
 const DRAWS_PER_CONFIGURATION: usize = 100;
+
+/// The most candidates a model's proposal scores: the whole space when it holds no more,
+/// else as many draws.
+const CANDIDATES: usize = 5000;
 
 /// One parameter's entry in an elite's model.
 #[derive(Clone, Debug, PartialEq)]
@@ -295,6 +301,72 @@ impl<'a> Sampler<'a> {
             redrawn,
             restarted,
         }
+    }
+
+    /// `n` new configurations proposed by a model of the surface fitted to `observed` (every
+    /// configuration raced, with its effect and that effect's variance, [`model`]): the space's configurations when it can be listed (at
+    /// most [`CANDIDATES`]), else as many draws, half uniform and half around `elites`, scored
+    /// by expected improvement; each allowed, runnable and never raced. A new configuration
+    /// takes over the best elite's sampling model should it become an elite. Empty when no
+    /// model can be fitted.
+    pub(crate) fn proposed(
+        &mut self,
+        observed: &[(Config, f64, f64)],
+        elites: &[Config],
+        n: usize,
+        runnable: &dyn Fn(&Config) -> Option<String>,
+        seen: &mut BTreeSet<String>,
+        rng: &mut Rng,
+    ) -> Vec<Config> {
+        let obs = self.observed(observed);
+        let Some(fitted) = model::Model::fit(&obs) else {
+            return Vec::new();
+        };
+        let incumbent = (obs.iter())
+            .map(|o| fitted.predict(&o.x).0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let pool = match self.space.enumerate(CANDIDATES) {
+            Some(all) => all,
+            None => (0..CANDIDATES)
+                .map(|i| match elites.get(i % (2 * elites.len().max(1))) {
+                    Some(parent) => self.draw_near(parent, rng),
+                    None => self.space.draw_uniform(rng),
+                })
+                .collect(),
+        };
+        let mut keys = BTreeSet::new();
+        let candidates: Vec<Config> = pool
+            .into_iter()
+            .filter(|c| !seen.contains(&c.key()) && keys.insert(c.key()))
+            .filter(|c| self.space.forbidding(c).is_none() && runnable(c).is_none())
+            .collect();
+        let xs: Vec<Vec<f64>> = (candidates.iter())
+            .map(|c| model::encode(self.factors(), c))
+            .collect();
+        let parent = elites
+            .first()
+            .and_then(|e| self.models.get(&e.key()).cloned());
+        let mut out = Vec::new();
+        for i in fitted.propose(&xs, n, incumbent) {
+            let c = candidates[i].clone();
+            seen.insert(c.key());
+            let m = parent.clone().unwrap_or_else(|| self.initial());
+            self.inherited.insert(c.key(), m);
+            out.push(c);
+        }
+        out
+    }
+
+    /// `observed` as the model's observations.
+    fn observed(&self, observed: &[(Config, f64, f64)]) -> Vec<model::Observed> {
+        observed
+            .iter()
+            .map(|(c, y, var)| model::Observed {
+                x: model::encode(self.factors(), c),
+                y: *y,
+                var: *var,
+            })
+            .collect()
     }
 
     /// One configuration drawn from `parent`'s model, parameter by parameter in the space's

@@ -247,3 +247,49 @@ pub fn bench(seeds: &[u64], budget: Option<Budget>, dir: &Path, topo: &Topology)
         runs,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bed's benchmark over `PP_SEEDS` seeds (10) from `PP_FIRST` (1), as `perfpilot
+    /// bench search` runs it, without building the binary: `cargo test -p perfpilot-study
+    /// --lib surface -- --ignored --nocapture` (minutes: the figures are in
+    /// `docs/study-file.md`). Each seed's line, then the count within 2 %; it checks that no
+    /// run spent more than the budget and that every choice is within 5 % of the best.
+    #[test]
+    #[ignore]
+    fn the_known_answer_bench_prints_each_seeds_choice_within_budget() {
+        let n: u64 = std::env::var("PP_SEEDS").map_or(10, |s| s.parse().unwrap());
+        let first: u64 = std::env::var("PP_FIRST").map_or(1, |s| s.parse().unwrap());
+        let seeds: Vec<u64> = (first..first + n).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let topo = Topology::read(&perfpilot_observe::Fs::live()).unwrap();
+        let b = bench(&seeds, None, dir.path(), &topo).unwrap();
+        println!(" seed  of best  rank  trials  raced  best raced  chosen");
+        for r in &b.runs {
+            println!(
+                "{:5} {:7.1}% {:5} {:7} {:6} {:10.1}%  {}",
+                r.seed,
+                100.0 * r.share_of_best,
+                r.rank,
+                r.trials,
+                r.raced,
+                100.0 * r.best_raced,
+                r.chosen
+            );
+            assert!(r.trials <= b.budget, "seed {}: {} trials", r.seed, r.trials);
+            assert!(r.share_of_best > 0.95, "seed {}: {:?}", r.seed, r);
+        }
+        let ok = b.runs.iter().filter(|r| r.share_of_best >= 0.98).count();
+        let found = b.runs.iter().filter(|r| r.best_raced >= 0.98).count();
+        let (lo, hi) = (b.runs.iter().map(|r| r.trials))
+            .fold((usize::MAX, 0), |(a, z), t| (a.min(t), z.max(t)));
+        println!(
+            "within 2 % of the best: {ok} of {}; a configuration within 2 % raced: {found}; trials {lo}–{hi} of a budget of {} ({} exhaustive × 5)",
+            b.runs.len(),
+            b.budget,
+            b.exhaustive_five
+        );
+    }
+}

@@ -209,3 +209,119 @@ fn a_truncated_normal_stays_within_its_bounds_even_far_in_a_tail() {
     assert!((m - 5.0).abs() < 0.1, "{m}");
     assert_eq!(truncated_normal(3.0, 0.0, 0.0, 10.0, &mut rng), 3.0);
 }
+
+/// A planted surface over [`SPACE`]: best near threads = 16, ratio = 1, gc = parallel with
+/// 2 threads, level high.
+fn planted(c: &Config) -> f64 {
+    let num = |n: &str| match c.get(n) {
+        Some(Level::Int(i)) => *i as f64,
+        Some(Level::Float(f)) => *f,
+        _ => 1.0,
+    };
+    let gc = match c.get("gc") {
+        Some(Level::Str(s)) if s == "parallel" => 0.1 - 0.05 * (num("gc_threads") - 2.0).abs(),
+        _ => 0.0,
+    };
+    let level = match c.get("level") {
+        Some(Level::Str(s)) if s == "high" => 0.05,
+        _ => 0.0,
+    };
+    -0.1 * (num("threads") / 16.0).ln().powi(2) - 0.05 * num("ratio").ln().powi(2) + gc + level
+}
+
+/// The proposal over `SPACE` after observing `first`, with `picks` wanted.
+fn propose(seed: u64, first: usize, picks: usize) -> (Vec<Config>, Vec<Config>) {
+    let s = study();
+    let space = s.space();
+    let mut sampler = Sampler::new(&space, 5);
+    let mut seen = BTreeSet::new();
+    let mut rng = Rng::new(seed);
+    let raced = sampler
+        .first(&[], first, &runnable, &mut seen, &mut rng)
+        .configs;
+    let observed: Vec<(Config, f64, f64)> = raced
+        .iter()
+        .map(|c| (c.clone(), planted(c), 1e-4))
+        .collect();
+    let mut ranked = raced.clone();
+    ranked.sort_by(|a, b| planted(b).total_cmp(&planted(a)));
+    sampler.keep(&ranked[..3]);
+    let p = sampler.proposed(
+        &observed,
+        &ranked[..3],
+        picks,
+        &runnable,
+        &mut seen,
+        &mut rng,
+    );
+    (raced, p)
+}
+
+#[test]
+fn the_models_proposals_stay_in_the_space_and_are_new() {
+    let (raced, p) = propose(7, 60, 20);
+    assert_eq!(p.len(), 20);
+    let s = study();
+    let space = s.space();
+    for c in &p {
+        // In the space: domains, conditions (gc_threads only when gc is not serial) and
+        // both forbidden rules.
+        assert_eq!(space.check(c), Ok(()), "{c}");
+        assert!(!raced.contains(c), "{c} was raced already");
+    }
+    let keys: BTreeSet<String> = p.iter().map(Config::key).collect();
+    assert_eq!(keys.len(), p.len());
+}
+
+#[test]
+fn the_models_proposals_lie_above_the_configurations_it_was_fitted_to() {
+    let (raced, p) = propose(11, 80, 10);
+    let mean = |cs: &[Config]| cs.iter().map(planted).sum::<f64>() / cs.len() as f64;
+    let mut values: Vec<f64> = raced.iter().map(planted).collect();
+    values.sort_by(f64::total_cmp);
+    let quartile = values[values.len() * 3 / 4];
+    // The picks, on average, beat the raced configurations' average by far, and most lie
+    // in the raced configurations' top quarter.
+    assert!(
+        mean(&p) > mean(&raced) + 0.1,
+        "{} vs {}",
+        mean(&p),
+        mean(&raced)
+    );
+    let above = p.iter().filter(|c| planted(c) > quartile).count();
+    assert!(
+        above * 2 > p.len(),
+        "{above} of {} above {quartile}",
+        p.len()
+    );
+}
+
+#[test]
+fn a_seed_reproduces_the_models_proposals() {
+    assert_eq!(propose(3, 40, 8), propose(3, 40, 8));
+    assert_ne!(propose(3, 40, 8).1, propose(4, 40, 8).1);
+}
+
+#[test]
+fn configurations_this_machine_cannot_run_are_never_proposed() {
+    let s = study();
+    let space = s.space();
+    let mut sampler = Sampler::new(&space, 5);
+    let mut seen = BTreeSet::new();
+    let mut rng = Rng::new(1);
+    let raced = sampler
+        .first(&[], 40, &runnable, &mut seen, &mut rng)
+        .configs;
+    let observed: Vec<(Config, f64, f64)> = raced
+        .iter()
+        .map(|c| (c.clone(), planted(c), 1e-4))
+        .collect();
+    // The planted best has 16 threads: refuse more than 8 here.
+    let few = |c: &Config| match c.get("threads") {
+        Some(Level::Int(t)) if *t > 8 => Some("too many threads here".to_string()),
+        _ => None,
+    };
+    let p = sampler.proposed(&observed, &raced[..2], 15, &few, &mut seen, &mut rng);
+    assert_eq!(p.len(), 15);
+    assert!(p.iter().all(|c| few(c).is_none()), "{p:?}");
+}
