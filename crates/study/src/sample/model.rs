@@ -19,6 +19,7 @@
 
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
 
+use nalgebra::{Cholesky, DMatrix, DVector};
 use statrs::distribution::{Continuous, ContinuousCDF, Normal};
 
 use crate::spec::{Config, Domain, Factor, Level};
@@ -88,7 +89,7 @@ pub(crate) struct Model {
     length: f64,
     signal: f64,
     /// The lower Cholesky factor of K + noise.
-    chol: Vec<Vec<f64>>,
+    chol: DMatrix<f64>,
     /// (K + noise)⁻¹ (y − mean).
     alpha: Vec<f64>,
 }
@@ -130,11 +131,15 @@ impl Model {
             }
             k[i][i] += obs[i].var.max(1e-10);
         }
-        let chol = cholesky(&k)?;
+        let factor = Cholesky::new(DMatrix::from_fn(n, n, |i, j| k[i][j]))?;
         let y: Vec<f64> = obs.iter().map(|o| o.y - mean).collect();
-        let alpha = back(&chol, &forward(&chol, &y));
+        let alpha = factor
+            .solve(&DVector::from_column_slice(&y))
+            .as_slice()
+            .to_vec();
+        let chol = factor.unpack();
         let fit: f64 = y.iter().zip(&alpha).map(|(a, b)| a * b).sum();
-        let logdet: f64 = (0..n).map(|i| chol[i][i].ln()).sum();
+        let logdet: f64 = (0..n).map(|i| chol[(i, i)].ln()).sum();
         let ll = -0.5 * fit - logdet - 0.5 * n as f64 * (2.0 * PI).ln();
         let model = Model {
             xs,
@@ -231,46 +236,10 @@ fn kernel(a: &[f64], b: &[f64], length: f64, signal: f64) -> f64 {
     signal * (-0.5 * d2 / (length * length)).exp()
 }
 
-/// The lower Cholesky factor of symmetric positive-definite `a` (`None` if it is not).
-fn cholesky(a: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
-    let n = a.len();
-    let mut l = vec![vec![0.0; n]; n];
-    for i in 0..n {
-        for j in 0..=i {
-            let s: f64 = (0..j).map(|k| l[i][k] * l[j][k]).sum();
-            if i == j {
-                let d = a[i][i] - s;
-                if d <= 0.0 || !d.is_finite() {
-                    return None;
-                }
-                l[i][i] = d.sqrt();
-            } else {
-                l[i][j] = (a[i][j] - s) / l[j][j];
-            }
-        }
-    }
-    Some(l)
-}
-
-/// Solves L z = b (L lower triangular).
-fn forward(l: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
-    let mut z = vec![0.0; b.len()];
-    for i in 0..b.len() {
-        let s: f64 = (0..i).map(|k| l[i][k] * z[k]).sum();
-        z[i] = (b[i] - s) / l[i][i];
-    }
-    z
-}
-
-/// Solves Lᵀ x = z.
-fn back(l: &[Vec<f64>], z: &[f64]) -> Vec<f64> {
-    let n = z.len();
-    let mut x = vec![0.0; n];
-    for i in (0..n).rev() {
-        let s: f64 = (i + 1..n).map(|k| l[k][i] * x[k]).sum();
-        x[i] = (z[i] - s) / l[i][i];
-    }
-    x
+/// Solves L z = b for the lower-triangular Cholesky factor `l` (its diagonal is positive).
+fn forward(l: &DMatrix<f64>, b: &[f64]) -> Vec<f64> {
+    l.solve_lower_triangular(&DVector::from_column_slice(b))
+        .map_or_else(|| vec![0.0; b.len()], |z| z.as_slice().to_vec())
 }
 
 #[cfg(test)]
@@ -278,20 +247,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cholesky_solves_a_small_system() {
-        let a = vec![
-            vec![4.0, 2.0, 0.4],
-            vec![2.0, 3.0, 0.5],
-            vec![0.4, 0.5, 2.0],
-        ];
-        let l = cholesky(&a).unwrap();
+    fn forward_solves_the_lower_factor_of_a_small_system() {
+        let a = DMatrix::from_row_slice(3, 3, &[4.0, 2.0, 0.4, 2.0, 3.0, 0.5, 0.4, 0.5, 2.0]);
+        let l = Cholesky::new(a).unwrap().unpack();
         let b = [1.0, 2.0, 3.0];
-        let x = back(&l, &forward(&l, &b));
-        for (row, bi) in a.iter().zip(b) {
-            let got: f64 = row.iter().zip(&x).map(|(p, q)| p * q).sum();
-            assert!((got - bi).abs() < 1e-12, "{got} against {bi}");
+        let z = forward(&l, &b);
+        let back = &l * DVector::from_column_slice(&z);
+        for (got, want) in back.iter().zip(b) {
+            assert!((got - want).abs() < 1e-12, "{got} against {want}");
         }
-        assert!(cholesky(&[vec![1.0, 2.0], vec![2.0, 1.0]]).is_none());
+        assert!(Cholesky::new(DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0])).is_none());
     }
 
     #[test]
