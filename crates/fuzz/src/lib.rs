@@ -251,6 +251,13 @@ pub const TARGETS: &[Target] = &[
         },
     },
     Target {
+        name: "postgres_session",
+        parses: "a PostgreSQL server's bytes as the preset's client reads them: authentication, parameter statuses, the row of its transactions query and ReadyForQuery (the first byte's low bit sets a password)",
+        run: |d| {
+            let _ = perfpilot_optimize::signal::preset::fuzzing::postgres(d);
+        },
+    },
+    Target {
         name: "resp",
         parses: "RESP replies as the Redis preset reads them (AUTH, INFO stats)",
         run: |d| perfpilot_optimize::signal::preset::fuzzing::resp(d),

@@ -125,6 +125,16 @@ fn the_preset_seeds_are_real_sessions_that_read_to_their_counter() {
         fuzzing::mysql(&seed("mysql_session", "access-denied")),
         None
     );
+    // A PostgreSQL 15 session captured over its Unix socket (trust): 880 transactions; and
+    // the same server refusing a database that does not exist.
+    assert_eq!(
+        fuzzing::postgres(&seed("postgres_session", "trust-select")),
+        Some(880.0)
+    );
+    assert_eq!(
+        fuzzing::postgres(&seed("postgres_session", "no-such-database")),
+        None
+    );
     assert!(fuzzing::memcached_stats(&seed("memcached_stats", "short")) == Some(12.0));
     let page = String::from_utf8(seed("nginx_stub_status", "busy")).unwrap();
     assert_eq!(fuzzing::nginx_stub_status(&page), Some(31_070_465));
