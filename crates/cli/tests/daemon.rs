@@ -85,8 +85,11 @@ fn an_action_that_helps_is_kept_and_one_that_hurts_is_reverted() {
     let helps = Load::spawn("keep-helps", &["--threads", "3"], &[]);
     // Two spinning threads (plus the waiting main one): one core gives them half the CPU.
     let hurts = Load::spawn("keep-hurts", &["--threads", "3", "--busy"], &[]);
+    // Up to 8 pairs a trial: the AR(1) widening of 4 pair differences, with its lag-1 estimated
+    // from those 4, can leave a halving undecided.
+    let fast = FAST.replace("max_windows = 4", "max_windows = 8");
     let cfg = dir.config(&format!(
-        "only_matched = true\n{FAST}headroom = 2.5\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-keep-helps\" }}\nsignal = {{ command = \"{}\", kind = \"gauge\" }}\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-keep-hurts\" }}\nsignal = {{ command = \"awk '{{print $14+$15}}' /proc/{}/stat\", kind = \"counter\" }}\n",
+        "only_matched = true\n{fast}headroom = 2.5\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-keep-helps\" }}\nsignal = {{ command = \"{}\", kind = \"gauge\" }}\n\n[[workload]]\nmatch = {{ cmdline = \"--tag {p}-keep-hurts\" }}\nsignal = {{ command = \"awk '{{print $14+$15}}' /proc/{}/stat\", kind = \"counter\" }}\n",
         single_cpu(helps.pid()),
         hurts.pid()
     ));
