@@ -106,7 +106,8 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
             .min_by_key(|x| x["id"].as_i64().unwrap_or(i64::MAX))
             .cloned();
         match first {
-            Some(x) if x["verdict"]["decision"].is_string() => {
+            // The verdict and the state are two writes to the store: wait for both.
+            Some(x) if x["verdict"]["decision"].is_string() && x["state"] != "trial" => {
                 decided = Some((x, a.anon_huge(), b.anon_huge()));
                 true
             }
