@@ -334,7 +334,12 @@ mod tests {
         let open = store.action(id).unwrap().unwrap();
         assert_eq!((open.state, open.verdict), (ActionState::Trial, None));
         store
-            .journal_close(id, r#"{"decision":"keep"}"#, ActionState::Kept, "kept: x1.2")
+            .journal_close(
+                id,
+                r#"{"decision":"keep"}"#,
+                ActionState::Kept,
+                "kept: x1.2",
+            )
             .unwrap();
         let closed = store.action(id).unwrap().unwrap();
         assert_eq!(closed.state, ActionState::Kept);
