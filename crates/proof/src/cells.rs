@@ -7,15 +7,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use perfpilot_lab::server::Server;
+use perfpilot_lab::{run, tool};
 use perfpilot_sys::Fs;
 use perfpilot_sys::knob::{read_knob, write_knob};
 
 use crate::daemon::Daemon;
 use crate::install::{Tool, tool};
 use crate::options::CellName;
-use perfpilot_lab::server::Server;
-use perfpilot_lab::{run, tool};
-
 use crate::record::DaemonReport;
 use crate::servers::{Ctx, Kind, StartOptions};
 use crate::settings::{NR_HUGEPAGES, SettingsGuard, THP_ENABLED};

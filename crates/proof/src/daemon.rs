@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
+use perfpilot_lab::server::Server;
 use serde_json::Value;
 
 use crate::record::{ActionSummary, DaemonReport, GainCi, ShadowGain, WorkloadState};
-use perfpilot_lab::server::Server;
 
 /// The whole configuration of the perfpilot cell.
 pub const EMPTY_CONFIG: &str = "# The proof's perfpilot cell: no workloads, no probes; only a faster pace.\n[tunables]\nmin_age_s = 5\ninterval_s = 2\n";

@@ -124,15 +124,11 @@ impl Drop for Running {
 
 /// The last lines of an instance's output (stdout and stderr together).
 fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines = perfpilot_lab::log::tail(path, TAIL_LINES);
     if lines.is_empty() {
         return "; it printed nothing".into();
     }
-    format!(
-        "; its output ends: {}",
-        lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | ")
-    )
+    format!("; its output ends: {}", lines.join(" | "))
 }
 
 /// Runs one batch trial of `config` (`tconf`: the configuration with the scratch file

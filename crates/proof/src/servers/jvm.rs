@@ -7,12 +7,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-
-use super::{Ctx, Kind, Load, Running, StartOptions, args, drive, limit_for, secs};
-use crate::install::{Tool, tool};
 use perfpilot_lab::run;
 use perfpilot_lab::server::{self, Server, jvm};
 
+use super::{Ctx, Kind, Load, Running, StartOptions, args, drive, limit_for, secs};
+use crate::install::{Tool, tool};
 use crate::stop::stopping;
 
 /// The source, found from the repository root (the harness runs from it) or next to the crate.

@@ -6,12 +6,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Result;
-
-use super::{Ctx, Kind, Load, Running, StartOptions, limit_for, read_measurement, secs};
-use crate::install::{Tool, tool};
 use perfpilot_lab::run;
 use perfpilot_lab::server::{self, Server};
 
+use super::{Ctx, Kind, Load, Running, StartOptions, limit_for, read_measurement, secs};
+use crate::install::{Tool, tool};
 use crate::stop::stopping;
 
 /// memcached under the built-in load.

@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfpilot_drive::Measurement;
-
-use crate::install::Tool;
-use crate::options::{ServerName, Sizes};
 use perfpilot_lab::run::{self, Cut};
 use perfpilot_lab::server::Server;
 
+use crate::install::Tool;
+use crate::options::{ServerName, Sizes};
 use crate::stop::{self, stopping};
 
 /// What every server needs from the run.

@@ -4,11 +4,10 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use perfpilot_lab::server::{self, Server, nginx};
 
 use super::{Ctx, Kind, Load, Running, StartOptions, args, drive, limit_for, secs};
 use crate::install::{Tool, tool};
-use perfpilot_lab::server::{self, Server, nginx};
-
 use crate::stop::stopping;
 
 /// nginx under wrk.

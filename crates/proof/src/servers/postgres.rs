@@ -10,15 +10,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
+use perfpilot_lab::run::{self, Cut};
+use perfpilot_lab::server::postgres::{self as pg, LocalAuth, USER};
+use perfpilot_lab::server::{self, Server};
 
 use super::{
     Ctx, Kind, Load, Running, StartOptions, Warm, args, drive, drive_while, limit_for, secs,
 };
 use crate::install::{Tool, tool};
-use perfpilot_lab::run::{self, Cut};
-use perfpilot_lab::server::postgres::{self as pg, LocalAuth, USER};
-use perfpilot_lab::server::{self, Server};
-
 use crate::stop::stopping;
 
 /// PostgreSQL under pgbench.

@@ -9,11 +9,10 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use perfpilot_lab::server::{self, Server};
 
 use super::{Ctx, Kind, Load, Running, StartOptions, args, drive, limit_for};
 use crate::install::{Tool, tool};
-use perfpilot_lab::server::{self, Server};
-
 use crate::stop::{self, stopping};
 
 const USER: &str = "redis";
