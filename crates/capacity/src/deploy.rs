@@ -291,7 +291,13 @@ fn start(
     group
         .join_on_spawn(&mut cmd, user)
         .map_err(|e| tier_err(&t.name, e.to_string()))?;
-    let server = Server::spawn(&t.name, cmd, &dir.path().join("log"))
+    // Its stderr is its log (stdout is dropped: a chatty server would fill it over a sweep).
+    let log = std::fs::File::create(dir.path().join("log"))
+        .map_err(|e| tier_err(&t.name, format!("cannot create its log: {e}")))?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log));
+    let server = Server::start(&t.name, cmd)
         .map_err(|e| tier_err(&t.name, format!("cannot start: {e}")))?
         .stopped_by(stop_signal, Duration::from_secs(10));
     let mut inst = Instance {
