@@ -319,7 +319,8 @@ impl<'a> Sampler<'a> {
         rng: &mut Rng,
     ) -> Vec<Config> {
         let obs = self.observed(observed);
-        let Some(fitted) = model::Model::fit(&obs) else {
+        let groups = model::groups(self.factors());
+        let Some(fitted) = model::Model::fit(&obs, &groups, true) else {
             return Vec::new();
         };
         let incumbent = (obs.iter())

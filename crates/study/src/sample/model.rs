@@ -12,10 +12,13 @@
 //!
 //! Inputs are the parameters as coordinates in [0, 1] — a number's position in its range (of
 //! its logarithm on a log scale), an ordinal's rank, a categorical level one-hot at 1/√2 (two
-//! levels lie 1 apart), an inactive parameter −0.5 — under a squared-exponential kernel whose
-//! length scale and signal variance are chosen by the marginal likelihood over a small grid.
-//! The Cholesky factorization is written here: a few hundred points, once an iteration, and
-//! the crate has no linear algebra of its own to share it with.
+//! levels lie 1 apart), an inactive parameter −0.5 — under a squared-exponential kernel with a
+//! length scale per parameter (automatic relevance determination, Rasmussen & Williams §5.1):
+//! a common length scale and the signal variance are chosen by the marginal likelihood over a
+//! small grid, then each parameter's own scale in turn, so that a parameter that hardly
+//! matters stops blurring the others and one that matters sharply gets a short scale (the
+//! known-answer bed's figures with and without: `docs/study-file.md`). The linear algebra
+//! (Cholesky) is nalgebra's.
 
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
 
@@ -27,6 +30,14 @@ use crate::spec::{Config, Domain, Factor, Level};
 /// Length scales tried (in the unit coordinates), with the signal variance's multiples.
 const LENGTH_SCALES: [f64; 5] = [0.12, 0.2, 0.3, 0.45, 0.7];
 const SIGNAL_SCALES: [f64; 3] = [0.5, 1.0, 2.0];
+
+/// Length scales tried for one parameter at a time once the common one is chosen (automatic
+/// relevance determination): the common ones, and longer ones for a parameter that hardly
+/// matters.
+const ARD_SCALES: [f64; 8] = [0.12, 0.2, 0.3, 0.45, 0.7, 1.0, 1.6, 3.0];
+
+/// Sweeps over the parameters when choosing their length scales one at a time.
+const ARD_SWEEPS: usize = 2;
 
 /// A configuration as a point of the model's input space.
 pub(crate) fn encode(factors: &[Factor], c: &Config) -> Vec<f64> {
@@ -45,6 +56,20 @@ pub(crate) fn encode(factors: &[Factor], c: &Config) -> Vec<f64> {
         }
     }
     x
+}
+
+/// The parameter each coordinate of [`encode`]'s points belongs to (a categorical parameter's
+/// one-hot coordinates share one), by the parameter's index: what the length scales are per.
+pub(crate) fn groups(factors: &[Factor]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, f) in factors.iter().enumerate() {
+        let width = match &f.domain {
+            Domain::Categorical(levels) => levels.len(),
+            _ => 1,
+        };
+        out.extend(std::iter::repeat_n(i, width));
+    }
+    out
 }
 
 /// Where level `v` lies in an ordered domain `d`, from 0 to 1.
@@ -86,7 +111,8 @@ pub(crate) struct Model {
     xs: Vec<Vec<f64>>,
     /// The observations' mean, taken out before fitting.
     mean: f64,
-    length: f64,
+    /// The length scale of each coordinate.
+    lengths: Vec<f64>,
     signal: f64,
     /// The lower Cholesky factor of K + noise.
     chol: DMatrix<f64>,
@@ -95,23 +121,56 @@ pub(crate) struct Model {
 }
 
 impl Model {
-    /// The model of `obs` whose length scale and signal variance give the highest marginal
-    /// likelihood; `None` with fewer than three observations.
-    pub(crate) fn fit(obs: &[Observed]) -> Option<Model> {
+    /// The model of `obs` whose length scales and signal variance give the highest marginal
+    /// likelihood: a common length scale and the signal variance over a grid, then, with
+    /// `ard`, each parameter's own length scale (`groups`: each coordinate's parameter) chosen
+    /// in turn, holding the others, for [`ARD_SWEEPS`] sweeps; `None` with fewer than three
+    /// observations.
+    pub(crate) fn fit(obs: &[Observed], groups: &[usize], ard: bool) -> Option<Model> {
         if obs.len() < 3 {
             return None;
         }
+        let width = obs[0].x.len();
         let mean = obs.iter().map(|o| o.y).sum::<f64>() / obs.len() as f64;
         let spread = obs.iter().map(|o| (o.y - mean).powi(2)).sum::<f64>() / obs.len() as f64;
         let spread = spread.max(1e-8);
         let mut best: Option<(f64, Model)> = None;
+        let consider = |lengths: Vec<f64>, signal: f64, best: &mut Option<(f64, Model)>| {
+            if let Some((m, ll)) = Model::with(obs, mean, lengths, signal)
+                && best.as_ref().is_none_or(|(b, _)| ll > *b)
+            {
+                *best = Some((ll, m));
+            }
+        };
         for &length in &LENGTH_SCALES {
             for &s in &SIGNAL_SCALES {
-                let Some((m, ll)) = Model::with(obs, mean, length, s * spread) else {
-                    continue;
+                consider(vec![length; width], s * spread, &mut best);
+            }
+        }
+        let parameters = groups.iter().max().map_or(0, |g| g + 1);
+        if ard && groups.len() == width {
+            for _ in 0..ARD_SWEEPS {
+                for g in 0..parameters {
+                    let Some((_, m)) = &best else {
+                        return None;
+                    };
+                    let (base, signal) = (m.lengths.clone(), m.signal);
+                    for &l in &ARD_SCALES {
+                        let mut lengths = base.clone();
+                        for (c, _) in groups.iter().enumerate().filter(|(_, x)| **x == g) {
+                            lengths[c] = l;
+                        }
+                        if lengths != base {
+                            consider(lengths, signal, &mut best);
+                        }
+                    }
+                }
+                let Some((_, m)) = &best else {
+                    return None;
                 };
-                if best.as_ref().is_none_or(|(b, _)| ll > *b) {
-                    best = Some((ll, m));
+                let (lengths, signal) = (m.lengths.clone(), m.signal);
+                for s in [0.5, 0.7, 1.4, 2.0] {
+                    consider(lengths.clone(), s * signal, &mut best);
                 }
             }
         }
@@ -119,13 +178,13 @@ impl Model {
     }
 
     /// The model with these hyperparameters and its log marginal likelihood.
-    fn with(obs: &[Observed], mean: f64, length: f64, signal: f64) -> Option<(Model, f64)> {
+    fn with(obs: &[Observed], mean: f64, lengths: Vec<f64>, signal: f64) -> Option<(Model, f64)> {
         let n = obs.len();
         let xs: Vec<Vec<f64>> = obs.iter().map(|o| o.x.clone()).collect();
         let mut k = vec![vec![0.0; n]; n];
         for i in 0..n {
             for j in 0..=i {
-                let v = kernel(&xs[i], &xs[j], length, signal);
+                let v = kernel(&xs[i], &xs[j], &lengths, signal);
                 k[i][j] = v;
                 k[j][i] = v;
             }
@@ -144,7 +203,7 @@ impl Model {
         let model = Model {
             xs,
             mean,
-            length,
+            lengths,
             signal,
             chol,
             alpha,
@@ -155,7 +214,7 @@ impl Model {
     /// The kernel between `x` and each observation.
     fn cross(&self, x: &[f64]) -> Vec<f64> {
         (self.xs.iter())
-            .map(|o| kernel(x, o, self.length, self.signal))
+            .map(|o| kernel(x, o, &self.lengths, self.signal))
             .collect()
     }
 
@@ -198,7 +257,7 @@ impl Model {
             let denom = var[p].max(1e-12).sqrt();
             let u: Vec<f64> = (0..candidates.len())
                 .map(|i| {
-                    let prior = kernel(&candidates[i], &candidates[p], self.length, self.signal);
+                    let prior = kernel(&candidates[i], &candidates[p], &self.lengths, self.signal);
                     let explained: f64 = whitened[i]
                         .iter()
                         .zip(&whitened[p])
@@ -230,10 +289,12 @@ fn expected_improvement(mu: f64, var: f64, incumbent: f64) -> f64 {
     (mu - incumbent) * n.cdf(z) + sd * n.pdf(z)
 }
 
-/// The squared-exponential kernel.
-fn kernel(a: &[f64], b: &[f64], length: f64, signal: f64) -> f64 {
-    let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    signal * (-0.5 * d2 / (length * length)).exp()
+/// The squared-exponential kernel with a length scale per coordinate.
+fn kernel(a: &[f64], b: &[f64], lengths: &[f64], signal: f64) -> f64 {
+    let d2: f64 = (a.iter().zip(b).zip(lengths))
+        .map(|((x, y), l)| (x - y) * (x - y) / (l * l))
+        .sum();
+    signal * (-0.5 * d2).exp()
 }
 
 /// Solves L z = b for the lower-triangular Cholesky factor `l` (its diagonal is positive).
@@ -271,7 +332,7 @@ mod tests {
                 var: 1e-6,
             })
             .collect();
-        let m = Model::fit(&obs).unwrap();
+        let m = Model::fit(&obs, &[0], true).unwrap();
         let (mu, _) = m.predict(&[0.6]);
         assert!((mu - f(0.6)).abs() < 0.01, "predicted {mu} at the peak");
         let cands: Vec<Vec<f64>> = (0..=20).map(|i| vec![i as f64 / 20.0]).collect();
@@ -286,13 +347,45 @@ mod tests {
     }
 
     #[test]
+    fn relevance_determination_gives_a_parameter_that_does_not_matter_a_long_length_scale() {
+        // y = sin(3 x0); x1 is irrelevant. Points on a 7 × 7 grid, little noise.
+        let mut obs = Vec::new();
+        for i in 0..7 {
+            for j in 0..7 {
+                let (a, b) = (i as f64 / 6.0, j as f64 / 6.0);
+                obs.push(Observed {
+                    x: vec![a, b],
+                    y: (3.0 * a).sin(),
+                    var: 1e-4,
+                });
+            }
+        }
+        let ard = Model::fit(&obs, &[0, 1], true).unwrap();
+        assert!(ard.lengths[1] >= 2.0 * ard.lengths[0], "{:?}", ard.lengths);
+        // The common length scale alone is one number for both.
+        let iso = Model::fit(&obs, &[0, 1], false).unwrap();
+        assert_eq!(iso.lengths[0], iso.lengths[1]);
+    }
+
+    #[test]
+    fn a_categorical_parameters_coordinates_share_one_length_scale() {
+        let study =
+            crate::spec::Study::parse(crate::surface::STUDY, std::path::Path::new("k.toml"))
+                .unwrap();
+        // instances, threads, cache_mb, gc (2 levels), gc_threads, malloc (2 levels).
+        assert_eq!(groups(&study.factors), [0, 1, 2, 3, 3, 4, 5, 5]);
+        let c = &study.run.baseline;
+        assert_eq!(encode(&study.factors, c).len(), 8);
+    }
+
+    #[test]
     fn too_few_observations_give_no_model() {
         let o = |x: f64| Observed {
             x: vec![x],
             y: x,
             var: 0.01,
         };
-        assert!(Model::fit(&[o(0.0), o(1.0)]).is_none());
-        assert!(Model::fit(&[o(0.0), o(0.5), o(1.0)]).is_some());
+        assert!(Model::fit(&[o(0.0), o(1.0)], &[0], true).is_none());
+        assert!(Model::fit(&[o(0.0), o(0.5), o(1.0)], &[0], true).is_some());
     }
 }

@@ -55,7 +55,7 @@ pub use run::{
     DEFAULT_STOP_LOSS, FAR_BEHIND_MIN_ROUNDS, RunSpec, ScalingSpec,
 };
 pub use search::{Method, Schedule, SearchSpec, varying};
-pub use space::{Space, SpaceSize};
+pub use space::{NotInSpace, Space, SpaceSize};
 pub use storage::{ScratchError, SizeError, Storage};
 pub use template::{
     DEPLOY_PLACEHOLDERS, LOAD_PLACEHOLDERS, STORAGE_PLACEHOLDERS, UnclosedBrace, WordsError,

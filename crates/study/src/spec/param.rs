@@ -132,7 +132,7 @@ fn range(
                 "digits applies to real ranges; an integer range holds whole numbers",
             ));
         }
-        check_bounds(min as f64, max as f64, log).map_err(bad)?;
+        check_bounds(min as f64, max as f64, log).map_err(|e| bad(e.to_string()))?;
         for v in [min, max] {
             check_level(name, &super::Level::Int(v), &BTreeMap::new())
                 .map_err(|m| bad(format!("{v}: {m}")))?;
@@ -150,7 +150,7 @@ fn range(
             max.floor()
         )));
     }
-    check_bounds(min, max, log).map_err(bad)?;
+    check_bounds(min, max, log).map_err(|e| bad(e.to_string()))?;
     let digits = match &p.digits {
         None => DEFAULT_DIGITS,
         Some(d) if (1..=MAX_DIGITS).contains(d.get_ref()) => *d.get_ref(),
@@ -171,22 +171,49 @@ fn range(
 }
 
 /// A range's bounds: finite, min ≤ max, above 0 on a log scale.
-fn check_bounds(min: f64, max: f64, log: bool) -> std::result::Result<(), String> {
+fn check_bounds(min: f64, max: f64, log: bool) -> std::result::Result<(), BadBounds> {
     if !min.is_finite() || !max.is_finite() {
-        return Err("the bounds must be finite numbers".into());
+        return Err(BadBounds::NotFinite);
     }
     if min > max {
-        return Err(format!(
-            "min {min} is above max {max}: write the range as [{max}, {min}]"
-        ));
+        return Err(BadBounds::Reversed { min, max });
     }
     if log && min <= 0.0 {
-        return Err(format!(
-            "a log scale needs a range above 0, and [{min}, {max}] reaches {}: start it above 0 (e.g. [1, {max}]) or drop log = true",
-            if min == 0.0 { "0" } else { "below 0" }
-        ));
+        return Err(BadBounds::LogThroughZero { min, max });
     }
     Ok(())
+}
+
+/// Why a range's bounds are refused ([`check_bounds`]).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub(super) enum BadBounds {
+    /// A bound is infinite or not a number.
+    #[error("the bounds must be finite numbers")]
+    NotFinite,
+    /// The minimum is above the maximum.
+    #[error("min {min} is above max {max}: write the range as [{max}, {min}]")]
+    Reversed {
+        /// The range's first bound.
+        min: f64,
+        /// The range's second bound.
+        max: f64,
+    },
+    /// A log scale over a range that reaches 0 or below.
+    #[error(
+        "a log scale needs a range above 0, and [{min}, {max}] reaches {}: start it above 0 (e.g. [1, {max}]) or drop log = true",
+        reach(*.min)
+    )]
+    LogThroughZero {
+        /// The range's lower bound (0 or below).
+        min: f64,
+        /// The range's upper bound.
+        max: f64,
+    },
+}
+
+/// How far a log range's lower bound `min` (at most 0) reaches, in words.
+fn reach(min: f64) -> &'static str {
+    if min == 0.0 { "0" } else { "below 0" }
 }
 
 /// Every parameter's condition names parameters of the study, by their types, none its own

@@ -17,6 +17,39 @@ pub const ENUMERATE_LIMIT: usize = 200_000;
 /// Uniform draws behind an estimated share of allowed configurations.
 pub const SHARE_DRAWS: usize = 20_000;
 
+/// Why a configuration is not one of a space's ([`Space::check`]); the message follows the
+/// configuration's key ("`key` …").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotInSpace {
+    /// It names a parameter the study does not have.
+    #[error("{0:?} is not a parameter of this study")]
+    Unknown(String),
+    /// A parameter's value lies outside its domain.
+    #[error("{name} = {value} is outside its domain ({domain})")]
+    OutsideDomain {
+        /// The parameter.
+        name: String,
+        /// The value given, as the study file writes it.
+        value: String,
+        /// The domain in words.
+        domain: String,
+    },
+    /// An active parameter has no value.
+    #[error("gives no value of {0}")]
+    Missing(String),
+    /// A parameter whose condition is false has a value.
+    #[error("sets {name} but its condition `{condition}` is false here: leave it out")]
+    Inactive {
+        /// The parameter.
+        name: String,
+        /// Its condition (`when`).
+        condition: String,
+    },
+    /// A `search.forbidden` rule holds for it.
+    #[error("is forbidden by search.forbidden rule `{0}`")]
+    Forbidden(String),
+}
+
 /// How many configurations a space holds.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SpaceSize {
@@ -212,9 +245,9 @@ impl<'a> Space<'a> {
     /// Whether `c` is a configuration of the space: each active parameter has a value of its
     /// domain, each inactive one none, no other name, no forbidden rule broken. The error
     /// says what is wrong.
-    pub fn check(&self, c: &Config) -> Result<(), String> {
+    pub fn check(&self, c: &Config) -> Result<(), NotInSpace> {
         if let Some((n, _)) = c.0.iter().find(|(n, _)| self.index(n).is_none()) {
-            return Err(format!("{n:?} is not a parameter of this study"));
+            return Err(NotInSpace::Unknown(n.clone()));
         }
         let mut values: Vec<Option<Level>> = vec![None; self.factors.len()];
         for &i in &self.order {
@@ -223,26 +256,24 @@ impl<'a> Space<'a> {
             match (self.active(i, &values), given) {
                 (true, Some(l)) if f.domain.contains(l) => values[i] = Some(l.clone()),
                 (true, Some(l)) => {
-                    return Err(format!(
-                        "{} = {} is outside its domain ({})",
-                        f.name,
-                        l.repr(),
-                        f.domain.describe()
-                    ));
+                    return Err(NotInSpace::OutsideDomain {
+                        name: f.name.clone(),
+                        value: l.repr(),
+                        domain: f.domain.describe(),
+                    });
                 }
-                (true, None) => return Err(format!("gives no value of {}", f.name)),
+                (true, None) => return Err(NotInSpace::Missing(f.name.clone())),
                 (false, Some(_)) => {
-                    return Err(format!(
-                        "sets {} but its condition `{}` is false here: leave it out",
-                        f.name,
-                        f.when.as_ref().map(Expr::to_string).unwrap_or_default()
-                    ));
+                    return Err(NotInSpace::Inactive {
+                        name: f.name.clone(),
+                        condition: f.when.as_ref().map(Expr::to_string).unwrap_or_default(),
+                    });
                 }
                 (false, None) => {}
             }
         }
         match self.forbidding(c) {
-            Some(rule) => Err(format!("is forbidden by search.forbidden rule `{rule}`")),
+            Some(rule) => Err(NotInSpace::Forbidden(rule.to_string())),
             None => Ok(()),
         }
     }
