@@ -8,6 +8,7 @@ use common::{Proc, Tree, with_id};
 use perfpilot_advise::{FsFigures, MountFigures, Options};
 use perfpilot_observe::workload::stable_hash;
 use perfpilot_store::Store;
+use perfpilot_store::journal::ActionState;
 
 const GIB_KB: u64 = 1 << 20;
 
@@ -24,7 +25,9 @@ fn journal(store: &mut Store, cmdline: &str, verdict: &str) {
     let id = store
         .journal_begin(&sig, "w", "large_pages", "[]", "[]", "test")
         .unwrap();
-    store.journal_set_verdict(id, verdict).unwrap();
+    store
+        .journal_close(id, verdict, ActionState::Reverted, "test")
+        .unwrap();
 }
 
 fn opts(store: &std::path::Path) -> Options {

@@ -5,11 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use perfpilot_lab::process::{self, StopSignal};
-use perfpilot_lab::tool;
+use perfpilot_lab::server::postgres::{self as pg, LocalAuth};
+use perfpilot_lab::server::{self, Server, ServerError, nginx};
 use perfpilot_sys::Fs;
 use perfpilot_sys::cpugroup::CpuGroup;
 use perfpilot_sys::netns::NetNs;
@@ -29,27 +30,19 @@ pub struct Instance {
     pub port: u16,
     /// Whether it runs in the second host's namespace.
     pub in_namespace: bool,
-    child: Child,
-    /// Its CPU group (quota and accounting).
+    /// The process, stopped first when the instance drops (SIGINT for PostgreSQL, its fast
+    /// shutdown, else SIGTERM; SIGKILL after 10 s).
+    server: Server,
+    /// Its CPU group (quota and accounting), removed once the process is gone.
     pub group: CpuGroup,
     dir: tempfile::TempDir,
-    /// SIGINT for PostgreSQL (its fast shutdown), else SIGTERM.
-    stop_signal: StopSignal,
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        process::stop(&mut self.child, self.stop_signal, Duration::from_secs(10));
-    }
 }
 
 impl Instance {
     /// Why the instance is no longer running, with the end of its log; `None` while it runs.
     pub fn exited(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => Some(format!("exited ({status}){}", log_tail(self.dir.path()))),
-            _ => None,
-        }
+        let status = self.server.exit_status()?;
+        Some(format!("exited ({status}){}", log_tail(self.dir.path())))
     }
 }
 
@@ -264,15 +257,13 @@ fn start(
         (Some(ns), true) => ns.ns_addr.clone(),
         _ => "127.0.0.1".to_string(),
     };
-    let log = std::fs::File::create(dir.path().join("log"))
-        .map_err(|e| tier_err(&t.name, format!("cannot create its log: {e}")))?;
     // The server joins its group as root and then drops to its user (cgroup v2 lets only a
     // writer of the common ancestor's cgroup.procs move a process).
     let mut user = None;
     let (mut cmd, stop_signal) = match t.kind {
         TierKind::Postgres => {
             if perfpilot_sys::user::is_root() {
-                user = Some(perfpilot_lab::user::ids("postgres").ok_or_else(|| {
+                user = Some(perfpilot_lab::user::ids(pg::USER).ok_or_else(|| {
                     tier_err(&t.name, "running as root needs the OS user postgres")
                 })?);
             }
@@ -297,157 +288,91 @@ fn start(
             (c, StopSignal::Terminate)
         }
     };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log));
     group
         .join_on_spawn(&mut cmd, user)
         .map_err(|e| tier_err(&t.name, e.to_string()))?;
-    let child = cmd
-        .spawn()
-        .map_err(|e| tier_err(&t.name, format!("cannot start: {e}")))?;
+    // Its stderr is its log (stdout is dropped: a chatty server would fill it over a sweep).
+    let log = std::fs::File::create(dir.path().join("log"))
+        .map_err(|e| tier_err(&t.name, format!("cannot create its log: {e}")))?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log));
+    let server = Server::start(&t.name, cmd)
+        .map_err(|e| tier_err(&t.name, format!("cannot start: {e}")))?
+        .stopped_by(stop_signal, Duration::from_secs(10));
     let mut inst = Instance {
         host,
         port,
         in_namespace: in_ns,
-        child,
+        server,
         group,
         dir,
-        stop_signal,
     };
     wait_ready(t, &mut inst, dep)?;
     Ok(inst)
 }
 
 fn wait_ready(t: &TierFile, inst: &mut Instance, dep: &Deployed) -> Result<()> {
-    let deadline = Instant::now() + READY_LIMIT;
     let url = t
         .ready
         .as_ref()
         .map(|u| render(u, &values(dep, &inst.host, inst.port, false)));
-    loop {
-        if let Some(why) = inst.exited() {
-            return Err(tier_err(&t.name, format!("did not start: {why}")));
-        }
-        let ok = match (&url, t.kind) {
-            (Some(u), _) => perfpilot_fetch::get(u, Duration::from_secs(2)).is_ok(),
-            (None, TierKind::Postgres) => postgres_ready(inst.port),
-            (None, _) => process::accepts(&inst.host, inst.port),
-        };
-        if ok {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(tier_err(
-                &t.name,
-                format!(
-                    "not ready within {}s on {}:{}{}",
-                    READY_LIMIT.as_secs(),
-                    inst.host,
-                    inst.port,
-                    log_tail(inst.dir.path())
-                ),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn postgres_ready(port: u16) -> bool {
-    let Some(ready) = tool::find("pg_isready") else {
-        return process::accepts("127.0.0.1", port);
+    let (host, port) = (inst.host.clone(), inst.port);
+    let ready = || match (&url, t.kind) {
+        (Some(u), _) => perfpilot_fetch::get(u, Duration::from_secs(2)).is_ok(),
+        (None, TierKind::Postgres) => pg::ready(port),
+        (None, _) => process::accepts(&host, port),
     };
-    Command::new(ready)
-        .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
-        .status()
-        .is_ok_and(|s| s.success())
+    let what = format!("ready on {host}:{port}");
+    match inst.server.wait_until(&what, READY_LIMIT, ready, &|| false) {
+        Ok(()) => Ok(()),
+        Err(ServerError::Exited { .. }) => {
+            let why = inst.exited().unwrap_or_default();
+            Err(tier_err(&t.name, format!("did not start: {why}")))
+        }
+        Err(_) => Err(tier_err(
+            &t.name,
+            format!(
+                "not ready within {}s on {host}:{port}{}",
+                READY_LIMIT.as_secs(),
+                log_tail(inst.dir.path())
+            ),
+        )),
+    }
 }
 
 /// initdb into `dir` (as the `postgres` user when running as root) and the server command:
 /// trusted TCP from loopback and the second host's link, `fsync` off (a throw-away cluster).
 fn postgres(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command> {
-    use std::os::unix::process::CommandExt;
-    let initdb = tool::find("initdb").ok_or_else(|| {
-        tier_err(
-            &t.name,
-            "initdb is not installed: run scripts/install-deps (postgresql)",
-        )
-    })?;
-    let server = tool::find("postgres").unwrap_or_else(|| initdb.with_file_name("postgres"));
-    let as_postgres = |c: &mut Command| -> Result<()> {
-        if perfpilot_sys::user::is_root() {
-            let (uid, gid) = perfpilot_lab::user::ids("postgres").ok_or_else(|| {
-                tier_err(
-                    &t.name,
-                    "running as root needs the OS user postgres (installed with postgresql)",
-                )
-            })?;
-            c.uid(uid).gid(gid);
-        }
-        Ok(())
-    };
+    let fail = |e: ServerError| tier_err(&t.name, e.to_string());
     if perfpilot_sys::user::is_root() {
-        let (uid, gid) = perfpilot_lab::user::ids("postgres")
-            .ok_or_else(|| tier_err(&t.name, "running as root needs the OS user postgres"))?;
-        std::os::unix::fs::chown(dir, Some(uid), Some(gid))
-            .map_err(|e| tier_err(&t.name, format!("cannot chown {}: {e}", dir.display())))?;
-        std::os::unix::fs::chown(dir.join("log"), Some(uid), Some(gid))
-            .map_err(|e| tier_err(&t.name, format!("cannot chown its log: {e}")))?;
+        server::chown(dir, pg::USER).map_err(fail)?;
     }
     let data = dir.join("data");
-    let mut init = Command::new(&initdb);
-    init.arg("-D").arg(&data).args([
-        "--auth-host=trust",
-        "--auth-local=trust",
-        "-U",
-        "postgres",
-        "--no-sync",
-    ]);
-    as_postgres(&mut init)?;
-    let out = init
-        .output()
-        .map_err(|e| tier_err(&t.name, format!("cannot run initdb: {e}")))?;
-    if !out.status.success() {
-        return Err(tier_err(
-            &t.name,
-            format!(
-                "initdb failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
-    }
+    let init = pg::initdb(&data, LocalAuth::Trust).map_err(fail)?;
+    perfpilot_lab::run::quick("initdb", init).map_err(|e| tier_err(&t.name, e.to_string()))?;
     let mut listen = vec!["127.0.0.1".to_string()];
     let mut hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n".to_string();
     if let Some(ns) = &dep.netns {
         listen.push(ns.host_addr.clone());
         hba.push_str(&format!("host all all {}/32 trust\n", ns.ns_addr));
     }
-    std::fs::write(data.join("pg_hba.conf"), hba)
-        .map_err(|e| tier_err(&t.name, format!("cannot write pg_hba.conf: {e}")))?;
-    let mut c = Command::new(server);
-    c.arg("-D")
-        .arg(&data)
-        .arg("-k")
-        .arg(dir)
-        .args(["-p", &port.to_string(), "-c", "fsync=off"])
-        .arg("-c")
-        .arg(format!("listen_addresses={}", listen.join(",")));
-    for (k, v) in &t.settings {
-        c.arg("-c").arg(format!("{k}={v}"));
-    }
+    server::write(&data.join("pg_hba.conf"), &hba).map_err(fail)?;
+    let settings: Vec<(String, String)> = std::iter::once(("fsync".into(), "off".into()))
+        .chain(t.settings.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .collect();
+    let at = pg::Listen {
+        port,
+        addresses: &listen,
+        sockets: dir,
+    };
     // The switch to the postgres user comes with joining the CPU group (`start`).
-    Ok(c)
+    pg::server(&data, &at, &settings).map_err(fail)
 }
 
 /// nginx as a reverse proxy over the upstream tier's instances: one worker process (no
 /// master, so the process started is the one serving), keep-alive to the upstream.
 fn nginx(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command> {
-    let bin = tool::find("nginx").ok_or_else(|| {
-        tier_err(
-            &t.name,
-            "nginx is not installed: run scripts/install-deps (nginx-light)",
-        )
-    })?;
     let up = t.upstream.as_deref().unwrap_or("");
     let upstream = dep
         .tiers
@@ -463,18 +388,12 @@ fn nginx(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Command>
         Balance::RoundRobin => "",
         Balance::LeastConn => "    least_conn;\n",
     };
-    let d = dir.display();
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/log;\n\
-         events {{ worker_connections 4096; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n  uwsgi_temp_path {d}; scgi_temp_path {d};\n  keepalive_requests 1000000;\n\
-           upstream tier {{\n{balance}{servers}    keepalive 64;\n  }}\n\
-           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://tier;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n"
+    let mut conf = nginx::Conf::new(dir);
+    conf.error_log = dir.join("log");
+    conf.worker_connections = 4096;
+    conf.http = format!(
+        "  upstream tier {{\n{balance}{servers}    keepalive 64;\n  }}\n\
+           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://tier;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n"
     );
-    let path = dir.join("nginx.conf");
-    std::fs::write(&path, conf)
-        .map_err(|e| tier_err(&t.name, format!("cannot write {}: {e}", path.display())))?;
-    let mut c = Command::new(bin);
-    c.arg("-c").arg(&path).arg("-p").arg(dir);
-    Ok(c)
+    conf.command().map_err(|e| tier_err(&t.name, e.to_string()))
 }

@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfpilot_drive::Measurement;
+use perfpilot_lab::netns::{NetLab, NsProcess, wait_in};
 use perfpilot_testkit as kit;
-use perfpilot_testkit::netns::{NetLab, NsProcess, wait_in};
 use support::{EXE, lab_or_skip, sshd, text};
 
 /// nginx on host 0 of the lab, port 8080.

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
+use perfpilot_lab::netns::{NetLab, NsProcess, wait_in};
 use perfpilot_testkit as kit;
-use perfpilot_testkit::netns::{NetLab, NsProcess, wait_in};
 use support::hosts::{hosts_by_round, nginx_study, trials};
 use support::{EXE, lab_or_skip, sshd, text};
 

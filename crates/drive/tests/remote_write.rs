@@ -2,13 +2,13 @@
 //! `scripts/prometheus`) with its remote-write receiver enabled: the live series arrive and
 //! read back through its query API.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use perfpilot_drive::Interval;
 use perfpilot_drive::remote_write::push_live;
 use perfpilot_fetch as fetch;
-use perfpilot_testkit::{ServerProcess, TempDir, free_port, wait_for_port};
+use perfpilot_testkit::{ServerProcess, TempDir, free_port, serve};
 
 fn prometheus() -> ServerProcess {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/prometheus");
@@ -25,25 +25,15 @@ fn prometheus() -> ServerProcess {
     let port = free_port();
     let config = dir.0.join("prometheus.yml");
     std::fs::write(&config, "global:\n  scrape_interval: 1h\n").unwrap();
-    let mut child = Command::new(bin)
-        .arg(format!("--config.file={}", config.display()))
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--config.file={}", config.display()))
         .arg(format!(
             "--storage.tsdb.path={}",
             dir.0.join("data").display()
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--web.enable-remote-write-receiver")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start prometheus");
-    wait_for_port(port, &mut child, "prometheus");
-    ServerProcess {
-        child,
-        port,
-        socket: None,
-        dir,
-    }
+        .arg("--web.enable-remote-write-receiver");
+    serve("prometheus", cmd, dir, port, None)
 }
 
 #[test]

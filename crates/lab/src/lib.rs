@@ -9,14 +9,21 @@
 //! - [`process`]: waiting until a started process is ready, stopping it, the processes below
 //!   it and the CPU it used;
 //! - [`log`]: the end of a started process's log, for error messages;
+//! - [`netns`]: hosts as network namespaces (a lab of them joined by a bridge);
+//! - [`run`]: commands run to completion (captured output, a limit, cut short, given up);
+//! - [`server`]: servers started and stopped (a guard, readiness, and one file per kind:
+//!   PostgreSQL, Redis, memcached, nginx, a JVM service);
 //! - [`schedule`]: the orders of rounds (alternating, seeded shuffles, Latin squares).
 
 pub mod log;
 pub mod machine;
 pub mod measure;
+pub mod netns;
 pub mod port;
 pub mod process;
+pub mod run;
 pub mod schedule;
+pub mod server;
 pub mod tool;
 pub mod user;
 

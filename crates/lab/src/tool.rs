@@ -7,6 +7,27 @@ use std::path::{Path, PathBuf};
 /// Where PostgreSQL's server programs live, one directory per major version.
 const POSTGRES_VERSIONS: &str = "/usr/lib/postgresql";
 
+/// A program that is not installed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{tool} is not installed: install the Debian package {package} (scripts/install-deps installs \
+     every package the tests and the proof harness use)"
+)]
+pub struct Missing {
+    /// The program.
+    pub tool: String,
+    /// The Debian package that has it.
+    pub package: String,
+}
+
+/// The path of `tool`, or an error naming the Debian package `package` that has it.
+pub fn require(tool: &str, package: &str) -> Result<PathBuf, Missing> {
+    find(tool).ok_or_else(|| Missing {
+        tool: tool.to_string(),
+        package: package.to_string(),
+    })
+}
+
 /// The path of the executable `tool`, or `None` when it is not installed.
 pub fn find(tool: &str) -> Option<PathBuf> {
     dirs()

@@ -7,16 +7,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use perfpilot_lab::server::Server;
+use perfpilot_lab::{run, tool};
 use perfpilot_sys::Fs;
 use perfpilot_sys::knob::{read_knob, write_knob};
 
 use crate::daemon::Daemon;
 use crate::install::{Tool, tool};
 use crate::options::CellName;
-use crate::procs::{self, Proc};
 use crate::record::DaemonReport;
-use crate::servers::{Ctx, Server, StartOptions};
+use crate::servers::{Ctx, Kind, StartOptions};
 use crate::settings::{NR_HUGEPAGES, SettingsGuard, THP_ENABLED};
+use crate::stop::{self, stopping};
 
 const NUMAD_PID: &str = "/var/run/numad.pid";
 const TUNED_PID: &str = "/run/tuned/tuned.pid";
@@ -52,10 +54,10 @@ impl Numad {
                 "numad is already running (pid {pid}, not started by the harness): stop it first"
             );
         }
-        let exe = procs::require_tool("numad", "numad")?;
+        let exe = tool::require("numad", "numad")?;
         let mut c = Command::new(&exe);
         c.args(["-i", "5"]);
-        procs::run("numad -i 5", c, dir, Duration::from_secs(30))?;
+        run::run("numad -i 5", c, dir, Duration::from_secs(30), &stopping)?;
         let end = Instant::now() + Duration::from_secs(10);
         while Instant::now() < end {
             if let Some(pid) = running_pid(NUMAD_PID) {
@@ -88,13 +90,13 @@ impl Drop for Numad {
 }
 
 /// tuned in the foreground without D-Bus (there is no systemd here); SIGTERM rolls it back.
-fn start_tuned(dir: &Path) -> Result<Proc> {
+fn start_tuned(dir: &Path) -> Result<Server> {
     if let Some(pid) = running_pid(TUNED_PID) {
         bail!("tuned is already running (pid {pid}, not started by the harness): stop it first");
     }
     let log = dir.join("tuned.log");
     let _ = std::fs::remove_file(&log);
-    let mut c = Command::new(procs::require_tool("tuned", "tuned")?);
+    let mut c = Command::new(tool::require("tuned", "tuned")?);
     c.args([
         "--no-dbus",
         "--no-socket",
@@ -103,10 +105,10 @@ fn start_tuned(dir: &Path) -> Result<Proc> {
         "--log",
     ])
     .arg(&log);
-    let mut p = Proc::spawn("tuned", c, &dir.join("tuned.out"))?;
+    let mut p = Server::spawn("tuned", c, &dir.join("tuned.out"))?;
     let end = Instant::now() + Duration::from_secs(60);
     while Instant::now() < end {
-        procs::check_stop()?;
+        stop::check_stop()?;
         p.check_alive()?;
         if std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -127,7 +129,7 @@ pub struct CellSetup {
     /// How the server is to be started.
     pub start: StartOptions,
     daemon: Option<Daemon>,
-    tuned: Option<Proc>,
+    tuned: Option<Server>,
     numad: Option<Numad>,
     // Declared last: dropped after the helpers have stopped.
     guard: SettingsGuard,
@@ -138,7 +140,7 @@ pub fn apply(
     cell: CellName,
     fs: &Fs,
     ctx: &Ctx,
-    server: &dyn Server,
+    server: &dyn Kind,
     dir: &Path,
 ) -> Result<CellSetup> {
     let guard = SettingsGuard::take(fs);

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
+use perfpilot_lab::server::Server;
 use serde_json::Value;
 
-use crate::procs::Proc;
 use crate::record::{ActionSummary, DaemonReport, GainCi, ShadowGain, WorkloadState};
 
 /// The whole configuration of the perfpilot cell.
@@ -26,7 +26,7 @@ const POLL: Duration = Duration::from_secs(3);
 
 /// A running daemon of the perfpilot cell.
 pub struct Daemon {
-    proc: Proc,
+    proc: Server,
     perfpilot: PathBuf,
     state_dir: PathBuf,
     started: Instant,
@@ -98,12 +98,12 @@ impl Daemon {
             .arg(&config)
             .arg("--state-dir")
             .arg(state_dir);
-        let mut proc = Proc::spawn("perfpilot daemon", c, &state_dir.join("daemon.log"))?;
+        let mut proc = Server::spawn("perfpilot daemon", c, &state_dir.join("daemon.log"))?;
         // Its first scan writes status.json; a daemon that dies at once says why in its log.
         let end = Instant::now() + Duration::from_secs(30);
         while Instant::now() < end && !state_dir.join("status.json").is_file() {
             proc.check_alive()?;
-            crate::procs::check_stop()?;
+            crate::stop::check_stop()?;
             std::thread::sleep(Duration::from_millis(100));
         }
         Ok(Daemon {

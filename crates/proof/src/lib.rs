@@ -13,7 +13,7 @@
 //! - [`schedule`]: the rounds and their orders; [`run`]: running the plan;
 //! - [`record`]: the JSON-lines results file (and the machine a proof ran on); [`summary`]: the tables; [`doc`]: docs/proofs.md;
 //! - [`install`]: apt-get for missing tools;
-//! - [`procs`]: the processes the harness starts, and Ctrl-C.
+//! - [`stop`]: the harness's Ctrl-C: a stop request every wait checks.
 
 pub mod cells;
 pub mod daemon;
@@ -21,10 +21,10 @@ pub mod doc;
 pub mod install;
 pub mod memload;
 pub mod options;
-pub mod procs;
 pub mod record;
 pub mod run;
 pub mod schedule;
 pub mod servers;
 pub mod settings;
+pub mod stop;
 pub mod summary;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use perfpilot_proof::options::{Cli, Command};
-use perfpilot_proof::{memload, procs, run};
+use perfpilot_proof::{memload, run, stop};
 
 /// Exit code after Ctrl-C or SIGTERM (what was measured is in the results file).
 const EXIT_INTERRUPTED: u8 = 130;
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
             // and restore every setting before the harness exits.
             match ctrlc::set_handler(|| {
                 eprintln!("proof: stopping: restoring settings and stopping processes");
-                procs::request_stop();
+                stop::request_stop();
             }) {
                 Ok(()) => run::run(a),
                 Err(e) => Err(anyhow::anyhow!("installing the Ctrl-C handler: {e}")),
@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(_) if procs::stopping() => {
+        Err(_) if stop::stopping() => {
             eprintln!("proof: interrupted; every setting was restored and every process stopped");
             ExitCode::from(EXIT_INTERRUPTED)
         }

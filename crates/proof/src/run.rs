@@ -12,12 +12,12 @@ use perfpilot_sys::Fs;
 use crate::cells::{self, CellSetup};
 use crate::install;
 use crate::options::{RunArgs, ServerName};
-use crate::procs;
 use crate::record::Machine;
 use crate::record::{self, CellRecord, Line, Outcome, RunHeader};
 use crate::schedule::{self, Step};
-use crate::servers::{self, Ctx, Load, Server, Warm};
+use crate::servers::{self, Ctx, Kind, Load, Warm};
 use crate::settings::ThpState;
+use crate::stop;
 use crate::summary;
 
 fn now() -> String {
@@ -125,7 +125,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     );
     eprintln!("proof: machine: {}", header.machine.describe());
 
-    let mut servers: HashMap<ServerName, Box<dyn Server>> =
+    let mut servers: HashMap<ServerName, Box<dyn Kind>> =
         a.servers.iter().map(|&s| (s, servers::server(s))).collect();
     if a.install {
         let mut tools: Vec<install::Tool> = servers.values().flat_map(|s| s.tools()).collect();
@@ -143,7 +143,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         )) {
             continue;
         }
-        if procs::stopping() {
+        if stop::stopping() {
             break;
         }
         eprintln!(
@@ -157,7 +157,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             continue;
         };
         let rec = run_cell(&a, &fs, &ctx, *step, server.as_mut(), &mut prepared);
-        if procs::stopping() {
+        if stop::stopping() {
             eprintln!(
                 "proof: interrupted: this cell is not recorded (resume with --resume {})",
                 out.display()
@@ -169,7 +169,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     let text = summarize_file(&out, a.write_doc.as_deref())?;
     println!("{text}");
-    procs::check_stop()
+    stop::check_stop()
 }
 
 fn describe(r: &CellRecord) -> String {
@@ -223,7 +223,7 @@ fn run_cell(
     fs: &Fs,
     ctx: &Ctx,
     step: Step,
-    server: &mut dyn Server,
+    server: &mut dyn Kind,
     prepared: &mut HashMap<ServerName, std::result::Result<(), String>>,
 ) -> CellRecord {
     let mut rec = CellRecord {
@@ -309,7 +309,7 @@ fn measure(
     a: &RunArgs,
     warmup: Duration,
     ctx: &Ctx,
-    server: &mut dyn Server,
+    server: &mut dyn Kind,
     process: &str,
     setup: &mut CellSetup,
 ) -> Result<Load> {
@@ -317,7 +317,7 @@ fn measure(
     setup.server_started(process);
     let loaded = (|| {
         server.prewarm(ctx, &mut run)?;
-        procs::sleep(a.settle)?;
+        stop::sleep(a.settle)?;
         // The warm-up, then on while the cell's daemon decides: the verdict is measured on a
         // loaded server, and the measured load starts after it.
         let deciding = || setup.daemon_deciding();
@@ -327,7 +327,7 @@ fn measure(
             more: &deciding,
         };
         server.warm(ctx, &mut run, &w)?;
-        procs::check_stop()?;
+        stop::check_stop()?;
         let load = server.load(ctx, &mut run, a.measure, true)?;
         run.proc.check_alive()?;
         Ok::<Load, anyhow::Error>(load)

@@ -154,14 +154,22 @@ impl Store {
         Ok(())
     }
 
-    /// Stores an action's verdict (its evidence, as JSON).
-    pub fn journal_set_verdict(&mut self, id: i64, verdict: &str) -> Result<()> {
+    /// Closes a trial: its verdict (the evidence, as JSON) and the state it ends in, in one
+    /// write, so that no reader sees a decided verdict on an action still in trial. Called once
+    /// the changes a revert undoes are undone: an action closed is never left applied.
+    pub fn journal_close(
+        &mut self,
+        id: i64,
+        verdict: &str,
+        state: ActionState,
+        note: &str,
+    ) -> Result<()> {
         self.conn
             .execute(
-                "UPDATE actions SET verdict = ?2, updated_ms = ?3 WHERE id = ?1",
-                params![id, verdict, perfpilot_sys::clock::now_ms()],
+                "UPDATE actions SET verdict = ?2, state = ?3, note = ?4, updated_ms = ?5 WHERE id = ?1",
+                params![id, verdict, state, note, perfpilot_sys::clock::now_ms()],
             )
-            .map_err(|e| self.sql(format!("storing the verdict of action {id}"), e))?;
+            .map_err(|e| self.sql(format!("storing the verdict of action {id} ({state})"), e))?;
         Ok(())
     }
 
@@ -312,6 +320,31 @@ mod tests {
                 format!("\"{}\"", state.as_str())
             );
         }
+    }
+
+    #[test]
+    fn a_closed_trial_shows_its_verdict_and_its_state_together_or_neither() {
+        let (_dir, mut store) = store();
+        let id = store
+            .journal_begin("sig", "app", "large_pages", "{}", "[]", "why")
+            .unwrap();
+        store
+            .journal_set_state(id, ActionState::Trial, "measuring")
+            .unwrap();
+        let open = store.action(id).unwrap().unwrap();
+        assert_eq!((open.state, open.verdict), (ActionState::Trial, None));
+        store
+            .journal_close(
+                id,
+                r#"{"decision":"keep"}"#,
+                ActionState::Kept,
+                "kept: x1.2",
+            )
+            .unwrap();
+        let closed = store.action(id).unwrap().unwrap();
+        assert_eq!(closed.state, ActionState::Kept);
+        assert_eq!(closed.verdict.as_deref(), Some(r#"{"decision":"keep"}"#));
+        assert_eq!(closed.note, "kept: x1.2");
     }
 
     #[test]

@@ -6,20 +6,19 @@
 //! exits with an error or outlives its timeout fails the trial with its output's tail (the
 //! run goes on); teardown and the knob guard run either way.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::ExitStatus;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use perfpilot_drive::{CpuUsage, LoadShape, Measurement};
 use perfpilot_store::TrialStatus;
 use serde::{Deserialize, Serialize};
 
-use crate::deploy::{self, KnobGuard};
+use crate::deploy::{self, Instance, KnobGuard, Role};
 use crate::error::{JobLogError, TrialError};
 use crate::layout::Layout;
-use crate::spec::{Config, LoadKind, Study, render, split_words};
+use crate::spec::{Config, LoadKind, Study, render};
 use crate::trial::{TrialContext, TrialDetail, TrialOutcome, objective_value};
 
 /// `Measurement::extra` key: the batch's elapsed seconds.
@@ -111,33 +110,25 @@ pub fn read_job_log(path: &Path, instance: usize) -> Result<Vec<BatchJob>, JobLo
 
 /// A running instance of the batch: killed with its process group when dropped early.
 struct Running {
-    index: usize,
-    child: Child,
-    log: PathBuf,
+    inst: Instance,
     status: Option<ExitStatus>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         if self.status.is_none() {
-            let _ = perfpilot_sys::signal::kill_group(self.child.id());
-            let _ = self.child.wait();
+            let _ = perfpilot_sys::signal::kill_group(self.inst.pid);
         }
-        let _ = std::fs::remove_file(&self.log);
     }
 }
 
 /// The last lines of an instance's output (stdout and stderr together).
 fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines = perfpilot_lab::log::tail(path, TAIL_LINES);
     if lines.is_empty() {
         return "; it printed nothing".into();
     }
-    format!(
-        "; its output ends: {}",
-        lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | ")
-    )
+    format!("; its output ends: {}", lines.join(" | "))
 }
 
 /// Runs one batch trial of `config` (`tconf`: the configuration with the scratch file
@@ -255,64 +246,24 @@ fn execute(
     Ok(m)
 }
 
-/// Starts the batch on every instance of `layout`, each in its own process group with its
-/// output in a log of its own; the command lines go to `detail`.
+/// Starts the batch on every instance of `layout` (ports from the deployment's base port); the
+/// command lines go to `detail`.
 fn start_instances(
     study: &Study,
     tconf: &Config,
     layout: &Layout,
     detail: &mut TrialDetail,
 ) -> Result<Vec<Running>, TrialError> {
-    let n = layout.instances.len();
-    let numactl = perfpilot_lab::tool::find("numactl").is_some();
-    let mut running: Vec<Running> = Vec::with_capacity(n);
-    for (i, il) in layout.instances.iter().enumerate() {
-        let port = study.deployment.base_port.saturating_add(i as u16);
-        let values = deploy::values_for(tconf, n, Some((il, port)));
-        let line = render(&study.deployment.command, &values);
-        let words = split_words(&line).map_err(|source| TrialError::Command { line, source })?;
-        let mut argv = deploy::wrapper(il, numactl, &mut detail.notes);
-        argv.extend(words);
-        // Unique per process and batch: trials of concurrent studies in one process (tests)
-        // must not share an output file.
-        static BATCHES: AtomicU64 = AtomicU64::new(0);
-        let log = std::env::temp_dir().join(format!(
-            "perfpilot-batch-{}-{}-{i}.log",
-            std::process::id(),
-            BATCHES.fetch_add(1, Ordering::Relaxed),
-        ));
-        let log_err = |verb| {
-            let path = log.clone();
-            move |source| TrialError::Log { verb, path, source }
-        };
-        let out = std::fs::File::create(&log).map_err(log_err("create"))?;
-        let err = out.try_clone().map_err(log_err("share"))?;
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .process_group(0);
-        for (k, v) in deploy::environment(study, tconf, &values) {
-            cmd.env(k, v);
-        }
-        if let Some(w) = &study.deployment.workdir {
-            cmd.current_dir(w);
-        }
-        let child = cmd.spawn().map_err(|source| TrialError::Start {
-            instance: i,
-            program: argv[0].clone(),
-            source,
-        })?;
-        detail.argv.push(argv);
-        running.push(Running {
-            index: i,
-            child,
-            log,
-            status: None,
-        });
-    }
-    Ok(running)
+    let ports: Vec<u16> = (0..layout.instances.len())
+        .map(|i| study.deployment.base_port.saturating_add(i as u16))
+        .collect();
+    let started =
+        deploy::start_instances(study, tconf, layout, &ports, Role::Batch, &mut detail.notes)?;
+    detail.argv.extend(started.iter().map(|i| i.argv.clone()));
+    Ok(started
+        .into_iter()
+        .map(|inst| Running { inst, status: None })
+        .collect())
 }
 
 /// Waits for every instance to exit, within `timeout` of `start`; an instance still running
@@ -326,7 +277,7 @@ fn wait_all(
     loop {
         for r in running.iter_mut() {
             if r.status.is_none()
-                && let Ok(Some(s)) = r.child.try_wait()
+                && let Some(s) = r.inst.server.exit_status()
             {
                 r.status = Some(s);
             }
@@ -341,7 +292,7 @@ fn wait_all(
             let late: Vec<String> = running
                 .iter()
                 .filter(|r| r.status.is_none())
-                .map(|r| format!("instance {}{}", r.index, tail(&r.log)))
+                .map(|r| format!("instance {}{}", r.inst.index, tail(&r.inst.log)))
                 .collect();
             return Err(TrialError::BatchTimeout {
                 timeout,
@@ -401,9 +352,9 @@ fn judge(
         .find(|r| r.status.is_some_and(|s| !s.success()))
     {
         return Err(TrialError::BatchExited {
-            instance: r.index,
+            instance: r.inst.index,
             status: r.status.map(|s| s.to_string()).unwrap_or_default(),
-            tail: tail(&r.log),
+            tail: tail(&r.inst.log),
             failed: failed_jobs,
         });
     }

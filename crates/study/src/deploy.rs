@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use perfpilot_fetch as fetch;
-use perfpilot_lab::process::{self, StopSignal};
+use perfpilot_lab::process::StopSignal;
+use perfpilot_lab::server::Server;
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
 use perfpilot_sys::failpoint::kill_point;
@@ -178,7 +179,8 @@ impl Drop for KnobGuard {
     }
 }
 
-/// One running instance.
+/// One running instance; dropping it stops it (SIGTERM, then SIGKILL after 5 s) and removes
+/// its log.
 #[derive(Debug)]
 pub struct Instance {
     /// Its number in the layout, from 0.
@@ -189,8 +191,98 @@ pub struct Instance {
     pub pid: u32,
     /// The command line as started (after the binding wrapper).
     pub argv: Vec<String>,
-    child: Child,
-    log: PathBuf,
+    /// The process.
+    pub server: Server,
+    /// Its output (stderr; a batch's stdout too).
+    pub log: PathBuf,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.server.stop();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// How a trial's instances run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Servers, stopped when the trial ends; their stdout is dropped.
+    Server,
+    /// A batch run to its end, each instance in its own process group (so that an early end
+    /// kills what it started) with its stdout logged too.
+    Batch,
+}
+
+/// Starts the deployment's command on every instance of `layout` (`ports[i]` for the i-th),
+/// behind its binding wrapper, with its environment, working directory and a log of its own;
+/// `notes` get what could not be bound. An instance that cannot start stops those before it.
+pub fn start_instances(
+    study: &Study,
+    config: &Config,
+    layout: &Layout,
+    ports: &[u16],
+    role: Role,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Instance>, TrialError> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::AtomicU64;
+    // Unique per process and call: trials of concurrent studies in one process (tests) must
+    // not share an output file.
+    static STARTS: AtomicU64 = AtomicU64::new(0);
+    let n = layout.instances.len();
+    let numactl = perfpilot_lab::tool::find("numactl").is_some();
+    let start = STARTS.fetch_add(1, Ordering::Relaxed);
+    let mut started: Vec<Instance> = Vec::with_capacity(n);
+    for (il, &port) in layout.instances.iter().zip(ports) {
+        let values = values_for(config, n, Some((il, port)));
+        let line = render(&study.deployment.command, &values);
+        let words = split_words(&line).map_err(|source| TrialError::Command { line, source })?;
+        let mut argv = wrapper(il, numactl, notes);
+        argv.extend(words);
+        let log = std::env::temp_dir().join(format!(
+            "perfpilot-study-{}-{start}-{}.log",
+            std::process::id(),
+            il.instance
+        ));
+        let log_err = |verb| {
+            let path = log.clone();
+            move |source| TrialError::Log { verb, path, source }
+        };
+        let err = std::fs::File::create(&log).map_err(log_err("create"))?;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).stdin(Stdio::null());
+        match role {
+            Role::Server => cmd.stdout(Stdio::null()),
+            Role::Batch => {
+                let out = err.try_clone().map_err(log_err("share"))?;
+                cmd.stdout(Stdio::from(out)).process_group(0)
+            }
+        };
+        cmd.stderr(Stdio::from(err));
+        for (k, v) in environment(study, config, &values) {
+            cmd.env(k, v);
+        }
+        if let Some(w) = &study.deployment.workdir {
+            cmd.current_dir(w);
+        }
+        let child = cmd.spawn().map_err(|source| TrialError::Start {
+            instance: il.instance,
+            program: argv[0].clone(),
+            source,
+        })?;
+        let name = format!("instance {}", il.instance);
+        started.push(Instance {
+            index: il.instance,
+            port,
+            pid: child.id(),
+            argv,
+            server: Server::adopt(&name, child)
+                .stopped_by(StopSignal::Terminate, Duration::from_secs(5)),
+            log,
+        });
+    }
+    Ok(started)
 }
 
 /// A trial's running deployment; dropping it stops the instances (SIGTERM, then SIGKILL after
@@ -210,7 +302,7 @@ impl Deployed {
     /// The first instance that has exited, with how.
     pub fn exited(&mut self) -> Option<String> {
         for inst in &mut self.instances {
-            if let Ok(Some(status)) = inst.child.try_wait() {
+            if let Some(status) = inst.server.exit_status() {
                 return Some(format!(
                     "instance {} (pid {}) exited ({status}){}",
                     inst.index,
@@ -225,14 +317,7 @@ impl Deployed {
     /// Stops the instances and runs the teardown commands; returns what went wrong.
     pub fn stop(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
-        for inst in &mut self.instances {
-            process::stop(
-                &mut inst.child,
-                StopSignal::Terminate,
-                Duration::from_secs(5),
-            );
-            let _ = std::fs::remove_file(&inst.log);
-        }
+        // Each stops and its log goes as it drops.
         self.instances.clear();
         for cmd in std::mem::take(&mut self.teardown) {
             let cmd = render(&cmd, &self.values);
@@ -364,7 +449,6 @@ pub fn deploy(
     mut notes: Vec<String>,
 ) -> Result<Deployed, TrialError> {
     let n = layout.instances.len();
-    let numactl = perfpilot_lab::tool::find("numactl").is_some();
     let mut dep = Deployed {
         instances: Vec::new(),
         notes: Vec::new(),
@@ -376,48 +460,7 @@ pub fn deploy(
         let cmd = render(cmd, &dep.values);
         shell(&cmd, dep.workdir.as_deref()).map_err(|source| TrialError::Setup { cmd, source })?;
     }
-    for (il, &port) in layout.instances.iter().zip(ports) {
-        let values = values_for(config, n, Some((il, port)));
-        let line = render(&study.deployment.command, &values);
-        let words = split_words(&line).map_err(|source| TrialError::Command { line, source })?;
-        let mut argv = wrapper(il, numactl, &mut notes);
-        argv.extend(words);
-        let log = std::env::temp_dir().join(format!(
-            "perfpilot-study-{}-{}-{}.log",
-            std::process::id(),
-            port,
-            il.instance
-        ));
-        let log_file = std::fs::File::create(&log).map_err(|source| TrialError::Log {
-            verb: "create",
-            path: log.clone(),
-            source,
-        })?;
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log_file));
-        for (k, v) in environment(study, config, &values) {
-            cmd.env(k, v);
-        }
-        if let Some(w) = &dep.workdir {
-            cmd.current_dir(w);
-        }
-        let child = cmd.spawn().map_err(|source| TrialError::Start {
-            instance: il.instance,
-            program: argv[0].clone(),
-            source,
-        })?;
-        dep.instances.push(Instance {
-            index: il.instance,
-            port,
-            pid: child.id(),
-            argv,
-            child,
-            log,
-        });
-    }
+    dep.instances = start_instances(study, config, layout, ports, Role::Server, &mut notes)?;
     // Readiness.
     let deadline = Instant::now() + study.deployment.ready_timeout;
     for i in 0..dep.instances.len() {

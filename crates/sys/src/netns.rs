@@ -1,7 +1,9 @@
-//! A network namespace joined to this one by a veth pair: a second "host" on the same
-//! machine for scale-out studies. Traffic stays between this host and the namespace it
-//! created (two private addresses on the pair); dropping the guard deletes the namespace and
-//! with it the pair. Built on `ip` (iproute2).
+//! Network namespaces through `ip` (iproute2): running `ip` ([`ip`]), the processes in a
+//! namespace ([`pids`]), and a namespace joined to this one by a veth pair ([`NetNs`]): a
+//! second "host" on the same machine for scale-out runs. Traffic stays between this host and
+//! the namespace it created (two private addresses on the pair); dropping the guard deletes
+//! the namespace and with it the pair. The hosts experiments and tests use are built on these
+//! in `perfpilot_lab::netns`.
 
 use std::process::Command;
 
@@ -20,7 +22,8 @@ pub struct NetNs {
     pub ns_addr: String,
 }
 
-fn ip(args: &[&str]) -> Result<()> {
+/// Runs `ip ARGS…`; an error quotes the command and what `ip` said.
+pub fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new("ip")
         .args(args)
         .output()
@@ -42,6 +45,26 @@ fn ip(args: &[&str]) -> Result<()> {
             source: std::io::Error::other("ip failed"),
         })
     }
+}
+
+/// The processes in namespace `name` (`ip netns pids`; none when it cannot be read).
+pub fn pids(name: &str) -> Vec<u32> {
+    Command::new("ip")
+        .args(["netns", "pids", name])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The words that run a command inside namespace `name`: `ip netns exec NAME`.
+pub fn exec_prefix(name: &str) -> Vec<String> {
+    ["ip", "netns", "exec", name].map(String::from).to_vec()
 }
 
 impl NetNs {
@@ -95,12 +118,7 @@ impl NetNs {
 
     /// The words that run a command inside the namespace: `ip netns exec NAME`.
     pub fn exec_prefix(&self) -> Vec<String> {
-        vec![
-            "ip".into(),
-            "netns".into(),
-            "exec".into(),
-            self.name.clone(),
-        ]
+        exec_prefix(&self.name)
     }
 }
 

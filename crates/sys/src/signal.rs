@@ -18,6 +18,12 @@ pub fn interrupt(pid: u32) -> Result<()> {
     send(pid, libc::SIGINT)
 }
 
+/// Sends SIGKILL to `pid` (a process that must go at once, such as one left in a namespace
+/// about to be deleted).
+pub fn kill(pid: u32) -> Result<()> {
+    send(pid, libc::SIGKILL)
+}
+
 fn send(pid: u32, signal: i32) -> Result<()> {
     let target = format!("pid {pid}");
     let raw = i32::try_from(pid)

@@ -3,20 +3,23 @@
 //! Each `start_*` function starts a real server (installed by `scripts/install-deps`) on a free
 //! loopback port with its files in a temporary directory, waits until it listens, and returns a
 //! [`ServerProcess`] guard that stops the server and removes the directory on drop, also when
-//! the test panics. A missing binary fails the test with an install hint.
+//! the test panics. A missing binary fails the test with an install hint. How each kind is
+//! started is `perfpilot_lab::server`'s (the study, capacity and proof runs start theirs the
+//! same way); this crate adds throw-away directories and ports, and panics instead of errors.
 
 // Test helpers: a failure to set up is a test failure, so panicking is the right answer here.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-pub mod netns;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use perfpilot_lab::process::{self, NotReady, StopSignal};
+use perfpilot_lab::server::postgres::{self, LocalAuth};
+use perfpilot_lab::server::{self as lab_server, Server, ServerError, memcached, nginx, redis};
 
 /// How long a server may take to start listening.
 const START_LIMIT: Duration = Duration::from_secs(30);
@@ -38,20 +41,6 @@ pub fn wait_for_port(port: u16, child: &mut Child, what: &str) {
         Ok(()) => {}
         Err(NotReady::Exited(status)) => panic!("{what} exited before listening: {status}"),
         Err(_) => panic!("{what} did not listen on 127.0.0.1:{port} within {START_LIMIT:?}"),
-    }
-}
-
-/// Waits until the Unix socket `path` exists; panics if `child` exits first or after 30 s.
-pub fn wait_for_path(path: &Path, child: &mut Child, what: &str) {
-    match process::wait_ready(child, START_LIMIT, || path.exists(), &|| false) {
-        Ok(()) => {}
-        Err(NotReady::Exited(status)) => {
-            panic!("{what} exited before creating {}: {status}", path.display())
-        }
-        Err(_) => panic!(
-            "{what} did not create {} within {START_LIMIT:?}",
-            path.display()
-        ),
     }
 }
 
@@ -95,69 +84,73 @@ impl Drop for TempDir {
     }
 }
 
-/// A spawned server process, stopped (SIGTERM, then SIGKILL after 5 s) and reaped on drop,
-/// also when a test panics; its temporary directory goes with it.
+/// A started server, stopped (SIGTERM, then SIGKILL after 5 s) and reaped on drop, also when
+/// a test panics; its temporary directory goes with it.
 pub struct ServerProcess {
     /// The server process (the server itself, not a wrapper, so signals reach it).
-    pub child: Child,
+    pub server: Server,
     /// The loopback TCP port it listens on.
     pub port: u16,
     /// Its Unix socket, for servers started with one.
     pub socket: Option<PathBuf>,
-    /// Its temporary directory (configuration, data, sockets).
+    /// Its temporary directory (configuration, data, sockets, `server.log`).
     pub dir: TempDir,
 }
 
 impl ServerProcess {
     /// The server's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.server.pid()
     }
 }
 
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        // SIGTERM first so servers such as PostgreSQL shut down cleanly, then SIGKILL.
-        process::stop(
-            &mut self.child,
-            StopSignal::Terminate,
-            Duration::from_secs(5),
-        );
+/// Panics with a lab error's message (a test's set-up failed).
+fn fail<T>(what: &str) -> impl FnOnce(ServerError) -> T + '_ {
+    move |e| panic!("{what}: {e}")
+}
+
+/// Starts `cmd` as `name` with its output in `DIR/server.log`, and waits until it listens on
+/// 127.0.0.1:`port` (and creates `socket`, when given); panics with the end of its log when it
+/// exits first or is not ready within 30 s.
+pub fn serve(
+    name: &str,
+    cmd: Command,
+    dir: TempDir,
+    port: u16,
+    socket: Option<PathBuf>,
+) -> ServerProcess {
+    let log = dir.0.join("server.log");
+    let mut server = Server::spawn(name, cmd, &log)
+        .unwrap_or_else(fail(name))
+        .stopped_by(StopSignal::Terminate, Duration::from_secs(5));
+    server
+        .wait_port("127.0.0.1", port, START_LIMIT, &|| false)
+        .unwrap_or_else(fail(name));
+    if let Some(path) = &socket {
+        server
+            .wait_path(path, START_LIMIT, &|| false)
+            .unwrap_or_else(fail(name));
+    }
+    ServerProcess {
+        server,
+        port,
+        socket,
+        dir,
     }
 }
 
 /// nginx on a free loopback port with a temporary config: `/` → 200 "ok", `/missing` → 404,
 /// and `/nginx_status` → the `stub_status` page.
 pub fn start_nginx() -> ServerProcess {
-    let nginx = require("nginx");
+    require("nginx");
     let dir = TempDir::new("nginx");
     let port = free_port();
-    let d = dir.0.display();
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 1024; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n  uwsgi_temp_path {d}; scgi_temp_path {d};\n  keepalive_requests 1000000;\n\
-           server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} location /missing {{ return 404; }}\n\
-             location = /nginx_status {{ stub_status; }} }}\n}}\n"
+    let mut conf = nginx::Conf::new(&dir.0);
+    conf.http = format!(
+        "  server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} location /missing {{ return 404; }}\n    location = /nginx_status {{ stub_status; }} }}\n"
     );
-    let conf_path = dir.0.join("nginx.conf");
-    std::fs::write(&conf_path, conf).expect("write nginx.conf");
-    let mut child = Command::new(nginx)
-        .arg("-c")
-        .arg(&conf_path)
-        .arg("-p")
-        .arg(&dir.0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nginx");
-    wait_for_port(port, &mut child, "nginx");
-    ServerProcess {
-        child,
-        port,
-        socket: None,
-        dir,
-    }
+    let cmd = conf.command().unwrap_or_else(fail("nginx"));
+    serve("nginx", cmd, dir, port, None)
 }
 
 /// redis-server on a free loopback port and a Unix socket (`redis.sock` in its directory),
@@ -172,74 +165,28 @@ pub fn start_redis_with_password(password: &str) -> ServerProcess {
 }
 
 fn redis_with(extra: &[&str]) -> ServerProcess {
-    let redis = require("redis-server");
+    require("redis-server");
     let dir = TempDir::new("redis");
     let port = free_port();
     let socket = dir.0.join("redis.sock");
-    let mut child = Command::new(redis)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--unixsocketperm",
-            "700",
-        ])
-        .arg("--unixsocket")
+    let mut cmd = redis::command(port, &dir.0).unwrap_or_else(fail("redis-server"));
+    cmd.args(["--unixsocketperm", "700", "--unixsocket"])
         .arg(&socket)
-        .arg("--dir")
-        .arg(&dir.0)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    wait_for_port(port, &mut child, "redis-server");
-    wait_for_path(&socket, &mut child, "redis-server");
-    ServerProcess {
-        child,
-        port,
-        socket: Some(socket),
-        dir,
-    }
+        .args(extra);
+    serve("redis-server", cmd, dir, port, Some(socket))
 }
 
 /// memcached on a free loopback port (64 MiB, as user `nobody` when started as root, since
 /// memcached refuses to keep root).
 pub fn start_memcached() -> ServerProcess {
-    let memcached = require("memcached");
+    require("memcached");
     let dir = TempDir::new("memcached");
     let port = free_port();
-    let mut c = Command::new(memcached);
-    c.args([
-        "-l",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-U",
-        "0",
-        "-m",
-        "64",
-    ]);
+    let mut cmd = memcached::command(port, 64).unwrap_or_else(fail("memcached"));
     if is_root() {
-        c.args(["-u", "nobody"]);
+        cmd.args(["-u", "nobody"]);
     }
-    let mut child = c
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start memcached");
-    wait_for_port(port, &mut child, "memcached");
-    ServerProcess {
-        child,
-        port,
-        socket: None,
-        dir,
-    }
+    serve("memcached", cmd, dir, port, None)
 }
 
 /// A binary of this workspace next to the running test's own (cargo test --workspace builds
@@ -275,24 +222,6 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// The uid (`flag` = `-u`) or gid (`-g`) of the OS user `user`.
-pub fn id_of(flag: &str, user: &str) -> u32 {
-    let (uid, gid) = perfpilot_lab::user::ids(user)
-        .unwrap_or_else(|| panic!("the OS user {user} does not exist"));
-    if flag == "-g" { gid } else { uid }
-}
-
-/// Runs a PostgreSQL binary, as the `postgres` user when we are root (initdb refuses root).
-/// The process is the server itself (no runuser in between), so the guard signals it directly.
-fn pg_command(bin: &Path) -> Command {
-    use std::os::unix::process::CommandExt;
-    let mut c = Command::new(bin);
-    if is_root() {
-        c.gid(id_of("-g", "postgres")).uid(id_of("-u", "postgres"));
-    }
-    c
-}
-
 /// A throw-away PostgreSQL 15 cluster (initdb into a temp dir) on a free loopback port, with
 /// its Unix socket (`.s.PGSQL.<port>`) in that dir. TCP connections are trusted as any user;
 /// Unix-socket connections use peer authentication (the OS user must match the role).
@@ -302,85 +231,31 @@ pub fn start_postgres() -> ServerProcess {
 
 /// As [`start_postgres`], with server settings (`("shared_buffers", "1GB")`) given as `-c`.
 pub fn start_postgres_with(settings: &[(&str, &str)]) -> ServerProcess {
-    let initdb = require("initdb");
-    let postgres = initdb.with_file_name("postgres");
+    require("initdb");
     let dir = TempDir::new("pg");
     if is_root() {
-        let ok = Command::new("chown")
-            .args(["postgres:postgres"])
-            .arg(&dir.0)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(ok, "cannot chown the temp dir to the postgres user");
+        lab_server::chown(&dir.0, postgres::USER).unwrap_or_else(fail("postgres"));
     }
     let data = dir.0.join("data");
-    let out = pg_command(&initdb)
-        .arg("-D")
-        .arg(&data)
-        .args([
-            "--auth-host=trust",
-            "--auth-local=peer",
-            "-U",
-            "postgres",
-            "--no-sync",
-        ])
-        .output()
-        .expect("run initdb");
-    assert!(
-        out.status.success(),
-        "initdb failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let initdb = postgres::initdb(&data, LocalAuth::Peer).unwrap_or_else(fail("initdb"));
+    perfpilot_lab::run::quick("initdb", initdb).unwrap_or_else(|e| panic!("initdb failed: {e}"));
     let port = free_port();
-    let mut child = pg_command(&postgres)
-        .arg("-D")
-        .arg(&data)
-        .arg("-k")
-        .arg(&dir.0)
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-c",
-            "fsync=off",
-        ])
-        .args(
-            settings
-                .iter()
-                .flat_map(|(k, v)| ["-c".to_string(), format!("{k}={v}")]),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start postgres");
-    wait_for_port(port, &mut child, "postgres");
-    let socket = dir.0.join(format!(".s.PGSQL.{port}"));
-    wait_for_path(&socket, &mut child, "postgres");
-    // The sockets open before recovery ends ("the database system is starting up").
-    let ready = std::fs::canonicalize(&initdb)
-        .unwrap_or_else(|_| initdb.clone())
-        .with_file_name("pg_isready");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !Command::new(&ready)
-        .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "postgres did not accept connections within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    ServerProcess {
-        child,
+    let all: Vec<(String, String)> = std::iter::once(("fsync", "off"))
+        .chain(settings.iter().copied())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let listen = postgres::Listen {
         port,
-        socket: Some(socket),
-        dir,
-    }
+        addresses: &["127.0.0.1".to_string()],
+        sockets: &dir.0,
+    };
+    let mut cmd = postgres::server(&data, &listen, &all).unwrap_or_else(fail("postgres"));
+    lab_server::as_user_if_root(&mut cmd, postgres::USER).unwrap_or_else(fail("postgres"));
+    let socket = postgres::socket(&dir.0, port);
+    let mut pg = serve("postgres", cmd, dir, port, Some(socket));
+    postgres::wait_ready(&mut pg.server, port, Duration::from_secs(60), &|| false)
+        .unwrap_or_else(fail("postgres"));
+    pg
 }
 
 /// A throw-away MariaDB server (`mariadb-install-db` into a temp dir) on a free loopback port
@@ -438,8 +313,8 @@ pub fn start_mariadb() -> ServerProcess {
     );
     let port = free_port();
     let d = &dir.0;
-    let mut child = Command::new(mariadbd)
-        .arg("--no-defaults")
+    let mut cmd = Command::new(mariadbd);
+    cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
         .arg(format!("--socket={}", socket.display()))
         .arg(format!("--pid-file={}", d.join("mariadbd.pid").display()))
@@ -448,17 +323,6 @@ pub fn start_mariadb() -> ServerProcess {
         .arg(&tmp_flag)
         .args(user_flag)
         .args(["--bind-address=127.0.0.1", "--skip-name-resolve"])
-        .args(small)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start mariadbd");
-    wait_for_path(&socket, &mut child, "mariadbd");
-    wait_for_port(port, &mut child, "mariadbd");
-    ServerProcess {
-        child,
-        port,
-        socket: Some(socket),
-        dir,
-    }
+        .args(small);
+    serve("mariadbd", cmd, dir, port, Some(socket))
 }

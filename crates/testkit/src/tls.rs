@@ -2,11 +2,13 @@
 //! HTTP/2 offered by ALPN, HTTPS with HTTP/1.1 only, and HTTP/2 over plain TCP (h2c).
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use perfpilot_lab::server::nginx;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
-use crate::{ServerProcess, TempDir, free_port, require, wait_for_port};
+use crate::{ServerProcess, TempDir, free_port, require, serve};
 
 /// PEM files of a test CA and a server certificate it signed for `localhost` and 127.0.0.1.
 pub struct TestCerts {
@@ -56,43 +58,29 @@ pub struct NginxTls {
 
 /// Starts nginx serving TLS on three loopback ports.
 pub fn start_nginx_tls() -> NginxTls {
-    let nginx = require("nginx");
+    require("nginx");
     let dir = TempDir::new("nginx-tls");
     let certs = make_certs(&dir.0);
     let (https_port, h1_port, h2c_port) = (free_port(), free_port(), free_port());
-    let d = dir.0.display();
     let (c, k) = (certs.cert.display(), certs.key.display());
     let ok = "location / { return 200 \"ok\\n\"; }";
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 1024; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n  uwsgi_temp_path {d}; scgi_temp_path {d};\n  keepalive_requests 1000000;\n\
-           ssl_certificate {c}; ssl_certificate_key {k};\n\
+    let mut conf = nginx::Conf::new(&dir.0);
+    conf.http = format!(
+        "  ssl_certificate {c}; ssl_certificate_key {k};\n\
            server {{ listen 127.0.0.1:{https_port} ssl http2; {ok} }}\n\
            server {{ listen 127.0.0.1:{h1_port} ssl; {ok} }}\n\
-           server {{ listen 127.0.0.1:{h2c_port} http2; {ok} }}\n}}\n"
+           server {{ listen 127.0.0.1:{h2c_port} http2; {ok} }}\n"
     );
-    let conf_path = dir.0.join("nginx.conf");
-    std::fs::write(&conf_path, conf).expect("write nginx.conf");
-    let mut child = Command::new(nginx)
-        .arg("-c")
-        .arg(&conf_path)
-        .arg("-p")
-        .arg(&dir.0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nginx");
-    for p in [https_port, h1_port, h2c_port] {
-        wait_for_port(p, &mut child, "nginx (TLS)");
+    let cmd = conf.command().expect("write nginx.conf");
+    let mut server = serve("nginx (TLS)", cmd, dir, https_port, None);
+    for p in [h1_port, h2c_port] {
+        server
+            .server
+            .wait_port("127.0.0.1", p, Duration::from_secs(30), &|| false)
+            .expect("nginx (TLS) listens on every port");
     }
     NginxTls {
-        server: ServerProcess {
-            child,
-            port: https_port,
-            socket: None,
-            dir,
-        },
+        server,
         https_port,
         h1_port,
         h2c_port,

@@ -138,12 +138,12 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 /// A lab of `hosts` network-namespace hosts, or `None` (the test is skipped, and says why) where
 /// namespaces cannot be made (not root, no iproute2).
-pub fn lab_or_skip(hosts: usize) -> Option<perfpilot_testkit::netns::NetLab> {
-    if let Some(why) = perfpilot_testkit::netns::unavailable() {
+pub fn lab_or_skip(hosts: usize) -> Option<perfpilot_lab::netns::NetLab> {
+    if let Some(why) = perfpilot_lab::netns::unavailable() {
         println!("skipped: {why}");
         return None;
     }
-    Some(perfpilot_testkit::netns::NetLab::new(hosts).expect("create the namespace lab"))
+    Some(perfpilot_lab::netns::NetLab::new(hosts).expect("create the namespace lab"))
 }
 
 /// A finished command's status, standard output and standard error, for assertion messages.

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use perfpilot_testkit::netns::{NetLab, NsProcess, wait_in};
+use perfpilot_lab::netns::{NetLab, NsProcess, wait_in};
 
 /// The port sshd listens on.
 pub const SSH_PORT: u16 = 2222;

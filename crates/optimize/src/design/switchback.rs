@@ -162,6 +162,18 @@ impl Pair {
         let d = (a / b).ln();
         Some(if hib { d } else { -d })
     }
+
+    /// Whether the rest of the machine's move (`busier_on`: it used more with the change on)
+    /// could have made this pair's difference: only when the busier period is the one whose
+    /// signal was worse. A rest that rose with the better signal is most often the workload's
+    /// own clients and the kernel serving them, which follow its rate; contention there only
+    /// shrinks the difference, and a load step lands in either state with the order's coin.
+    fn contention_explains(&self, busier_on: bool, hib: bool) -> bool {
+        match self.difference(hib) {
+            Some(d) => (d < 0.0) == busier_on,
+            None => true,
+        }
+    }
 }
 
 /// A running switchback trial.
@@ -272,7 +284,8 @@ impl Switchback {
             &pair.rest_on,
             self.cpus,
             self.looks.rest_share,
-        ) {
+        ) && pair.contention_explains(after > before, self.hib)
+        {
             self.dropped_pairs += 1;
             return Step::Note(format!(
                 "a pair of periods dropped: the rest of the machine used {before:.2} cores with the change off and {after:.2} with it on"

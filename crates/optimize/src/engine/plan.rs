@@ -22,22 +22,6 @@ const PRIOR_FLOOR_SD: f64 = 0.03;
 /// Pairs of periods before a switchback trial's first look.
 const PAIRS_MIN: usize = 3;
 
-/// Seconds a collapse of one GiB is allowed in a switchback period: twice the CPU it took on the
-/// 2-CPU VM (docs/optimizer.md, "Huge pages split back"), for a machine with other work on it;
-/// the period drops the windows it spans.
-const COLLAPSE_S_PER_GIB: f64 = 4.0;
-
-/// Bytes the collapse steps of a change cover.
-fn collapse_bytes(changes: &[Change]) -> u64 {
-    changes
-        .iter()
-        .map(|c| match c {
-            Change::Collapse { ranges, .. } => ranges.iter().map(|r| r.1).sum(),
-            _ => 0,
-        })
-        .sum()
-}
-
 /// What a proposal's trial is designed as.
 pub(super) struct Planned {
     pub(super) kind: DesignKind,
@@ -87,16 +71,13 @@ impl Engine {
         steady: &[f64],
     ) -> Planned {
         let window_s = self.window_s(&w.signature);
-        // Huge pages collapsed again take the collapse's time and a window to show (a server's
-        // page tables refilled), and a read-ahead change reaches only the reads issued after
-        // it; a thread's new mask takes hold at once.
+        // A switch of huge pages (a collapse or a split) runs inside the scan, so the one
+        // window that spans it is dropped, however long it took; a read-ahead change reaches
+        // only the reads issued after it; a thread's new mask takes hold at once.
         let settle_s = match kind {
-            StrategyKind::LargePages => self
-                .tun
-                .switch_settle_s
-                .max(window_s)
-                .max(collapse_bytes(changes) as f64 / (1u64 << 30) as f64 * COLLAPSE_S_PER_GIB),
-            StrategyKind::ReadAhead => self.tun.switch_settle_s.max(window_s),
+            StrategyKind::LargePages | StrategyKind::ReadAhead => {
+                self.tun.switch_settle_s.max(window_s)
+            }
             StrategyKind::CacheAffinity | StrategyKind::MemoryAffinity => self.tun.switch_settle_s,
         };
         let limits = PeriodLimits {

@@ -229,10 +229,9 @@ impl Engine {
         crate::counters::COUNTERS.trial_ended(ending.label());
         if t.signal.is_none() && ending.judged() {
             let v = serde_json::json!({ "action": t.id, "decision": "unverified", "why": "no usable signal; applied because allow_unverified is on" });
-            self.store.journal_set_verdict(t.id, &v.to_string())?;
             kill_point("engine.verdict.kept");
             self.store
-                .journal_set_state(t.id, ActionState::Kept, "unverified")?;
+                .journal_close(t.id, &v.to_string(), ActionState::Kept, "unverified")?;
             info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept without verification: {}", t.reason);
             self.actions.held.push(Held {
                 id: t.id,
@@ -247,7 +246,7 @@ impl Engine {
             return self.abandon(t, &ending.to_string());
         }
         let verdict = judge(&t, &ending, self.tun.confidence, self.tun.min_effect);
-        self.store.journal_set_verdict(t.id, &json(&verdict))?;
+        let evidence = json(&verdict);
         let why = verdict.why;
         let manual = self.policy.manual.contains_key(&t.signature);
         match verdict.decision {
@@ -258,7 +257,7 @@ impl Engine {
                 info!(action = t.id, workload = %t.name, strategy = %t.strategy, "kept: {why} [{}]", t.reason);
                 kill_point("engine.verdict.kept");
                 self.store
-                    .journal_set_state(t.id, ActionState::Kept, &why)?;
+                    .journal_close(t.id, &evidence, ActionState::Kept, &why)?;
                 let watch = self.watch_after(&t, verdict.design);
                 self.actions.held.push(Held {
                     id: t.id,
@@ -271,7 +270,7 @@ impl Engine {
             _ if manual => {
                 info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{why}");
                 self.store
-                    .journal_set_state(t.id, ActionState::Manual, &why)?;
+                    .journal_close(t.id, &evidence, ActionState::Manual, &why)?;
             }
             _ => {
                 // A switchback trial that ended off has nothing left on.
@@ -298,7 +297,7 @@ impl Engine {
                 };
                 info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{what}: {why}; {undone}");
                 self.store
-                    .journal_set_state(t.id, state, &format!("{what}: {why}"))?;
+                    .journal_close(t.id, &evidence, state, &format!("{what}: {why}"))?;
                 self.store.backoff_set(
                     &t.signature,
                     t.strategy.as_str(),
@@ -337,7 +336,6 @@ impl Engine {
     /// strategy, no back-off.
     fn abandon(&mut self, mut t: Trial, why: &str) -> Result<(), EngineError> {
         let v = serde_json::json!({ "action": t.id, "decision": "abandoned", "why": why });
-        self.store.journal_set_verdict(t.id, &v.to_string())?;
         let lines = journal::undo_all(&self.fs, &t.doc.members, &t.undo);
         kill_point("engine.verdict.undone");
         t.on = false;
@@ -347,7 +345,7 @@ impl Engine {
             ActionState::Reverted
         };
         info!(action = t.id, workload = %t.name, strategy = %t.strategy, "{why}; {}", lines.join("; "));
-        self.store.journal_set_state(t.id, state, why)?;
+        self.store.journal_close(t.id, &v.to_string(), state, why)?;
         Ok(())
     }
 }

@@ -7,10 +7,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use perfpilot_lab::run;
+use perfpilot_lab::server::{self, Server, jvm};
 
-use super::{Ctx, Load, Running, Server, StartOptions, args, drive, limit_for, secs};
+use super::{Ctx, Kind, Load, Running, StartOptions, args, drive, limit_for, secs};
 use crate::install::{Tool, tool};
-use crate::procs::{self, Proc};
+use crate::stop::stopping;
 
 /// The source, found from the repository root (the harness runs from it) or next to the crate.
 fn source() -> Result<PathBuf> {
@@ -28,7 +30,7 @@ fn source() -> Result<PathBuf> {
 #[derive(Default)]
 pub struct Jvm;
 
-impl Server for Jvm {
+impl Kind for Jvm {
     fn tools(&self) -> Vec<Tool> {
         vec![
             tool("javac", "openjdk-17-jdk-headless"),
@@ -39,11 +41,12 @@ impl Server for Jvm {
 
     fn prepare(&mut self, ctx: &Ctx) -> Result<()> {
         let dir = ctx.dir("jvm")?;
-        let classes = dir.join("classes");
-        std::fs::create_dir_all(&classes)?;
-        let mut c = Command::new(procs::require_tool("javac", "openjdk-17-jdk-headless")?);
-        c.arg("-d").arg(&classes).arg(source()?);
-        procs::run("javac", c, &dir, Duration::from_secs(300))?;
+        jvm::compile(
+            &source()?,
+            &dir.join("classes"),
+            Duration::from_secs(300),
+            &stopping,
+        )?;
         // Random keys: wrk sends the same URL unless a script varies it.
         let keys = ctx.sizes.jvm_table_mib * 1024 * 1024 / 8;
         std::fs::write(
@@ -56,21 +59,16 @@ impl Server for Jvm {
         // The JVM runs as nobody: it must read its classes (the work directory is 0755).
         let mut p = Command::new("chmod");
         p.args(["-R", "a+rX"]).arg(&dir);
-        procs::run("chmod", p, &dir, Duration::from_secs(60))?;
+        run::run("chmod", p, &dir, Duration::from_secs(60), &stopping)?;
         Ok(())
     }
 
     fn start(&mut self, ctx: &Ctx, _opts: StartOptions) -> Result<Running> {
         let dir = ctx.dir("jvm")?;
         let port = perfpilot_lab::port::free_port()?;
-        let heap = format!("-Xmx{}m", ctx.sizes.jvm_table_mib + 1024);
-        let mut c = Command::new(procs::require_tool("java", "openjdk-17-jdk-headless")?);
-        procs::as_user(&mut c, Some("nobody"))?;
-        c.arg(&heap)
-            .arg(heap.replace("-Xmx", "-Xms"))
-            .arg("-cp")
-            .arg(dir.join("classes"))
-            .arg("Jvmcache");
+        let heap_mib = ctx.sizes.jvm_table_mib + 1024;
+        let mut c = jvm::command(&dir.join("classes"), "Jvmcache", heap_mib)?;
+        server::as_user(&mut c, "nobody")?;
         c.args([
             "--port",
             &port.to_string(),
@@ -79,9 +77,9 @@ impl Server for Jvm {
             "--threads",
             "4",
         ]);
-        let mut proc = Proc::spawn("jvmcache", c, &dir.join("server.log"))?;
+        let mut proc = Server::spawn("jvmcache", c, &dir.join("server.log"))?;
         // The port opens once the table is full.
-        proc.wait_port(port, Duration::from_secs(300))?;
+        proc.wait_port("127.0.0.1", port, Duration::from_secs(300), &stopping)?;
         Ok(Running { proc, port })
     }
 

@@ -6,10 +6,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Result;
+use perfpilot_lab::run;
+use perfpilot_lab::server::{self, Server};
 
-use super::{Ctx, Load, Running, Server, StartOptions, limit_for, read_measurement, secs};
+use super::{Ctx, Kind, Load, Running, StartOptions, limit_for, read_measurement, secs};
 use crate::install::{Tool, tool};
-use crate::procs::{self, Proc};
+use crate::stop::stopping;
 
 /// memcached under the built-in load.
 pub struct Memcached;
@@ -29,7 +31,7 @@ impl Memcached {
     }
 }
 
-impl Server for Memcached {
+impl Kind for Memcached {
     fn tools(&self) -> Vec<Tool> {
         vec![tool("memcached", "memcached")]
     }
@@ -44,27 +46,21 @@ impl Server for Memcached {
         // Room for every item with its header and slab slack, and some to spare.
         let item = ctx.sizes.memcached_value as u64 + 100;
         let mb = (ctx.sizes.memcached_keys * item * 13 / 10 / (1024 * 1024)).max(64);
-        let mut c = Command::new(procs::require_tool("memcached", "memcached")?);
-        procs::as_user(&mut c, Some("memcache"))?;
-        c.args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-t",
-            "2",
-            "-c",
-            "1024",
-        ])
-        .args(["-m", &mb.to_string()]);
-        let mut proc = Proc::spawn("memcached", c, &dir.join("server.log"))?;
-        proc.wait_port(port, Duration::from_secs(30))?;
+        let mut c = perfpilot_lab::server::memcached::command(port, mb)?;
+        c.args(["-t", "2", "-c", "1024"]);
+        server::as_user(&mut c, "memcache")?;
+        let mut proc = Server::spawn("memcached", c, &dir.join("server.log"))?;
+        proc.wait_port("127.0.0.1", port, Duration::from_secs(30), &stopping)?;
         let run = Running { proc, port };
         let mut fill = self.load_command(ctx, &run);
         fill.arg("--populate");
-        procs::run("memcached populate", fill, &dir, Duration::from_secs(1800))?;
+        run::run(
+            "memcached populate",
+            fill,
+            &dir,
+            Duration::from_secs(1800),
+            &stopping,
+        )?;
         Ok(run)
     }
 
@@ -75,7 +71,7 @@ impl Server for Memcached {
         c.args(["--duration", &format!("{}s", secs(d))])
             .arg("--json")
             .arg(&json);
-        procs::run("memcached load", c, &dir, limit_for(d))?;
+        run::run("memcached load", c, &dir, limit_for(d), &stopping)?;
         Ok(Load::of(&read_measurement(&json)?, "ops/s"))
     }
 }

@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfpilot_drive::Measurement;
+use perfpilot_lab::run::{self, Cut};
+use perfpilot_lab::server::Server;
 
 use crate::install::Tool;
 use crate::options::{ServerName, Sizes};
-use crate::procs::{self, Cut, Proc};
+use crate::stop::{self, stopping};
 
 /// What every server needs from the run.
 pub struct Ctx {
@@ -50,7 +52,7 @@ pub struct StartOptions {
 /// A started server.
 pub struct Running {
     /// The server process (stopped when dropped).
-    pub proc: Proc,
+    pub proc: Server,
     /// Its loopback port.
     pub port: u16,
 }
@@ -81,7 +83,7 @@ impl Load {
 }
 
 /// One kind of server.
-pub trait Server {
+pub trait Kind {
     /// The executables it needs (server, client, load tool).
     fn tools(&self) -> Vec<Tool>;
     /// Prepares its data once (reused while the work directory is).
@@ -103,7 +105,7 @@ pub trait Server {
             self.load(ctx, run, w.min, false)?;
         }
         while start.elapsed() < w.max && (w.more)() {
-            procs::check_stop()?;
+            stop::check_stop()?;
             self.load(ctx, run, Duration::from_secs(20), false)?;
         }
         Ok(())
@@ -131,7 +133,7 @@ pub struct Warm<'a> {
 }
 
 /// The server of `name`.
-pub fn server(name: ServerName) -> Box<dyn Server> {
+pub fn server(name: ServerName) -> Box<dyn Kind> {
     match name {
         ServerName::Postgres => Box::new(postgres::Postgres { read_write: false }),
         ServerName::PostgresRw => Box::new(postgres::Postgres { read_write: true }),
@@ -164,7 +166,14 @@ pub fn drive_while(
         .arg(&json)
         .args(["-q", "--"])
         .args(args);
-    match procs::run_while(&format!("perfpilot drive {adapter}"), cmd, &dir, limit, cut)? {
+    match run::run_while(
+        &format!("perfpilot drive {adapter}"),
+        cmd,
+        &dir,
+        limit,
+        cut,
+        &stopping,
+    )? {
         Some(_) => read_measurement(&json).map(Some),
         None => Ok(None),
     }

@@ -8,17 +8,17 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
+use perfpilot_lab::run::{self, Cut};
+use perfpilot_lab::server::postgres::{self as pg, LocalAuth, USER};
+use perfpilot_lab::server::{self, Server};
 
 use super::{
-    Ctx, Load, Running, Server, StartOptions, Warm, args, drive, drive_while, limit_for, secs,
+    Ctx, Kind, Load, Running, StartOptions, Warm, args, drive, drive_while, limit_for, secs,
 };
 use crate::install::{Tool, tool};
-use crate::procs::{self, Cut, Proc};
-
-const PACKAGE: &str = "postgresql";
-const USER: &str = "postgres";
+use crate::stop::stopping;
 
 /// PostgreSQL under pgbench.
 pub struct Postgres {
@@ -26,14 +26,8 @@ pub struct Postgres {
     pub read_write: bool,
 }
 
-fn bin(name: &str) -> Result<std::path::PathBuf> {
-    procs::require_tool(name, PACKAGE)
-}
-
-fn as_postgres(program: &Path) -> Result<Command> {
-    let mut c = Command::new(program);
-    procs::as_user(&mut c, Some(USER))?;
-    Ok(c)
+fn as_postgres(program: &str) -> Result<Command> {
+    Ok(pg::command(&pg::bin(program)?)?)
 }
 
 impl Postgres {
@@ -76,7 +70,7 @@ impl Postgres {
     }
 
     fn psql(&self, ctx: &Ctx, port: u16, sql: &str) -> Result<String> {
-        let mut c = Command::new(bin("psql")?);
+        let mut c = Command::new(pg::bin("psql")?);
         c.args([
             "-X",
             "-q",
@@ -93,55 +87,49 @@ impl Postgres {
             "-c",
             sql,
         ]);
-        Ok(procs::run("psql", c, &ctx.dir("pg")?, Duration::from_secs(1800))?.stdout)
+        Ok(run::run(
+            "psql",
+            c,
+            &ctx.dir("pg")?,
+            Duration::from_secs(1800),
+            &stopping,
+        )?
+        .stdout)
     }
 
     fn launch(&self, ctx: &Ctx, opts: StartOptions) -> Result<Running> {
         let data = ctx.work.join("pg/data");
         let sock = ctx.dir("pg/sock")?;
-        procs::chown(&sock, USER)?;
+        server::chown(&sock, USER)?;
         let port = perfpilot_lab::port::free_port()?;
-        let mut c = as_postgres(&bin("postgres")?)?;
-        c.arg("-D").arg(&data);
-        for (k, v) in [
-            ("port", port.to_string()),
-            ("listen_addresses", "127.0.0.1".to_string()),
-            ("unix_socket_directories", sock.display().to_string()),
+        let settings = [
             ("shared_buffers", ctx.sizes.pg_shared_buffers.clone()),
             (
                 "huge_pages",
                 if opts.own_huge_pages { "on" } else { "off" }.to_string(),
             ),
             ("max_connections", "50".to_string()),
-        ] {
-            c.arg("-c").arg(format!("{k}={v}"));
-        }
-        let mut proc = Proc::spawn("postgres", c, &ctx.work.join("pg/server.log"))?;
-        proc.wait_port(port, Duration::from_secs(120))?;
-        let mut run = Running { proc, port };
-        // The port opens before recovery ends: wait until a query answers.
-        let mut last = None;
-        for _ in 0..600 {
-            procs::check_stop()?;
-            run.proc.check_alive()?;
-            match self.psql(ctx, port, "SELECT 1") {
-                Ok(_) => return Ok(run),
-                Err(e) => last = Some(e),
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        bail!(
-            "postgres on port {port} accepted connections but answered no query: {}",
-            last.map(|e| e.to_string()).unwrap_or_default()
-        )
+        ]
+        .map(|(k, v)| (k.to_string(), v));
+        let listen = pg::Listen {
+            port,
+            addresses: &["127.0.0.1".to_string()],
+            sockets: &sock,
+        };
+        let mut c = pg::server(&data, &listen, &settings)?;
+        server::as_user(&mut c, USER)?;
+        let mut proc = Server::spawn("postgres", c, &ctx.work.join("pg/server.log"))?;
+        // The port opens before recovery ends: ready once it accepts connections.
+        pg::wait_ready(&mut proc, port, Duration::from_secs(240), &stopping)?;
+        Ok(Running { proc, port })
     }
 }
 
-impl Server for Postgres {
+impl Kind for Postgres {
     fn tools(&self) -> Vec<Tool> {
         ["initdb", "postgres", "pg_ctl", "pgbench", "psql"]
             .into_iter()
-            .map(|t| tool(t, PACKAGE))
+            .map(|t| tool(t, pg::PACKAGE))
             .collect()
     }
 
@@ -154,18 +142,16 @@ impl Server for Postgres {
         let data = dir.join("data");
         let _ = std::fs::remove_dir_all(&data);
         std::fs::create_dir_all(&data)?;
-        procs::chown(&dir, USER)?;
+        server::chown(&dir, USER)?;
         eprintln!(
             "proof: postgres: initdb and pgbench -i -s {} (once)",
             ctx.sizes.pg_scale
         );
-        let mut c = as_postgres(&bin("initdb")?)?;
-        c.arg("-D")
-            .arg(&data)
-            .args(["--auth=trust", "-U", USER, "-E", "UTF8", "--no-sync"]);
-        procs::run("initdb", c, &dir, Duration::from_secs(300))?;
+        let mut c = pg::initdb(&data, LocalAuth::Trust)?;
+        c.args(["-E", "UTF8"]);
+        run::run("initdb", c, &dir, Duration::from_secs(300), &stopping)?;
         let run = self.launch(ctx, StartOptions::default())?;
-        let mut c = Command::new(bin("pgbench")?);
+        let mut c = Command::new(pg::bin("pgbench")?);
         c.args([
             "-i",
             "-q",
@@ -179,7 +165,7 @@ impl Server for Postgres {
             USER,
             "postgres",
         ]);
-        procs::run("pgbench -i", c, &dir, Duration::from_secs(3600))?;
+        run::run("pgbench -i", c, &dir, Duration::from_secs(3600), &stopping)?;
         self.psql(ctx, run.port, "CREATE EXTENSION IF NOT EXISTS pg_prewarm")?;
         self.stop(ctx, run)?;
         std::fs::write(&marker, "")?;
@@ -230,19 +216,26 @@ impl Server for Postgres {
     }
 
     fn stop(&self, ctx: &Ctx, mut run: Running) -> Result<()> {
-        let mut c = as_postgres(&bin("pg_ctl")?)?;
+        let mut c = as_postgres("pg_ctl")?;
         c.arg("-D")
             .arg(ctx.work.join("pg/data"))
             .args(["-m", "fast", "-w", "stop"]);
-        let stopped = procs::run("pg_ctl stop", c, &ctx.dir("pg")?, Duration::from_secs(120));
+        let stopped = run::run(
+            "pg_ctl stop",
+            c,
+            &ctx.dir("pg")?,
+            Duration::from_secs(120),
+            &stopping,
+        );
         run.proc.wait_exit(Duration::from_secs(30));
-        stopped.map(|_| ())
+        stopped?;
+        Ok(())
     }
 
     fn own_huge_pages(&self, ctx: &Ctx) -> Option<Result<u64>> {
         Some(
             (|| {
-                let mut c = as_postgres(&bin("postgres").ok()?).ok()?;
+                let mut c = as_postgres("postgres").ok()?;
                 c.arg("-D")
                     .arg(ctx.work.join("pg/data"))
                     .arg("-c")
@@ -253,11 +246,12 @@ impl Server for Postgres {
                         "-C",
                         "shared_memory_size_in_huge_pages",
                     ]);
-                let out = procs::run(
+                let out = run::run(
                     "postgres -C",
                     c,
                     &ctx.work.join("pg"),
                     Duration::from_secs(60),
+                    &stopping,
                 )
                 .ok()?;
                 out.stdout.trim().parse::<u64>().ok()

@@ -6,14 +6,14 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use perfpilot_lab::server::{self, Server};
 
-use super::{Ctx, Load, Running, Server, StartOptions, args, drive, limit_for};
+use super::{Ctx, Kind, Load, Running, StartOptions, args, drive, limit_for};
 use crate::install::{Tool, tool};
-use crate::procs::{self, Proc};
+use crate::stop::{self, stopping};
 
 const USER: &str = "redis";
 
@@ -42,7 +42,7 @@ fn populate_range(port: u16, from: u64, to: u64, size: usize) -> Result<()> {
     let mut k = from;
     let mut line = String::new();
     while k < to {
-        procs::check_stop()?;
+        stop::check_stop()?;
         let end = (k + 1000).min(to);
         for i in k..end {
             let key = format!("key:{i:012}");
@@ -69,30 +69,17 @@ fn populate_range(port: u16, from: u64, to: u64, size: usize) -> Result<()> {
 impl Redis {
     fn launch(&self, ctx: &Ctx) -> Result<Running> {
         let dir = ctx.dir("redis")?;
-        procs::chown(&dir, USER)?;
+        server::chown(&dir, USER)?;
         let port = perfpilot_lab::port::free_port()?;
-        let mut c = Command::new(procs::require_tool("redis-server", "redis-server")?);
-        procs::as_user(&mut c, Some(USER))?;
-        c.args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dbfilename",
-            "dump.rdb",
-            "--dir",
-        ])
-        .arg(&dir);
-        let mut proc = Proc::spawn("redis-server", c, &dir.join("server.log"))?;
-        proc.wait_port(port, Duration::from_secs(60))?;
+        let mut c = perfpilot_lab::server::redis::command(port, &dir)?;
+        c.args(["--dbfilename", "dump.rdb"]);
+        server::as_user(&mut c, USER)?;
+        let mut proc = Server::spawn("redis-server", c, &dir.join("server.log"))?;
+        proc.wait_port("127.0.0.1", port, Duration::from_secs(60), &stopping)?;
         // It answers -LOADING while it reads the RDB file.
         let end = Instant::now() + Duration::from_secs(900);
         loop {
-            procs::check_stop()?;
+            stop::check_stop()?;
             proc.check_alive()?;
             match ask(port, "PING", Duration::from_secs(5)) {
                 Ok(l) if l == "+PONG" => break,
@@ -129,7 +116,7 @@ impl Redis {
     }
 }
 
-impl Server for Redis {
+impl Kind for Redis {
     fn tools(&self) -> Vec<Tool> {
         vec![
             tool("redis-server", "redis-server"),

@@ -88,8 +88,9 @@ fn the_same_seed_draws_the_same_order_and_each_pair_holds_one_period_of_each_sta
     }
 }
 
-#[test]
-fn a_pair_during_which_the_rest_of_the_machine_stepped_is_dropped_not_judged() {
+/// Two periods of one pair, the rest of the machine busier with the change on; the signal with
+/// the change on is `on_value`, off 100. The notes of the pair's end.
+fn pair_with_a_busier_rest_on(on_value: f64) -> (Switchback, usize) {
     let plan = PeriodPlan {
         settle: 0,
         measure: 1,
@@ -98,21 +99,39 @@ fn a_pair_during_which_the_rest_of_the_machine_stepped_is_dropped_not_judged() {
     };
     let mut sb = Switchback::new(plan, 1, true, looks());
     let mut notes = 0;
-    for k in 0..2 {
+    for _ in 0..2 {
         let on = sb.want_on();
         let rest = Rest {
             cores: if on { 1.5 } else { 0.1 },
             cpus: 2,
         };
-        let _ = k;
-        if let Step::Note(n) = sb.record(on, 100.0, Some(rest)) {
+        let value = if on { on_value } else { 100.0 };
+        if let Step::Note(n) = sb.record(on, value, Some(rest)) {
             assert!(n.contains("pair of periods dropped"), "{n}");
             notes += 1;
         }
     }
+    (sb, notes)
+}
+
+#[test]
+fn a_pair_during_which_the_rest_of_the_machine_stepped_is_dropped_not_judged() {
+    // The busier period is the worse one: contention can have made the difference.
+    let (sb, notes) = pair_with_a_busier_rest_on(90.0);
     assert_eq!(notes, 1);
     assert_eq!(sb.pairs(), 0);
     assert_eq!(sb.dropped_pairs, 1);
+}
+
+#[test]
+fn a_rest_that_rose_with_the_better_signal_keeps_its_pair_as_the_workloads_clients_follow_its_rate()
+{
+    // A closed-loop client (redis-benchmark, pgbench) works harder when the server is faster:
+    // that rise cannot have made the server faster, so the pair is judged.
+    let (sb, notes) = pair_with_a_busier_rest_on(125.0);
+    assert_eq!(notes, 0);
+    assert_eq!(sb.pairs(), 1);
+    assert_eq!(sb.dropped_pairs, 0);
 }
 
 #[test]

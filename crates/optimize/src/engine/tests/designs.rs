@@ -28,7 +28,9 @@ fn journaled_verdict(e: &mut super::super::Engine, kind: &str, ratio: f64, ended
         "gain": {"ratio": ratio, "ci_low": ratio * 0.93, "ci_high": ratio / 0.93, "confidence": 0.95},
         "decision": "neutral", "ended": ended, "why": "t"
     });
-    e.store.journal_set_verdict(id, &v.to_string()).unwrap();
+    e.store
+        .journal_close(id, &v.to_string(), ActionState::Ended, "t")
+        .unwrap();
     id
 }
 

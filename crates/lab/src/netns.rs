@@ -1,51 +1,39 @@
-//! A lab of network-namespace "hosts" on this machine: a hub namespace with a bridge and hosts
-//! joined to it by veth pairs, on a private /24. Nothing is created in the caller's own
-//! namespace (veth pairs are made inside the hub), and [`NetLab`]'s drop deletes every
-//! namespace it made — also when the test panics — after its [`NsProcess`] guards stopped
-//! the processes in them.
+//! Hosts as network namespaces on this machine, over `perfpilot_sys::netns`: a lab of hosts
+//! ([`NetLab`]: a hub namespace with a bridge and hosts joined to it by veth pairs, on a
+//! private /24) for the tests and runs that need several machines' worth of addresses; the
+//! second host of a capacity sweep is `perfpilot_sys::netns::NetNs`. Nothing is created in the
+//! caller's own namespace (veth pairs are made inside the hub), and [`NetLab`]'s drop deletes
+//! every namespace it made (after killing what was left in them), also when the caller panics.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-/// Why namespaces cannot be made here, if they cannot (not root, no `ip`, no bridge support).
+use perfpilot_sys::netns::{self, ip};
+
+/// Why namespaces cannot be made here, if they cannot (not root, no `ip`).
 pub fn unavailable() -> Option<String> {
-    if !crate::is_root() {
+    if !perfpilot_sys::user::is_root() {
         return Some("network namespaces need root".into());
     }
-    if crate::find("ip").is_none() {
+    if crate::tool::find("ip").is_none() {
         return Some("`ip` (iproute2) is not installed".into());
     }
     None
 }
 
 /// The lab; see the module's documentation.
+#[derive(Debug)]
 pub struct NetLab {
     hub: String,
     hosts: Vec<String>,
     net: String,
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 impl NetLab {
     /// A hub and `hosts` hosts at `10.A.B.10`, `10.A.B.11`, …; the hub's bridge is `10.A.B.1`.
     /// `Err` says why the kernel refused (the namespaces made so far are removed).
-    pub fn new(hosts: usize) -> Result<NetLab, String> {
+    pub fn new(hosts: usize) -> perfpilot_sys::Result<NetLab> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
@@ -108,30 +96,18 @@ impl NetLab {
 
     /// `program args…` run inside namespace `ns` (`ip netns exec`).
     pub fn command(&self, ns: &str, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns, program]);
+        let prefix = netns::exec_prefix(ns);
+        let mut c = Command::new(&prefix[0]);
+        c.args(&prefix[1..]).arg(program);
         c
     }
-}
 
-impl NetLab {
     /// Kills (SIGKILL) every process left in namespace `ns`, such as the instances a killed
     /// study worker started; returns how many it killed.
     pub fn kill_all_in(&self, ns: &str) -> usize {
-        let out = Command::new("ip")
-            .args(["netns", "pids", ns])
-            .stdin(Stdio::null())
-            .output();
-        let pids: Vec<String> = out
-            .map(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .split_whitespace()
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for pid in &pids {
-            let _ = Command::new("kill").args(["-9", pid]).status();
+        let pids = netns::pids(ns);
+        for &pid in &pids {
+            let _ = perfpilot_sys::signal::kill(pid);
         }
         pids.len()
     }
@@ -150,6 +126,7 @@ impl Drop for NetLab {
 
 /// A process started in a namespace, killed and reaped on drop (declare it after the
 /// [`NetLab`], so that it goes first).
+#[derive(Debug)]
 pub struct NsProcess(pub Child);
 
 impl Drop for NsProcess {
@@ -159,11 +136,11 @@ impl Drop for NsProcess {
     }
 }
 
-/// Waits until `addr` (host:port) accepts a TCP connection from inside `ns`, up to 30 s.
+/// Waits until `host:port` accepts a TCP connection from inside `ns`, up to 30 s.
 pub fn wait_in(lab: &NetLab, ns: &str, host: &str, port: u16) -> Result<(), String> {
     let probe = format!("exec 3<>/dev/tcp/{host}/{port}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
         let ok = lab
             .command(ns, "bash")
             .args(["-c", &probe])
@@ -174,7 +151,7 @@ pub fn wait_in(lab: &NetLab, ns: &str, host: &str, port: u16) -> Result<(), Stri
         if ok {
             return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100));
     }
     Err(format!(
         "{host}:{port} never accepted a connection from {ns}"
