@@ -547,7 +547,7 @@ mod tests {
             cpus_allowed: None,
             io: None,
             kernel_thread: false,
-            threads,
+            threads: threads.into(),
         }
     }
 

@@ -379,3 +379,45 @@ fn an_idle_process_keeps_its_thread_readings_until_its_threads_change() {
     assert!(third.iter().all(|t| t.0 != 2858), "{third:?}");
     assert!(third.contains(&(2855, 10300)), "read again: {third:?}");
 }
+
+/// An idle process carried over hands the next sample the very thread readings of the
+/// previous one (shared: no copy of each thread's reading and name); once it used CPU, its
+/// threads are read afresh.
+#[test]
+fn an_idle_process_carried_over_shares_its_thread_readings_with_the_previous_sample() {
+    let tmp = tempdir("idle-shared");
+    copy_tree(&root("epyc-2node-8llc"), &tmp);
+    let cfg = SamplerConfig {
+        // No refresh in these samples (pid 2841's phase is 841).
+        idle_refresh_every: 1000,
+        per_cpu_ctxt: false,
+        expensive_every: 0,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(&Fs::at(&tmp), cfg);
+    let java =
+        |s: &perfpilot_observe::Sample| s.processes.iter().find(|p| p.pid == 2841).unwrap().clone();
+    let first = java(&sampler.sample().unwrap());
+    let second = java(&sampler.sample().unwrap());
+    assert_eq!(first.threads.len(), 5);
+    assert!(
+        std::ptr::eq(first.threads.as_ptr(), second.threads.as_ptr()),
+        "carried over, not copied"
+    );
+    // The process used CPU (a tick more of user time), and so did its thread 2855.
+    let stat = tmp.join("proc/2841/stat");
+    let text = std::fs::read_to_string(&stat).unwrap();
+    std::fs::write(&stat, text.replace(" 171479 5269 ", " 171480 5269 ")).unwrap();
+    let gc0 = tmp.join("proc/2841/task/2855/stat");
+    let text = std::fs::read_to_string(&gc0).unwrap();
+    std::fs::write(&gc0, text.replace(" 10233 1203 ", " 10234 1203 ")).unwrap();
+    let third = java(&sampler.sample().unwrap());
+    std::fs::remove_dir_all(&tmp).unwrap();
+    assert!(!std::ptr::eq(
+        second.threads.as_ptr(),
+        third.threads.as_ptr()
+    ));
+    assert_eq!(third.utime, 171480);
+    let gc = third.threads.iter().find(|t| t.tid == 2855).unwrap();
+    assert_eq!((gc.utime, gc.comm.as_str()), (10234, "GC Thread#0"));
+}

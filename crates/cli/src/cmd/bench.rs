@@ -57,6 +57,10 @@ struct SampleBench {
     /// Full samples to time.
     #[arg(long, default_value_t = 12)]
     rounds: usize,
+    /// Time only the default path (idle processes carried over, descriptors kept open): what
+    /// a profile of the daemon's cheap sample should see, without the other paths mixed in.
+    #[arg(long)]
+    default_only: bool,
 }
 
 #[derive(Args, Clone)]
@@ -233,6 +237,9 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
     ];
     let mut means = Vec::new();
     for (threads, reuse_idle, keep, what) in modes {
+        if a.default_only && !(threads && reuse_idle && keep) {
+            continue;
+        }
         let config = SamplerConfig {
             threads,
             reuse_idle,
@@ -247,6 +254,11 @@ fn sample(a: SampleBench) -> anyhow::Result<()> {
         let m = sample_mode(&fs, config, a.rounds)?;
         report.push(m.line(what));
         means.push((m.mean, m.counted));
+    }
+    if a.default_only {
+        drop(children);
+        println!("{}", report.join("\n"));
+        return Ok(());
     }
     // A thread's cost: reading every thread minus reading none, over the threads read.
     for (with, without, what) in [

@@ -8,6 +8,7 @@
 //! were taken for.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use perfpilot_sys::block::DiskStats;
 use perfpilot_sys::net::NetDev;
@@ -35,6 +36,61 @@ pub struct ThreadSample {
     pub stime: u64,
     /// The CPU it last ran on.
     pub processor: Option<u32>,
+}
+
+/// A process's thread readings, shared rather than copied: a sampler carries an idle
+/// process's readings over from one sample to the next, and keeping them for the next sample
+/// then costs a reference count instead of a copy of every thread's reading and name.
+/// Reads as a slice of [`ThreadSample`]; built from a `Vec` or an iterator.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Threads(Arc<[ThreadSample]>);
+
+impl Threads {
+    /// True when no thread was read (the sampler was not asked to, or a kernel thread).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::ops::Deref for Threads {
+    type Target = [ThreadSample];
+
+    fn deref(&self) -> &[ThreadSample] {
+        &self.0
+    }
+}
+
+impl From<Vec<ThreadSample>> for Threads {
+    fn from(v: Vec<ThreadSample>) -> Self {
+        Threads(v.into())
+    }
+}
+
+impl FromIterator<ThreadSample> for Threads {
+    fn from_iter<I: IntoIterator<Item = ThreadSample>>(iter: I) -> Self {
+        Threads(iter.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a Threads {
+    type Item = &'a ThreadSample;
+    type IntoIter = std::slice::Iter<'a, ThreadSample>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl Serialize for Threads {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Threads {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<ThreadSample>::deserialize(d).map(Threads::from)
+    }
 }
 
 /// One process's counters (cheap readings).
@@ -83,8 +139,8 @@ pub struct ProcSample {
     /// True for a kernel thread (no memory map).
     pub kernel_thread: bool,
     /// Filled when the sampler reads threads.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub threads: Vec<ThreadSample>,
+    #[serde(default, skip_serializing_if = "Threads::is_empty")]
+    pub threads: Threads,
 }
 
 /// The expensive memory readings of one process.
@@ -240,6 +296,33 @@ impl Sample {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn shared_thread_readings_are_stored_as_the_list_they_were() {
+        let t = |tid| ThreadSample {
+            tid,
+            comm: format!("worker-{tid}"),
+            state: 'S',
+            utime: 7,
+            stime: 1,
+            processor: Some(3),
+        };
+        let p = ProcSample {
+            pid: 5,
+            threads: vec![t(5), t(6)].into(),
+            ..ProcSample::default()
+        };
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["threads"][1]["comm"], "worker-6");
+        let back: ProcSample = serde_json::from_value(json).unwrap();
+        assert_eq!(back, p);
+        // A copy shares the readings; none read leaves the field out of the record.
+        assert!(std::ptr::eq(p.clone().threads.as_ptr(), p.threads.as_ptr()));
+        let none = serde_json::to_value(ProcSample::default()).unwrap();
+        assert!(none.get("threads").is_none());
+        let back: ProcSample = serde_json::from_value(none).unwrap();
+        assert!(back.threads.is_empty());
+    }
 
     #[test]
     fn skips_are_sorted_by_cause() {

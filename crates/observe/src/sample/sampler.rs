@@ -1,12 +1,12 @@
 //! The [`Sampler`]: what it reads ([`SamplerConfig`]), and how it reads it cheaply (buffers
 //! reused, idle processes carried over, expensive readings for the top processes only).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use perfpilot_sys::clock::mono_ns;
 use perfpilot_sys::perf::{Counter, Event, Target};
 use perfpilot_sys::process::{
-    MapRange, MappingKind, NumaRange, ProcReader, ShmAttach, SmapsRollup,
+    MapRange, MappingKind, NumaRange, ProcReader, ShmAttach, SmapsRollup, TaskStat,
 };
 use perfpilot_sys::{Error, Fs};
 use perfpilot_sys::{block, net, node, stat};
@@ -14,7 +14,16 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     NodeMemory, PressureSample, ProcMemory, ProcSample, Sample, Skips, SystemMemory, ThreadSample,
+    Threads,
 };
+
+/// A process's identity across samples: its pid and start time.
+type Key = (i32, u64);
+
+/// The maps keyed by process are looked up once or twice per process per sample: a fast
+/// hash (foldhash) instead of the default SipHash, which guards against flooding by keys
+/// an adversary chooses; pids and start times are the kernel's.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// What the sampler reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,10 +84,14 @@ pub struct Sampler {
     fs: Fs,
     reader: ProcReader,
     cfg: SamplerConfig,
-    cmdlines: HashMap<(i32, u64), String>,
-    prev_ticks: HashMap<(i32, u64), u64>,
+    cmdlines: FastMap<Key, String>,
+    prev_ticks: FastMap<Key, u64>,
     /// Per process: its previous reading (carried over while it stays idle).
-    prev_full: HashMap<(i32, u64), ProcSample>,
+    prev_full: FastMap<Key, ProcSample>,
+    /// The map the next pass fills, kept between passes for its allocation.
+    next_full: FastMap<Key, ProcSample>,
+    /// The process `stat` being read, kept for its command name's allocation.
+    stat: TaskStat,
     cpu_counters: Vec<(u32, Counter)>,
     /// Why per-CPU context switches are not available, if they are not.
     pub cpu_ctxt_unavailable: Option<String>,
@@ -92,9 +105,11 @@ impl Sampler {
             fs: fs.clone(),
             reader: ProcReader::new(fs),
             cfg,
-            cmdlines: HashMap::new(),
-            prev_ticks: HashMap::new(),
-            prev_full: HashMap::new(),
+            cmdlines: FastMap::default(),
+            prev_ticks: FastMap::default(),
+            prev_full: FastMap::default(),
+            next_full: FastMap::default(),
+            stat: TaskStat::default(),
             cpu_counters: Vec::new(),
             cpu_ctxt_unavailable: None,
             taken: 0,
@@ -182,10 +197,12 @@ impl Sampler {
             Vec::new()
         };
         // Remember CPU ticks to rank the next sample's expensive readings.
-        self.prev_ticks = processes
-            .iter()
-            .map(|p| ((p.pid, p.starttime), p.utime + p.stime))
-            .collect();
+        self.prev_ticks.clear();
+        self.prev_ticks.extend(
+            processes
+                .iter()
+                .map(|p| ((p.pid, p.starttime), p.utime + p.stime)),
+        );
 
         let disks = match (
             block::read_diskstats(&self.fs),
@@ -266,11 +283,16 @@ impl Sampler {
         };
         let page = perfpilot_sys::page_size();
         let mut out = Vec::with_capacity(pids.len());
-        let mut full = HashMap::with_capacity(if self.cfg.reuse_idle { pids.len() } else { 0 });
+        let mut full = std::mem::take(&mut self.next_full);
+        full.clear();
+        if self.cfg.reuse_idle {
+            full.reserve(pids.len());
+        }
         for pid in pids {
             match self.process(pid, page, skips) {
                 Ok(p) => {
                     if self.cfg.reuse_idle {
+                        // A copy for the next pass: the thread readings are shared, not copied.
                         full.insert((p.pid, p.starttime), p.clone());
                     }
                     out.push(p);
@@ -278,12 +300,13 @@ impl Sampler {
                 Err(e) => skips.count(&e),
             }
         }
-        self.prev_full = full;
+        // What is left of the previous pass's readings is of processes that are gone.
+        self.prev_full.clear();
+        self.next_full = std::mem::replace(&mut self.prev_full, full);
         self.reader.end_pass();
         // Forget the command lines of processes that are gone.
         if self.cmdlines.len() > out.len() * 2 + 64 {
-            let live: std::collections::HashSet<_> =
-                out.iter().map(|p| (p.pid, p.starttime)).collect();
+            let live: HashSet<Key> = out.iter().map(|p| (p.pid, p.starttime)).collect();
             self.cmdlines.retain(|k, _| live.contains(k));
         }
         Ok(out)
@@ -296,7 +319,22 @@ impl Sampler {
         page: u64,
         skips: &mut Skips,
     ) -> perfpilot_sys::Result<ProcSample> {
-        let st = self.reader.stat(pid)?;
+        // Into the kept reading: an idle process carried over allocates nothing for its name.
+        let mut st = std::mem::take(&mut self.stat);
+        let r = self.reader.stat_into(pid, &mut st);
+        let p = r.and_then(|()| self.process_from(pid, &st, page, skips));
+        self.stat = st;
+        p
+    }
+
+    /// Reads one process whose `stat` is `st` (or carries over the previous reading).
+    fn process_from(
+        &mut self,
+        pid: i32,
+        st: &TaskStat,
+        page: u64,
+        skips: &mut Skips,
+    ) -> perfpilot_sys::Result<ProcSample> {
         let key = (pid, st.starttime);
         // The previous reading, taken out (not copied): the pass's readings replace them all.
         let prev = if self.cfg.reuse_idle {
@@ -340,7 +378,7 @@ impl Sampler {
                 None
             }
         };
-        let mut threads = Vec::new();
+        let mut threads = Threads::default();
         // An idle process read again only because its refresh is due: no thread of it can have
         // used CPU, so if it still has the same threads their readings are carried over (their
         // last CPU and state may be older; affinity actions ask the kernel anyway).
@@ -356,8 +394,9 @@ impl Sampler {
         if same_threads && let Some(prev) = prev {
             threads = prev.threads;
         } else if self.cfg.threads && !status.kernel_thread {
+            let mut read = Vec::with_capacity(st.num_threads as usize);
             self.reader.task_stats(pid, |r| match r {
-                Ok(t) => threads.push(ThreadSample {
+                Ok(t) => read.push(ThreadSample {
                     tid: t.pid,
                     comm: t.comm,
                     state: t.state,
@@ -367,13 +406,14 @@ impl Sampler {
                 }),
                 Err(e) => skips.count(&e),
             })?;
+            threads = read.into();
         }
         let p = ProcSample {
             pid,
             starttime: st.starttime,
             ppid: st.ppid,
             uid: status.uid,
-            comm: st.comm,
+            comm: st.comm.clone(),
             cmdline,
             state: st.state,
             utime: st.utime,

@@ -120,7 +120,7 @@ pub fn synthetic(i: u64, procs: usize, threads: usize, time_ms: i64) -> Sample {
                     cancelled_write_bytes: 0,
                 }),
                 kernel_thread: false,
-                threads,
+                threads: threads.into(),
             }
         })
         .collect();

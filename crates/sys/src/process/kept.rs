@@ -12,6 +12,10 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 
+/// Looked up once or twice per file read: a fast hash (foldhash) rather than the default
+/// SipHash, whose resistance to chosen keys is not needed for the kernel's pids.
+type Hasher = foldhash::fast::RandomState;
+
 /// Where a kept descriptor's reading stands.
 pub(crate) enum KeptRead {
     /// The file's text is in the buffer.
@@ -30,7 +34,7 @@ pub(crate) type Key = (i32, i32, &'static str);
 #[derive(Debug)]
 struct ProcFds {
     seen: u64,
-    files: HashMap<(i32, &'static str), File>,
+    files: HashMap<(i32, &'static str), File, Hasher>,
     /// Its `task/` directory (no seq_file page behind it: a few hundred bytes of kernel memory).
     task_dir: Option<File>,
 }
@@ -46,24 +50,24 @@ struct ProcFds {
 /// and refresh files' descriptors outlive the passes that skip them.
 #[derive(Debug)]
 pub(crate) struct KeptFds {
-    procs: HashMap<i32, ProcFds>,
+    procs: HashMap<i32, ProcFds, Hasher>,
     count: usize,
     limit: usize,
     pass: u64,
     /// Files opened (not kept) in this pass and in the previous one.
-    opened: HashSet<Key>,
-    opened_before: HashSet<Key>,
+    opened: HashSet<Key, Hasher>,
+    opened_before: HashSet<Key, Hasher>,
 }
 
 impl KeptFds {
     pub fn new(limit: usize) -> Self {
         KeptFds {
-            procs: HashMap::new(),
+            procs: HashMap::default(),
             count: 0,
             limit,
             pass: 0,
-            opened: HashSet::new(),
-            opened_before: HashSet::new(),
+            opened: HashSet::default(),
+            opened_before: HashSet::default(),
         }
     }
 
@@ -100,7 +104,7 @@ impl KeptFds {
         }
         let p = self.procs.entry(pid).or_insert_with(|| ProcFds {
             seen: self.pass,
-            files: HashMap::new(),
+            files: HashMap::default(),
             task_dir: None,
         });
         p.seen = self.pass;
@@ -160,7 +164,8 @@ impl KeptFds {
         });
         self.count -= closed;
         self.pass += 1;
-        self.opened_before = std::mem::take(&mut self.opened);
+        std::mem::swap(&mut self.opened_before, &mut self.opened);
+        self.opened.clear();
     }
 
     /// Descriptors kept now.

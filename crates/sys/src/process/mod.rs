@@ -19,5 +19,5 @@ pub mod tuning;
 pub use maps::{MapRange, MappingKind, ShmAttach, classify_path, parse_maps, parse_maps_shm};
 pub use memory::{NumaRange, SmapsRollup, huge_in_ranges, parse_numa_maps, parse_smaps_rollup};
 pub use reader::ProcReader;
-pub use stat::{TaskStat, parse_stat};
+pub use stat::{TaskStat, parse_stat, parse_stat_into};
 pub use status::{ProcIo, ProcStatus, parse_io, parse_status};

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use super::kept::{KeptFds, KeptRead};
 use super::{
     MapRange, NumaRange, ProcIo, ProcStatus, ShmAttach, SmapsRollup, TaskStat, parse_io,
-    parse_maps, parse_maps_shm, parse_numa_maps, parse_smaps_rollup, parse_stat, parse_status,
+    parse_maps, parse_maps_shm, parse_numa_maps, parse_smaps_rollup, parse_stat, parse_stat_into,
+    parse_status,
 };
 use crate::fs::{numeric_entries, read_pid_file, read_single};
 use crate::{Error, Fs, Result};
@@ -223,6 +224,12 @@ impl ProcReader {
     pub fn stat(&mut self, pid: i32) -> Result<TaskStat> {
         self.load_single(pid, None, "stat")?;
         parse_stat(&self.buf, Path::new(&self.path))
+    }
+
+    /// `/proc/<pid>/stat` into `st`, reusing its command name's allocation.
+    pub fn stat_into(&mut self, pid: i32, st: &mut TaskStat) -> Result<()> {
+        self.load_single(pid, None, "stat")?;
+        parse_stat_into(&self.buf, Path::new(&self.path), st)
     }
 
     /// `/proc/<pid>/task/<tid>/stat`.
