@@ -320,7 +320,7 @@ impl<'a> Sampler<'a> {
     ) -> Vec<Config> {
         let obs = self.observed(observed);
         let groups = model::groups(self.factors());
-        let Some(fitted) = model::Model::fit(&obs, &groups, true) else {
+        let Some(fitted) = model::Model::fit(&obs, &groups) else {
             return Vec::new();
         };
         let incumbent = (obs.iter())

@@ -122,11 +122,41 @@ pub(crate) struct Model {
 
 impl Model {
     /// The model of `obs` whose length scales and signal variance give the highest marginal
-    /// likelihood: a common length scale and the signal variance over a grid, then, with
-    /// `ard`, each parameter's own length scale (`groups`: each coordinate's parameter) chosen
-    /// in turn, holding the others, for [`ARD_SWEEPS`] sweeps; `None` with fewer than three
-    /// observations.
-    pub(crate) fn fit(obs: &[Observed], groups: &[usize], ard: bool) -> Option<Model> {
+    /// likelihood: [`Model::fit_common`]'s, then each parameter's own length scale (`groups`:
+    /// each coordinate's parameter) chosen in turn, holding the others, for [`ARD_SWEEPS`]
+    /// sweeps; `None` with fewer than three observations.
+    pub(crate) fn fit(obs: &[Observed], groups: &[usize]) -> Option<Model> {
+        let mut best = Model::fit_common(obs)?;
+        if groups.len() != best.1.lengths.len() {
+            return Some(best.1);
+        }
+        let parameters = groups.iter().max().map_or(0, |g| g + 1);
+        for _ in 0..ARD_SWEEPS {
+            for g in 0..parameters {
+                let (base, signal) = (best.1.lengths.clone(), best.1.signal);
+                for &l in &ARD_SCALES {
+                    let mut lengths = base.clone();
+                    for (c, _) in groups.iter().enumerate().filter(|(_, x)| **x == g) {
+                        lengths[c] = l;
+                    }
+                    if lengths != base {
+                        best.1.consider(obs, lengths, signal, &mut best.0);
+                    }
+                }
+            }
+            let (lengths, signal) = (best.1.lengths.clone(), best.1.signal);
+            for s in [0.5, 0.7, 1.4, 2.0] {
+                best.1
+                    .consider(obs, lengths.clone(), s * signal, &mut best.0);
+            }
+        }
+        Some(best.1)
+    }
+
+    /// The model of `obs` with one length scale for every coordinate, it and the signal
+    /// variance chosen over a grid by the marginal likelihood, with that likelihood; `None` with
+    /// fewer than three observations.
+    fn fit_common(obs: &[Observed]) -> Option<(f64, Model)> {
         if obs.len() < 3 {
             return None;
         }
@@ -135,46 +165,27 @@ impl Model {
         let spread = obs.iter().map(|o| (o.y - mean).powi(2)).sum::<f64>() / obs.len() as f64;
         let spread = spread.max(1e-8);
         let mut best: Option<(f64, Model)> = None;
-        let consider = |lengths: Vec<f64>, signal: f64, best: &mut Option<(f64, Model)>| {
-            if let Some((m, ll)) = Model::with(obs, mean, lengths, signal)
-                && best.as_ref().is_none_or(|(b, _)| ll > *b)
-            {
-                *best = Some((ll, m));
-            }
-        };
         for &length in &LENGTH_SCALES {
             for &s in &SIGNAL_SCALES {
-                consider(vec![length; width], s * spread, &mut best);
-            }
-        }
-        let parameters = groups.iter().max().map_or(0, |g| g + 1);
-        if ard && groups.len() == width {
-            for _ in 0..ARD_SWEEPS {
-                for g in 0..parameters {
-                    let Some((_, m)) = &best else {
-                        return None;
-                    };
-                    let (base, signal) = (m.lengths.clone(), m.signal);
-                    for &l in &ARD_SCALES {
-                        let mut lengths = base.clone();
-                        for (c, _) in groups.iter().enumerate().filter(|(_, x)| **x == g) {
-                            lengths[c] = l;
-                        }
-                        if lengths != base {
-                            consider(lengths, signal, &mut best);
-                        }
-                    }
-                }
-                let Some((_, m)) = &best else {
-                    return None;
-                };
-                let (lengths, signal) = (m.lengths.clone(), m.signal);
-                for s in [0.5, 0.7, 1.4, 2.0] {
-                    consider(lengths.clone(), s * signal, &mut best);
+                if let Some((m, ll)) = Model::with(obs, mean, vec![length; width], s * spread)
+                    && best.as_ref().is_none_or(|(b, _)| ll > *b)
+                {
+                    best = Some((ll, m));
                 }
             }
         }
-        best.map(|(_, m)| m)
+        best
+    }
+
+    /// Replaces this model (of log marginal likelihood `ll`) by the one of `obs` with `lengths`
+    /// and `signal` when that one's likelihood is higher.
+    fn consider(&mut self, obs: &[Observed], lengths: Vec<f64>, signal: f64, ll: &mut f64) {
+        if let Some((m, l)) = Model::with(obs, self.mean, lengths, signal)
+            && l > *ll
+        {
+            *self = m;
+            *ll = l;
+        }
     }
 
     /// The model with these hyperparameters and its log marginal likelihood.
@@ -332,7 +343,7 @@ mod tests {
                 var: 1e-6,
             })
             .collect();
-        let m = Model::fit(&obs, &[0], true).unwrap();
+        let m = Model::fit(&obs, &[0]).unwrap();
         let (mu, _) = m.predict(&[0.6]);
         assert!((mu - f(0.6)).abs() < 0.01, "predicted {mu} at the peak");
         let cands: Vec<Vec<f64>> = (0..=20).map(|i| vec![i as f64 / 20.0]).collect();
@@ -360,10 +371,10 @@ mod tests {
                 });
             }
         }
-        let ard = Model::fit(&obs, &[0, 1], true).unwrap();
+        let ard = Model::fit(&obs, &[0, 1]).unwrap();
         assert!(ard.lengths[1] >= 2.0 * ard.lengths[0], "{:?}", ard.lengths);
         // The common length scale alone is one number for both.
-        let iso = Model::fit(&obs, &[0, 1], false).unwrap();
+        let (_, iso) = Model::fit_common(&obs).unwrap();
         assert_eq!(iso.lengths[0], iso.lengths[1]);
     }
 
@@ -385,7 +396,7 @@ mod tests {
             y: x,
             var: 0.01,
         };
-        assert!(Model::fit(&[o(0.0), o(1.0)], &[0], true).is_none());
-        assert!(Model::fit(&[o(0.0), o(0.5), o(1.0)], &[0], true).is_some());
+        assert!(Model::fit(&[o(0.0), o(1.0)], &[0]).is_none());
+        assert!(Model::fit(&[o(0.0), o(0.5), o(1.0)], &[0]).is_some());
     }
 }
