@@ -31,9 +31,8 @@ fn one_seed_prints_its_choice_against_the_true_best_within_a_tenth_of_the_exhaus
     );
     // The row of seed 5: its share of the best, its rank, its trials, the best it raced and
     // the trials of its choice (computed from the seed, so the same on any machine). Seed 5
-    // chooses the best: with a length scale per parameter in the model (2026-11-28) the search
-    // races it and the final selection keeps it (with one length scale it chose the second
-    // best, at 99.3 %).
+    // chooses the best: the model's per-parameter length scales lead the search to race it and
+    // the final selection keeps it (docs/study-file.md has the history of this row).
     let row: Vec<&str> = text
         .lines()
         .find(|l| l.trim_start().starts_with("5 "))
