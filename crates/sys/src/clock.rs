@@ -21,6 +21,11 @@ pub fn mono_ns() -> u64 {
     ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
 }
 
+/// `CLOCK_MONOTONIC` in seconds ([`mono_ns`]), for durations and time since a start.
+pub fn mono_s() -> f64 {
+    mono_ns() as f64 / 1e9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

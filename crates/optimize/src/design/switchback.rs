@@ -39,10 +39,32 @@ pub struct PeriodLimits {
     pub settle_s: f64,
     /// The longest period allowed, seconds: longer ones let the drift back in.
     pub period_max_s: f64,
-    /// The windows a whole trial may take (both states together).
+    /// The windows a whole trial may take (both states together); with slow switches, the
+    /// time those windows span.
     pub budget_windows: usize,
     /// Pairs before the first look.
     pub pairs_min: usize,
+    /// Seconds one switch takes inside the daemon's scan, on and off alike on average (0: at
+    /// once). A collapse of gigabytes takes seconds, while no window is judged.
+    pub switch_s: f64,
+    /// With slow switches, the trial's time bound from its start (`verdict_within_s`), at
+    /// least the budget's windows: those alone would not bound its time.
+    pub within_s: f64,
+    /// Seconds of the trial gone when the periods are planned (its baseline, the first making
+    /// of the change).
+    pub spent_s: f64,
+}
+
+impl PeriodLimits {
+    /// The seconds the periods may take in all, switches included.
+    pub fn budget_s(&self) -> f64 {
+        let windows = self.budget_windows as f64 * self.window_s.max(1e-3);
+        if self.switch_s > 0.0 {
+            windows.max(self.within_s - self.spent_s)
+        } else {
+            windows
+        }
+    }
 }
 
 /// Why a switchback trial cannot be planned for this signal.
@@ -55,6 +77,10 @@ pub struct PeriodRefused {
 /// The most windows a period judges: beyond this the pairs are too few to judge them.
 const MEASURE_MAX: usize = 8;
 
+/// Switches per pair on average: one between its periods, and one before it half the time
+/// (the next pair's first state is a coin, and the same state needs no switch).
+const SWITCHES_PER_PAIR: f64 = 1.5;
+
 /// The least step of the workload's own level that drops the pairs before it: a smaller one
 /// shifts a pair's difference by less than the gains the strategies seek, and is left to the
 /// interval.
@@ -62,11 +88,12 @@ const REGIME_MIN_STEP: f64 = 0.15;
 
 impl PeriodPlan {
     /// The plan for a signal whose baseline windows are `baseline`: `settle` windows cover
-    /// `settle_s`, and `measure` is
-    /// the count that makes the interval at the last look narrowest within the budget, for
-    /// windows alike from one to the next as the baseline's are (AR(1) at its lag-1
-    /// autocorrelation). Refused when even one judged window does not fit in `period_max_s`, or
-    /// the budget holds fewer pairs than the first look needs.
+    /// `settle_s`, and `measure` is the count that makes the interval at the last look
+    /// narrowest within the budget's time, switches included, for windows alike from one to
+    /// the next as the baseline's are (AR(1) at its lag-1 autocorrelation). Slow switches
+    /// thus buy longer periods: fewer switches for the same judged windows. Refused when even
+    /// one judged window does not fit in `period_max_s`, or the budget holds fewer pairs than
+    /// the first look needs.
     pub fn for_signal(baseline: &[f64], l: &PeriodLimits) -> Result<PeriodPlan, PeriodRefused> {
         let w = l.window_s.max(1e-3);
         // Switches fall between windows (a window ends, the change is switched, the next one
@@ -84,11 +111,18 @@ impl PeriodPlan {
         }
         let rho = perfpilot_stats::serial::allowed_lag1(&[baseline]);
         let pairs_min = l.pairs_min.max(3);
+        let budget_s = l.budget_s();
+        let switch_s = l.switch_s.max(0.0);
+        let pairs_of = |m: usize| {
+            let pair_s = 2.0 * (settle + m) as f64 * w + SWITCHES_PER_PAIR * switch_s;
+            (budget_s / pair_s + 1e-9).floor() as usize
+        };
         // The half-width the last look's interval will have, per unit of the windows' spread:
         // shorter periods give more pairs (and degrees of freedom), longer ones lose less to
-        // settling; neighbours alike favour the short ones, whose pairs cancel what they share.
+        // settling and switching; neighbours alike favour the short ones, whose pairs cancel
+        // what they share.
         let width = |m: usize| {
-            let pairs = l.budget_windows / (2 * (settle + m));
+            let pairs = pairs_of(m);
             (pairs >= pairs_min).then(|| {
                 let t = perfpilot_stats::t_quantile(pairs as f64 - 1.0, 0.975);
                 t * (pair_variance(settle, m, rho) / pairs as f64).sqrt()
@@ -99,26 +133,42 @@ impl PeriodPlan {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(m, _)| m)
         else {
+            let switches = if switch_s > 0.0 {
+                format!(" with switches of {}", units_s(switch_s))
+            } else {
+                String::new()
+            };
             return Err(PeriodRefused {
                 why: format!(
-                    "periods of {} windows fit fewer than {pairs_min} pairs in the trial's {} windows",
+                    "periods of {} windows{switches} fit fewer than {pairs_min} pairs in the trial's {}",
                     settle + 1,
-                    l.budget_windows
+                    units_s(budget_s)
                 ),
             });
         };
-        let pairs_max = l.budget_windows / (2 * (settle + measure));
         Ok(PeriodPlan {
             settle,
             measure,
             pairs_min,
-            pairs_max,
+            pairs_max: pairs_of(measure),
         })
     }
 
     /// One period's windows, settling included.
     pub fn period(&self) -> usize {
         self.settle + self.measure
+    }
+
+    /// The plan in words, for notes and `status`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} windows each ({} settling, {} judged), {} to {} pairs",
+            self.period(),
+            self.settle,
+            self.measure,
+            self.pairs_min,
+            self.pairs_max
+        )
     }
 }
 
@@ -229,6 +279,17 @@ impl Switchback {
     /// The plan it runs.
     pub fn plan(&self) -> PeriodPlan {
         self.plan
+    }
+
+    /// Takes `plan` in place of the one it runs, while no pair is complete (the switches'
+    /// time is measured only once the change is first made): the period under way keeps its
+    /// windows and ends at the new length. `false` once a pair is complete.
+    pub fn replan(&mut self, plan: PeriodPlan) -> bool {
+        if self.pairs.len() + self.dropped_pairs + self.regime_dropped > 0 {
+            return false;
+        }
+        self.plan = plan;
+        true
     }
 
     /// Whether the change should be on during the next window.

@@ -86,6 +86,9 @@ impl Engine {
             period_max_s: self.tun.period_max_s,
             budget_windows: 2 * self.tun.max_windows as usize,
             pairs_min: PAIRS_MIN,
+            switch_s: 0.0,
+            within_s: self.tun.verdict_within_s,
+            spent_s: 0.0,
         };
         let split = if kind == StrategyKind::LargePages {
             // Without debugfs, private anonymous memory alone is split back (`sys::split`).

@@ -180,7 +180,7 @@ impl TrialStatus {
                 super::trial::Design::Switchback(sb) => sb.periods.as_ref().map(|p| p.pairs()),
                 super::trial::Design::Sequential(_) => None,
             },
-            running_s: perfpilot_sys::clock::mono_ns() as f64 / 1e9 - t.started_s,
+            running_s: perfpilot_sys::clock::mono_s() - t.started_s,
         }
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use perfpilot_observe::workload::Workload;
+use perfpilot_stats::mean;
 use perfpilot_store::Store;
 use perfpilot_store::journal::ActionState;
 use perfpilot_sys::Fs;
@@ -51,6 +52,10 @@ pub(super) struct SwitchbackTrial {
     pub(super) seed: u64,
     /// Whether a larger signal is better.
     pub(super) hib: bool,
+    /// Seconds each switch took (the first making of the change counts as one).
+    pub(super) switch_times: Vec<f64>,
+    /// Seconds the paced steps of the first making took so far.
+    pub(super) applying_s: f64,
 }
 
 /// A trial's design and its state.
@@ -241,7 +246,7 @@ impl Trial {
             return None;
         };
         let bound = s.one_way.as_ref()?.within_s;
-        let after_s = perfpilot_sys::clock::mono_ns() as f64 / 1e9 - self.started_s;
+        let after_s = perfpilot_sys::clock::mono_s() - self.started_s;
         (after_s > bound && s.on.len() >= s.plan().min).then_some(EndReason::TimeBound { after_s })
     }
 
@@ -350,9 +355,7 @@ impl Trial {
         match step {
             Step::Continue => Ok(None),
             Step::Note(note) => {
-                info!(action = self.id, workload = %self.name, "{note}");
-                io.store
-                    .journal_set_state(self.id, ActionState::Trial, &note)?;
+                self.note(&note, io)?;
                 Ok(None)
             }
             Step::End(end) => Ok(Some(end)),
@@ -404,6 +407,7 @@ impl Trial {
 
     /// Switches the change off (its undo records) or on again (its journaled changes).
     fn switch(&mut self, on: bool, w: &Workload, io: &mut TrialIo) -> Result<(), EngineError> {
+        let t0 = perfpilot_sys::clock::mono_s();
         if on {
             reapply(io.fs, self.id, &self.doc.changes);
             kill_point("engine.switch.on");
@@ -418,6 +422,21 @@ impl Trial {
         }
         self.on = on;
         self.switches += 1;
+        let took = perfpilot_sys::clock::mono_s() - t0;
+        let spent = perfpilot_sys::clock::mono_s() - self.started_s;
+        if let Design::Switchback(sb) = &mut self.design
+            && let Some(note) = sb.switched(took, spent)
+        {
+            self.note(&note, io)?;
+        }
+        Ok(())
+    }
+
+    /// Logs `note` and journals it as the trial's latest word.
+    fn note(&self, note: &str, io: &mut TrialIo) -> Result<(), EngineError> {
+        info!(action = self.id, workload = %self.name, "{note}");
+        io.store
+            .journal_set_state(self.id, ActionState::Trial, note)?;
         Ok(())
     }
 
@@ -432,6 +451,7 @@ impl Trial {
             let members: Vec<(i32, Vec<i32>)> =
                 w.members.iter().map(|m| (m.pid, m.tids.clone())).collect();
             let c = refresh_tids(c, &members);
+            let t0 = perfpilot_sys::clock::mono_s();
             let applied = journal_and_apply(
                 io.store,
                 io.fs,
@@ -440,6 +460,9 @@ impl Trial {
                 &mut self.undo,
                 c.clone(),
             )?;
+            if let Design::Switchback(sb) = &mut self.design {
+                sb.applying_s += perfpilot_sys::clock::mono_s() - t0;
+            }
             if let Some(a) = &applied {
                 crate::counters::COUNTERS.applied(a, perfpilot_sys::page_size());
             }
@@ -462,6 +485,13 @@ impl Trial {
         }
         if self.steps.is_empty() {
             self.phase = Phase::Measuring;
+            // The first making of the change times a switch on.
+            let spent = perfpilot_sys::clock::mono_s() - self.started_s;
+            if let Design::Switchback(sb) = &mut self.design
+                && let Some(note) = sb.switched(sb.applying_s, spent)
+            {
+                self.note(&note, io)?;
+            }
             // Nothing took effect: there is nothing to measure.
             if !self.effective {
                 return Ok(Some(EndReason::NothingApplied {
@@ -502,15 +532,44 @@ impl SwitchbackTrial {
             Ok(p) => {
                 self.periods = Some(Switchback::new(p, self.seed, self.hib, plan.looks));
                 Ok(Step::Note(format!(
-                    "periods planned: {} windows each ({} settling, {} judged), {} to {} pairs, in a seeded order",
-                    p.period(),
-                    p.settle,
-                    p.measure,
-                    p.pairs_min,
-                    p.pairs_max
+                    "periods planned: {}, in a seeded order",
+                    p.describe()
                 )))
             }
             Err(r) => Err((r.why, std::mem::take(&mut self.baseline))),
+        }
+    }
+
+    /// Takes in how long a switch took (`took_s`, seconds; `spent_s` of the trial gone) and,
+    /// while no pair is complete, plans the periods again for switches of the mean time so
+    /// far: a collapse of gigabytes takes seconds a period's windows must pay for. A note when
+    /// the plan changed.
+    pub(super) fn switched(&mut self, took_s: f64, spent_s: f64) -> Option<String> {
+        self.switch_times.push(took_s);
+        let periods = self.periods.as_mut()?;
+        let mut limits = self.limits;
+        limits.switch_s = mean(&self.switch_times);
+        limits.spent_s = spent_s;
+        if (limits.switch_s - self.limits.switch_s).abs() < 0.1 * limits.window_s {
+            return None;
+        }
+        let took = perfpilot_units::duration_secs(limits.switch_s);
+        match PeriodPlan::for_signal(&self.baseline, &limits) {
+            Ok(p) if p == periods.plan() => {
+                self.limits = limits;
+                None
+            }
+            Ok(p) => periods.replan(p).then(|| {
+                self.limits = limits;
+                format!(
+                    "a switch takes {took}: periods planned again, {}",
+                    p.describe()
+                )
+            }),
+            Err(r) => Some(format!(
+                "a switch takes {took}, and {}: the periods stay as planned",
+                r.why
+            )),
         }
     }
 }
@@ -567,6 +626,8 @@ impl Engine {
                     periods: None,
                     seed: perfpilot_stats::rng::mix64(id as u64 ^ 0x5eed),
                     hib,
+                    switch_times: Vec::new(),
+                    applying_s: 0.0,
                 }),
                 None,
             ),
@@ -602,7 +663,7 @@ impl Engine {
             design,
             design_why: p.design_why,
             control,
-            started_s: perfpilot_sys::clock::mono_ns() as f64 / 1e9,
+            started_s: perfpilot_sys::clock::mono_s(),
             switches: 0,
             kind: p.server_kind,
         });

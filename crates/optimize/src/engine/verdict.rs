@@ -215,7 +215,7 @@ pub(super) fn judge(t: &Trial, end: &EndReason, confidence: f64, min_effect: f64
         decision,
         shown,
         prior,
-        decided_after_s: Some(perfpilot_sys::clock::mono_ns() as f64 / 1e9 - t.started_s),
+        decided_after_s: Some(perfpilot_sys::clock::mono_s() - t.started_s),
         ended: end.label().to_string(),
         why,
         shadow,

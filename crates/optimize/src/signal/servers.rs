@@ -145,7 +145,7 @@ impl Servers {
             match reader.read(timeout) {
                 Ok(r) => {
                     info!(workload = %w.name, "signal: preset {} ({})", c.kind, c.why);
-                    windowed.feed(ValueKind::Counter, mono_s(), r.value);
+                    windowed.feed(ValueKind::Counter, perfpilot_sys::clock::mono_s(), r.value);
                     let signal = preset_signal(&c, &r);
                     return Slot {
                         members,
@@ -273,9 +273,4 @@ fn same_processes(a: &[(i32, u64)], b: &[(i32, u64)]) -> bool {
     // A pre-forked server's workers come and go; its oldest process stays.
     let oldest = |m: &[(i32, u64)]| m.iter().min_by_key(|x| x.1).copied();
     oldest(a) == oldest(b)
-}
-
-/// Monotonic seconds, as the windows use.
-fn mono_s() -> f64 {
-    perfpilot_sys::clock::mono_ns() as f64 / 1e9
 }

@@ -23,6 +23,9 @@ fn switchback() -> Spec {
             period_max_s: 120.0,
             budget_windows: 60,
             pairs_min: 3,
+            switch_s: 0.0,
+            within_s: 0.0,
+            spent_s: 0.0,
         },
     }
 }

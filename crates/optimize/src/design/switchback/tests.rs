@@ -8,6 +8,9 @@ fn limits(window_s: f64, period_max_s: f64) -> PeriodLimits {
         period_max_s,
         budget_windows: 60,
         pairs_min: 3,
+        switch_s: 0.0,
+        within_s: 0.0,
+        spent_s: 0.0,
     }
 }
 
@@ -43,6 +46,67 @@ fn independent_windows_make_long_periods_and_alike_ones_short_periods() {
     at_once.settle_s = 0.0;
     let r = PeriodPlan::for_signal(&independent, &at_once).unwrap();
     assert_eq!((r.settle, r.measure), (0, 1), "{r:?}");
+}
+
+#[test]
+fn slow_switches_buy_longer_periods_and_the_pairs_fit_the_budgets_time_switches_included() {
+    let independent = [100.0, 104.0, 97.0, 103.0, 96.0, 101.0, 99.0, 102.0];
+    let quick = PeriodPlan::for_signal(&independent, &limits(2.0, 120.0)).unwrap();
+    let mut l = limits(2.0, 120.0);
+    l.switch_s = 10.0;
+    let slow = PeriodPlan::for_signal(&independent, &l).unwrap();
+    assert!(slow.measure > quick.measure, "{quick:?} {slow:?}");
+    assert!(slow.pairs_max < quick.pairs_max, "{quick:?} {slow:?}");
+    assert!(slow.pairs_max >= 3, "{slow:?}");
+    // A pair: two periods of 2-s windows and one and a half switches on average.
+    let pair_s = 2.0 * slow.period() as f64 * 2.0 + 1.5 * 10.0;
+    assert!(slow.pairs_max as f64 * pair_s <= 60.0 * 2.0, "{slow:?}");
+    // With a time bound, slow switches get its time less what the trial spent, not less than
+    // the windows' own.
+    l.within_s = 300.0;
+    l.spent_s = 45.0;
+    let bounded = PeriodPlan::for_signal(&independent, &l).unwrap();
+    assert!(bounded.pairs_max > slow.pairs_max, "{slow:?} {bounded:?}");
+    let pair_s = 2.0 * bounded.period() as f64 * 2.0 + 1.5 * 10.0;
+    assert!(bounded.pairs_max as f64 * pair_s <= 255.0, "{bounded:?}");
+    l.spent_s = 290.0;
+    assert_eq!(PeriodPlan::for_signal(&independent, &l).unwrap(), slow);
+    // Switches too slow for three pairs in the budget's time refuse the design, saying so.
+    l.switch_s = 40.0;
+    let r = PeriodPlan::for_signal(&independent, &l).unwrap_err();
+    assert!(r.why.contains("with switches of 40 s"), "{}", r.why);
+}
+
+#[test]
+fn a_new_plan_is_taken_until_the_first_pair_is_complete_and_the_period_under_way_ends_at_its_length()
+ {
+    let plan = PeriodPlan {
+        settle: 0,
+        measure: 1,
+        pairs_min: 3,
+        pairs_max: 6,
+    };
+    let mut s = Switchback::new(plan, 7, true, looks());
+    let first = s.want_on();
+    assert_eq!(s.record(first, 100.0, None), Step::Continue);
+    // The first period is over at one window; a new plan of three lengthens the second.
+    assert!(s.want_on() != first);
+    let longer = PeriodPlan {
+        measure: 3,
+        pairs_max: 4,
+        ..plan
+    };
+    assert!(s.replan(longer));
+    for _ in 0..2 {
+        assert_eq!(s.record(!first, 100.0, None), Step::Continue);
+        assert!(s.want_on() != first, "the second period runs three windows");
+    }
+    s.record(!first, 100.0, None);
+    assert_eq!(s.pairs(), 1);
+    assert_eq!(s.plan(), longer);
+    // A pair is complete: its periods are judged as planned, so the plan stays.
+    assert!(!s.replan(plan));
+    assert_eq!(s.plan(), longer);
 }
 
 #[test]

@@ -8,11 +8,13 @@ use perfpilot_sys::change::{Change, Undo};
 
 use super::super::control::Pairing;
 use super::super::enforce::Held;
-use super::super::trial::{Phase, TrialIo};
+use super::super::trial::{Phase, SwitchbackTrial, TrialIo};
 use super::super::verdict::judge;
 use super::super::watch::Window;
 use super::{VDA_READ_AHEAD, engine, knob, seq, seq_mut, trial, trial_planned, two_threads};
-use crate::design::{DesignKind, EndReason, WindowPlan};
+use crate::design::{
+    DesignKind, EndReason, Looks, PeriodLimits, PeriodPlan, Switchback, WindowPlan,
+};
 use crate::gain::Decision;
 use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
@@ -207,6 +209,69 @@ fn a_switchback_trial_switches_its_change_on_and_off_in_seeded_periods_until_it_
     assert!(v.why.contains("pairs of periods"), "{}", v.why);
     let undo = e.store.action(id).unwrap().unwrap().undo;
     assert!(undo.contains("\"previous\":\"8192\""), "{undo}");
+}
+
+#[test]
+fn a_switchback_whose_switches_are_slow_plans_its_periods_again_before_its_first_pair_only() {
+    let mut sb = SwitchbackTrial {
+        baseline: vec![100.0, 104.0, 97.0, 103.0, 96.0, 101.0, 99.0, 102.0],
+        limits: PeriodLimits {
+            window_s: 2.0,
+            settle_s: 2.0,
+            period_max_s: 120.0,
+            budget_windows: 60,
+            pairs_min: 3,
+            switch_s: 0.0,
+            within_s: 0.0,
+            spent_s: 0.0,
+        },
+        periods: None,
+        seed: 3,
+        hib: true,
+        switch_times: vec![],
+        applying_s: 0.0,
+    };
+    // Before the periods are planned, a switch's time is only kept.
+    assert_eq!(sb.switched(10.0, 40.0), None);
+    let quick = PeriodPlan::for_signal(
+        &sb.baseline,
+        &PeriodLimits {
+            switch_s: 0.0,
+            within_s: 0.0,
+            spent_s: 0.0,
+            ..sb.limits
+        },
+    )
+    .unwrap();
+    sb.periods = Some(Switchback::new(
+        quick,
+        3,
+        true,
+        Looks {
+            confidence: 0.95,
+            min_effect: 0.02,
+            rest_share: 0.1,
+        },
+    ));
+    // The first making of the change took 10 s (with the kept 10 s: a mean of 10 s).
+    let note = sb
+        .switched(10.0, 40.0)
+        .expect("a note that the periods changed");
+    assert!(note.contains("a switch takes 10 s"), "{note}");
+    let slow = sb.periods.as_ref().unwrap().plan();
+    assert!(slow.measure > quick.measure, "{quick:?} {slow:?}");
+    assert_eq!(sb.limits.switch_s, 10.0);
+    // A switch as long as the mean so far changes nothing.
+    assert_eq!(sb.switched(10.0, 40.0), None);
+    // Once a pair is complete, the plan stays whatever the switches take.
+    let p = sb.periods.as_mut().unwrap();
+    for _ in 0..2 * slow.period() {
+        let on = p.want_on();
+        p.record(on, 100.0, None);
+    }
+    assert_eq!(p.pairs(), 1);
+    assert_eq!(sb.switched(0.01, 100.0), None);
+    assert_eq!(sb.periods.as_ref().unwrap().plan(), slow);
 }
 
 #[test]
