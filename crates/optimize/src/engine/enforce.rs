@@ -137,7 +137,7 @@ impl Engine {
             };
             // The cgroup's cpuset shrank under the binding: the kernel has already narrowed
             // the threads' masks to what is left; the action ends (nothing to undo, not manual).
-            let world = super::manual::world_of(&self.fs, &self.topo, w);
+            let world = self.policy.world_of(&self.topo, w);
             if !mask.is_subset(&world.cpus) {
                 let why = format!(
                     "its cpuset is now {}{}: the binding to {mask} no longer fits; the kernel moved its threads, the action ends",

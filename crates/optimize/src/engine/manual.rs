@@ -14,7 +14,7 @@
 use perfpilot_observe::Topology;
 use perfpilot_observe::workload::Workload;
 use perfpilot_sys::block::QueueSettings;
-use perfpilot_sys::cgroup::read;
+use perfpilot_sys::cgroup::read::Cpusets;
 use perfpilot_sys::process::tuning;
 use perfpilot_sys::{CpuSet, Fs};
 use perfpilot_units as units;
@@ -124,15 +124,16 @@ impl World {
     }
 }
 
-/// The world of `w`: the intersection of its members' cgroup cpusets with the online CPUs. A
+/// The world of `w`: the intersection of its members' cgroup cpusets with the online CPUs,
+/// read through the scan's `cpusets` (each group read once, however many members it holds). A
 /// cgroup that vanished or cannot be read leaves the member unconstrained (read again next
 /// scan); members in disjoint cpusets leave the whole machine (no one place holds them).
-pub fn world_of(fs: &Fs, topo: &Topology, w: &Workload) -> World {
+pub fn world_of(cpusets: &mut Cpusets, topo: &Topology, w: &Workload) -> World {
     let mut cpus = topo.online.clone();
     let mut mems: Option<CpuSet> = None;
     let mut by = None;
     for m in &w.members {
-        let Ok(Some(cs)) = read::cpuset_of_pid(fs, m.pid) else {
+        let Ok(Some(cs)) = cpusets.of_pid(m.pid) else {
             continue;
         };
         if cs.dir.is_root() {

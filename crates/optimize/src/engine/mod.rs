@@ -222,6 +222,7 @@ impl Engine {
             }
         };
         self.steady.next_scan(cur.mono_ns as f64 / 1e9);
+        self.policy.new_scan();
         // Free memory per node now (memory affinity's "fits one node"), with what the node
         // files leave out.
         self.topo.set_node_memory(&cur.memory.nodes);

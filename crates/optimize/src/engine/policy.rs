@@ -13,7 +13,8 @@ use perfpilot_observe::Topology;
 use perfpilot_observe::workload::Workload;
 use perfpilot_store::Store;
 use perfpilot_sys::cgroup::container::{self, Container};
-use perfpilot_sys::cgroup::{Hierarchies, Membership};
+use perfpilot_sys::cgroup::Membership;
+use perfpilot_sys::cgroup::read::Cpusets;
 use perfpilot_sys::process::ProcReader;
 use perfpilot_sys::{CpuSet, Fs};
 
@@ -76,6 +77,9 @@ pub(super) struct Policy {
     settings: HashMap<(i32, u64), (Instant, Vec<ManualSetting>)>,
     /// Where each process runs, with when it was read.
     placements: HashMap<(i32, u64), (Instant, Placement)>,
+    /// The cgroup cpusets read in this scan: a workload's world is asked for several times a
+    /// scan, and a server's members share their groups.
+    cpusets: Cpusets,
 }
 
 impl Policy {
@@ -96,7 +100,19 @@ impl Policy {
             slow_evidence_after_s: 0.0,
             settings: HashMap::new(),
             placements: HashMap::new(),
+            cpusets: Cpusets::new(fs),
         }
+    }
+
+    /// Starts a scan: the cgroups are read afresh (a group changed since the last scan is
+    /// seen in this one).
+    pub(super) fn new_scan(&mut self) {
+        self.cpusets = Cpusets::new(&self.fs);
+    }
+
+    /// The world of `w` (its cgroups' cpusets), read once a scan.
+    pub(super) fn world_of(&mut self, topo: &Topology, w: &Workload) -> World {
+        manual::world_of(&mut self.cpusets, topo, w)
     }
 
     /// Where a workload runs: its first member's cgroup and container (read at most once a
@@ -111,10 +127,10 @@ impl Policy {
         {
             return p.clone();
         }
-        let h = Hierarchies::detect(&self.fs);
+        let h = self.cpusets.hierarchies();
         let cgroup = Membership::of_pid(&self.fs, m.pid)
             .ok()
-            .map(|mb| mb.path(&h))
+            .map(|mb| mb.path(h))
             .filter(|p| p != "/");
         let p = Placement {
             container: cgroup
@@ -137,7 +153,7 @@ impl Policy {
         w: &Workload,
         ours: Option<&CpuSet>,
     ) -> Manual {
-        let world = manual::world_of(&self.fs, topo, w);
+        let world = self.world_of(topo, w);
         let mut settings = Vec::new();
         if let Some(why) = self.manual.get(&w.signature) {
             let why = why.strip_prefix("manually tuned: ").unwrap_or(why);

@@ -227,7 +227,7 @@ impl Membership {
 }
 
 /// One cgroup directory in one hierarchy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Dir {
     /// Which hierarchy.
     pub version: Version,

@@ -5,7 +5,7 @@
 //! `memory.limit_in_bytes` and `memory.stat`) and pressure (`cpu.pressure`, `memory.pressure`,
 //! `io.pressure`, v2 only).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -314,14 +314,66 @@ pub fn pressure(fs: &Fs, d: &Dir) -> Result<GroupPressure> {
     })
 }
 
-/// The effective cpuset of process `pid`'s cgroup; `None` where cpusets are not mounted.
+/// The effective cpuset of process `pid`'s cgroup; `None` where cpusets are not mounted. For
+/// many processes at once, [`Cpusets`] reads less.
 pub fn cpuset_of_pid(fs: &Fs, pid: i32) -> Result<Option<Cpuset>> {
-    let h = Hierarchies::detect(fs);
-    let m = Membership::of_pid(fs, pid)?;
-    // On a hybrid machine cpuset is a v1 controller; where both trees could say, v1 wins
-    // (`home` looks there first), the v2 tree's root files otherwise.
-    match m.dir(&h, "cpuset") {
-        Some(d) => cpuset(fs, &d),
-        None => Ok(None),
+    Cpusets::new(fs).of_pid(pid)
+}
+
+/// The cpusets of many processes read together (a scan's workloads): the hierarchies are
+/// detected once and each group's cpuset files read once, where [`cpuset_of_pid`] detects and
+/// walks them for every process (on a server with many processes in one group, most of the
+/// daemon's `/sys/fs/cgroup` reads; docs/reliability.md). It remembers what it read: make a
+/// new one for each pass, so that a group changed since is read again.
+#[derive(Debug)]
+pub struct Cpusets {
+    fs: Fs,
+    /// Detected at the first process asked about.
+    hierarchies: Option<Hierarchies>,
+    /// Each group's cpuset, by the group `/proc/PID/cgroup` names.
+    groups: HashMap<Dir, Option<Cpuset>>,
+    /// Each process's, by pid (a process asked about twice reads `/proc/PID/cgroup` once).
+    pids: HashMap<i32, Option<Cpuset>>,
+}
+
+impl Cpusets {
+    /// Nothing read yet, of `fs`.
+    pub fn new(fs: &Fs) -> Cpusets {
+        Cpusets {
+            fs: fs.clone(),
+            hierarchies: None,
+            groups: HashMap::new(),
+            pids: HashMap::new(),
+        }
+    }
+
+    /// The mounted hierarchies (detected once).
+    pub fn hierarchies(&mut self) -> &Hierarchies {
+        self.hierarchies
+            .get_or_insert_with(|| Hierarchies::detect(&self.fs))
+    }
+
+    /// The effective cpuset of process `pid`'s cgroup, as [`cpuset_of_pid`]. A failed reading
+    /// (the process exited, a file would not parse) is not remembered.
+    pub fn of_pid(&mut self, pid: i32) -> Result<Option<Cpuset>> {
+        if let Some(c) = self.pids.get(&pid) {
+            return Ok(c.clone());
+        }
+        let m = Membership::of_pid(&self.fs, pid)?;
+        // On a hybrid machine cpuset is a v1 controller; where both trees could say, v1 wins
+        // (`home` looks there first), the v2 tree's root files otherwise.
+        let c = match m.dir(self.hierarchies(), "cpuset") {
+            Some(d) => match self.groups.get(&d) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = cpuset(&self.fs, &d)?;
+                    self.groups.insert(d, c.clone());
+                    c
+                }
+            },
+            None => None,
+        };
+        self.pids.insert(pid, c.clone());
+        Ok(c)
     }
 }

@@ -297,3 +297,31 @@ fn other_runtimes_layouts_are_recognised_and_services_are_not_containers() {
     .unwrap();
     assert_eq!(besteffort.pod.unwrap().qos, "besteffort");
 }
+
+#[test]
+fn cpusets_read_together_read_each_group_once_and_a_new_pass_reads_it_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = tmp.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n");
+    write("sys/fs/cgroup/cpuset.cpus.effective", "0-3\n");
+    write("sys/fs/cgroup/db.slice/cpuset.cpus.effective", "2-3\n");
+    for pid in [100, 101, 102] {
+        write(&format!("proc/{pid}/cgroup"), "0::/db.slice\n");
+    }
+    let fs = Fs::at(tmp.path());
+    let mut sets = read::Cpusets::new(&fs);
+    let of = |sets: &mut read::Cpusets, pid| sets.of_pid(pid).unwrap().unwrap().effective_cpus;
+    assert_eq!(of(&mut sets, 100), set("2-3"));
+    // The group's files change: the same pass answers from what it read, for every member.
+    write("sys/fs/cgroup/db.slice/cpuset.cpus.effective", "1\n");
+    assert_eq!(of(&mut sets, 101), set("2-3"));
+    assert_eq!(of(&mut sets, 102), set("2-3"));
+    assert_eq!(of(&mut read::Cpusets::new(&fs), 102), set("1"));
+    assert_eq!(read::cpuset_of_pid(&fs, 100).unwrap().unwrap().effective_cpus, set("1"));
+    // A process that is gone is an error, not remembered as without a cpuset.
+    assert!(sets.of_pid(999).is_err());
+}

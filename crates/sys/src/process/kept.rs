@@ -30,24 +30,28 @@ pub(crate) enum KeptRead {
 /// Whose file a kept descriptor reads: pid, tid (0 for the process's own) and file name.
 pub(crate) type Key = (i32, i32, &'static str);
 
-/// One process's kept descriptors, and the last pass that read any of them.
+/// One process's kept descriptors, the pass that kept the first of them and the last pass that
+/// read any of them.
 #[derive(Debug)]
 struct ProcFds {
+    since: u64,
     seen: u64,
     files: HashMap<(i32, &'static str), File, Hasher>,
     /// Its `task/` directory (no seq_file page behind it: a few hundred bytes of kernel memory).
     task_dir: Option<File>,
 }
 
-/// Open descriptors by [`Key`], at most `limit` of them. A file is kept once it was opened in
-/// two passes in a row, or at once when its process already has a kept descriptor: an open
-/// procfs file holds about 4.4 KiB of kernel memory once read (its seq_file page), worth it
-/// for what every pass reads (processes' `stat`, busy threads) and for the files of a process
-/// read every pass that a sampler reads now and then (an idle process's `status`, `io` and
-/// task directory at its refresh: opening them cost more than the rest of the refresh), not
-/// for a process seen once. A process's descriptors stay while any of its files is read in a
-/// pass (a sampler that carries an idle process over still reads its `stat`), so its threads'
-/// and refresh files' descriptors outlive the passes that skip them.
+/// Open descriptors by [`Key`], at most `limit` of them. A process's own files (`stat`,
+/// `status`, `io`) and its task directory are kept from their first reading: every pass reads
+/// its `stat` again, and a sampler reads the others at each refresh, where opening them cost
+/// more than the rest of the refresh; a process seen once holds them until the next pass
+/// ends. A thread's file is kept once it was opened in two passes in a row, or at once when
+/// its process has had kept descriptors since an earlier pass: an open procfs file holds about
+/// 4.4 KiB of kernel memory once read (its seq_file page), worth it for threads read every
+/// pass (busy ones), not for the threads of a process seen once. A process's descriptors stay
+/// while any of its files is read in a pass (a sampler that carries an idle process over still
+/// reads its `stat`), so its threads' and refresh files' descriptors outlive the passes that
+/// skip them.
 #[derive(Debug)]
 pub(crate) struct KeptFds {
     procs: HashMap<i32, ProcFds, Hasher>,
@@ -94,15 +98,17 @@ impl KeptFds {
         }
     }
 
-    /// Keeps `file` (just opened and read) for the next passes, if it was opened in the
-    /// previous pass too and there is room; else it is closed.
+    /// Keeps `file` (just opened and read) for the next passes, if the rules above keep it and
+    /// there is room; else it is closed.
     pub fn keep(&mut self, key: Key, file: File) {
         let (pid, tid, name) = key;
-        if !self.procs.contains_key(&pid) && !self.opened_before.contains(&key) {
+        let known = self.procs.get(&pid).is_some_and(|p| p.since < self.pass);
+        if tid != 0 && !known && !self.opened_before.contains(&key) {
             self.opened.insert(key);
             return;
         }
         let p = self.procs.entry(pid).or_insert_with(|| ProcFds {
+            since: self.pass,
             seen: self.pass,
             files: HashMap::default(),
             task_dir: None,
@@ -262,6 +268,38 @@ mod tests {
     }
 
     #[test]
+    fn a_processs_own_files_are_kept_from_their_first_reading() {
+        let (p, f) = temp("own", "a");
+        let mut k = KeptFds::new(8);
+        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        k.keep((1, 0, "status"), f.try_clone().unwrap());
+        assert_eq!(k.len(), 2, "a new process's stat and status");
+        // Its threads' first opens in the same pass are not kept: the process may be seen once.
+        k.keep((1, 7, "stat"), f.try_clone().unwrap());
+        assert_eq!(k.len(), 2);
+        k.end_pass();
+        let mut buf = Vec::new();
+        assert!(matches!(k.read((1, 0, "stat"), &mut buf), KeptRead::Read));
+        // Seen again in the next pass: a thread of it is kept at its first open.
+        k.keep((1, 8, "stat"), f);
+        assert_eq!(k.len(), 3);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn the_descriptors_of_a_process_seen_once_are_closed_when_the_next_pass_ends() {
+        let (p, f) = temp("once", "a");
+        let mut k = KeptFds::new(8);
+        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        k.keep((1, 0, "io"), f);
+        k.end_pass();
+        assert_eq!(k.len(), 2, "kept through the pass that read them");
+        k.end_pass();
+        assert_eq!(k.len(), 0);
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
     fn a_file_of_a_process_with_kept_descriptors_is_kept_at_once() {
         let (p, f) = temp("refresh", "a");
         let mut k = KeptFds::new(8);
@@ -269,9 +307,6 @@ mod tests {
         k.end_pass();
         // An idle process's refresh: its status opened for the first time in a while.
         k.keep((1, 0, "status"), f.try_clone().unwrap());
-        assert_eq!(k.len(), 2);
-        // Another process's first open is not kept.
-        k.keep((2, 0, "status"), f);
         assert_eq!(k.len(), 2);
         let mut buf = Vec::new();
         assert!(matches!(k.read((1, 0, "status"), &mut buf), KeptRead::Read));
@@ -318,17 +353,17 @@ mod tests {
     }
 
     #[test]
-    fn a_file_is_kept_only_once_it_was_opened_in_two_passes_in_a_row() {
+    fn a_threads_file_is_kept_only_once_it_was_opened_in_two_passes_in_a_row() {
         let (p, f) = temp("twice", "a");
         let mut k = KeptFds::new(8);
-        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        k.keep((1, 7, "stat"), f.try_clone().unwrap());
         assert_eq!(k.len(), 0, "opened once");
         k.end_pass();
         k.end_pass();
-        k.keep((1, 0, "stat"), f.try_clone().unwrap());
+        k.keep((1, 7, "stat"), f.try_clone().unwrap());
         assert_eq!(k.len(), 0, "opened again, but not in the pass before");
         k.end_pass();
-        k.keep((1, 0, "stat"), f);
+        k.keep((1, 7, "stat"), f);
         assert_eq!(k.len(), 1, "opened in two passes in a row");
         std::fs::remove_file(p).unwrap();
     }
