@@ -63,8 +63,10 @@ fn a_kept_binding_that_no_longer_fits_a_shrunk_cpuset_ends_and_is_not_manual() {
     e.enforce_held(std::slice::from_ref(&bound), &Default::default())
         .unwrap();
     assert_eq!(e.actions.held.len(), 1);
-    // The cpuset shrinks to CPU 1; the kernel moved the threads there.
+    // The cpuset shrinks to CPU 1; the kernel moved the threads there. The next scan reads the
+    // cgroups afresh (within a scan they are read once).
     in_box(tmp.path(), "1");
+    e.policy.new_scan();
     bound.members[0].cpus_allowed = Some(CpuSet::parse("1").unwrap());
     e.enforce_held(std::slice::from_ref(&bound), &Default::default())
         .unwrap();
