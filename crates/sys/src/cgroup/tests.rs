@@ -321,7 +321,13 @@ fn cpusets_read_together_read_each_group_once_and_a_new_pass_reads_it_again() {
     assert_eq!(of(&mut sets, 101), set("2-3"));
     assert_eq!(of(&mut sets, 102), set("2-3"));
     assert_eq!(of(&mut read::Cpusets::new(&fs), 102), set("1"));
-    assert_eq!(read::cpuset_of_pid(&fs, 100).unwrap().unwrap().effective_cpus, set("1"));
+    assert_eq!(
+        read::cpuset_of_pid(&fs, 100)
+            .unwrap()
+            .unwrap()
+            .effective_cpus,
+        set("1")
+    );
     // A process that is gone is an error, not remembered as without a cpuset.
     assert!(sets.of_pid(999).is_err());
 }

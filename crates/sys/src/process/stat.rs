@@ -372,7 +372,10 @@ mod tests {
             }
         }
         // Both outcomes were exercised, not only the failures.
-        assert!(agreed_ok > 3_000 && agreed_err > 3_000, "{agreed_ok} {agreed_err}");
+        assert!(
+            agreed_ok > 3_000 && agreed_err > 3_000,
+            "{agreed_ok} {agreed_err}"
+        );
     }
 
     #[test]
