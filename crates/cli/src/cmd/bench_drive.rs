@@ -349,10 +349,11 @@ fn delay_script(ms: f64) -> String {
 const EQUAL_RATES: f64 = 0.03;
 
 /// wrk's think time corrected after a run at `achieved` requests/s: each of the `connections`
-/// should take connections / rate per request, so the think time moves by the difference.
-fn recalibrate(think_ms: f64, connections: usize, rate: u64, achieved: f64) -> f64 {
+/// should take connections / rate per request, so the think time moves by `step` (1: all) of
+/// the difference.
+fn recalibrate(think_ms: f64, connections: usize, rate: u64, achieved: f64, step: f64) -> f64 {
     let cycle_ms = |r: f64| connections as f64 * 1000.0 / r.max(1e-9);
-    (think_ms + cycle_ms(rate as f64) - cycle_ms(achieved)).max(0.0)
+    (think_ms + step * (cycle_ms(rate as f64) - cycle_ms(achieved))).max(0.0)
 }
 
 /// Calibrates wrk's think time for `case` (an open loop) by short runs, until its rate is within
@@ -373,7 +374,7 @@ fn calibrate(case: &mut Case, a: &DriveBench, server: &Server) -> anyhow::Result
         if off.abs() <= EQUAL_RATES / 3.0 {
             break;
         }
-        case.wrk_think_ms = recalibrate(case.wrk_think_ms, a.connections, rate, r.ok_per_s);
+        case.wrk_think_ms = recalibrate(case.wrk_think_ms, a.connections, rate, r.ok_per_s, 1.0);
     }
     Ok(())
 }
@@ -496,9 +497,11 @@ pub fn run(a: DriveBench) -> anyhow::Result<()> {
                     r.cost()
                 );
                 if let (Client::Wrk, Some(rate)) = (&clients[k], case.rate) {
-                    // The machine's load changes between rounds: the think time follows.
+                    // The machine's load changes between rounds: the think time follows, by
+                    // half the difference, since one run's rate on a busy machine swings with
+                    // its response times.
                     case.wrk_think_ms =
-                        recalibrate(case.wrk_think_ms, a.connections, rate, r.ok_per_s);
+                        recalibrate(case.wrk_think_ms, a.connections, rate, r.ok_per_s, 0.5);
                 }
                 runs[ci][k].push(r);
             }
@@ -605,10 +608,11 @@ mod tests {
     fn a_slow_wrk_gets_a_shorter_think_time_and_a_fast_one_a_longer() {
         // 64 connections at 4,000/s: 16 ms a request each. At 3,200/s each took 20 ms, 4 too
         // many.
-        assert!((recalibrate(16.0, 64, 4000, 3200.0) - 12.0).abs() < 1e-9);
-        assert!((recalibrate(12.0, 64, 4000, 5000.0) - 15.2).abs() < 1e-9);
+        assert!((recalibrate(16.0, 64, 4000, 3200.0, 1.0) - 12.0).abs() < 1e-9);
+        assert!((recalibrate(12.0, 64, 4000, 5000.0, 1.0) - 15.2).abs() < 1e-9);
+        assert!((recalibrate(16.0, 64, 4000, 3200.0, 0.5) - 14.0).abs() < 1e-9);
         // A client that cannot reach the rate thinks not at all.
-        assert_eq!(recalibrate(1.0, 64, 4000, 100.0), 0.0);
+        assert_eq!(recalibrate(1.0, 64, 4000, 100.0, 1.0), 0.0);
     }
 
     #[test]
