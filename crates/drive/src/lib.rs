@@ -46,7 +46,7 @@ mod template;
 mod threshold;
 mod tls;
 
-pub use engine::{RunControl, run};
+pub use engine::{RunControl, driver_threads, driver_threads_of, run};
 pub use error::DriveError;
 #[doc(hidden)]
 pub use h1::replay as replay_http1;

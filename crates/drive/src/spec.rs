@@ -152,6 +152,14 @@ impl Load {
             connections: connections.max(1),
         })
     }
+
+    /// The users (closed loop) or connections (open loop) the load keeps.
+    pub fn slots(&self) -> usize {
+        match *self {
+            Load::Closed { users, .. } => users,
+            Load::Open { connections, .. } => connections,
+        }
+    }
 }
 
 /// Everything a run needs.

@@ -6,8 +6,10 @@
 //! geometric mean of the rounds' ratios with its 95 % interval (`perfpilot_stats`).
 //!
 //! The open-loop case sends a fixed rate below both clients' limits. wrk has no open loop (wrk2
-//! is not packaged), so it runs its closed loop with the think time (a Lua `delay()`) that makes
-//! it reach the same rate: the cost per request is then compared at equal throughput.
+//! is not packaged), so it runs its closed loop with a think time (a Lua `delay()`) calibrated
+//! to reach the same rate: short runs before the rounds, and after each of its runs in them. A
+//! CPU-per-request ratio is only fair at equal throughput, so a case whose two rates differ by
+//! more than [`EQUAL_RATES`] is flagged under the table.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -34,8 +36,8 @@ pub struct DriveBench {
     /// Client threads of the closed-loop cases, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     threads: Vec<usize>,
-    /// The open-loop case's rate, requests per second (0: no open-loop case). wrk's think time
-    /// is connections / rate, in whole milliseconds: pick a rate that divides evenly.
+    /// The open-loop case's rate, requests per second (0: no open-loop case). wrk gets the think
+    /// time that reaches it, calibrated by short runs before the rounds.
     #[arg(long, default_value_t = 4000)]
     rate: u64,
     /// Which protocols, comma-separated: http (HTTP/1.1 keep-alive), https (HTTP/1.1 over TLS).
@@ -64,6 +66,9 @@ struct Case {
     threads: usize,
     /// Open loop at this rate.
     rate: Option<u64>,
+    /// wrk's think time in the open-loop case, milliseconds: calibrated so that its closed loop
+    /// runs at `rate`.
+    wrk_think_ms: f64,
 }
 
 impl Case {
@@ -245,20 +250,18 @@ fn command(
     a: &DriveBench,
     server: &Server,
     out: &Path,
+    secs: u64,
 ) -> anyhow::Result<Command> {
     let mut c = pinned(&a.client_cpus, a.nice);
-    let (conns, secs, url) = (a.connections, a.seconds, server.url(case.tls));
+    let (conns, url) = (a.connections, server.url(case.tls));
     match client {
         Client::Wrk => {
             c.arg(find_tool("wrk")?);
             c.args([format!("-t{}", case.threads), format!("-c{conns}")]);
             c.arg(format!("-d{secs}s"));
-            if let Some(rate) = case.rate {
-                // Each connection waits connections / rate after each response: a closed loop
-                // at the open loop's rate.
+            if case.rate.is_some() {
                 let script = server.dir.join("delay.lua");
-                let ms = conns as f64 * 1000.0 / rate as f64;
-                std::fs::write(&script, format!("function delay() return {ms} end\n"))?;
+                std::fs::write(&script, delay_script(case.wrk_think_ms))?;
                 c.arg("-s").arg(script);
             }
             c.arg(url);
@@ -286,10 +289,16 @@ fn command(
     Ok(c)
 }
 
-/// Runs `client` once and measures its CPU time.
-fn run_once(client: &Client, case: &Case, a: &DriveBench, server: &Server) -> anyhow::Result<Run> {
+/// Runs `client` once for `secs` seconds and measures its CPU time.
+fn run_once(
+    client: &Client,
+    case: &Case,
+    a: &DriveBench,
+    server: &Server,
+    secs: u64,
+) -> anyhow::Result<Run> {
     let json = server.dir.join("drive.json");
-    let mut cmd = command(client, case, a, server, &json)?;
+    let mut cmd = command(client, case, a, server, &json, secs)?;
     let cpu0 = perfpilot_sys::children_cpu_time();
     let out = cmd
         .output()
@@ -325,6 +334,80 @@ fn run_once(client: &Client, case: &Case, a: &DriveBench, server: &Server) -> an
     })
 }
 
+/// A wrk script whose `delay()` averages `ms` milliseconds. wrk truncates `delay()` to whole
+/// milliseconds, so the fraction is the chance of drawing one millisecond more.
+fn delay_script(ms: f64) -> String {
+    let ms = ms.max(0.0);
+    let whole = ms.floor();
+    format!(
+        "local whole, frac = {whole:.0}, {:.4}\nfunction delay()\n  if math.random() < frac then return whole + 1 end\n  return whole\nend\n",
+        ms - whole
+    )
+}
+
+/// The rates of an open-loop case's clients count as equal within this fraction.
+const EQUAL_RATES: f64 = 0.03;
+
+/// wrk's think time corrected after a run at `achieved` requests/s: each of the `connections`
+/// should take connections / rate per request, so the think time moves by `step` (1: all) of
+/// the difference.
+fn recalibrate(think_ms: f64, connections: usize, rate: u64, achieved: f64, step: f64) -> f64 {
+    let cycle_ms = |r: f64| connections as f64 * 1000.0 / r.max(1e-9);
+    (think_ms + step * (cycle_ms(rate as f64) - cycle_ms(achieved))).max(0.0)
+}
+
+/// Calibrates wrk's think time for `case` (an open loop) by short runs, until its rate is within
+/// a third of [`EQUAL_RATES`] of the case's (at most four runs).
+fn calibrate(case: &mut Case, a: &DriveBench, server: &Server) -> anyhow::Result<()> {
+    let Some(rate) = case.rate else {
+        return Ok(());
+    };
+    for _ in 0..4 {
+        let r = run_once(&Client::Wrk, case, a, server, a.seconds.min(2))?;
+        let off = r.ok_per_s / rate as f64 - 1.0;
+        eprintln!(
+            "calibrating wrk on {}: think time {:.3} ms gave {:.0} req/s",
+            case.name(),
+            case.wrk_think_ms,
+            r.ok_per_s
+        );
+        if off.abs() <= EQUAL_RATES / 3.0 {
+            break;
+        }
+        case.wrk_think_ms = recalibrate(case.wrk_think_ms, a.connections, rate, r.ok_per_s, 1.0);
+    }
+    Ok(())
+}
+
+/// Open-loop cases whose clients' mean rates differ from wrk's by more than [`EQUAL_RATES`]: the
+/// lines said under the table.
+fn unequal_rates(cases: &[Case], clients: &[Client], runs: &[Vec<Vec<Run>>]) -> Vec<String> {
+    let mean_rate =
+        |rs: &[Run]| rs.iter().map(|r| r.ok_per_s).sum::<f64>() / rs.len().max(1) as f64;
+    let mut out = Vec::new();
+    for (ci, case) in cases.iter().enumerate() {
+        if case.rate.is_none() {
+            continue;
+        }
+        let wrk = mean_rate(&runs[ci][0]);
+        for (k, client) in clients.iter().enumerate().skip(1) {
+            let other = mean_rate(&runs[ci][k]);
+            let diff = other / wrk.max(1e-9) - 1.0;
+            if diff.abs() > EQUAL_RATES {
+                out.push(format!(
+                    "not at equal throughput: {}: {} {:.0} req/s against wrk's {:.0} ({:+.1} %), so its CPU ratio is not a fair comparison",
+                    case.name(),
+                    client.label(),
+                    other,
+                    wrk,
+                    diff * 100.0
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn cases(a: &DriveBench) -> anyhow::Result<Vec<Case>> {
     let mut out = Vec::new();
     for p in &a.protocols {
@@ -341,6 +424,7 @@ fn cases(a: &DriveBench) -> anyhow::Result<Vec<Case>> {
                 tls,
                 threads,
                 rate: None,
+                wrk_think_ms: 0.0,
             });
         }
         if a.rate > 0 {
@@ -348,6 +432,7 @@ fn cases(a: &DriveBench) -> anyhow::Result<Vec<Case>> {
                 tls,
                 threads: 1,
                 rate: Some(a.rate),
+                wrk_think_ms: a.connections as f64 * 1000.0 / a.rate as f64,
             });
         }
     }
@@ -374,7 +459,7 @@ pub fn run(a: DriveBench) -> anyhow::Result<()> {
             label: format!("drive ({})", exe.display()),
         });
     }
-    let cases = cases(&a)?;
+    let mut cases = cases(&a)?;
     let server = Server::start(&a.server_cpus, a.nice)?;
     eprintln!(
         "nginx (1 worker) on CPU {}, clients on CPU {}, nice {}: {} cases x {} clients x {} rounds of {} s",
@@ -386,29 +471,46 @@ pub fn run(a: DriveBench) -> anyhow::Result<()> {
         a.rounds,
         a.seconds
     );
+    for case in &mut cases {
+        calibrate(case, &a, &server)?;
+    }
     // runs[case][client][round]
     let mut runs = vec![vec![Vec::new(); clients.len()]; cases.len()];
     for round in 0..a.rounds {
-        for (ci, case) in cases.iter().enumerate() {
+        for (ci, case) in cases.iter_mut().enumerate() {
             let mut order: Vec<usize> = (0..clients.len()).collect();
             if round % 2 == 1 {
                 order.reverse();
             }
             for k in order {
-                let r = run_once(&clients[k], case, &a, &server)?;
+                let r = run_once(&clients[k], case, &a, &server, a.seconds)?;
+                let think = match (&clients[k], case.rate) {
+                    (Client::Wrk, Some(_)) => format!(", think time {:.3} ms", case.wrk_think_ms),
+                    _ => String::new(),
+                };
                 eprintln!(
-                    "round {}: {}: {}: {:.0} req/s, {:.2} CPU ms per 1,000",
+                    "round {}: {}: {}: {:.0} req/s, {:.2} CPU ms per 1,000{think}",
                     round + 1,
                     case.name(),
                     clients[k].label(),
                     r.ok_per_s,
                     r.cost()
                 );
+                if let (Client::Wrk, Some(rate)) = (&clients[k], case.rate) {
+                    // The machine's load changes between rounds: the think time follows, by
+                    // half the difference, since one run's rate on a busy machine swings with
+                    // its response times.
+                    case.wrk_think_ms =
+                        recalibrate(case.wrk_think_ms, a.connections, rate, r.ok_per_s, 0.5);
+                }
                 runs[ci][k].push(r);
             }
         }
     }
     print!("{}", table(&cases, &clients, &runs));
+    for line in unequal_rates(&cases, &clients, &runs) {
+        println!("\n{line}");
+    }
     Ok(())
 }
 
@@ -464,6 +566,7 @@ mod tests {
             tls: false,
             threads: 1,
             rate: None,
+            wrk_think_ms: 0.0,
         }];
         let clients = [
             Client::Wrk,
@@ -488,5 +591,61 @@ mod tests {
             ),
             "{t}"
         );
+    }
+
+    #[test]
+    fn wrks_think_time_draws_whole_milliseconds_averaging_the_fraction() {
+        let script = delay_script(15.25);
+        assert!(
+            script.contains("local whole, frac = 15, 0.2500"),
+            "{script}"
+        );
+        assert!(script.contains("return whole + 1"), "{script}");
+        assert!(delay_script(-3.0).contains("local whole, frac = 0, 0.0000"));
+    }
+
+    #[test]
+    fn a_slow_wrk_gets_a_shorter_think_time_and_a_fast_one_a_longer() {
+        // 64 connections at 4,000/s: 16 ms a request each. At 3,200/s each took 20 ms, 4 too
+        // many.
+        assert!((recalibrate(16.0, 64, 4000, 3200.0, 1.0) - 12.0).abs() < 1e-9);
+        assert!((recalibrate(12.0, 64, 4000, 5000.0, 1.0) - 15.2).abs() < 1e-9);
+        assert!((recalibrate(16.0, 64, 4000, 3200.0, 0.5) - 14.0).abs() < 1e-9);
+        // A client that cannot reach the rate thinks not at all.
+        assert_eq!(recalibrate(1.0, 64, 4000, 100.0, 1.0), 0.0);
+    }
+
+    #[test]
+    fn an_open_loop_case_whose_rates_differ_by_over_3_percent_is_flagged() {
+        let open = Case {
+            tls: false,
+            threads: 1,
+            rate: Some(4000),
+            wrk_think_ms: 16.0,
+        };
+        let clients = [
+            Client::Wrk,
+            Client::Drive {
+                exe: PathBuf::from("x"),
+                label: "drive".into(),
+            },
+        ];
+        let at = |rate: f64| Run {
+            ok: 4000,
+            ok_per_s: rate,
+            cpu_s: 0.1,
+        };
+        let equal = vec![vec![vec![at(3950.0)], vec![at(4000.0)]]];
+        assert!(unequal_rates(std::slice::from_ref(&open), &clients, &equal).is_empty());
+        let unequal = vec![vec![vec![at(3700.0)], vec![at(4000.0)]]];
+        let lines = unequal_rates(std::slice::from_ref(&open), &clients, &unequal);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("drive 4000 req/s against wrk's 3700 (+8.1 %)"),
+            "{lines:?}"
+        );
+        // A closed loop runs as fast as each client can: its rates may differ.
+        let closed = Case { rate: None, ..open };
+        assert!(unequal_rates(&[closed], &clients, &unequal).is_empty());
     }
 }

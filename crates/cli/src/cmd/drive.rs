@@ -255,7 +255,8 @@ struct RunArgs {
     /// Length of the measured window.
     #[arg(long, short = 'd', default_value = "10s")]
     duration: String,
-    /// Driver threads (default: one per CPU).
+    /// Driver threads (default: one per CPU); at most one per CPU this process may run on (its
+    /// affinity and cgroup quota) and one per user or connection.
     #[arg(long, short = 't')]
     threads: Option<usize>,
     /// No live progress line.
@@ -453,6 +454,15 @@ fn coordinated(
 
 /// Drives the run from this process.
 fn here(a: &RunArgs, spec: &DriveSpec, live_args: &LiveArgs) -> Result<()> {
+    let threads = perfpilot_drive::driver_threads(spec);
+    if let Some(asked) = a.threads
+        && threads < asked
+        && !a.out.quiet
+    {
+        eprintln!(
+            "note: {threads} driver thread(s), not {asked}: one per user or connection and one per CPU this process may run on at most"
+        );
+    }
     let (outputs, senders) = LiveOutputs::start(live_args)?;
     let control = RunControl {
         progress: !a.no_progress && !a.out.quiet,

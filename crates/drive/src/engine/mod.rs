@@ -159,10 +159,7 @@ fn targets_and_slots(spec: &DriveSpec) -> Result<(Vec<Arc<Target>>, usize), Driv
         .iter()
         .map(|u| Target::parse(u).map(Arc::new))
         .collect::<Result<_, _>>()?;
-    let slots = match spec.load {
-        Load::Closed { users, .. } => users,
-        Load::Open { connections, .. } => connections,
-    };
+    let slots = spec.load.slots();
     if slots == 0 {
         return Err(invalid(
             "load",
@@ -183,8 +180,25 @@ struct Drivers {
     stop: Stop,
 }
 
-/// Starts `spec.threads` driver threads (at most one per slot), the slots dealt round-robin,
-/// each an event loop where it serves the run, else a current-thread tokio runtime.
+/// How many driver threads a run of `spec` starts: [`driver_threads_of`] with the CPUs this
+/// process may run on (its affinity mask and cgroup quota, as `available_parallelism` reads
+/// them).
+pub fn driver_threads(spec: &DriveSpec) -> usize {
+    let slots = spec.load.slots();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    driver_threads_of(spec.threads, slots, cpus)
+}
+
+/// The driver threads for `asked` threads, `slots` users or connections and `cpus` CPUs: at
+/// least one, at most one per slot and one per CPU. Each thread is an event loop that never
+/// blocks, so a thread beyond the CPUs adds no parallelism, only switches between threads and
+/// sleeps and wake-ups split over more loops.
+pub fn driver_threads_of(asked: usize, slots: usize, cpus: usize) -> usize {
+    asked.min(slots).min(cpus).max(1)
+}
+
+/// Starts the driver threads ([`driver_threads`]), the slots dealt round-robin, each an event
+/// loop where it serves the run, else a current-thread tokio runtime.
 fn spawn_drivers(
     spec: &DriveSpec,
     targets: &[Arc<Target>],
@@ -194,7 +208,7 @@ fn spawn_drivers(
     window: Window,
     live: &Arc<Live>,
 ) -> Result<Drivers, DriveError> {
-    let threads = spec.threads.clamp(1, slots);
+    let threads = driver_threads(spec);
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_flag = Arc::new(AtomicBool::new(false));
     let seq = Arc::new(AtomicU64::new(0));
@@ -483,6 +497,16 @@ const TIMER_TICK: Duration = Duration::from_millis(1);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn driver_threads_are_capped_at_the_slots_and_at_the_cpus_the_process_may_use() {
+        assert_eq!(driver_threads_of(4, 64, 16), 4);
+        // Pinned to one CPU: four loops would only take turns on it.
+        assert_eq!(driver_threads_of(4, 64, 1), 1);
+        assert_eq!(driver_threads_of(8, 3, 16), 3);
+        assert_eq!(driver_threads_of(0, 64, 16), 1);
+        assert_eq!(driver_threads_of(4, 64, 0), 1);
+    }
 
     #[test]
     fn reconnects_back_off_from_1_ms_doubling_to_1_s_and_reset_on_a_response() {
