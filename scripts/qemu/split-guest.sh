@@ -45,7 +45,7 @@ match = { comm = "sharedcache" }
 [[workload]]
 match = { comm = "sharedcache-shm" }
 CFG
-/bin/perfpilot daemon --config /tmp/perfpilot.toml --state-dir /tmp/state --for 300s >/tmp/daemon.log 2>&1 &
+/bin/perfpilot daemon --config /tmp/perfpilot.toml --state-dir /tmp/state --for 600s >/tmp/daemon.log 2>&1 &
 daemon=$!
 i=0
 until [ -f /tmp/state/status.json ]; do
@@ -79,12 +79,14 @@ while :; do
         decided=$(/bin/perfpilot status --json --state-dir /tmp/state | grep -c '"decision"' || true)
         [ "$decided" -ge 2 ] && break
     fi
+    # A daemon that ended (its --for, or a failure) has reverted what it held: stop looking.
+    kill -0 "$daemon" 2>/dev/null || break
     i=$((i + 1)); [ $i -lt 400 ] || break
     sleep 1
 done
 /bin/perfpilot status --state-dir /tmp/state | sed -n '/trial:\|ID STRATEGY/,$p'
 echo "most huge pages while measured: private heap $max_anon kB, System V segment $max_shm kB"
-kill "$daemon"
+kill "$daemon" 2>/dev/null || true
 wait "$daemon" || true
 sed 's/\x1b\[[0-9;]*m//g' /tmp/daemon.log | grep -E "trial starts|periods planned|kept|reverted|split|stopping" || true
 a=$(huge "$anon" AnonHugePages) s=$(huge "$shm" ShmemPmdMapped)

@@ -312,6 +312,11 @@ pub struct DesignReplayOptions {
     /// `resolution`, `confidence`, `min_effect`, `period_max_s`, `switch_settle_s`,
     /// `harm_bound`, `drift_floor`, `verdict_within_s`).
     pub tun: Tunables,
+    /// Seconds each switch of a switchback takes (the trace flows on, unjudged).
+    pub switch_s: f64,
+    /// Whether the switchback's periods are planned for the switches' time, as the daemon
+    /// plans them once it has timed the first making of the change.
+    pub switch_planned: bool,
 }
 
 /// What one design's replay found.
@@ -336,10 +341,11 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
                 period_max_s: tun.period_max_s,
                 budget_windows: 2 * tun.max_windows as usize,
                 pairs_min: 3,
-                switch_s: 0.0,
+                switch_s: if o.switch_planned { o.switch_s } else { 0.0 },
                 within_s: tun.verdict_within_s,
                 spent_s: 0.0,
             },
+            switch_windows: (o.switch_s / o.window_s).ceil() as usize,
         },
         "before_after" | "control" => Spec::Sequential { one_way: None },
         "one_way" => Spec::Sequential {

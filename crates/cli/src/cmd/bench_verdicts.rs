@@ -48,6 +48,13 @@ pub struct VerdictsArgs {
     /// daemon drops at least one window for huge pages and read-ahead).
     #[arg(long, default_value_t = 0.0)]
     switch_settle: f64,
+    /// Seconds each switch of a switchback takes (a collapse of gigabytes): the trace flows on,
+    /// unjudged, and the periods are planned for it.
+    #[arg(long, default_value_t = 0.0)]
+    switch: f64,
+    /// With --switch: the periods are planned as if switches took no time.
+    #[arg(long)]
+    switch_unplanned: bool,
     /// The trace of a sibling recorded over the same time, for the control design.
     #[arg(long)]
     control: Option<PathBuf>,
@@ -76,8 +83,12 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         "--window must be positive, --windows at least 2 and --max-windows at least --windows"
     );
     anyhow::ensure!(
-        a.effect > 0.0 && a.settle >= 0.0 && a.switch_settle >= 0.0 && a.stride >= 1,
-        "--effect must be positive, --settle and --switch-settle not negative and --stride at least 1"
+        a.effect > 0.0
+            && a.settle >= 0.0
+            && a.switch_settle >= 0.0
+            && a.switch >= 0.0
+            && a.stride >= 1,
+        "--effect must be positive, --settle, --switch-settle and --switch not negative and --stride at least 1"
     );
     let designs = chosen_designs(&a)?;
     let (n, r) = trace::replay_file(&a.trace, a.window, &plan)
@@ -110,6 +121,8 @@ pub fn run(a: VerdictsArgs) -> anyhow::Result<()> {
         stride: a.stride,
         seed: a.seed,
         tun,
+        switch_s: a.switch,
+        switch_planned: !a.switch_unplanned,
     };
     let replays: Vec<trace::DesignReplay> = designs
         .iter()

@@ -37,8 +37,11 @@ pub enum Spec {
     },
     /// Switchback periods within these limits (a signal they refuse gives no trial).
     Switchback {
-        /// What bounds the periods.
+        /// What bounds the periods (`switch_s`: the switches' time the plan knows of).
         limits: PeriodLimits,
+        /// Windows of the series that pass, unjudged, while the change is switched (a collapse
+        /// of gigabytes inside the daemon's scan); the first making of the change is one.
+        switch_windows: usize,
     },
     /// The old interleaved design: one window on, one off, alternating, judged on the pairs
     /// (a switchback of one window a period, nothing settling, in a fixed order).
@@ -96,7 +99,10 @@ pub fn run(
 ) -> Option<Outcome> {
     match spec {
         Spec::Sequential { one_way } => sequential(one_way.clone(), series, start, effect, plan),
-        Spec::Switchback { limits } => switchback(*limits, series, start, effect, plan, seed),
+        Spec::Switchback {
+            limits,
+            switch_windows,
+        } => switchback(*limits, *switch_windows, series, start, effect, plan, seed),
         Spec::Interleave => interleave(series, start, effect, plan),
     }
 }
@@ -137,6 +143,7 @@ fn sequential(
 
 fn switchback(
     limits: PeriodLimits,
+    switch_windows: usize,
     series: &[f64],
     start: usize,
     effect: Effect,
@@ -147,8 +154,17 @@ fn switchback(
     let p = PeriodPlan::for_signal(base, &limits).ok()?;
     let mut sb = Switchback::new(p, seed, true, plan.looks);
     let mut level = 1.0;
+    let (mut was_on, mut switching) = (false, 0);
     for (i, v) in series.iter().enumerate().skip(start + plan.min) {
         let on = sb.want_on();
+        if on != was_on {
+            was_on = on;
+            switching = switch_windows;
+        }
+        if switching > 0 {
+            switching -= 1;
+            continue;
+        }
         level = step_level(level, if on { effect.ratio } else { 1.0 }, effect.settle);
         if let Step::End(end) = sb.record(on, v * level, None) {
             let decided = sb.decided;

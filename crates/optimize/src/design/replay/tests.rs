@@ -27,6 +27,7 @@ fn switchback() -> Spec {
             within_s: 0.0,
             spent_s: 0.0,
         },
+        switch_windows: 0,
     }
 }
 
@@ -146,4 +147,94 @@ fn the_old_interleaved_pairs_are_replayed_as_one_window_on_one_off() {
     assert_eq!(o.windows, 12);
     assert_eq!(o.decision, Decision::Keep);
     assert!((o.gain.unwrap().ratio - 1.1).abs() < 1e-9);
+}
+
+/// A switchback whose switches take `switch_windows` of the series, planned for them or not.
+fn slow_switchback(switch_windows: usize, planned: bool) -> Spec {
+    let Spec::Switchback { mut limits, .. } = switchback() else {
+        unreachable!("switchback() is a switchback")
+    };
+    limits.switch_s = if planned {
+        switch_windows as f64 * limits.window_s
+    } else {
+        0.0
+    };
+    limits.within_s = 480.0;
+    Spec::Switchback {
+        limits,
+        switch_windows,
+    }
+}
+
+#[test]
+fn slow_switches_planned_for_end_the_trial_near_its_time_bound_and_unplanned_ones_run_far_past_it()
+{
+    // Switches of 3 windows (24 s) on 8 s windows, as a collapse of gigabytes under load.
+    let (mut planned, mut unplanned) = (Tally::default(), Tally::default());
+    for seed in 0..40 {
+        let series = Wander::POSTGRES.series(3000 + seed, 600);
+        for (spec, t) in [
+            (slow_switchback(3, true), &mut planned),
+            (slow_switchback(3, false), &mut unplanned),
+        ] {
+            if let Some(o) = run(&spec, &series, 0, Effect::NONE, &plan(), seed) {
+                t.add(&o);
+            }
+        }
+    }
+    // The planned trial's windows (8 s each) after its baseline fit its 480 s bound, but for
+    // a last period and its switches (1.5 switches a pair is an average: the order is drawn).
+    assert_eq!(planned.trials, 40, "{planned:?}");
+    assert!(
+        planned
+            .windows
+            .iter()
+            .all(|&w| w <= plan().min + 480 / 8 + 16),
+        "{planned:?}"
+    );
+    let false_rate = planned.decided_no_change() as f64 / planned.trials as f64;
+    assert!(false_rate <= 0.1, "{false_rate} {planned:?}");
+    // Periods of one window each paying 3 windows a switch: the same budget of judged windows
+    // takes about three times as long.
+    let median = |t: &Tally| {
+        let mut w = t.windows.clone();
+        w.sort_unstable();
+        w.get(w.len() / 2).copied().unwrap_or(usize::MAX)
+    };
+    assert!(
+        unplanned.trials < 40 || median(&unplanned) > 2 * median(&planned),
+        "planned {planned:?} unplanned {unplanned:?}"
+    );
+}
+
+#[test]
+fn the_windows_a_switch_takes_pass_unjudged_and_the_trial_runs_longer_by_them() {
+    let series: Vec<f64> = (0..400)
+        .map(|i| 100.0 * (1.0 + 0.01 * ((i * 7919 % 13) as f64 - 6.0) / 6.0))
+        .collect();
+    let Spec::Switchback { limits, .. } = switchback() else {
+        unreachable!("switchback() is a switchback")
+    };
+    let effect = Effect {
+        ratio: 1.1,
+        settle: 0.0,
+    };
+    let ended = |switch_windows| {
+        let spec = Spec::Switchback {
+            limits,
+            switch_windows,
+        };
+        run(&spec, &series, 0, effect, &plan(), 1).expect("the trial ends inside 400 windows")
+    };
+    let (at_once, slow) = (ended(0), ended(2));
+    for o in [&at_once, &slow] {
+        assert_eq!(o.decision, Decision::Keep, "{o:?}");
+        let g = o.gain.expect("a kept trial has a gain");
+        assert!((g.ratio - 1.1).abs() < 0.02, "{g:?}");
+    }
+    // At least the first making of the change and one switch per pair after it.
+    assert!(
+        slow.windows >= at_once.windows + 2 * 3,
+        "{at_once:?} {slow:?}"
+    );
 }
