@@ -39,8 +39,7 @@ pub struct PeriodLimits {
     pub settle_s: f64,
     /// The longest period allowed, seconds: longer ones let the drift back in.
     pub period_max_s: f64,
-    /// The windows a whole trial may take (both states together); with slow switches, the
-    /// time those windows span.
+    /// The windows a whole trial may take (both states together, settling included).
     pub budget_windows: usize,
     /// Pairs before the first look.
     pub pairs_min: usize,
@@ -56,13 +55,19 @@ pub struct PeriodLimits {
 }
 
 impl PeriodLimits {
-    /// The seconds the periods may take in all, switches included.
+    /// The seconds the budget's windows span.
+    pub fn windows_s(&self) -> f64 {
+        self.budget_windows as f64 * self.window_s.max(1e-3)
+    }
+
+    /// The seconds the periods may take in all, switches included: with slow switches and a
+    /// time bound, its time less what the trial spent (not less than the windows' own); else
+    /// the windows', which the switches then share.
     pub fn budget_s(&self) -> f64 {
-        let windows = self.budget_windows as f64 * self.window_s.max(1e-3);
-        if self.switch_s > 0.0 {
-            windows.max(self.within_s - self.spent_s)
+        if self.switch_s > 0.0 && self.within_s > 0.0 {
+            self.windows_s().max(self.within_s - self.spent_s)
         } else {
-            windows
+            self.windows_s()
         }
     }
 }
@@ -90,8 +95,9 @@ impl PeriodPlan {
     /// The plan for a signal whose baseline windows are `baseline`: `settle` windows cover
     /// `settle_s`, and `measure` is the count that makes the interval at the last look
     /// narrowest within the budget's time, switches included, for windows alike from one to
-    /// the next as the baseline's are (AR(1) at its lag-1 autocorrelation). Slow switches
-    /// thus buy longer periods: fewer switches for the same judged windows. Refused when even
+    /// the next as the baseline's are (AR(1) at its lag-1 autocorrelation). Where switches
+    /// share or overrun that time, slow ones buy longer periods: fewer switches for the same
+    /// judged windows. Refused when even
     /// one judged window does not fit in `period_max_s`, or the budget holds fewer pairs than
     /// the first look needs.
     pub fn for_signal(baseline: &[f64], l: &PeriodLimits) -> Result<PeriodPlan, PeriodRefused> {
@@ -113,9 +119,13 @@ impl PeriodPlan {
         let pairs_min = l.pairs_min.max(3);
         let budget_s = l.budget_s();
         let switch_s = l.switch_s.max(0.0);
+        // The pairs the budget's windows hold, then fewer where their switches overrun the
+        // time: a switch of a second adds its second, it does not open the whole time bound.
         let pairs_of = |m: usize| {
-            let pair_s = 2.0 * (settle + m) as f64 * w + SWITCHES_PER_PAIR * switch_s;
-            (budget_s / pair_s + 1e-9).floor() as usize
+            let windows = 2.0 * (settle + m) as f64 * w;
+            let by_windows = (l.windows_s() / windows + 1e-9).floor() as usize;
+            let by_time = (budget_s / (windows + SWITCHES_PER_PAIR * switch_s) + 1e-9).floor();
+            by_windows.min(by_time as usize)
         };
         // The half-width the last look's interval will have, per unit of the windows' spread:
         // shorter periods give more pairs (and degrees of freedom), longer ones lose less to

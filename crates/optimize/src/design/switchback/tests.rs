@@ -62,13 +62,17 @@ fn slow_switches_buy_longer_periods_and_the_pairs_fit_the_budgets_time_switches_
     let pair_s = 2.0 * slow.period() as f64 * 2.0 + 1.5 * 10.0;
     assert!(slow.pairs_max as f64 * pair_s <= 60.0 * 2.0, "{slow:?}");
     // With a time bound, slow switches get its time less what the trial spent, not less than
-    // the windows' own.
+    // the windows' own; the windows judged stay within the budget's.
     l.within_s = 300.0;
     l.spent_s = 45.0;
     let bounded = PeriodPlan::for_signal(&independent, &l).unwrap();
     assert!(bounded.pairs_max > slow.pairs_max, "{slow:?} {bounded:?}");
     let pair_s = 2.0 * bounded.period() as f64 * 2.0 + 1.5 * 10.0;
     assert!(bounded.pairs_max as f64 * pair_s <= 255.0, "{bounded:?}");
+    assert!(
+        bounded.pairs_max * 2 * bounded.period() <= 60,
+        "{bounded:?}"
+    );
     l.spent_s = 290.0;
     assert_eq!(PeriodPlan::for_signal(&independent, &l).unwrap(), slow);
     // Switches too slow for three pairs in the budget's time refuse the design, saying so.
@@ -308,4 +312,22 @@ fn a_wandering_signal_with_nothing_changed_seldom_drops_pairs_as_a_step() {
         .count();
     println!("{reset} of {trials} no-change trials dropped pairs as a step");
     assert!(reset as u64 * 20 < trials, "{reset} of {trials}");
+}
+
+#[test]
+fn a_quick_switch_under_a_long_time_bound_adds_its_own_seconds_and_no_more_pairs() {
+    // Seen in the QEMU guest: a switch of 1.4 s planned 16 pairs into a 600-s bound, where
+    // the budget's windows held 5; the trial then ran most of the bound to a neutral verdict.
+    let independent = [100.0, 104.0, 97.0, 103.0, 96.0, 101.0, 99.0, 102.0];
+    let free = PeriodPlan::for_signal(&independent, &limits(2.0, 120.0)).unwrap();
+    let mut l = limits(2.0, 120.0);
+    l.within_s = 600.0;
+    l.spent_s = 30.0;
+    l.switch_s = 1.4;
+    let quick = PeriodPlan::for_signal(&independent, &l).unwrap();
+    assert!(quick.pairs_max <= free.pairs_max, "{free:?} {quick:?}");
+    assert!(quick.pairs_max * 2 * quick.period() <= 60, "{quick:?}");
+    // Its time: the windows' and the switches' between them, far inside the bound.
+    let took_s = quick.pairs_max as f64 * (2.0 * quick.period() as f64 * 2.0 + 1.5 * 1.4);
+    assert!(took_s < 200.0, "{took_s} s for {quick:?}");
 }
