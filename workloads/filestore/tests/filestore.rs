@@ -3,14 +3,14 @@
 //! ext4 made with 64 inodes out of inodes — answering 507 while reads go on. The file-system
 //! tests need root (mount, loop devices) and say so where they cannot run.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use perfpilot_sys::scratchfs::{self, ScratchSpec};
-use perfpilot_testkit::{free_port, is_root, wait_for_port};
+use perfpilot_testkit::{is_root, wait_for_port};
 use serde_json::Value;
 
 /// A running `filestore`, killed when dropped (also on panic).
@@ -21,15 +21,37 @@ struct Server {
 }
 
 impl Server {
+    /// Starts one on a port the kernel picks (port 0; a port drawn before the bind could be
+    /// taken by another test's server in between) and reads the address it prints.
     fn start(dir: &Path) -> Server {
-        let port = free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_filestore"))
             .arg("--dir")
             .arg(dir)
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--threads", "2"])
-            .stdout(Stdio::null())
+            .args(["--listen", "127.0.0.1:0", "--threads", "2"])
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+        let mut addr = None;
+        for line in lines.by_ref() {
+            let line = line.expect("a line of filestore's stdout");
+            if let Some(rest) = line.strip_prefix("filestore: listening on http://") {
+                addr = rest.split_whitespace().next().map(str::to_string);
+                break;
+            }
+        }
+        // The rest of its stdout is drained: a closed pipe would fail its later prints.
+        std::thread::spawn(move || lines.for_each(drop));
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("filestore ended before it listened");
+        };
+        let port: u16 = addr
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port in the address filestore printed");
         wait_for_port(port, &mut child, "filestore");
         Server {
             child,
