@@ -90,8 +90,9 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     let (a, b) = (Cache::start(MIB, cpu), Cache::start(MIB, cpu));
     let dir = Dir::new("siblings");
     // At least 12 windows a side: the first after the collapse still climb, and on 6 a trend
-    // read as lag-1 0.90 left a ×1.41 gain neutral in CI. Up to 40 windows a side: on a shared VM the ratio's windows are serially correlated
-    // (lag-1 near 0.65), and 20 a side left a ×1.16 gain undecided once in CI.
+    // read as lag-1 0.90 left a ×1.41 gain neutral in CI. Up to 40 windows a side: on a
+    // shared VM the ratio's windows are serially correlated (lag-1 near 0.65), and 20 a side
+    // left a ×1.16 gain undecided once in CI.
     let config = dir.config(&format!(
         "only_matched = true\n\
          [tunables]\ninterval_s = 1\nmin_age_s = 0\nmin_cpu_cores = 0.05\nmin_memory_mib = 64\n\

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use perfpilot_sys::scratchfs::{self, ScratchSpec};
-use perfpilot_testkit::{is_root, wait_for_port};
+use perfpilot_testkit::is_root;
 use serde_json::Value;
 
 /// A running `filestore`, killed when dropped (also on panic).
@@ -47,15 +47,10 @@ impl Server {
             let _ = child.wait();
             panic!("filestore ended before it listened");
         };
-        let port: u16 = addr
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("a port in the address filestore printed");
-        wait_for_port(port, &mut child, "filestore");
+        // Printed once bound: connections queue from here, no readiness wait is needed.
         Server {
             child,
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{addr}"),
             agent: ureq::Agent::config_builder()
                 .http_status_as_error(false)
                 .timeout_global(Some(Duration::from_secs(10)))
