@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use perfpilot_observe::Rates;
 use perfpilot_observe::workload::Workload;
+use perfpilot_observe::{CpuSet, Rates};
 
 use super::Engine;
 use super::watch::Window;
@@ -25,6 +25,81 @@ pub(super) struct Control {
     pub(super) members: Vec<(i32, u64)>,
     /// Its own signal (of the same kind as the treated workload's).
     pub(super) signal: SignalKind,
+    /// Where it runs beside the treated workload.
+    pub(super) cpus: CpuSharing,
+}
+
+/// Where a control runs beside the treated workload, by the CPUs each may run on. On a VM each
+/// virtual CPU's speed steps with what the host runs beside it, so a control on other CPUs
+/// wanders against the treated workload instead of cancelling its drift (docs/optimizer.md, "A
+/// control on another CPU"): a sibling on the same CPUs is preferred.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum CpuSharing {
+    /// Both may run on the same CPUs (both unbound included).
+    Same,
+    /// Their CPUs overlap: this many are shared.
+    Overlapping(usize),
+    /// Bound to CPUs the treated workload does not run on.
+    Apart,
+}
+
+impl CpuSharing {
+    /// For `status` and the journal.
+    pub(super) fn describe(self) -> String {
+        match self {
+            CpuSharing::Same => "on the same CPUs".into(),
+            CpuSharing::Overlapping(n) => format!("sharing {n} of its CPUs"),
+            CpuSharing::Apart => {
+                "on other CPUs (whose speeds may wander apart: the trial may need longer)".into()
+            }
+        }
+    }
+}
+
+/// The CPUs `w` may run on: its members' masks together, all of `online` where a mask is not
+/// known.
+fn allowed(w: &Workload, online: &CpuSet) -> CpuSet {
+    w.members.iter().fold(CpuSet::new(), |acc, m| {
+        acc.union(m.cpus_allowed.as_ref().unwrap_or(online))
+    })
+}
+
+/// How much two sets of CPUs share: the shared over either's (Jaccard), 0 for two empty sets.
+fn overlap(a: &CpuSet, b: &CpuSet) -> f64 {
+    let either = a.union(b).len();
+    match either {
+        0 => 0.0,
+        n => a.intersection(b).len() as f64 / n as f64,
+    }
+}
+
+/// `siblings` in the order to try them as `w`'s control, with where each runs beside it: first
+/// those sharing most of the CPUs `w` may run on, then most of those its threads last ran on
+/// (overlaps as shared over either's); siblings alike in both keep their order.
+pub(super) fn by_closeness<'a>(
+    w: &Workload,
+    siblings: impl IntoIterator<Item = &'a Workload>,
+    online: &CpuSet,
+) -> Vec<(&'a Workload, CpuSharing)> {
+    let (mine, used) = (allowed(w, online), w.cpus_used());
+    let mut ranked: Vec<_> = siblings
+        .into_iter()
+        .map(|s| {
+            let theirs = allowed(s, online);
+            let shared = mine.intersection(&theirs).len();
+            let sharing = if mine == theirs {
+                CpuSharing::Same
+            } else if shared > 0 {
+                CpuSharing::Overlapping(shared)
+            } else {
+                CpuSharing::Apart
+            };
+            let rank = (overlap(&mine, &theirs), overlap(&used, &s.cpus_used()));
+            (s, sharing, rank)
+        })
+        .collect();
+    ranked.sort_by(|x, y| y.2.partial_cmp(&x.2).unwrap_or(std::cmp::Ordering::Equal));
+    ranked.into_iter().map(|(s, sharing, _)| (s, sharing)).collect()
 }
 
 /// The control's window of this scan, beside the treated workload's.
@@ -113,8 +188,8 @@ fn probe_key(p: &ProbeSpec) -> &str {
 
 impl Engine {
     /// A sibling of `w` to judge a trial of `kind` against (another instance of the same
-    /// program under the same user, eligible, steady and free), a sibling worth waiting a scan
-    /// for, or why there is none. A found control's windows and `w`'s start afresh this scan, so
+    /// program under the same user, eligible, steady and free; the one sharing most of `w`'s
+    /// CPUs first), a sibling worth waiting a scan for, or why there is none. A found control's windows and `w`'s start afresh this scan, so
     /// that they are cut over the same spans from here on.
     pub(super) fn sibling(
         &mut self,
@@ -136,11 +211,16 @@ impl Engine {
                 .any(|h| h.signature == sig && h.strategy == kind)
         };
         let mut why_not = Vec::new();
-        let instances: Vec<(&Workload, bool)> = workloads
-            .iter()
-            .filter(|s| s.signature != w.signature && s.comm == w.comm && s.uid == w.uid)
-            .map(|s| (s, busy(&s.signature)))
-            .collect();
+        let instances = by_closeness(
+            w,
+            workloads
+                .iter()
+                .filter(|s| s.signature != w.signature && s.comm == w.comm && s.uid == w.uid),
+            &self.topo.online,
+        )
+        .into_iter()
+        .map(|(s, cpus)| (s, cpus, busy(&s.signature)))
+        .collect::<Vec<_>>();
         let name = |s: &Workload| {
             format!(
                 "{} (pid {})",
@@ -148,7 +228,7 @@ impl Engine {
                 s.pids().first().copied().unwrap_or(0)
             )
         };
-        for (s, busy) in instances {
+        for (s, cpus, busy) in instances {
             if busy {
                 why_not.push(format!(
                     "{}: in a trial, or holding {kind} already",
@@ -186,8 +266,70 @@ impl Engine {
                 name: name(s),
                 members: s.members.iter().map(|m| (m.pid, m.starttime)).collect(),
                 signal: theirs,
+                cpus,
             });
         }
         Sibling::None(why_not)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use perfpilot_observe::CpuSet;
+    use perfpilot_observe::workload::Workload;
+
+    use super::{CpuSharing, by_closeness};
+
+    /// An instance named `name` bound to `mask` (unbound: `None`), its thread last on `last`.
+    fn instance(name: &str, mask: Option<&str>, last: u32) -> Workload {
+        let mut w = crate::strategy::testing::workload(&[(last, 0.5)]);
+        w.name = name.into();
+        w.signature = name.into();
+        w.members[0].cpus_allowed = mask.map(|m| CpuSet::parse(m).expect("a CPU list"));
+        w
+    }
+
+    #[test]
+    fn a_sibling_bound_to_the_treated_workloads_cpus_is_tried_first_and_one_on_other_cpus_last() {
+        let online = CpuSet::parse("0-3").expect("a CPU list");
+        let treated = instance("treated", Some("1-3"), 2);
+        let apart = instance("apart", Some("0"), 0);
+        let unbound = instance("unbound", None, 1);
+        let same = instance("same", Some("1-3"), 3);
+        let half = instance("half", Some("3"), 3);
+        let order: Vec<(String, CpuSharing)> =
+            by_closeness(&treated, [&apart, &unbound, &same, &half], &online)
+                .into_iter()
+                .map(|(w, c)| (w.name.clone(), c))
+                .collect();
+        assert_eq!(
+            order,
+            vec![
+                ("same".to_string(), CpuSharing::Same),
+                ("unbound".to_string(), CpuSharing::Overlapping(3)),
+                ("half".to_string(), CpuSharing::Overlapping(1)),
+                ("apart".to_string(), CpuSharing::Apart),
+            ]
+        );
+    }
+
+    #[test]
+    fn unbound_siblings_are_on_the_same_cpus_and_ranked_by_where_their_threads_last_ran() {
+        let online = CpuSet::parse("0-3").expect("a CPU list");
+        let treated = instance("treated", None, 1);
+        let elsewhere = instance("elsewhere", None, 3);
+        let beside = instance("beside", None, 1);
+        let order: Vec<(String, CpuSharing)> = by_closeness(&treated, [&elsewhere, &beside], &online)
+            .into_iter()
+            .map(|(w, c)| (w.name.clone(), c))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                ("beside".to_string(), CpuSharing::Same),
+                ("elsewhere".to_string(), CpuSharing::Same),
+            ]
+        );
+        assert_eq!(CpuSharing::Same.describe(), "on the same CPUs");
     }
 }

@@ -122,7 +122,9 @@ impl Engine {
             strategy: kind,
             cheap_undo,
             split: split.clone(),
-            sibling: control.as_ref().map(|c| c.name.clone()),
+            sibling: control
+                .as_ref()
+                .map(|c| format!("{}, {},", c.name, c.cpus.describe())),
             periods: PeriodPlan::for_signal(steady, &limits),
         };
         let mut choice = design::choose(&facts);

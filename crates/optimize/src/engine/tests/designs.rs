@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use perfpilot_store::journal::ActionState;
 
-use super::super::control::{Control, Pairing};
+use super::super::control::{Control, CpuSharing, Pairing};
 use super::super::enforce::{Held, HeldWatch};
 use super::super::trial::TrialIo;
 use super::super::watch::Window;
@@ -90,6 +90,7 @@ fn a_control_that_exits_mid_trial_leaves_a_before_after_trial_on_the_treated_wor
         name: "app (pid 200)".into(),
         members: vec![(200, 1)],
         signal: SignalKind::Io,
+        cpus: CpuSharing::Same,
     });
     let mut io = TrialIo {
         store: &mut e.store,
