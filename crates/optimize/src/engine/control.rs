@@ -99,7 +99,10 @@ pub(super) fn by_closeness<'a>(
         })
         .collect();
     ranked.sort_by(|x, y| y.2.partial_cmp(&x.2).unwrap_or(std::cmp::Ordering::Equal));
-    ranked.into_iter().map(|(s, sharing, _)| (s, sharing)).collect()
+    ranked
+        .into_iter()
+        .map(|(s, sharing, _)| (s, sharing))
+        .collect()
 }
 
 /// The control's window of this scan, beside the treated workload's.
@@ -319,10 +322,11 @@ mod tests {
         let treated = instance("treated", None, 1);
         let elsewhere = instance("elsewhere", None, 3);
         let beside = instance("beside", None, 1);
-        let order: Vec<(String, CpuSharing)> = by_closeness(&treated, [&elsewhere, &beside], &online)
-            .into_iter()
-            .map(|(w, c)| (w.name.clone(), c))
-            .collect();
+        let order: Vec<(String, CpuSharing)> =
+            by_closeness(&treated, [&elsewhere, &beside], &online)
+                .into_iter()
+                .map(|(w, c)| (w.name.clone(), c))
+                .collect();
         assert_eq!(
             order,
             vec![

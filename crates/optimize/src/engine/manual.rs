@@ -12,9 +12,8 @@
 //! no manual tuning, and cache and memory affinity place the workload inside it ([`World`]).
 
 use perfpilot_observe::Topology;
-use perfpilot_observe::workload::Workload;
 use perfpilot_sys::block::QueueSettings;
-use perfpilot_sys::cgroup::read::Cpusets;
+use perfpilot_sys::cgroup::read::Cpuset;
 use perfpilot_sys::process::tuning;
 use perfpilot_sys::{CpuSet, Fs};
 use perfpilot_units as units;
@@ -124,16 +123,16 @@ impl World {
     }
 }
 
-/// The world of `w`: the intersection of its members' cgroup cpusets with the online CPUs,
-/// read through the scan's `cpusets` (each group read once, however many members it holds). A
-/// cgroup that vanished or cannot be read leaves the member unconstrained (read again next
-/// scan); members in disjoint cpusets leave the whole machine (no one place holds them).
-pub fn world_of(cpusets: &mut Cpusets, topo: &Topology, w: &Workload) -> World {
+/// The world of a workload whose members' cgroup cpusets are `cpusets` (`None`: not read, or
+/// not mounted): their intersection with the online CPUs. A cgroup that vanished or cannot be
+/// read leaves its member unconstrained (read again next scan); members in disjoint cpusets
+/// leave the whole machine (no one place holds them).
+pub fn world_from(topo: &Topology, cpusets: impl IntoIterator<Item = Option<Cpuset>>) -> World {
     let mut cpus = topo.online.clone();
     let mut mems: Option<CpuSet> = None;
     let mut by = None;
-    for m in &w.members {
-        let Ok(Some(cs)) = cpusets.of_pid(m.pid) else {
+    for cs in cpusets {
+        let Some(cs) = cs else {
             continue;
         };
         if cs.dir.is_root() {

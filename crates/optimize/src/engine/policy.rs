@@ -77,6 +77,10 @@ pub(super) struct Policy {
     settings: HashMap<(i32, u64), (Instant, Vec<ManualSetting>)>,
     /// Where each process runs, with when it was read.
     placements: HashMap<(i32, u64), (Instant, Placement)>,
+    /// Each process's cgroups (`/proc/PID/cgroup`), with when they were read: a process rarely
+    /// moves, and reading them for every member of every workload each scan was most of the
+    /// daemon's opens once the groups were read once a scan (docs/reliability.md).
+    memberships: HashMap<(i32, u64), (Instant, Membership)>,
     /// The cgroup cpusets read in this scan: a workload's world is asked for several times a
     /// scan, and a server's members share their groups.
     cpusets: Cpusets,
@@ -100,19 +104,43 @@ impl Policy {
             slow_evidence_after_s: 0.0,
             settings: HashMap::new(),
             placements: HashMap::new(),
+            memberships: HashMap::new(),
             cpusets: Cpusets::new(fs),
         }
     }
 
-    /// Starts a scan: the cgroups are read afresh (a group changed since the last scan is
-    /// seen in this one).
+    /// Starts a scan: the groups' cpusets are read afresh (a group changed since the last scan
+    /// is seen in this one; a process moved to another group, within [`REREAD`]).
     pub(super) fn new_scan(&mut self) {
         self.cpusets = Cpusets::new(&self.fs);
     }
 
     /// The world of `w` (its cgroups' cpusets), read once a scan.
     pub(super) fn world_of(&mut self, topo: &Topology, w: &Workload) -> World {
-        manual::world_of(&mut self.cpusets, topo, w)
+        let sets: Vec<_> = w
+            .members
+            .iter()
+            .map(|m| {
+                let mb = self.membership(m.pid, m.starttime)?;
+                self.cpusets.of_membership(&mb).ok().flatten()
+            })
+            .collect();
+        manual::world_from(topo, sets)
+    }
+
+    /// The cgroups of process (`pid`, `starttime`), read at most once a [`REREAD`]; `None`
+    /// when it is gone or unreadable (tried again next time).
+    fn membership(&mut self, pid: i32, starttime: u64) -> Option<Membership> {
+        let key = (pid, starttime);
+        if let Some((at, m)) = self.memberships.get(&key)
+            && at.elapsed() < REREAD
+        {
+            return Some(m.clone());
+        }
+        let m = Membership::of_pid(&self.fs, pid).ok()?;
+        prune(&mut self.memberships);
+        self.memberships.insert(key, (Instant::now(), m.clone()));
+        Some(m)
     }
 
     /// Where a workload runs: its first member's cgroup and container (read at most once a
@@ -127,11 +155,9 @@ impl Policy {
         {
             return p.clone();
         }
+        let membership = self.membership(m.pid, m.starttime);
         let h = self.cpusets.hierarchies();
-        let cgroup = Membership::of_pid(&self.fs, m.pid)
-            .ok()
-            .map(|mb| mb.path(h))
-            .filter(|p| p != "/");
+        let cgroup = membership.map(|mb| mb.path(h)).filter(|p| p != "/");
         let p = Placement {
             container: cgroup
                 .as_deref()
@@ -202,15 +228,7 @@ impl Policy {
             .ok()
             .flatten()
             .map(|p| p.to_string_lossy().into_owned());
-        let cgroup = self
-            .fs
-            .read_opt(&format!("proc/{pid}/cgroup"))
-            .ok()
-            .flatten()
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("0::").map(str::to_string))
-            });
+        let cgroup = self.membership(pid, starttime).and_then(|m| m.unified);
         self.identity
             .insert((pid, starttime), (exe.clone(), cgroup.clone()));
         (exe, cgroup)

@@ -360,9 +360,18 @@ impl Cpusets {
             return Ok(c.clone());
         }
         let m = Membership::of_pid(&self.fs, pid)?;
+        let c = self.of_membership(&m)?;
+        self.pids.insert(pid, c.clone());
+        Ok(c)
+    }
+
+    /// The effective cpuset of the group a process of membership `m` is in: for a caller that
+    /// keeps processes' `/proc/PID/cgroup` readings across passes (they rarely move) while
+    /// their groups' cpusets are read afresh each pass.
+    pub fn of_membership(&mut self, m: &Membership) -> Result<Option<Cpuset>> {
         // On a hybrid machine cpuset is a v1 controller; where both trees could say, v1 wins
         // (`home` looks there first), the v2 tree's root files otherwise.
-        let c = match m.dir(self.hierarchies(), "cpuset") {
+        Ok(match m.dir(self.hierarchies(), "cpuset") {
             Some(d) => match self.groups.get(&d) {
                 Some(c) => c.clone(),
                 None => {
@@ -372,8 +381,6 @@ impl Cpusets {
                 }
             },
             None => None,
-        };
-        self.pids.insert(pid, c.clone());
-        Ok(c)
+        })
     }
 }

@@ -117,3 +117,27 @@ fn status_shows_the_cgroup_the_cpuset_and_the_knobs_left_alone() {
     assert_eq!(json["manual"][0]["knob"], "large_pages");
     assert_eq!(json["cpuset"], "1");
 }
+
+#[test]
+fn a_processs_cgroup_is_read_once_a_minute_and_its_groups_cpuset_every_scan() {
+    let (tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    in_box(tmp.path(), "0-1");
+    let topo = e.topo.clone();
+    let cpus = |e: &mut super::super::Engine| e.policy.world_of(&topo, &w).cpus.to_string();
+    assert_eq!(cpus(&mut e), "0-1");
+    // The group's cpuset shrinks: the next scan sees it.
+    in_box(tmp.path(), "1");
+    e.policy.new_scan();
+    assert_eq!(cpus(&mut e), "1");
+    // The process moves to the root group: its membership, read in the first scan, stands
+    // for a minute, so the box's cpuset still holds it in the scans within that.
+    write(tmp.path(), "proc/100/cgroup", "0::/\n");
+    e.policy.new_scan();
+    assert_eq!(cpus(&mut e), "1");
+    // A new process (another start time) is read afresh.
+    let mut restarted = w.clone();
+    restarted.members[0].starttime = 2;
+    e.policy.new_scan();
+    assert_eq!(e.policy.world_of(&topo, &restarted).cpus.to_string(), "0-1");
+}
