@@ -98,7 +98,7 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_judged_on_
     let _shmem = ShmemGuard::take();
     let dir = Dir::new("pg-pool");
     let cfg = dir.config(
-        "only_matched = true\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 5\nmin_age_s = 40\nmin_cpu_cores = 0.2\nwindows = 8\nmax_windows = 8\nrest_change_max = 0\nmin_effect = 0.005\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
+        "only_matched = true\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 5\nmin_age_s = 40\nmin_cpu_cores = 0.2\nwindows = 8\nmax_windows = 8\nrest_change_max = 0\nmin_effect = 0.005\none_way_history_s = 40\ncache_affinity = false\nmemory_affinity = false\nread_ahead = false\n",
     );
     // min_age_s leaves PostgreSQL time to load and prewarm its pool before a trial: huge pages
     // are made of populated memory only. A database gains a few per cent (×1.04 here with a
@@ -174,6 +174,19 @@ fn postgres_started_after_the_daemon_has_its_buffer_pool_promoted_and_judged_on_
             .is_some_and(|s| s.starts_with("postgresql:")),
         "{action:#}"
     );
+    // Where the pool cannot be split back (no debugfs here), the trial is one-way: its signal
+    // was watched unchanged first (40 s: 5 windows of 8 s), and the design says so.
+    if let Some(l) = log.lines().find(|l| l.contains("trial starts")) {
+        println!("{l}");
+    }
+    if log.contains("trial starts") && log.contains("one-way") {
+        let watched = log
+            .split(" windows watched before the change")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        assert!(watched.is_some_and(|n| n >= 5), "{log}");
+    }
     assert!(
         action["reason"]
             .as_str()

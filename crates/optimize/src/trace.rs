@@ -310,7 +310,7 @@ pub struct DesignReplayOptions {
     pub seed: u64,
     /// The tunables the designs take their bounds from (`windows`, `max_windows`,
     /// `resolution`, `confidence`, `min_effect`, `period_max_s`, `switch_settle_s`,
-    /// `harm_bound`, `drift_floor`, `verdict_within_s`).
+    /// `harm_bound`, `drift_floor`, `one_way_history_s`, `verdict_within_s`).
     pub tun: Tunables,
     /// Seconds each switch of a switchback takes (the trace flows on, unjudged).
     pub switch_s: f64,
@@ -347,7 +347,10 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
             },
             switch_windows: (o.switch_s / o.window_s).ceil() as usize,
         },
-        "before_after" | "control" => Spec::Sequential { one_way: None },
+        "before_after" | "control" => Spec::Sequential {
+            one_way: None,
+            history: 0,
+        },
         "one_way" => Spec::Sequential {
             one_way: Some(OneWayRule {
                 harm_bound: tun.harm_bound,
@@ -360,7 +363,9 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
                 prior: None,
                 drift_floor: tun.drift_floor,
                 within_s: tun.verdict_within_s,
+                history: Vec::new(),
             }),
+            history: (tun.one_way_history_s / o.window_s.max(1e-3)).ceil() as usize,
         },
         "interleave" => Spec::Interleave,
         _ => return None,

@@ -81,24 +81,32 @@ pub struct OneWayRule {
     pub drift_floor: f64,
     /// Seconds from its start by which it ends (`verdict_within_s`).
     pub within_s: f64,
+    /// The workload's windows before the trial, nothing changed (`one_way_history_s` of them):
+    /// spells of its own that its few windows a side would miss.
+    pub history: Vec<f64>,
 }
 
 /// The variance of the log ratio of the mean of `n` windows to the mean of the `n` before them
-/// with nothing changed, estimated from each side's own windows at shorter spans (a
-/// variance-time fit): for spans b up to half a side, the mean square of the log ratios of
-/// adjacent blocks of b windows, fitted as noise that averages out (A/b) plus a drift that
-/// grows with the distance (κ·b), and read off at b = n. `None` when a side has fewer than four
-/// windows or the fit has nothing to stand on.
-pub fn null_variance(off: &[f64], on: &[f64], n: usize) -> Option<f64> {
+/// with nothing changed, estimated from each side's own windows and the workload's windows
+/// before the trial (`history`) at shorter spans (a variance-time fit): for spans b up to half
+/// a side, or up to n where the history holds two blocks of b, the mean square of the log
+/// ratios of adjacent blocks of b windows, fitted as noise that averages out (A/b) plus a drift
+/// that grows with the distance (κ·b), and read off at b = n. A workload that steps by a fifth
+/// on its own every few minutes shows it in its history, where a side of a few minutes may sit
+/// inside one spell. `None` when there are too few windows or the fit has nothing to stand on.
+pub fn null_variance(off: &[f64], on: &[f64], history: &[f64], n: usize) -> Option<f64> {
     let mut points: Vec<(f64, f64)> = Vec::new();
-    let longest = off.len().min(on.len()) / 2;
+    let longest = (off.len().min(on.len()) / 2).max((history.len() / 2).min(n));
     if longest < 2 {
         return None;
     }
     for b in 1..=longest {
         let mut sq = Vec::new();
-        for xs in [off, on] {
-            for i in 0..=xs.len().saturating_sub(2 * b) {
+        for xs in [off, on, history] {
+            if xs.len() < 2 * b {
+                continue;
+            }
+            for i in 0..=xs.len() - 2 * b {
                 let (a, c) = (mean(&xs[i..i + b]), mean(&xs[i + b..i + 2 * b]));
                 if a > 0.0 && c > 0.0 {
                     sq.push((c / a).ln().powi(2));
@@ -139,11 +147,11 @@ pub fn null_variance(off: &[f64], on: &[f64], n: usize) -> Option<f64> {
 
 impl OneWayRule {
     /// `g`, the gain of `on` over `off`, widened to what a no-change comparison of this length
-    /// varies by on these windows ([`null_variance`]: drift included), and at least by the
-    /// floor's drift; then combined with the prior where there is one.
+    /// varies by on these windows and the history ([`null_variance`]: drift included), and at
+    /// least by the floor's drift; then combined with the prior where there is one.
     pub fn judge(&self, g: Gain, off: &[f64], on: &[f64]) -> Gain {
         let n = off.len().min(on.len());
-        let null = null_variance(off, on, n).unwrap_or(0.0);
+        let null = null_variance(off, on, &self.history, n).unwrap_or(0.0);
         self.with_prior(widen(g, self.drift_floor, null))
     }
 

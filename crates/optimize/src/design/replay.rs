@@ -34,6 +34,10 @@ pub enum Spec {
     Sequential {
         /// The one-way rule, when the change cannot be undone.
         one_way: Option<OneWayRule>,
+        /// Windows of the series a one-way trial's rule sees before the trial (its history); a
+        /// trial that would start before that many is not replayed (the daemon would still be
+        /// watching).
+        history: usize,
     },
     /// Switchback periods within these limits (a signal they refuse gives no trial).
     Switchback {
@@ -52,8 +56,10 @@ impl Spec {
     /// The design it stands for.
     pub fn kind(&self) -> DesignKind {
         match self {
-            Spec::Sequential { one_way: Some(_) } => DesignKind::OneWay,
-            Spec::Sequential { one_way: None } => DesignKind::BeforeAfter,
+            Spec::Sequential {
+                one_way: Some(_), ..
+            } => DesignKind::OneWay,
+            Spec::Sequential { one_way: None, .. } => DesignKind::BeforeAfter,
             Spec::Switchback { .. } | Spec::Interleave => DesignKind::Switchback,
         }
     }
@@ -98,7 +104,16 @@ pub fn run(
     seed: u64,
 ) -> Option<Outcome> {
     match spec {
-        Spec::Sequential { one_way } => sequential(one_way.clone(), series, start, effect, plan),
+        Spec::Sequential { one_way, history } => {
+            let one_way = match one_way {
+                Some(r) if *history > 0 => Some(OneWayRule {
+                    history: series.get(start.checked_sub(*history)?..start)?.to_vec(),
+                    ..r.clone()
+                }),
+                r => r.clone(),
+            };
+            sequential(one_way, series, start, effect, plan)
+        }
         Spec::Switchback {
             limits,
             switch_windows,

@@ -9,6 +9,7 @@ use perfpilot_sys::change::Change;
 
 use super::Engine;
 use super::control::{Control, Sibling};
+use super::steady::STEADY_READINGS;
 use super::verdict::Verdict;
 use crate::design::one_way::{self, OneWayRule, Prior};
 use crate::design::{self, DesignKind, Facts, PeriodLimits, PeriodPlan};
@@ -33,6 +34,8 @@ pub(super) struct Planned {
     pub(super) irreversible: bool,
     /// A sibling whose signal is not steady yet: the trial waits a scan to judge against it.
     pub(super) wait_for: Option<String>,
+    /// A one-way trial's history still short: (readings so far, readings it needs).
+    pub(super) history_short: Option<(usize, usize)>,
 }
 
 /// What kind of server a workload is, as priors group verdicts: its preset, else its command.
@@ -56,7 +59,8 @@ impl Engine {
 
     /// The design of a trial of `kind` on `w` judged by `signal`, whose change is `changes`
     /// (paced steps; `cheap_undo`: the strategy undoes it cheaply; `irreversible`: it cannot be
-    /// undone unless huge pages can be split).
+    /// undone unless huge pages can be split); `steady` are the gate's readings of the signal
+    /// so far (the workload's history, its last ones steady).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn plan_design(
         &mut self,
@@ -125,7 +129,10 @@ impl Engine {
             sibling: control
                 .as_ref()
                 .map(|c| format!("{}, {},", c.name, c.cpus.describe())),
-            periods: PeriodPlan::for_signal(steady, &limits),
+            periods: PeriodPlan::for_signal(
+                &steady[steady.len().saturating_sub(STEADY_READINGS)..],
+                &limits,
+            ),
         };
         let mut choice = design::choose(&facts);
         if choice.kind == DesignKind::OneWay && !passed_over.is_empty() {
@@ -144,8 +151,24 @@ impl Engine {
                 prior: self.prior(kind, &server_kind(w, Some(signal))),
                 drift_floor: self.tun.drift_floor,
                 within_s: self.tun.verdict_within_s,
+                history: steady.to_vec(),
             }
         });
+        let history = match self.tun.one_way_history_s {
+            s if s > 0.0 => (s / window_s).ceil() as usize,
+            _ => 0,
+        };
+        let history_short = one_way
+            .as_ref()
+            .filter(|_| steady.len() < history)
+            .map(|_| (steady.len(), history));
+        if one_way.is_some() && history > 0 {
+            choice.why = format!(
+                "{}; its interval allows for how far its signal moved on its own over the {} windows watched before the change",
+                choice.why,
+                steady.len()
+            );
+        }
         Planned {
             kind: choice.kind,
             why: choice.why,
@@ -154,6 +177,7 @@ impl Engine {
             one_way,
             irreversible: irreversible && !(kind == StrategyKind::LargePages && split.is_ok()),
             wait_for,
+            history_short,
         }
     }
 

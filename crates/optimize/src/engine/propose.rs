@@ -407,6 +407,14 @@ impl Engine {
                 "would try {kind}: waiting for the signal of {name}, a sibling to judge it against, to be steady"
             ));
         }
+        if let Some((have, need)) = planned.as_ref().and_then(|p| p.history_short) {
+            self.steady.need_history(&w.signature, need);
+            self.steady.wait(&w.signature, kind);
+            return Ok(format!(
+                "would try {kind}: {}",
+                super::steady::watching(have, need)
+            ));
+        }
         let steady = self.steady.take(&w.signature);
         let id = self.start(proposed(
             w,

@@ -14,6 +14,10 @@ use crate::strategy::StrategyKind;
 /// Readings in a row that must be steady before a trial starts.
 pub(super) const STEADY_READINGS: usize = 3;
 
+/// The most readings kept as a workload's history (a one-way trial's wants `one_way_history_s`
+/// of them).
+const HISTORY_MAX: usize = 4096;
+
 /// The largest coefficient of variation of those readings called steady.
 pub(super) const STEADY_MAX_CV: f64 = 0.25;
 
@@ -43,8 +47,11 @@ struct Recent {
     signal: String,
     /// The scan of the last reading (`next_scan` forgets an entry not read in the last one).
     scan: u64,
-    /// Up to [`STEADY_READINGS`] readings, oldest first.
+    /// The readings since the last idle one (or a change of signal), oldest first, up to
+    /// [`HISTORY_MAX`]: the last [`STEADY_READINGS`] open the gate.
     values: VecDeque<f64>,
+    /// The readings a one-way trial waits for before it starts (0: none beyond the gate's).
+    history: usize,
     /// What the last check said.
     verdict: Result<(), String>,
 }
@@ -126,6 +133,7 @@ impl Steady {
                 signal: desc.clone(),
                 scan,
                 values: VecDeque::new(),
+                history: 0,
                 verdict: Ok(()),
             });
         // (A gap in the readings needs no check here: `next_scan` forgot those entries.)
@@ -148,17 +156,35 @@ impl Steady {
                 r.values.len()
             )),
             Ok(Some(v)) => {
+                // A history runs from the last idle reading: a server's loading is not its
+                // drift.
+                if idle(kind, v) {
+                    r.values.clear();
+                }
                 r.values.push_back(v);
-                while r.values.len() > STEADY_READINGS {
+                while r.values.len() > HISTORY_MAX {
                     r.values.pop_front();
                 }
-                judge(kind, &r.values)
+                let last = r.values.len().saturating_sub(STEADY_READINGS);
+                let recent: Vec<f64> = r.values.range(last..).copied().collect();
+                judge(kind, &recent).and_then(|()| match r.values.len() {
+                    n if n < r.history => Err(watching(n, r.history)),
+                    _ => Ok(()),
+                })
             }
         };
         r.verdict.clone()
     }
 
-    /// `signature`'s readings so far, oldest first, left in place.
+    /// Keeps the gate of `signature` shut until `windows` readings are in its history (a
+    /// one-way trial's), or opens it to the steady readings alone with 0.
+    pub(super) fn need_history(&mut self, signature: &str, windows: usize) {
+        if let Some(r) = self.recent.get_mut(signature) {
+            r.history = windows.min(HISTORY_MAX);
+        }
+    }
+
+    /// `signature`'s readings so far (its history), oldest first, left in place.
     pub(super) fn peek(&self, signature: &str) -> Vec<f64> {
         self.recent
             .get(signature)
@@ -174,22 +200,32 @@ impl Steady {
         *n
     }
 
-    /// Takes `signature`'s steady readings, oldest first (its trial starts: they are windows
-    /// without the change, so a sequential trial's baseline starts with them, and the next
-    /// trial needs fresh ones).
+    /// Takes `signature`'s last [`STEADY_READINGS`] readings, oldest first (its trial starts:
+    /// they are windows without the change, so a sequential trial's baseline starts with them,
+    /// and the next trial needs fresh ones).
     pub(super) fn take(&mut self, signature: &str) -> Vec<f64> {
         self.waiting.remove(signature);
         self.sibling_waits.remove(signature);
         self.recent
             .remove(signature)
             .filter(|r| r.verdict.is_ok())
-            .map(|r| r.values.into_iter().collect())
+            .map(|r| {
+                let last = r.values.len().saturating_sub(STEADY_READINGS);
+                r.values.into_iter().skip(last).collect()
+            })
             .unwrap_or_default()
     }
 }
 
+/// Why a one-way trial waits: its history holds `have` of the `need` readings it wants.
+pub(super) fn watching(have: usize, need: usize) -> String {
+    format!(
+        "watching its signal unchanged before a one-way trial: {have} of {need} windows (how far it moves on its own widens the verdict)"
+    )
+}
+
 /// Whether the last readings show steady, non-idle work.
-fn judge(kind: &SignalKind, values: &VecDeque<f64>) -> Result<(), String> {
+fn judge(kind: &SignalKind, values: &[f64]) -> Result<(), String> {
     if let Some(v) = values.iter().rev().find(|v| idle(kind, **v)) {
         return Err(format!(
             "waiting for a steady signal: it reads {v:.3}, which says the workload is idle or still loading, not serving"
@@ -201,8 +237,7 @@ fn judge(kind: &SignalKind, values: &VecDeque<f64>) -> Result<(), String> {
             values.len()
         ));
     }
-    let v: Vec<f64> = values.iter().copied().collect();
-    let cv = perfpilot_stats::cv(&v);
+    let cv = perfpilot_stats::cv(values);
     if cv.is_nan() || cv > STEADY_MAX_CV {
         return Err(format!(
             "waiting for a steady signal: its last {STEADY_READINGS} readings vary by {:.0} % (at most {:.0} %)",
@@ -325,5 +360,40 @@ mod tests {
         assert!(!idle(&SignalKind::Cpu, 0.5));
         assert!(idle(&preset(), 0.5));
         assert!(idle(&SignalKind::Io, f64::NAN));
+    }
+
+    #[test]
+    fn a_gate_asked_for_a_history_stays_shut_until_it_holds_it_and_an_idle_reading_restarts_it() {
+        let mut s = Steady::default();
+        let read = |s: &mut Steady, v: f64| {
+            s.next_scan(0.0);
+            s.check("w", &preset(), Ok(Some(v)))
+        };
+        for _ in 0..3 {
+            read(&mut s, 5_000.0).ok();
+        }
+        assert!(read(&mut s, 5_000.0).is_ok(), "steady: open");
+        // A one-way trial wants 10 readings of history: shut until then, and it says so.
+        s.need_history("w", 10);
+        for n in 5..10 {
+            let why = read(&mut s, 5_000.0).unwrap_err();
+            assert_eq!(
+                why,
+                format!(
+                    "watching its signal unchanged before a one-way trial: {n} of 10 windows (how far it moves on its own widens the verdict)"
+                )
+            );
+        }
+        assert!(read(&mut s, 5_100.0).is_ok());
+        assert_eq!(s.peek("w").len(), 10);
+        // The server idles (a reload): its history starts again from there.
+        assert!(read(&mut s, 0.5).unwrap_err().contains("idle"));
+        assert_eq!(s.peek("w"), vec![0.5]);
+        // The trial's baseline takes only the last steady readings.
+        for _ in 0..12 {
+            read(&mut s, 5_000.0).ok();
+        }
+        assert!(read(&mut s, 5_000.0).is_ok());
+        assert_eq!(s.take("w"), vec![5_000.0; 3]);
     }
 }

@@ -39,7 +39,9 @@ fn one_way() -> Spec {
             prior: None,
             drift_floor: 0.04,
             within_s: 300.0,
+            history: Vec::new(),
         }),
+        history: 0,
     }
 }
 
@@ -79,7 +81,14 @@ fn on_a_wandering_signal_switchback_finds_an_eight_per_cent_gain_and_never_rever
 
 #[test]
 fn before_and_after_on_the_same_wander_decides_falsely_more_often_than_switchback() {
-    let seq = tally(&Spec::Sequential { one_way: None }, Effect::NONE, 400);
+    let seq = tally(
+        &Spec::Sequential {
+            one_way: None,
+            history: 0,
+        },
+        Effect::NONE,
+        400,
+    );
     let sb = tally(&switchback(), Effect::NONE, 400);
     assert!(
         seq.decided_no_change() > sb.decided_no_change(),

@@ -58,6 +58,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
         prior: None,
         drift_floor: 0.03,
         within_s: 300.0,
+        history: Vec::new(),
     });
     let step = feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     let Step::Note(note) = step else {
@@ -76,6 +77,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
         prior: None,
         drift_floor: 0.04,
         within_s: 300.0,
+        history: Vec::new(),
     });
     feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     assert_eq!(s.needed, Some(50));
