@@ -111,10 +111,9 @@ impl Listening {
         state.0.iter().map(|l| format!("{l}\n")).collect()
     }
 
-    /// Whether a line it printed so far holds `what`.
+    /// Whether what it printed so far holds `what`.
     pub fn said(&self, what: &str) -> bool {
-        let state = self.printed.state.lock().expect("printed lines");
-        state.0.iter().any(|l| l.contains(what))
+        self.output().contains(what)
     }
 
     /// The first line it printed (from the start) that `wanted` accepts, waiting at most
