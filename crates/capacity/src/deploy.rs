@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfpilot_lab::process::{self, StopSignal};
+use perfpilot_lab::server::command::{self, Stdout};
 use perfpilot_lab::server::postgres::{self as pg, LocalAuth};
 use perfpilot_lab::server::{self, Server, ServerError, nginx};
 use perfpilot_sys::Fs;
@@ -275,28 +276,22 @@ fn start(
                 t.command.as_deref().unwrap_or(""),
                 &values(dep, &host, port, in_ns),
             );
-            let words = shlex::split(&line)
-                .filter(|w| !w.is_empty())
-                .ok_or_else(|| tier_err(&t.name, format!("command {line:?} does not parse")))?;
+            let words = command::split_words(&line)
+                .map_err(|_| tier_err(&t.name, format!("command {line:?} does not parse")))?;
             let mut argv = match (&dep.netns, in_ns) {
                 (Some(ns), true) => ns.exec_prefix(),
                 _ => Vec::new(),
             };
             argv.extend(words);
-            let mut c = Command::new(&argv[0]);
-            c.args(&argv[1..]);
-            (c, StopSignal::Terminate)
+            (command::command(&argv), StopSignal::Terminate)
         }
     };
     group
         .join_on_spawn(&mut cmd, user)
         .map_err(|e| tier_err(&t.name, e.to_string()))?;
     // Its stderr is its log (stdout is dropped: a chatty server would fill it over a sweep).
-    let log = std::fs::File::create(dir.path().join("log"))
-        .map_err(|e| tier_err(&t.name, format!("cannot create its log: {e}")))?;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log));
+    command::log_to(&mut cmd, &dir.path().join("log"), Stdout::Dropped)
+        .map_err(|e| tier_err(&t.name, format!("cannot create its log: {}", e.source)))?;
     let server = Server::start(&t.name, cmd)
         .map_err(|e| tier_err(&t.name, format!("cannot start: {e}")))?
         .stopped_by(stop_signal, Duration::from_secs(10));

@@ -4,25 +4,27 @@
 //! pages while the trial runs. Root and `process_madvise(MADV_COLLAPSE)` are needed (skipped,
 //! saying why, without them); `shmem_enabled` is not touched (`shmem_advise_at_start` off).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use perfpilot_testkit::{Listening, Stream, spawn_listening};
 
 mod support;
 use support::{Dir, daemon, status_if_written, terminate, wait_until};
 
 /// A `sharedcache` instance (its table private anonymous memory), killed when dropped.
-struct Cache(Child);
+struct Cache(Listening);
 
 impl Cache {
-    /// Starts one with a `mib` MiB table and one lookup thread on a port of its own (two
-    /// instances with the same command line would be one workload identity), bound to `cpu`
-    /// (`taskset` execs it in place); waits until it serves.
-    fn start(mib: u64, cpu: usize) -> Cache {
+    /// Starts one with a `mib` MiB table and one lookup thread on a port the kernel picks
+    /// (port 0: a port drawn before the bind can be taken by another test's server), bound to
+    /// `cpu` (`taskset` execs it in place); waits until it serves. Two instances with one
+    /// command line would be one workload identity, so `second` spells out the default record
+    /// size (the same work, another command line).
+    fn start(mib: u64, cpu: usize, second: bool) -> Cache {
         let bin = perfpilot_testkit::workspace_bin("sharedcache", "perfpilot-sharedcache");
-        let listen = format!("127.0.0.1:{}", perfpilot_testkit::free_port());
-        let child = Command::new("taskset")
-            .arg("-c")
+        let mut cmd = Command::new("taskset");
+        cmd.arg("-c")
             .arg(cpu.to_string())
             .arg(bin)
             .args([
@@ -31,25 +33,22 @@ impl Cache {
                 "--threads",
                 "1",
                 "--listen",
-                &listen,
+                "127.0.0.1:0",
             ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting sharedcache");
-        // Owned by a Cache at once, so a panic below kills and reaps it.
-        let mut cache = Cache(child);
-        let out = BufReader::new(cache.0.stdout.take().expect("its stdout"));
-        for line in out.lines() {
-            if line.expect("a line of sharedcache's stdout").trim() == "ready" {
-                return cache;
-            }
-        }
-        panic!("sharedcache ended before it was ready");
+            .args(if second {
+                &["--record-bytes", "64"][..]
+            } else {
+                &[]
+            })
+            .stderr(Stdio::null());
+        let limit = Duration::from_secs(120);
+        let mut run = spawn_listening(cmd, Stream::Stdout, "listening on ", limit);
+        run.wait_line(|l| l.trim() == "ready", limit);
+        Cache(run)
     }
 
     fn pid(&self) -> u32 {
-        self.0.id()
+        self.0.pid()
     }
 
     /// Its anonymous memory in transparent huge pages, bytes.
@@ -60,13 +59,6 @@ impl Cache {
             .find_map(|l| l.strip_prefix("AnonHugePages:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .map_or(0, |kb| kb << 10)
-    }
-}
-
-impl Drop for Cache {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -87,7 +79,7 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     // gain was left neutral (docs/optimizer.md, "A control on another CPU"). Binding blocks
     // only cache and memory affinity, which this test turns off.
     let cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
-    let (a, b) = (Cache::start(MIB, cpu), Cache::start(MIB, cpu));
+    let (a, b) = (Cache::start(MIB, cpu, false), Cache::start(MIB, cpu, true));
     let dir = Dir::new("siblings");
     // At least 12 windows a side: the first after the collapse still climb, and on 6 a trend
     // read as lag-1 0.90 left a ×1.41 gain neutral in CI. Up to 40 windows a side: on a

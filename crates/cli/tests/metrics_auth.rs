@@ -7,56 +7,33 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use perfpilot_testkit as kit;
+use perfpilot_testkit::{self as kit, Listening};
 use support::{EXE, lab_or_skip, text, wait_until};
 
 /// Every strategy off: these daemons watch and report, and change nothing.
 const WATCH_ONLY: &str = "only_matched = true\n[tunables]\ninterval_s = 0.5\ncache_affinity = false\nmemory_affinity = false\nlarge_pages = false\nread_ahead = false\n";
 
 /// A daemon with its log collected; killed on drop.
-struct Daemon {
-    child: Child,
-    log: Arc<Mutex<String>>,
-}
+struct Daemon(Listening);
 
 impl Daemon {
-    fn start(mut c: Command) -> Daemon {
-        let mut child = c.stderr(Stdio::piped()).spawn().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (sink, err) = (log.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-        let d = Daemon { child, log };
-        assert!(
-            wait_until(Duration::from_secs(20), || d
-                .log()
-                .contains("metrics: serving")),
-            "the endpoint never started:\n{}",
-            d.log()
-        );
-        d
+    /// Starts `c` and reads the address its endpoint logs it serves on.
+    fn start(c: Command) -> Daemon {
+        let limit = Duration::from_secs(20);
+        Daemon(kit::spawn_listening(
+            c,
+            kit::Stream::Stderr,
+            "metrics: serving ",
+            limit,
+        ))
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.output()
     }
 }
 
@@ -73,10 +50,11 @@ fn daemon_command(dir: &Path, program: Command, listen: &str, web: &Path) -> Com
     c
 }
 
-/// A daemon on a free loopback port with the web config `web`, and its address.
+/// A daemon on loopback with the web config `web`, and its address: port 0, read back from
+/// its log (a port drawn before the bind can be taken by another test's server).
 fn on_loopback(dir: &Path, web: &Path) -> (Daemon, String) {
-    let listen = format!("127.0.0.1:{}", kit::free_port());
-    let d = Daemon::start(daemon_command(dir, Command::new(EXE), &listen, web));
+    let d = Daemon::start(daemon_command(dir, Command::new(EXE), "127.0.0.1:0", web));
+    let listen = d.0.addr.to_string();
     (d, listen)
 }
 

@@ -11,11 +11,10 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use perfpilot_testkit as kit;
+use perfpilot_testkit::{self as kit, Listening};
 use support::hosts::{nginx_study, trials};
 use support::{EXE, text, wait_until};
 
@@ -30,51 +29,34 @@ fn certs(args: &[&str]) {
 
 /// The worker, its log collected as it runs; killed on drop.
 struct Worker {
-    child: Child,
-    log: Arc<Mutex<String>>,
+    run: Listening,
     addr: String,
 }
 
 impl Worker {
+    /// Starts one on port 0 (a port drawn before the bind can be taken by another test's
+    /// server) and reads the address it logs.
     fn start(dir: &Path, args: &[&str]) -> Worker {
-        let port = kit::free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut child = Command::new(EXE)
-            .args(["study", "worker", "--listen", &addr, "--store"])
+        let mut cmd = Command::new(EXE);
+        cmd.args(["study", "worker", "--listen", "127.0.0.1:0", "--store"])
             .arg(dir.join("worker.db"))
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let mut stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let w = Worker { child, log, addr };
-        assert!(
-            wait_until(Duration::from_secs(20), || w.said("listening on")),
-            "the worker did not start: {}",
-            w.log()
+            .args(args);
+        let run = kit::spawn_listening(
+            cmd,
+            kit::Stream::Stderr,
+            "study worker listening on ",
+            Duration::from_secs(20),
         );
-        w
+        let addr = run.addr.to_string();
+        Worker { run, addr }
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.run.output()
     }
 
     fn said(&self, what: &str) -> bool {
-        self.log().contains(what)
+        self.run.said(what)
     }
 
     /// Waits for `what` in the log (a refusal is logged as the handshake fails).
@@ -84,13 +66,6 @@ impl Worker {
             "the worker's log lacks {what:?}:\n{}",
             self.log()
         );
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use perfpilot_fetch as fetch;
 use perfpilot_lab::process::StopSignal;
 use perfpilot_lab::server::Server;
+use perfpilot_lab::server::command::{self, Stdout, split_words};
 use perfpilot_sys::Fs;
 use perfpilot_sys::change::{self, Change, Undo};
 use perfpilot_sys::failpoint::kill_point;
 
 use crate::error::{KnobError, ProbeError, ShellError, TrialError};
 use crate::layout::{InstanceLayout, Layout};
-use crate::spec::{Config, Ready, Study, render, split_words};
+use crate::spec::{Config, Ready, Study, render};
 
 /// Knobs set for one trial; dropping the guard restores them (in reverse order), also when the
 /// trial fails, is interrupted or panics.
@@ -245,21 +246,15 @@ pub fn start_instances(
             std::process::id(),
             il.instance
         ));
-        let log_err = |verb| {
-            let path = log.clone();
-            move |source| TrialError::Log { verb, path, source }
+        let stdout = match role {
+            Role::Server => Stdout::Dropped,
+            Role::Batch => Stdout::Logged,
         };
-        let err = std::fs::File::create(&log).map_err(log_err("create"))?;
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).stdin(Stdio::null());
-        match role {
-            Role::Server => cmd.stdout(Stdio::null()),
-            Role::Batch => {
-                let out = err.try_clone().map_err(log_err("share"))?;
-                cmd.stdout(Stdio::from(out)).process_group(0)
-            }
-        };
-        cmd.stderr(Stdio::from(err));
+        let mut cmd = command::command(&argv);
+        command::log_to(&mut cmd, &log, stdout)?;
+        if role == Role::Batch {
+            cmd.process_group(0);
+        }
         for (k, v) in environment(study, config, &values) {
             cmd.env(k, v);
         }

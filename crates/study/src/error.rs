@@ -331,22 +331,14 @@ pub enum TrialError {
         line: String,
         /// Why.
         #[source]
-        source: crate::spec::WordsError,
+        source: perfpilot_lab::server::command::WordsError,
     },
     /// No free ports for the instances.
     #[error("{0}")]
     Ports(#[source] perfpilot_lab::port::PortError),
     /// An instance's output file could not be made.
-    #[error("cannot {verb} {path}: {source}", path = .path.display())]
-    Log {
-        /// `create` or `share`.
-        verb: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Log(#[from] perfpilot_lab::server::command::LogError),
     /// An instance's program could not be started.
     #[error("instance {instance}: cannot start {program:?}: {source}")]
     Start {

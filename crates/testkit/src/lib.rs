@@ -6,11 +6,16 @@
 //! the test panics. A missing binary fails the test with an install hint. How each kind is
 //! started is `perfpilot_lab::server`'s (the study, capacity and proof runs start theirs the
 //! same way); this crate adds throw-away directories and ports, and panics instead of errors.
+//! Servers of our own that print the address they bound are started on port 0 with
+//! [`spawn_listening`], which reads that address back.
 
 // Test helpers: a failure to set up is a test failure, so panicking is the right answer here.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod listening;
 pub mod tls;
+
+pub use listening::{Listening, Stream, spawn_listening};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

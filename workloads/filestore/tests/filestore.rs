@@ -3,19 +3,19 @@
 //! ext4 made with 64 inodes out of inodes — answering 507 while reads go on. The file-system
 //! tests need root (mount, loop devices) and say so where they cannot run.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use perfpilot_sys::scratchfs::{self, ScratchSpec};
-use perfpilot_testkit::is_root;
+use perfpilot_testkit::{Listening, Stream, is_root, spawn_listening};
 use serde_json::Value;
 
 /// A running `filestore`, killed when dropped (also on panic).
 struct Server {
-    child: Child,
+    _run: Listening,
     base: String,
     agent: ureq::Agent,
 }
@@ -24,33 +24,20 @@ impl Server {
     /// Starts one on a port the kernel picks (port 0; a port drawn before the bind could be
     /// taken by another test's server in between) and reads the address it prints.
     fn start(dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_filestore"))
-            .arg("--dir")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_filestore"));
+        cmd.arg("--dir")
             .arg(dir)
-            .args(["--listen", "127.0.0.1:0", "--threads", "2"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
-        let mut addr = None;
-        for line in lines.by_ref() {
-            let line = line.expect("a line of filestore's stdout");
-            if let Some(rest) = line.strip_prefix("filestore: listening on http://") {
-                addr = rest.split_whitespace().next().map(str::to_string);
-                break;
-            }
-        }
-        // The rest of its stdout is drained: a closed pipe would fail its later prints.
-        std::thread::spawn(move || lines.for_each(drop));
-        let Some(addr) = addr else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("filestore ended before it listened");
-        };
+            .args(["--listen", "127.0.0.1:0", "--threads", "2"]);
+        let run = spawn_listening(
+            cmd,
+            Stream::Stdout,
+            "filestore: listening on ",
+            Duration::from_secs(30),
+        );
         // Printed once bound: connections queue from here, no readiness wait is needed.
         Server {
-            child,
-            base: format!("http://{addr}"),
+            base: format!("http://{}", run.addr),
+            _run: run,
             agent: ureq::Agent::config_builder()
                 .http_status_as_error(false)
                 .timeout_global(Some(Duration::from_secs(10)))
@@ -99,13 +86,6 @@ impl Server {
         text.lines()
             .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
             .map_or(0.0, |v| v.trim().parse().unwrap())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -4,66 +4,46 @@
 
 #![allow(unsafe_code)] // tests call libc directly to set up and inspect the processes they spawn
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use perfpilot_testkit::{Listening, Stream, spawn_listening};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sharedcache");
 
+/// How long the table may take to fill before `ready`.
+const READY_LIMIT: Duration = Duration::from_secs(120);
+
 /// A running `sharedcache`, killed (SIGKILL) and reaped when dropped.
 struct Running {
-    child: Child,
+    run: Listening,
     addr: String,
 }
 
 impl Running {
     /// Starts the binary on port 0 and waits for `ready`, returning the printed address.
     fn start(extra: &[&str]) -> Running {
-        let mut child = Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0"])
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--listen", "127.0.0.1:0"])
             .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sharedcache");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut run = Running {
-            child,
-            addr: String::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if line.starts_with("listening on ") => {
-                    run.addr = line["listening on ".len()..].trim().to_string();
-                }
-                Ok(line) if line == "ready" => break,
-                Ok(_) => {}
-                Err(e) => panic!("sharedcache {extra:?} never printed ready: {e:?}"),
-            }
-        }
+            .stderr(Stdio::inherit());
+        let mut run = spawn_listening(cmd, Stream::Stdout, "listening on ", READY_LIMIT);
+        run.wait_line(|l| l == "ready", READY_LIMIT);
+        let addr = run.addr;
         assert!(
-            run.addr.starts_with("127.0.0.1:") && !run.addr.ends_with(":0"),
-            "address {:?}",
-            run.addr
+            addr.ip().is_loopback() && addr.port() != 0,
+            "address {addr}"
         );
-        run
+        Running {
+            run,
+            addr: addr.to_string(),
+        }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.run.pid()
     }
 
     fn get(&self, path: &str) -> (u16, String) {
@@ -95,19 +75,12 @@ impl Running {
         unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
+            if let Some(st) = self.run.child().try_wait().unwrap() {
                 return st;
             }
             assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM");
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -1,9 +1,11 @@
 //! Servers an experiment starts: one guard for a started server process ([`Server`]: its log,
 //! readiness waits that give up on a dead process, the end of its log in errors, a stop on
 //! drop), and one file per kind for how each is started (PostgreSQL, Redis, memcached, nginx,
-//! the JVM service). The study's, capacity's and the proof harness's deployments and the test
-//! kit's throw-away servers all start theirs through these; what load each applies stays theirs.
+//! the JVM service, a command line of the user's). The study's, capacity's and the proof
+//! harness's deployments and the test kit's throw-away servers all start theirs through these;
+//! what load each applies stays theirs.
 
+pub mod command;
 pub mod jvm;
 pub mod memcached;
 pub mod nginx;

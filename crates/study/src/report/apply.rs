@@ -13,7 +13,9 @@ use serde::Serialize;
 
 use crate::error::StudyError;
 use crate::layout::InstanceLayout;
-use crate::spec::{Config, LoadKind, Study, render, split_words};
+use perfpilot_lab::server::command::split_words;
+
+use crate::spec::{Config, LoadKind, Study, render};
 use crate::summary::Summary;
 use crate::trial::TrialDetail;
 
@@ -230,7 +232,7 @@ pub enum ApplyError {
         line: String,
         /// Why.
         #[source]
-        source: crate::spec::WordsError,
+        source: perfpilot_lab::server::command::WordsError,
     },
 }
 

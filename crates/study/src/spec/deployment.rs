@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::raw::{RawDeployment, RawKnob, RawReady};
 use super::source::Source;
-use super::template::{DEPLOY_PLACEHOLDERS, TRIAL_PLACEHOLDERS, Templates, split_words};
+use perfpilot_lab::server::command::split_words;
+
+use super::template::{DEPLOY_PLACEHOLDERS, TRIAL_PLACEHOLDERS, Templates};
 use crate::error::Result;
 
 /// How the runner decides an instance is ready.

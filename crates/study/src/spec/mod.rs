@@ -58,8 +58,8 @@ pub use search::{Method, Schedule, SearchSpec, varying};
 pub use space::{NotInSpace, Space, SpaceSize};
 pub use storage::{ScratchError, SizeError, Storage};
 pub use template::{
-    DEPLOY_PLACEHOLDERS, LOAD_PLACEHOLDERS, STORAGE_PLACEHOLDERS, UnclosedBrace, WordsError,
-    placeholders, render, split_words,
+    DEPLOY_PLACEHOLDERS, LOAD_PLACEHOLDERS, STORAGE_PLACEHOLDERS, UnclosedBrace, placeholders,
+    render,
 };
 
 /// A validated study.

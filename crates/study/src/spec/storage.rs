@@ -12,7 +12,9 @@ use toml::Spanned;
 
 use super::raw::RawStorage;
 use super::source::Source;
-use super::template::{TRIAL_PLACEHOLDERS, Templates, WordsError, render, split_words};
+use perfpilot_lab::server::command::{WordsError, split_words};
+
+use super::template::{TRIAL_PLACEHOLDERS, Templates, render};
 use crate::error::Result;
 use crate::spec::Config;
 

@@ -38,20 +38,6 @@ pub struct UnclosedBrace {
     pub at: usize,
 }
 
-/// A command line that cannot be split into words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum WordsError {
-    /// It ends in a backslash that escapes nothing.
-    #[error("ends in a lone backslash: remove it or put it in single quotes")]
-    LoneBackslash,
-    /// A quote is opened and never closed.
-    #[error("a quote is not closed")]
-    OpenQuote,
-    /// It holds no word.
-    #[error("is empty")]
-    Empty,
-}
-
 /// The names in `{name}` placeholders of a template (`{{` and `}}` are literal braces).
 pub fn placeholders(template: &str) -> std::result::Result<Vec<String>, UnclosedBrace> {
     let mut names = Vec::new();
@@ -113,24 +99,6 @@ pub fn render(template: &str, values: &BTreeMap<String, String>) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// Splits a command line into words by POSIX shell rules (`shlex`): blanks separate, single
-/// and double quotes group, a backslash escapes; pipes, variables and globs are not
-/// interpreted, and a `#` starting a word comments out the rest of the line.
-pub fn split_words(s: &str) -> std::result::Result<Vec<String>, WordsError> {
-    let Some(words) = shlex::split(s) else {
-        // shlex fails on an open quote or a lone backslash at the end; a newline after the
-        // backslash makes it a line continuation, which tells the two apart.
-        if shlex::split(&format!("{s}\n")).is_some() {
-            return Err(WordsError::LoneBackslash);
-        }
-        return Err(WordsError::OpenQuote);
-    };
-    if words.is_empty() {
-        return Err(WordsError::Empty);
-    }
-    Ok(words)
 }
 
 /// Checks templates of one study: every placeholder is a factor or one the field allows.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{Study, WordsError, split_words};
+use super::Study;
 
 const BASE: &str = r#"name = "t"
 
@@ -64,21 +64,4 @@ fn inline_factors_keep_the_file_order() {
     let s = Study::parse(text, Path::new("s.toml")).unwrap();
     let names: Vec<&str> = s.factors.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["zeta", "alpha"]);
-}
-
-#[test]
-fn split_words_follows_shell_quoting() {
-    assert_eq!(
-        split_words(r#"run "a \"b\"" 'c $d' e\ f"#).unwrap(),
-        ["run", "a \"b\"", "c $d", "e f"]
-    );
-    assert_eq!(split_words("'open"), Err(WordsError::OpenQuote));
-    assert_eq!(WordsError::OpenQuote.to_string(), "a quote is not closed");
-    assert!(
-        split_words("app \\")
-            .unwrap_err()
-            .to_string()
-            .contains("lone backslash")
-    );
-    assert_eq!(split_words("  "), Err(WordsError::Empty));
 }

@@ -9,7 +9,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::{FindingKind, Findings, Severity};
-use crate::spec::{Binding, Config, LoadKind, Study, render, split_words};
+use perfpilot_lab::server::command::split_words;
+
+use crate::spec::{Binding, Config, LoadKind, Study, render};
 
 /// Words `sh` runs itself (builtins and keywords): there is no program to look for.
 const SHELL_WORDS: [&str; 53] = [
