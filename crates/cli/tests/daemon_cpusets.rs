@@ -149,7 +149,7 @@ fn large_pages_are_kept_in_a_cpuset_and_under_taskset_and_both_affinities_are_le
     let _shmem = ShmemGuard::take();
     let dir = Dir::new("cpusets");
     let cfg = dir.config(
-        "# Only the two servers of this test: this machine is shared.\nonly_matched = true\nread_ahead_devices = []\n[[workload]]\nmatch = { comm = \"sharedcache\" }\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 3\nmin_age_s = 30\nmin_cpu_cores = 0.02\nwindows = 8\nmax_windows = 8\nrest_change_max = 0\nmin_effect = 0.005\ncpu_budget_pct = 20\n",
+        "# Only the two servers of this test: this machine is shared.\nonly_matched = true\nread_ahead_devices = []\n[[workload]]\nmatch = { comm = \"sharedcache\" }\n[[workload]]\nmatch = { comm = \"postgres\" }\n[tunables]\ninterval_s = 3\nmin_age_s = 30\nmin_cpu_cores = 0.02\nwindows = 8\nmax_windows = 8\nrest_change_max = 0\nmin_effect = 0.005\ncpu_budget_pct = 20\none_way_history_s = 40\n",
     );
     let d = daemon(&cfg, &dir.state(), "900s");
 
