@@ -212,7 +212,10 @@ fn drive_and_watch(
     dep: &Deployed,
     specs: &[(String, u32, DriveSpec)],
     stop: &AtomicBool,
-) -> (Vec<std::result::Result<Measurement, String>>, Option<Window>) {
+) -> (
+    Vec<std::result::Result<Measurement, String>>,
+    Option<Window>,
+) {
     let fs = Fs::live();
     let watch = Watch {
         fs: &fs,

@@ -276,7 +276,10 @@ mod tests {
         assert!(w.start >= begun + warmup, "it starts after the warm-up");
         assert!(w.end >= returned, "it ends after the load returned");
         assert!(w.cpu.secs <= begun.elapsed().as_secs_f64() - 0.3, "{w:?}");
-        assert!(w.cpu.own_cores > 0.0, "the load spun in this process: {w:?}");
+        assert!(
+            w.cpu.own_cores > 0.0,
+            "the load spun in this process: {w:?}"
+        );
         assert!(w.cpu.proc_seconds[0].is_some_and(|s| s > 0.0), "{w:?}");
     }
 
@@ -358,6 +361,9 @@ mod tests {
         let (result, w) = watch.run(|| (), || 7);
         assert_eq!(result, 7);
         assert!(w.is_none(), "{w:?}");
-        assert!(begun.elapsed() < Duration::from_secs(60), "it waited out the warm-up");
+        assert!(
+            begun.elapsed() < Duration::from_secs(60),
+            "it waited out the warm-up"
+        );
     }
 }

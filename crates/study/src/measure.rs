@@ -61,10 +61,7 @@ pub(crate) fn measure(
         stop,
     };
     let (result, window) = watch.run(|| (), || drive(study, config, &targets, users, stop));
-    let driver = window
-        .as_ref()
-        .map(|w| w.cpu.own_cores)
-        .filter(|_| builtin);
+    let driver = window.as_ref().map(|w| w.cpu.own_cores).filter(|_| builtin);
     let cpu = window.map(|w| {
         w.cpu
             .proc_seconds
