@@ -224,6 +224,23 @@ mod tests {
         );
     }
 
+    /// A watch of no processes, on a machine of 2 CPUs.
+    fn watch<'a>(
+        fs: &'a Fs,
+        stop: &'a AtomicBool,
+        warmup: Duration,
+        length: Option<Duration>,
+    ) -> Watch<'a> {
+        Watch {
+            fs,
+            pids: &[],
+            warmup,
+            length,
+            cores: 2.0,
+            stop,
+        }
+    }
+
     /// A busy shell loop, killed on drop.
     struct Busy(std::process::Child);
 
@@ -284,17 +301,15 @@ mod tests {
     }
 
     #[test]
-    fn a_window_of_a_set_length_ends_before_a_load_that_outlives_it() {
+    fn a_window_of_a_set_length_ends_on_time_whether_the_load_outlives_it_or_returns_early() {
         let fs = Fs::live();
         let stop = AtomicBool::new(false);
-        let watch = Watch {
-            fs: &fs,
-            pids: &[],
-            warmup: Duration::from_millis(100),
-            length: Some(Duration::from_millis(300)),
-            cores: 2.0,
-            stop: &stop,
-        };
+        let watch = watch(
+            &fs,
+            &stop,
+            Duration::from_millis(100),
+            Some(Duration::from_millis(300)),
+        );
         let (returned, w) = watch.run(Instant::now, || {
             spin(Duration::from_millis(2500));
             Instant::now()
@@ -303,37 +318,19 @@ mod tests {
         assert!(w.cpu.secs >= 0.3, "{w:?}");
         assert!(w.end < returned, "it ended before the load did: {w:?}");
         assert!(w.cpu.own_cores > 0.0, "{w:?}");
-    }
-
-    #[test]
-    fn a_window_of_a_set_length_is_waited_out_when_the_load_returns_early() {
-        let fs = Fs::live();
-        let stop = AtomicBool::new(false);
-        let watch = Watch {
-            fs: &fs,
-            pids: &[],
-            warmup: Duration::from_millis(100),
-            length: Some(Duration::from_millis(300)),
-            cores: 2.0,
-            stop: &stop,
-        };
         let (result, w) = watch.run(|| (), || 7);
         assert_eq!(result, 7);
-        assert!(w.is_some_and(|w| w.cpu.secs >= 0.3));
+        assert!(
+            w.is_some_and(|w| w.cpu.secs >= 0.3),
+            "it waited the length out"
+        );
     }
 
     #[test]
     fn a_stop_during_the_warm_up_leaves_the_run_without_a_window() {
         let fs = Fs::live();
         let stop = AtomicBool::new(false);
-        let watch = Watch {
-            fs: &fs,
-            pids: &[],
-            warmup: Duration::from_millis(300),
-            length: None,
-            cores: 2.0,
-            stop: &stop,
-        };
+        let watch = watch(&fs, &stop, Duration::from_millis(300), None);
         let (_, w) = watch.run(
             || (),
             || {
@@ -349,14 +346,7 @@ mod tests {
     fn a_load_that_ends_within_its_warm_up_returns_at_once_without_a_window() {
         let fs = Fs::live();
         let stop = AtomicBool::new(false);
-        let watch = Watch {
-            fs: &fs,
-            pids: &[],
-            warmup: Duration::from_secs(120),
-            length: None,
-            cores: 2.0,
-            stop: &stop,
-        };
+        let watch = watch(&fs, &stop, Duration::from_secs(120), None);
         let begun = Instant::now();
         let (result, w) = watch.run(|| (), || 7);
         assert_eq!(result, 7);
