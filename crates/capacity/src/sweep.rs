@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use perfpilot_drive::{BodyTemplate, DriveSpec, Load, Measurement, RunControl, ThinkTime};
-use perfpilot_lab::measure::CpuMark;
+use perfpilot_lab::measure::Watch;
 use perfpilot_sys::Fs;
 use serde::{Deserialize, Serialize};
 
@@ -107,10 +107,11 @@ pub fn measure(
     };
     let think = ThinkTime::parse(&sweep.think_time).map_err(|e| drive_err(e.to_string()))?;
     let specs = drive_specs(cap, dep, sweep, users, think).map_err(drive_err)?;
-    let (results, window) = drive_and_watch(cap, dep, &specs);
-    if stop.load(Ordering::SeqCst) {
+    let (results, window) = drive_and_watch(cap, dep, &specs, stop);
+    // A window of a set length is missing only when the run was stopped.
+    let Some(window) = window.filter(|_| !stop.load(Ordering::SeqCst)) else {
         return Err(CapacityError::Interrupted);
-    }
+    };
     if let Some(why) = dep.exited() {
         return Err(drive_err(format!("{why} during the measurement")));
     }
@@ -205,13 +206,65 @@ struct Window {
 }
 
 /// Runs the drivers of `specs` at once and reads the deployment's CPU over their measured
-/// window (after their warm-up): each driver's result, and the window.
+/// window (after their warm-up): each driver's result, and the window (`None`: stopped).
 fn drive_and_watch(
     cap: &Capacity,
     dep: &Deployed,
     specs: &[(String, u32, DriveSpec)],
-) -> (Vec<std::result::Result<Measurement, String>>, Window) {
+    stop: &AtomicBool,
+) -> (
+    Vec<std::result::Result<Measurement, String>>,
+    Option<Window>,
+) {
     let fs = Fs::live();
+    let watch = Watch {
+        fs: &fs,
+        pids: &[],
+        warmup: cap.warmup,
+        // The window ends a little before the drivers do, so that it holds no teardown.
+        length: Some(cap.measure.saturating_sub(Duration::from_millis(50))),
+        cores: crate::deploy::machine_cores(),
+        stop,
+    };
+    // The tiers' CPU and throttling are read from their CPU groups at the window's ends.
+    let (results, watched) = watch.run(|| (dep.cpu_seconds(), dep.throttled()), || drive(specs));
+    let window = watched.map(|w| {
+        let ((cpu0, thr0), (cpu1, thr1)) = (w.start, w.end);
+        let secs = w.cpu.secs;
+        let mut busy: BTreeMap<String, f64> = cpu1
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    (v - cpu0.get(k).copied().unwrap_or(0.0)).max(0.0) / secs,
+                )
+            })
+            .collect();
+        busy.insert(DRIVER.to_string(), w.cpu.own_cores);
+        let throttled = thr1
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.saturating_sub(thr0.get(k).copied().unwrap_or(0)),
+                )
+            })
+            .collect();
+        let other = w
+            .cpu
+            .machine_cores
+            .map(|machine| (machine - busy.values().sum::<f64>()).max(0.0));
+        Window {
+            busy,
+            throttled,
+            other,
+        }
+    });
+    (results, window)
+}
+
+/// Runs the drivers of `specs` at once, one thread each: each driver's result.
+fn drive(specs: &[(String, u32, DriveSpec)]) -> Vec<std::result::Result<Measurement, String>> {
     std::thread::scope(|s| {
         let handles: Vec<_> = specs
             .iter()
@@ -228,52 +281,13 @@ fn drive_and_watch(
                 })
             })
             .collect();
-        std::thread::sleep(cap.warmup);
-        let mark0 = CpuMark::now(&fs, &[]);
-        let cpu0 = dep.cpu_seconds();
-        let thr0 = dep.throttled();
-        std::thread::sleep(cap.measure.saturating_sub(Duration::from_millis(50)));
-        let cpu1 = dep.cpu_seconds();
-        let thr1 = dep.throttled();
-        let window = CpuMark::now(&fs, &[]).since(&mark0, crate::deploy::machine_cores());
-        let secs = window.secs;
-        let results = handles
+        handles
             .into_iter()
             .map(|h| match h.join() {
                 Ok(r) => r.map_err(|e| e.to_string()),
                 Err(_) => Err("the load driver panicked".to_string()),
             })
-            .collect();
-        let mut busy: BTreeMap<String, f64> = cpu1
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    (v - cpu0.get(k).copied().unwrap_or(0.0)).max(0.0) / secs,
-                )
-            })
-            .collect();
-        busy.insert(DRIVER.to_string(), window.own_cores);
-        let throttled = thr1
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.saturating_sub(thr0.get(k).copied().unwrap_or(0)),
-                )
-            })
-            .collect();
-        let other = window
-            .machine_cores
-            .map(|machine| (machine - busy.values().sum::<f64>()).max(0.0));
-        (
-            results,
-            Window {
-                busy,
-                throttled,
-                other,
-            },
-        )
+            .collect()
     })
 }
 

@@ -2,7 +2,8 @@
 //! run servers under load, so that each piece has one home.
 //!
 //! - [`machine`]: the machine a run ran on ([`MachineFacts`]), read through `perfpilot-sys`;
-//! - [`measure`]: the CPU a measured window used (each instance, the driver, the machine);
+//! - [`measure`]: measuring a point: a load run while its measured window is marked, and the
+//!   CPU the window used (each instance, the driver, the machine);
 //! - [`tool`]: finding the programs an experiment runs;
 //! - [`port`]: free loopback ports;
 //! - [`user`]: the system users servers run as;

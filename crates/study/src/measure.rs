@@ -3,12 +3,12 @@
 //! driver (this process) used.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use perfpilot_drive::{
     BodyTemplate, CpuUsage, DataSource, DriveSpec, Load, Measurement, RunControl, ThinkTime,
 };
-use perfpilot_lab::measure::CpuMark;
+use perfpilot_lab::measure::Watch;
 
 use crate::deploy::{self, Deployed};
 use crate::error::TrialError;
@@ -51,37 +51,34 @@ pub(crate) fn measure(
         LoadKind::Command { .. } | LoadKind::Batch { .. } => Duration::ZERO,
     };
     let fs = perfpilot_sys::Fs::live();
-    let (result, cpu, driver) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let until = Instant::now() + warmup;
-            while Instant::now() < until && !stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            CpuMark::now(&fs, &pids)
-        });
-        let result = drive(study, config, &targets, users, stop);
-        let end = CpuMark::now(&fs, &pids);
+    let watch = Watch {
+        fs: &fs,
+        pids: &pids,
+        warmup,
+        length: None,
         // Cores of the machine do not matter here: only the processes' and our own are used.
-        let window = sampler.join().ok().map(|start| end.since(&start, 1.0));
-        let driver = window.as_ref().map(|w| w.own_cores);
-        let cpu = window.map(|w| {
-            w.proc_seconds
-                .iter()
-                .zip(&pids)
-                .enumerate()
-                .filter_map(|(i, (cpu_s, pid))| {
-                    let cpu_s = (*cpu_s)?;
-                    Some(CpuUsage {
-                        name: format!("instance-{i}"),
-                        pid: Some(*pid),
-                        tier: Some("app".into()),
-                        cpu_s,
-                        cores: cpu_s / w.secs,
-                    })
+        cores: 1.0,
+        stop,
+    };
+    let (result, window) = watch.run(|| (), || drive(study, config, &targets, users, stop));
+    let driver = window.as_ref().map(|w| w.cpu.own_cores).filter(|_| builtin);
+    let cpu = window.map(|w| {
+        w.cpu
+            .proc_seconds
+            .iter()
+            .zip(&pids)
+            .enumerate()
+            .filter_map(|(i, (cpu_s, pid))| {
+                let cpu_s = (*cpu_s)?;
+                Some(CpuUsage {
+                    name: format!("instance-{i}"),
+                    pid: Some(*pid),
+                    tier: Some("app".into()),
+                    cpu_s,
+                    cores: cpu_s / w.cpu.secs,
                 })
-                .collect::<Vec<_>>()
-        });
-        (result, cpu, driver.filter(|_| builtin))
+            })
+            .collect::<Vec<_>>()
     });
     if stop.load(Ordering::SeqCst) {
         return Err(TrialError::Interrupted);
