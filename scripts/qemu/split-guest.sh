@@ -69,21 +69,33 @@ until grep -q ready /tmp/anon.out && grep -q ready /tmp/shm.out; do
 done
 echo "sharedcache: private heap pid $anon, System V segment pid $shm"
 
-# While the trials run: the most huge pages each held, until both actions are decided.
-max_anon=0 max_shm=0 i=0
+# While the trials run: the most huge pages each held, until both actions are decided. A
+# period on lasts two 1-s scans, and a `status` call under TCG can take longer than that, so the
+# pages are sampled by a loop of their own, five times a second.
+echo 0 >/tmp/max_anon
+echo 0 >/tmp/max_shm
+(
+    ma=0 ms=0
+    while :; do
+        a=$(huge "$anon" AnonHugePages) s=$(huge "$shm" ShmemPmdMapped)
+        [ "${a:-0}" -gt "$ma" ] && ma=$a && echo "$ma" >/tmp/max_anon
+        [ "${s:-0}" -gt "$ms" ] && ms=$s && echo "$ms" >/tmp/max_shm
+        sleep 0.2
+    done
+) &
+sampler=$!
+i=0
 while :; do
-    a=$(huge "$anon" AnonHugePages) s=$(huge "$shm" ShmemPmdMapped)
-    [ "$a" -gt "$max_anon" ] && max_anon=$a
-    [ "$s" -gt "$max_shm" ] && max_shm=$s
-    if [ $((i % 5)) -eq 4 ]; then
-        decided=$(/bin/perfpilot status --json --state-dir /tmp/state | grep -c '"decision"' || true)
-        [ "$decided" -ge 2 ] && break
-    fi
+    decided=$(/bin/perfpilot status --json --state-dir /tmp/state | grep -c '"decision"' || true)
+    [ "$decided" -ge 2 ] && break
     # A daemon that ended (its --for, or a failure) has reverted what it held: stop looking.
     kill -0 "$daemon" 2>/dev/null || break
-    i=$((i + 1)); [ $i -lt 400 ] || break
-    sleep 1
+    i=$((i + 1)); [ $i -lt 200 ] || break
+    sleep 2
 done
+kill "$sampler" 2>/dev/null || true
+wait "$sampler" 2>/dev/null || true
+max_anon=$(cat /tmp/max_anon) max_shm=$(cat /tmp/max_shm)
 /bin/perfpilot status --state-dir /tmp/state | sed -n '/trial:\|ID STRATEGY/,$p'
 echo "most huge pages while measured: private heap $max_anon kB, System V segment $max_shm kB"
 kill "$daemon" 2>/dev/null || true

@@ -292,21 +292,24 @@ mod tests {
         w
     }
 
+    /// The names of `siblings` in the order `by_closeness` tries them, with where each runs.
+    fn ranked(treated: &Workload, siblings: &[&Workload]) -> Vec<(String, CpuSharing)> {
+        let online = CpuSet::parse("0-3").expect("a CPU list");
+        by_closeness(treated, siblings.iter().copied(), &online)
+            .into_iter()
+            .map(|(w, c)| (w.name.clone(), c))
+            .collect()
+    }
+
     #[test]
     fn a_sibling_bound_to_the_treated_workloads_cpus_is_tried_first_and_one_on_other_cpus_last() {
-        let online = CpuSet::parse("0-3").expect("a CPU list");
         let treated = instance("treated", Some("1-3"), 2);
         let apart = instance("apart", Some("0"), 0);
         let unbound = instance("unbound", None, 1);
         let same = instance("same", Some("1-3"), 3);
         let half = instance("half", Some("3"), 3);
-        let order: Vec<(String, CpuSharing)> =
-            by_closeness(&treated, [&apart, &unbound, &same, &half], &online)
-                .into_iter()
-                .map(|(w, c)| (w.name.clone(), c))
-                .collect();
         assert_eq!(
-            order,
+            ranked(&treated, &[&apart, &unbound, &same, &half]),
             vec![
                 ("same".to_string(), CpuSharing::Same),
                 ("unbound".to_string(), CpuSharing::Overlapping(3)),
@@ -318,17 +321,11 @@ mod tests {
 
     #[test]
     fn unbound_siblings_are_on_the_same_cpus_and_ranked_by_where_their_threads_last_ran() {
-        let online = CpuSet::parse("0-3").expect("a CPU list");
         let treated = instance("treated", None, 1);
         let elsewhere = instance("elsewhere", None, 3);
         let beside = instance("beside", None, 1);
-        let order: Vec<(String, CpuSharing)> =
-            by_closeness(&treated, [&elsewhere, &beside], &online)
-                .into_iter()
-                .map(|(w, c)| (w.name.clone(), c))
-                .collect();
         assert_eq!(
-            order,
+            ranked(&treated, &[&elsewhere, &beside]),
             vec![
                 ("beside".to_string(), CpuSharing::Same),
                 ("elsewhere".to_string(), CpuSharing::Same),
