@@ -9,7 +9,7 @@ use perfpilot_sys::change::Change;
 
 use super::Engine;
 use super::control::{Control, Sibling};
-use super::steady::STEADY_READINGS;
+use super::steady::last_steady;
 use super::verdict::Verdict;
 use crate::design::one_way::{self, OneWayRule, Prior};
 use crate::design::{self, DesignKind, Facts, PeriodLimits, PeriodPlan};
@@ -129,10 +129,7 @@ impl Engine {
             sibling: control
                 .as_ref()
                 .map(|c| format!("{}, {},", c.name, c.cpus.describe())),
-            periods: PeriodPlan::for_signal(
-                &steady[steady.len().saturating_sub(STEADY_READINGS)..],
-                &limits,
-            ),
+            periods: PeriodPlan::for_signal(last_steady(steady), &limits),
         };
         let mut choice = design::choose(&facts);
         if choice.kind == DesignKind::OneWay && !passed_over.is_empty() {

@@ -14,6 +14,12 @@ use crate::strategy::StrategyKind;
 /// Readings in a row that must be steady before a trial starts.
 pub(super) const STEADY_READINGS: usize = 3;
 
+/// The last [`STEADY_READINGS`] of `readings` (all of them when there are fewer): those that open
+/// the gate and seed a trial's baseline.
+pub(super) fn last_steady(readings: &[f64]) -> &[f64] {
+    &readings[readings.len().saturating_sub(STEADY_READINGS)..]
+}
+
 /// The most readings kept as a workload's history (a one-way trial's wants `one_way_history_s`
 /// of them).
 const HISTORY_MAX: usize = 4096;
@@ -165,9 +171,8 @@ impl Steady {
                 while r.values.len() > HISTORY_MAX {
                     r.values.pop_front();
                 }
-                let last = r.values.len().saturating_sub(STEADY_READINGS);
-                let recent: Vec<f64> = r.values.range(last..).copied().collect();
-                judge(kind, &recent).and_then(|()| match r.values.len() {
+                let n = r.values.len();
+                judge(kind, last_steady(r.values.make_contiguous())).and_then(|()| match n {
                     n if n < r.history => Err(watching(n, r.history)),
                     _ => Ok(()),
                 })
@@ -209,10 +214,7 @@ impl Steady {
         self.recent
             .remove(signature)
             .filter(|r| r.verdict.is_ok())
-            .map(|r| {
-                let last = r.values.len().saturating_sub(STEADY_READINGS);
-                r.values.into_iter().skip(last).collect()
-            })
+            .map(|mut r| last_steady(r.values.make_contiguous()).to_vec())
             .unwrap_or_default()
     }
 }
