@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use crate::design::Drift;
 use crate::design::one_way::{self, OneWayRule};
 use crate::design::replay::{self, Effect, Spec, Tally};
 use crate::design::windows;
@@ -333,6 +334,7 @@ pub struct DesignReplay {
 /// The replayed form of design `name`; `None` for a name it does not know.
 pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
     let tun = &o.tun;
+    let history = (tun.one_way_history_s / o.window_s.max(1e-3)).ceil() as usize;
     Some(match name {
         "switchback" => Spec::Switchback {
             limits: PeriodLimits {
@@ -347,8 +349,18 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
             },
             switch_windows: (o.switch_s / o.window_s).ceil() as usize,
         },
-        "before_after" | "control" => Spec::Sequential {
+        "before_after" => Spec::Sequential {
             one_way: None,
+            drift: Some(Drift {
+                floor: 0.0,
+                history: Vec::new(),
+            }),
+            history,
+        },
+        // Judged on the ratios to the control, which cancel what moves both.
+        "control" => Spec::Sequential {
+            one_way: None,
+            drift: None,
             history: 0,
         },
         "one_way" => Spec::Sequential {
@@ -361,11 +373,13 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
                     tun.window_count(),
                 ),
                 prior: None,
-                drift_floor: tun.drift_floor,
                 within_s: tun.verdict_within_s,
+            }),
+            drift: Some(Drift {
+                floor: tun.drift_floor,
                 history: Vec::new(),
             }),
-            history: (tun.one_way_history_s / o.window_s.max(1e-3)).ceil() as usize,
+            history,
         },
         "interleave" => Spec::Interleave,
         _ => return None,

@@ -7,6 +7,8 @@
 //!   differences within pairs of periods — for changes that can be undone cheaply;
 //! - [`sequential`]: windows before the change, then after it; judged on the signal itself, or
 //!   on the ratio of the treated workload to a sibling left as it is (a concurrent control);
+//! - [`drift`]: what a before/after comparison on the signal itself allows for the signal's
+//!   own wander between its sides, from its windows and its history;
 //! - [`one_way`]: the rule for a change that can be neither undone nor compared with a
 //!   control: a bounded trial that says exactly what it showed (a gain, or only that there was
 //!   no loss worse than a bound), and a watch after the verdict.
@@ -17,12 +19,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::strategy::StrategyKind;
 
+pub mod drift;
 pub mod one_way;
 pub mod replay;
 pub mod sequential;
 pub mod switchback;
 pub mod windows;
 
+pub use drift::Drift;
 pub use one_way::{OneWayRule, Prior, Shown, Watch};
 pub use sequential::{Sequential, WindowPlan};
 pub use switchback::{PeriodLimits, PeriodPlan, PeriodRefused, Switchback};

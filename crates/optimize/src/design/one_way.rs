@@ -9,11 +9,13 @@
 //! - a loss (the interval below 1): ended;
 //! - otherwise neutral: ended.
 //!
+//! Its interval allows for the workload's drift (`drift`: its windows before the trial, watched
+//! for `one_way_history_s`, and at least `drift_floor`).
+//!
 //! Where the store holds earlier verdicts of the same strategy on the same kind of server, they
 //! form a prior (`perfpilot_stats::prior`) and the interval is a credible one; the verdict says
 //! so. A kept action is watched after its verdict: a later look that shows a loss ends it.
 
-use perfpilot_stats::mean;
 use perfpilot_stats::prior::{Belief, se_of_interval};
 use serde::{Deserialize, Serialize};
 
@@ -77,84 +79,11 @@ pub struct OneWayRule {
     pub windows_cap: usize,
     /// Earlier verdicts as a prior.
     pub prior: Option<Prior>,
-    /// The least drift between the two sides allowed for (sd of the log level, `drift_floor`).
-    pub drift_floor: f64,
     /// Seconds from its start by which it ends (`verdict_within_s`).
     pub within_s: f64,
-    /// The workload's windows before the trial, nothing changed (`one_way_history_s` of them):
-    /// spells of its own that its few windows a side would miss.
-    pub history: Vec<f64>,
-}
-
-/// The variance of the log ratio of the mean of `n` windows to the mean of the `n` before them
-/// with nothing changed, estimated from each side's own windows and the workload's windows
-/// before the trial (`history`) at shorter spans (a variance-time fit): for spans b up to half
-/// a side, or up to n where the history holds two blocks of b, the mean square of the log
-/// ratios of adjacent blocks of b windows, fitted as noise that averages out (A/b) plus a drift
-/// that grows with the distance (κ·b), and read off at b = n. A workload that steps by a fifth
-/// on its own every few minutes shows it in its history, where a side of a few minutes may sit
-/// inside one spell. `None` when there are too few windows or the fit has nothing to stand on.
-pub fn null_variance(off: &[f64], on: &[f64], history: &[f64], n: usize) -> Option<f64> {
-    let mut points: Vec<(f64, f64)> = Vec::new();
-    let longest = (off.len().min(on.len()) / 2).max((history.len() / 2).min(n));
-    if longest < 2 {
-        return None;
-    }
-    for b in 1..=longest {
-        let mut sq = Vec::new();
-        for xs in [off, on, history] {
-            if xs.len() < 2 * b {
-                continue;
-            }
-            for i in 0..=xs.len() - 2 * b {
-                let (a, c) = (mean(&xs[i..i + b]), mean(&xs[i + b..i + 2 * b]));
-                if a > 0.0 && c > 0.0 {
-                    sq.push((c / a).ln().powi(2));
-                }
-            }
-        }
-        if !sq.is_empty() {
-            points.push((b as f64, mean(&sq)));
-        }
-    }
-    if points.len() < 2 {
-        return None;
-    }
-    // Least squares of v(b) = A/b + κ·b, both kept non-negative.
-    let (mut s11, mut s12, mut s22, mut y1, mut y2) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for &(b, v) in &points {
-        let (x1, x2) = (1.0 / b, b);
-        s11 += x1 * x1;
-        s12 += x1 * x2;
-        s22 += x2 * x2;
-        y1 += x1 * v;
-        y2 += x2 * v;
-    }
-    let det = s11 * s22 - s12 * s12;
-    let (a, k) = if det.abs() > 1e-12 {
-        ((y1 * s22 - y2 * s12) / det, (y2 * s11 - y1 * s12) / det)
-    } else {
-        (y1 / s11, 0.0)
-    };
-    let (a, k) = match (a >= 0.0, k >= 0.0) {
-        (true, true) => (a, k),
-        (false, _) => (0.0, y2 / s22),
-        (true, false) => (y1 / s11, 0.0),
-    };
-    let n = n.max(1) as f64;
-    Some(a / n + k * n)
 }
 
 impl OneWayRule {
-    /// `g`, the gain of `on` over `off`, widened to what a no-change comparison of this length
-    /// varies by on these windows and the history ([`null_variance`]: drift included), and at
-    /// least by the floor's drift; then combined with the prior where there is one.
-    pub fn judge(&self, g: Gain, off: &[f64], on: &[f64]) -> Gain {
-        let n = off.len().min(on.len());
-        let null = null_variance(off, on, &self.history, n).unwrap_or(0.0);
-        self.with_prior(widen(g, self.drift_floor, null))
-    }
-
     /// `g` combined with the prior, where there is one: the interval becomes a credible
     /// interval at the same level.
     pub fn with_prior(&self, g: Gain) -> Gain {
@@ -186,26 +115,6 @@ impl OneWayRule {
             ),
             d => (d, Shown::Effect),
         }
-    }
-}
-
-/// `g` widened, the interval's quantile kept, to a standard error of at least its own with
-/// `floor` (sd on the log scale) of drift added, and at least `null` (a variance).
-fn widen(g: Gain, floor: f64, null: f64) -> Gain {
-    if !(g.ci_low > 0.0 && g.ci_high > 0.0 && g.ratio > 0.0) {
-        return g;
-    }
-    let (lo, hi, mid) = (g.ci_low.ln(), g.ci_high.ln(), g.ratio.ln());
-    let se = se_of_interval(lo, hi, g.confidence);
-    if !(se > 0.0 && se.is_finite()) {
-        return g;
-    }
-    let wanted = (se * se + floor * floor).max(null);
-    let k = (wanted.sqrt() / se).max(1.0);
-    Gain {
-        ci_low: (mid - (mid - lo) * k).exp(),
-        ci_high: (mid + (hi - mid) * k).exp(),
-        ..g
     }
 }
 

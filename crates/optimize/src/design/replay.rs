@@ -3,6 +3,7 @@
 //! the change on: how often each design decides, what, and how soon. The same state machines
 //! the daemon's trials run; only the windows come from the series.
 
+use super::drift::Drift;
 use super::one_way::{OneWayRule, Shown};
 use super::{
     DesignKind, EndReason, PeriodLimits, PeriodPlan, Sequential, Step, Switchback, WindowPlan,
@@ -34,9 +35,11 @@ pub enum Spec {
     Sequential {
         /// The one-way rule, when the change cannot be undone.
         one_way: Option<OneWayRule>,
-        /// Windows of the series a one-way trial's rule sees before the trial (its history); a
+        /// What it allows for drift; its history is taken from the series.
+        drift: Option<Drift>,
+        /// Windows of the series its drift sees before the trial (its history). A one-way
         /// trial that would start before that many is not replayed (the daemon would still be
-        /// watching).
+        /// watching); a before/after one sees what there is, as the daemon's gate holds it.
         history: usize,
     },
     /// Switchback periods within these limits (a signal they refuse gives no trial).
@@ -104,15 +107,21 @@ pub fn run(
     seed: u64,
 ) -> Option<Outcome> {
     match spec {
-        Spec::Sequential { one_way, history } => {
-            let one_way = match one_way {
-                Some(r) if *history > 0 => Some(OneWayRule {
-                    history: series.get(start.checked_sub(*history)?..start)?.to_vec(),
-                    ..r.clone()
-                }),
-                r => r.clone(),
+        Spec::Sequential {
+            one_way,
+            drift,
+            history,
+        } => {
+            let from = match one_way {
+                Some(_) => start.checked_sub(*history)?,
+                None => start.saturating_sub(*history),
             };
-            sequential(one_way, series, start, effect, plan)
+            let watched = series.get(from..start)?;
+            let drift = drift.as_ref().map(|d| Drift {
+                history: watched.to_vec(),
+                ..d.clone()
+            });
+            sequential(one_way.clone(), drift, series, start, effect, plan)
         }
         Spec::Switchback {
             limits,
@@ -124,6 +133,7 @@ pub fn run(
 
 fn sequential(
     one_way: Option<OneWayRule>,
+    drift: Option<Drift>,
     series: &[f64],
     start: usize,
     effect: Effect,
@@ -131,6 +141,7 @@ fn sequential(
 ) -> Option<Outcome> {
     let mut s = Sequential::new(*plan, true, Vec::new());
     s.one_way = one_way;
+    s.drift = drift;
     let mut level = 1.0;
     for (i, v) in series.iter().enumerate().skip(start) {
         let on = s.want_on();

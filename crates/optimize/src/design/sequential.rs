@@ -9,6 +9,7 @@
 //! machine moves both and cancels in the ratio. The treated workload's own windows are kept
 //! beside the ratios, so that a control that exits leaves a before/after trial on them.
 
+use super::drift::Drift;
 use super::one_way::{OneWayRule, Shown};
 use super::windows;
 use super::{EndReason, Looks, Rest, Step};
@@ -111,6 +112,9 @@ pub struct Sequential {
     pub early: Option<EarlyLook>,
     /// The one-way rule, for a change that cannot be undone.
     pub one_way: Option<OneWayRule>,
+    /// What a comparison on the signal itself allows for its drift (not applied to the ratios
+    /// to a control, which cancel what moves both).
+    pub drift: Option<Drift>,
 }
 
 impl Sequential {
@@ -130,6 +134,7 @@ impl Sequential {
             needed: None,
             early: None,
             one_way: None,
+            drift: None,
         }
     }
 
@@ -379,12 +384,16 @@ impl Sequential {
         Step::End(EndReason::Complete)
     }
 
-    /// The gain of the windows after the change over those before at `confidence` (under the
-    /// one-way rule: widened for the drift between them, with its prior where it has one).
+    /// The gain of the windows after the change over those before at `confidence`: on the
+    /// signal itself widened for its drift, and under the one-way rule combined with its prior
+    /// where it has one.
     pub fn gain(&self, confidence: f64) -> Option<Gain> {
-        let g = gain::gain_sequential(&self.off, &self.on, self.hib, confidence)?;
+        let mut g = gain::gain_sequential(&self.off, &self.on, self.hib, confidence)?;
+        if let (None, Some(d)) = (&self.raw, &self.drift) {
+            g = d.widen(g, &self.off, &self.on);
+        }
         Some(match &self.one_way {
-            Some(r) => r.judge(g, &self.off, &self.on),
+            Some(r) => r.with_prior(g),
             None => g,
         })
     }

@@ -11,6 +11,7 @@ use super::Engine;
 use super::control::{Control, Sibling};
 use super::steady::last_steady;
 use super::verdict::Verdict;
+use crate::design::Drift;
 use crate::design::one_way::{self, OneWayRule, Prior};
 use crate::design::{self, DesignKind, Facts, PeriodLimits, PeriodPlan};
 use crate::signal::SignalKind;
@@ -30,12 +31,14 @@ pub(super) struct Planned {
     pub(super) control: Option<Control>,
     pub(super) limits: PeriodLimits,
     pub(super) one_way: Option<OneWayRule>,
+    /// What a before/after comparison on the signal allows for its drift.
+    pub(super) drift: Drift,
     /// The change can be undone (for large pages: split back).
     pub(super) irreversible: bool,
     /// A sibling whose signal is not steady yet: the trial waits a scan to judge against it.
     pub(super) wait_for: Option<String>,
-    /// A one-way trial's history still short: (readings so far, readings it needs).
-    pub(super) history_short: Option<(usize, usize)>,
+    /// The seconds of the signal a one-way trial watches unchanged before it starts (0: none).
+    pub(super) history_s: f64,
 }
 
 /// What kind of server a workload is, as priors group verdicts: its preset, else its command.
@@ -146,20 +149,23 @@ impl Engine {
                     self.tun.window_count(),
                 ),
                 prior: self.prior(kind, &server_kind(w, Some(signal))),
-                drift_floor: self.tun.drift_floor,
                 within_s: self.tun.verdict_within_s,
-                history: steady.to_vec(),
             }
         });
-        let history = match self.tun.one_way_history_s {
-            s if s > 0.0 => (s / window_s).ceil() as usize,
-            _ => 0,
+        // Every comparison on the signal itself allows for how far it moved on its own before
+        // the trial; one that cannot be tried again also for at least `drift_floor`.
+        let drift = Drift {
+            floor: match one_way {
+                Some(_) => self.tun.drift_floor,
+                None => 0.0,
+            },
+            history: steady.to_vec(),
         };
-        let history_short = one_way
-            .as_ref()
-            .filter(|_| steady.len() < history)
-            .map(|_| (steady.len(), history));
-        if one_way.is_some() && history > 0 {
+        let history_s = match &one_way {
+            Some(_) => self.tun.one_way_history_s.max(0.0),
+            None => 0.0,
+        };
+        if history_s > 0.0 || choice.kind == DesignKind::BeforeAfter {
             choice.why = format!(
                 "{}; its interval allows for how far its signal moved on its own over the {} windows watched before the change",
                 choice.why,
@@ -172,9 +178,10 @@ impl Engine {
             control: control.filter(|_| choice.kind == DesignKind::Control),
             limits,
             one_way,
+            drift,
             irreversible: irreversible && !(kind == StrategyKind::LargePages && split.is_ok()),
             wait_for,
-            history_short,
+            history_s,
         }
     }
 

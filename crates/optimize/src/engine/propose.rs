@@ -103,6 +103,7 @@ fn proposed<'a>(
             control: p.control,
             limits: p.limits,
             one_way: p.one_way,
+            drift: Some(p.drift),
             server_kind,
         },
         None => Proposed {
@@ -128,6 +129,7 @@ fn proposed<'a>(
                 spent_s: 0.0,
             },
             one_way: None,
+            drift: None,
             server_kind,
         },
     }
@@ -407,12 +409,17 @@ impl Engine {
                 "would try {kind}: waiting for the signal of {name}, a sibling to judge it against, to be steady"
             ));
         }
-        if let Some((have, need)) = planned.as_ref().and_then(|p| p.history_short) {
-            self.steady.need_history(&w.signature, need);
+        let watched_s = self.steady.watched_s(&w.signature);
+        if let Some(need_s) = planned
+            .as_ref()
+            .map(|p| p.history_s)
+            .filter(|&need_s| watched_s < need_s)
+        {
+            self.steady.need_history(&w.signature, need_s);
             self.steady.wait(&w.signature, kind);
             return Ok(format!(
                 "would try {kind}: {}",
-                super::steady::watching(have, need)
+                super::steady::watching(watched_s, need_s)
             ));
         }
         let steady = self.steady.take(&w.signature);

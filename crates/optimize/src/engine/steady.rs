@@ -56,8 +56,12 @@ struct Recent {
     /// The readings since the last idle one (or a change of signal), oldest first, up to
     /// [`HISTORY_MAX`]: the last [`STEADY_READINGS`] open the gate.
     values: VecDeque<f64>,
-    /// The readings a one-way trial waits for before it starts (0: none beyond the gate's).
-    history: usize,
+    /// When the first of `values` was read (monotonic seconds).
+    since_s: f64,
+    /// The seconds of readings a one-way trial waits for before it starts (0: none beyond the
+    /// gate's). Counted in time, not readings: a scan stretched by the CPU budget reads a
+    /// window less often.
+    history_s: f64,
     /// What the last check said.
     verdict: Result<(), String>,
 }
@@ -131,7 +135,7 @@ impl Steady {
         obs: Observation,
     ) -> Result<(), String> {
         let desc = kind.describe();
-        let scan = self.scan;
+        let (scan, t_s) = (self.scan, self.t_s);
         let r = self
             .recent
             .entry(signature.to_string())
@@ -139,7 +143,8 @@ impl Steady {
                 signal: desc.clone(),
                 scan,
                 values: VecDeque::new(),
-                history: 0,
+                since_s: t_s,
+                history_s: 0.0,
                 verdict: Ok(()),
             });
         // (A gap in the readings needs no check here: `next_scan` forgot those entries.)
@@ -167,26 +172,40 @@ impl Steady {
                 if idle(kind, v) {
                     r.values.clear();
                 }
+                if r.values.is_empty() {
+                    r.since_s = t_s;
+                }
                 r.values.push_back(v);
                 while r.values.len() > HISTORY_MAX {
                     r.values.pop_front();
                 }
-                let n = r.values.len();
-                judge(kind, last_steady(r.values.make_contiguous())).and_then(|()| match n {
-                    n if n < r.history => Err(watching(n, r.history)),
-                    _ => Ok(()),
+                let watched = t_s - r.since_s;
+                judge(kind, last_steady(r.values.make_contiguous())).and_then(|()| {
+                    if watched < r.history_s {
+                        Err(watching(watched, r.history_s))
+                    } else {
+                        Ok(())
+                    }
                 })
             }
         };
         r.verdict.clone()
     }
 
-    /// Keeps the gate of `signature` shut until `windows` readings are in its history (a
-    /// one-way trial's), or opens it to the steady readings alone with 0.
-    pub(super) fn need_history(&mut self, signature: &str, windows: usize) {
+    /// Keeps the gate of `signature` shut until its history spans `seconds` (a one-way
+    /// trial's), or opens it to the steady readings alone with 0.
+    pub(super) fn need_history(&mut self, signature: &str, seconds: f64) {
         if let Some(r) = self.recent.get_mut(signature) {
-            r.history = windows.min(HISTORY_MAX);
+            r.history_s = seconds;
         }
+    }
+
+    /// The seconds `signature`'s history spans: from its first reading to this scan's.
+    pub(super) fn watched_s(&self, signature: &str) -> f64 {
+        self.recent
+            .get(signature)
+            .filter(|r| !r.values.is_empty())
+            .map_or(0.0, |r| self.t_s - r.since_s)
     }
 
     /// `signature`'s readings so far (its history), oldest first, left in place.
@@ -219,10 +238,10 @@ impl Steady {
     }
 }
 
-/// Why a one-way trial waits: its history holds `have` of the `need` readings it wants.
-pub(super) fn watching(have: usize, need: usize) -> String {
+/// Why a one-way trial waits: its history spans `have_s` of the `need_s` seconds it wants.
+pub(super) fn watching(have_s: f64, need_s: f64) -> String {
     format!(
-        "watching its signal unchanged before a one-way trial: {have} of {need} windows (how far it moves on its own widens the verdict)"
+        "watching its signal unchanged before a one-way trial: {have_s:.0} of {need_s:.0} s (how far it moves on its own widens the verdict)"
     )
 }
 
@@ -365,37 +384,43 @@ mod tests {
     }
 
     #[test]
-    fn a_gate_asked_for_a_history_stays_shut_until_it_holds_it_and_an_idle_reading_restarts_it() {
+    fn a_gate_asked_for_a_history_stays_shut_until_it_spans_that_time_and_an_idle_reading_restarts_it()
+     {
         let mut s = Steady::default();
-        let read = |s: &mut Steady, v: f64| {
-            s.next_scan(0.0);
+        let mut t = 0.0;
+        let mut read = |s: &mut Steady, v: f64, every_s: f64| {
+            t += every_s;
+            s.next_scan(t);
             s.check("w", &preset(), Ok(Some(v)))
         };
         for _ in 0..3 {
-            read(&mut s, 5_000.0).ok();
+            read(&mut s, 5_000.0, 5.0).ok();
         }
-        assert!(read(&mut s, 5_000.0).is_ok(), "steady: open");
-        // A one-way trial wants 10 readings of history: shut until then, and it says so.
-        s.need_history("w", 10);
-        for n in 5..10 {
-            let why = read(&mut s, 5_000.0).unwrap_err();
-            assert_eq!(
-                why,
-                format!(
-                    "watching its signal unchanged before a one-way trial: {n} of 10 windows (how far it moves on its own widens the verdict)"
-                )
-            );
+        assert!(read(&mut s, 5_000.0, 5.0).is_ok(), "steady: open");
+        // A one-way trial wants 60 s of history; its first reading was 15 s ago. Shut until
+        // then, and it says how far it is.
+        assert_eq!(s.watched_s("w"), 15.0);
+        s.need_history("w", 60.0);
+        let why = read(&mut s, 5_000.0, 5.0).unwrap_err();
+        assert_eq!(
+            why,
+            "watching its signal unchanged before a one-way trial: 20 of 60 s (how far it moves on its own widens the verdict)"
+        );
+        // The scan stretches (the daemon's CPU budget): fewer readings, the same time.
+        for _ in 0..3 {
+            assert!(read(&mut s, 5_000.0, 10.0).is_err());
         }
-        assert!(read(&mut s, 5_100.0).is_ok());
-        assert_eq!(s.peek("w").len(), 10);
+        assert!(read(&mut s, 5_100.0, 10.0).is_ok());
+        assert_eq!(s.peek("w").len(), 9);
         // The server idles (a reload): its history starts again from there.
-        assert!(read(&mut s, 0.5).unwrap_err().contains("idle"));
+        assert!(read(&mut s, 0.5, 5.0).unwrap_err().contains("idle"));
         assert_eq!(s.peek("w"), vec![0.5]);
+        assert_eq!(s.watched_s("w"), 0.0);
         // The trial's baseline takes only the last steady readings.
         for _ in 0..12 {
-            read(&mut s, 5_000.0).ok();
+            read(&mut s, 5_000.0, 5.0).ok();
         }
-        assert!(read(&mut s, 5_000.0).is_ok());
+        assert!(read(&mut s, 5_000.0, 5.0).is_ok());
         assert_eq!(s.take("w"), vec![5_000.0; 3]);
     }
 }

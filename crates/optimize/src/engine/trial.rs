@@ -133,6 +133,8 @@ pub(super) struct Proposed<'a> {
     pub(super) limits: PeriodLimits,
     /// The one-way rule, for a one-way design.
     pub(super) one_way: Option<crate::design::OneWayRule>,
+    /// What a comparison on the signal itself allows for its drift (its history).
+    pub(super) drift: Option<crate::design::Drift>,
     /// The kind of server judged (`plan::server_kind`).
     pub(super) server_kind: String,
 }
@@ -632,13 +634,16 @@ impl Engine {
                 None,
             ),
             // Both windows start afresh with the trial (`control.rs`): no seed.
-            (DesignKind::Control, Some(c)) => (
-                Design::Sequential(Sequential::controlled(plan, hib, Vec::new(), Vec::new())),
-                Some(c),
-            ),
+            (DesignKind::Control, Some(c)) => {
+                let mut s = Sequential::controlled(plan, hib, Vec::new(), Vec::new());
+                // Applied only if the control exits and the trial falls back to the signal.
+                s.drift = p.drift;
+                (Design::Sequential(s), Some(c))
+            }
             (_, _) => {
                 let mut s = Sequential::new(plan, hib, p.steady);
                 s.one_way = p.one_way;
+                s.drift = p.drift;
                 (Design::Sequential(s), None)
             }
         };

@@ -37,8 +37,10 @@ fn one_way() -> Spec {
             harm_bound: 0.02,
             windows_cap: 16,
             prior: None,
-            drift_floor: 0.04,
             within_s: 300.0,
+        }),
+        drift: Some(Drift {
+            floor: 0.04,
             history: Vec::new(),
         }),
         history: 0,
@@ -84,6 +86,7 @@ fn before_and_after_on_the_same_wander_decides_falsely_more_often_than_switchbac
     let seq = tally(
         &Spec::Sequential {
             one_way: None,
+            drift: None,
             history: 0,
         },
         Effect::NONE,
@@ -94,6 +97,46 @@ fn before_and_after_on_the_same_wander_decides_falsely_more_often_than_switchbac
         seq.decided_no_change() > sb.decided_no_change(),
         "before/after {seq:?} switchback {sb:?}"
     );
+}
+
+#[test]
+fn before_and_after_that_allows_for_drift_seen_in_its_history_decides_falsely_near_its_level() {
+    // The same wander, each trial starting after 60 windows the gate held unchanged.
+    let at = |drift: Option<Drift>, effect: Effect| {
+        let spec = Spec::Sequential {
+            one_way: None,
+            drift,
+            history: 60,
+        };
+        let mut t = Tally::default();
+        for seed in 0..400 {
+            let series = Wander::POSTGRES.series(5000 + seed, 260);
+            if let Some(o) = run(&spec, &series, 60, effect, &plan(), seed) {
+                t.add(&o);
+            }
+        }
+        t
+    };
+    let plain = at(None, Effect::NONE);
+    let widened = at(Some(Drift::default()), Effect::NONE);
+    assert!(widened.trials >= 390, "{widened:?}");
+    let false_rate = widened.decided_no_change() as f64 / widened.trials as f64;
+    assert!(false_rate <= 0.06, "{false_rate} {widened:?}");
+    // Without the allowance, a quarter of them (114 of 400 here).
+    assert!(
+        plain.decided_no_change() > 4 * widened.decided_no_change(),
+        "plain {plain:?} widened {widened:?}"
+    );
+    // A true gain of a fifth is still seen, and never reversed.
+    let g = at(
+        Some(Drift::default()),
+        Effect {
+            ratio: 1.2,
+            settle: 0.0,
+        },
+    );
+    assert_eq!(g.reverted, 0, "{g:?}");
+    assert!(g.kept as f64 >= 0.5 * g.trials as f64, "{g:?}");
 }
 
 #[test]

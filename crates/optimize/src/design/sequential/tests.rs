@@ -56,9 +56,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
         harm_bound: 0.02,
         windows_cap: 7,
         prior: None,
-        drift_floor: 0.03,
         within_s: 300.0,
-        history: Vec::new(),
     });
     let step = feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     let Step::Note(note) = step else {
@@ -75,9 +73,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
         harm_bound: 0.02,
         windows_cap: 70,
         prior: None,
-        drift_floor: 0.04,
         within_s: 300.0,
-        history: Vec::new(),
     });
     feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     assert_eq!(s.needed, Some(50));
