@@ -142,6 +142,45 @@ fn open_loop_keeps_the_rate() {
 }
 
 #[test]
+fn open_loop_keeps_a_rate_of_a_thousand_a_second_with_a_latency_for_every_request() {
+    let server = TestServer::start();
+    let s = spec(
+        vec![server.url("/")],
+        Load::Open {
+            rate: 1000.0,
+            connections: 8,
+        },
+        300,
+        3000,
+    );
+    let m = run(&s, &quiet()).unwrap();
+    let expected = 3000.0;
+    assert!(
+        (m.requests as f64 - expected).abs() / expected < 0.05,
+        "{} requests in 3 s at 1,000/s",
+        m.requests
+    );
+    assert!(
+        (m.throughput_rps - 1000.0).abs() / 1000.0 < 0.05,
+        "{}",
+        m.throughput_rps
+    );
+    let latency = m.latency.as_ref().expect("latencies");
+    assert_eq!(
+        latency.count,
+        Some(m.requests),
+        "every request has a latency"
+    );
+    assert!(matches!(
+        m.load,
+        LoadShape::Open {
+            rate_per_s,
+            connections: 8
+        } if rate_per_s == 1000.0
+    ));
+}
+
+#[test]
 fn open_loop_shows_a_stall_that_closed_loop_hides() {
     // Open loop: 200/s. The server pauses 1 s once; every request due during the pause waits.
     let server = TestServer::start();

@@ -346,8 +346,10 @@ impl Trial {
             Design::Switchback(sb) => match sb.record(self.on, value, o.rest, plan) {
                 Ok(step) => step,
                 Err((why, baseline)) => {
-                    let hib = sb.hib;
-                    self.design = Design::Sequential(Sequential::new(*plan, hib, baseline));
+                    let mut s = Sequential::new(*plan, sb.hib, baseline);
+                    // Its own windows only: the gate's history went to the switchback's plan.
+                    s.drift = Some(crate::design::Drift::default());
+                    self.design = Design::Sequential(s);
                     self.doc.design = DesignKind::BeforeAfter;
                     self.design_why = format!("before and after: no switchback, {why}");
                     Step::Note(self.design_why.clone())
