@@ -78,3 +78,41 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
     feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     assert_eq!(s.needed, Some(50));
 }
+
+#[test]
+fn drift_seen_in_the_history_widens_a_verdict_on_the_signal_but_not_one_on_the_ratios_to_a_control()
+{
+    // Watched before the trial, the workload stepped between 100 and 120 every 8 windows.
+    let history: Vec<f64> = (0..48)
+        .map(|i| if (i / 8) % 2 == 0 { 100.0 } else { 120.0 })
+        .collect();
+    let drift = Drift {
+        floor: 0.0,
+        history,
+    };
+    let off = [100.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.0, 100.1];
+    let on: Vec<f64> = off.iter().map(|v| v * 1.2).collect();
+    let judged = |drift: Option<Drift>| {
+        let mut s = Sequential::new(WindowPlan::fixed(8), true, vec![]);
+        s.drift = drift;
+        feed(&mut s, false, &off, None);
+        assert_eq!(
+            feed(&mut s, true, &on, None),
+            Step::End(EndReason::Complete)
+        );
+        s.decide().expect("a verdict")
+    };
+    // One of its own steps, after the change: kept when judged on the sides alone…
+    assert_eq!(judged(None).1, Decision::Keep);
+    // …and not once its history shows it steps so by itself.
+    let (g, d, _) = judged(Some(drift.clone()));
+    assert!(g.ci_low < 1.0 && d == Decision::Neutral, "{g:?} {d:?}");
+    // Judged on the ratios to a control, which the workload's steps move alike, it stands.
+    let mut c = Sequential::controlled(WindowPlan::fixed(8), true, vec![], vec![]);
+    c.drift = Some(drift);
+    let ratios_off: Vec<f64> = off.iter().map(|v| v / 100.0).collect();
+    let ratios_on: Vec<f64> = on.iter().map(|v| v / 100.0).collect();
+    feed(&mut c, false, &ratios_off, Some(100.0));
+    feed(&mut c, true, &ratios_on, Some(100.0));
+    assert_eq!(c.decide().expect("a verdict").1, Decision::Keep);
+}
