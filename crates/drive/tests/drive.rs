@@ -114,57 +114,40 @@ fn the_realised_think_time_is_reported_and_the_law_holds_for_it_closely() {
     );
 }
 
-#[test]
-fn open_loop_keeps_the_rate() {
+/// Drives the test server open loop at `rate` over `connections` for `seconds` (after 300 ms of
+/// warm-up) and checks that the requests and the rate are within 5 % of the schedule.
+fn open_loop_at(rate: f64, connections: usize, seconds: u64) -> Measurement {
     let server = TestServer::start();
     let s = spec(
         vec![server.url("/")],
-        Load::Open {
-            rate: 300.0,
-            connections: 6,
-        },
+        Load::Open { rate, connections },
         300,
-        2000,
+        seconds * 1000,
     );
     let m = run(&s, &quiet()).unwrap();
-    let expected = 600.0;
+    let expected = rate * seconds as f64;
     assert!(
         (m.requests as f64 - expected).abs() / expected < 0.05,
-        "{} requests in 2 s at 300/s",
+        "{} requests in {seconds} s at {rate}/s",
         m.requests
     );
     assert!(
-        (m.throughput_rps - 300.0).abs() / 300.0 < 0.05,
+        (m.throughput_rps - rate).abs() / rate < 0.05,
         "{}",
         m.throughput_rps
     );
+    m
+}
+
+#[test]
+fn open_loop_keeps_the_rate() {
+    let m = open_loop_at(300.0, 6, 2);
     assert!(matches!(m.load, LoadShape::Open { connections: 6, .. }));
 }
 
 #[test]
 fn open_loop_keeps_a_rate_of_a_thousand_a_second_with_a_latency_for_every_request() {
-    let server = TestServer::start();
-    let s = spec(
-        vec![server.url("/")],
-        Load::Open {
-            rate: 1000.0,
-            connections: 8,
-        },
-        300,
-        3000,
-    );
-    let m = run(&s, &quiet()).unwrap();
-    let expected = 3000.0;
-    assert!(
-        (m.requests as f64 - expected).abs() / expected < 0.05,
-        "{} requests in 3 s at 1,000/s",
-        m.requests
-    );
-    assert!(
-        (m.throughput_rps - 1000.0).abs() / 1000.0 < 0.05,
-        "{}",
-        m.throughput_rps
-    );
+    let m = open_loop_at(1000.0, 8, 3);
     let latency = m.latency.as_ref().expect("latencies");
     assert_eq!(
         latency.count,
