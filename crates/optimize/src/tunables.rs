@@ -282,7 +282,7 @@ tunables! {
     drift_floor: f64 = 0.04 [0.0, 0.5], "share",
         "a one-way trial allows at least this much drift (sd of the level, log scale) between its windows before and after, more where its own windows show more";
     one_way_history_s: f64 = 480 [0.0, 86_400.0], "s",
-        "before a one-way trial, its signal is watched unchanged for this long: how far it moves on its own over the trial's span widens the verdict's interval (0: not watched)";
+        "before a trial judged before and after on the signal itself (one-way, or before/after where a switchback's periods do not fit), its signal is watched unchanged for this long: how far it moves on its own over the trial's span widens the verdict's interval (0: not watched)";
     verdict_within_s: f64 = 300 [30.0, 86_400.0], "s",
         "a one-way trial ends within this long of its start: its windows a side are capped to fit, its change's application included";
     watch_windows: f64 = 2 [0.0, 100.0], "× the trial's windows",

@@ -37,9 +37,8 @@ pub enum Spec {
         one_way: Option<OneWayRule>,
         /// What it allows for drift; its history is taken from the series.
         drift: Option<Drift>,
-        /// Windows of the series its drift sees before the trial (its history). A one-way
-        /// trial that would start before that many is not replayed (the daemon would still be
-        /// watching); a before/after one sees what there is, as the daemon's gate holds it.
+        /// Windows of the series its drift sees before the trial (its history): a trial that
+        /// would start before that many is not replayed (the daemon would still be watching).
         history: usize,
     },
     /// Switchback periods within these limits (a signal they refuse gives no trial).
@@ -112,15 +111,13 @@ pub fn run(
             drift,
             history,
         } => {
-            let from = match one_way {
-                Some(_) => start.checked_sub(*history)?,
-                None => start.saturating_sub(*history),
+            let drift = match drift {
+                Some(d) => Some(Drift {
+                    history: series.get(start.checked_sub(*history)?..start)?.to_vec(),
+                    ..d.clone()
+                }),
+                None => None,
             };
-            let watched = series.get(from..start)?;
-            let drift = drift.as_ref().map(|d| Drift {
-                history: watched.to_vec(),
-                ..d.clone()
-            });
             sequential(one_way.clone(), drift, series, start, effect, plan)
         }
         Spec::Switchback {

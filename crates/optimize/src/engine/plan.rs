@@ -37,7 +37,8 @@ pub(super) struct Planned {
     pub(super) irreversible: bool,
     /// A sibling whose signal is not steady yet: the trial waits a scan to judge against it.
     pub(super) wait_for: Option<String>,
-    /// The seconds of the signal a one-way trial watches unchanged before it starts (0: none).
+    /// The seconds of the signal a trial judged before and after watches unchanged before it
+    /// starts (0: none).
     pub(super) history_s: f64,
 }
 
@@ -161,11 +162,12 @@ impl Engine {
             },
             history: steady.to_vec(),
         };
-        let history_s = match &one_way {
-            Some(_) => self.tun.one_way_history_s.max(0.0),
-            None => 0.0,
+        // Both designs judged on the signal itself first watch it unchanged.
+        let history_s = match choice.kind {
+            DesignKind::OneWay | DesignKind::BeforeAfter => self.tun.one_way_history_s.max(0.0),
+            DesignKind::Switchback | DesignKind::Control => 0.0,
         };
-        if history_s > 0.0 || choice.kind == DesignKind::BeforeAfter {
+        if history_s > 0.0 && !steady.is_empty() {
             choice.why = format!(
                 "{}; its interval allows for how far its signal moved on its own over the {} windows watched before the change",
                 choice.why,

@@ -409,13 +409,11 @@ impl Engine {
                 "would try {kind}: waiting for the signal of {name}, a sibling to judge it against, to be steady"
             ));
         }
+        let need_s = planned.as_ref().map_or(0.0, |p| p.history_s);
+        // Set every time: a design that needs no history opens a gate an earlier plan shut.
+        self.steady.need_history(&w.signature, need_s);
         let watched_s = self.steady.watched_s(&w.signature);
-        if let Some(need_s) = planned
-            .as_ref()
-            .map(|p| p.history_s)
-            .filter(|&need_s| watched_s < need_s)
-        {
-            self.steady.need_history(&w.signature, need_s);
+        if !self.steady.holds(&w.signature, need_s) {
             self.steady.wait(&w.signature, kind);
             return Ok(format!(
                 "would try {kind}: {}",

@@ -20,8 +20,8 @@ pub(super) fn last_steady(readings: &[f64]) -> &[f64] {
     &readings[readings.len().saturating_sub(STEADY_READINGS)..]
 }
 
-/// The most readings kept as a workload's history (a one-way trial's wants `one_way_history_s`
-/// of them).
+/// The most readings kept as a workload's history (a trial judged before and after wants
+/// `one_way_history_s` of them).
 const HISTORY_MAX: usize = 4096;
 
 /// The largest coefficient of variation of those readings called steady.
@@ -56,14 +56,33 @@ struct Recent {
     /// The readings since the last idle one (or a change of signal), oldest first, up to
     /// [`HISTORY_MAX`]: the last [`STEADY_READINGS`] open the gate.
     values: VecDeque<f64>,
-    /// When the first of `values` was read (monotonic seconds).
-    since_s: f64,
-    /// The seconds of readings a one-way trial waits for before it starts (0: none beyond the
-    /// gate's). Counted in time, not readings: a scan stretched by the CPU budget reads a
-    /// window less often.
+    /// When each of `values` was read (monotonic seconds).
+    times: VecDeque<f64>,
+    /// The seconds of readings a trial judged before and after waits for before it starts (0:
+    /// none beyond the gate's). Counted in time, not readings: a scan stretched by the CPU
+    /// budget reads a window less often.
     history_s: f64,
     /// What the last check said.
     verdict: Result<(), String>,
+}
+
+impl Recent {
+    /// Forgets the readings: the history starts again.
+    fn clear(&mut self) {
+        self.values.clear();
+        self.times.clear();
+    }
+
+    /// The seconds the history spans at `t_s`: from its first reading (0 without one).
+    fn watched_s(&self, t_s: f64) -> f64 {
+        self.times.front().map_or(0.0, |first| t_s - first)
+    }
+
+    /// Whether the history spans `need_s` at `t_s`, or holds all the gate keeps (as long as it
+    /// gets).
+    fn holds(&self, t_s: f64, need_s: f64) -> bool {
+        self.watched_s(t_s) >= need_s || self.values.len() >= HISTORY_MAX
+    }
 }
 
 /// The recent readings of the workloads a strategy would act on, by judging signature.
@@ -143,19 +162,19 @@ impl Steady {
                 signal: desc.clone(),
                 scan,
                 values: VecDeque::new(),
-                since_s: t_s,
+                times: VecDeque::new(),
                 history_s: 0.0,
                 verdict: Ok(()),
             });
         // (A gap in the readings needs no check here: `next_scan` forgot those entries.)
         if r.signal != desc {
             r.signal = desc;
-            r.values.clear();
+            r.clear();
         }
         r.scan = scan;
         r.verdict = match obs {
             Err(e) => {
-                r.values.clear();
+                r.clear();
                 Err(format!("its signal failed: {e}"))
             }
             // No new reading this scan: a counter's first reading, no CPU used, or a window
@@ -166,34 +185,32 @@ impl Steady {
                 "waiting for a steady signal: no reading this window ({} of {STEADY_READINGS} so far)",
                 r.values.len()
             )),
+            // A history runs from after the last idle reading, without it: a server's loading
+            // is not its drift.
+            Ok(Some(v)) if idle(kind, v) => {
+                r.clear();
+                judge(kind, &[v])
+            }
             Ok(Some(v)) => {
-                // A history runs from the last idle reading: a server's loading is not its
-                // drift.
-                if idle(kind, v) {
-                    r.values.clear();
-                }
-                if r.values.is_empty() {
-                    r.since_s = t_s;
-                }
                 r.values.push_back(v);
+                r.times.push_back(t_s);
                 while r.values.len() > HISTORY_MAX {
                     r.values.pop_front();
+                    r.times.pop_front();
                 }
-                let watched = t_s - r.since_s;
-                judge(kind, last_steady(r.values.make_contiguous())).and_then(|()| {
-                    if watched < r.history_s {
-                        Err(watching(watched, r.history_s))
-                    } else {
-                        Ok(())
-                    }
+                let (held, need) = (r.holds(t_s, r.history_s), r.history_s);
+                let watched = r.watched_s(t_s);
+                judge(kind, last_steady(r.values.make_contiguous())).and_then(|()| match held {
+                    true => Ok(()),
+                    false => Err(watching(watched, need)),
                 })
             }
         };
         r.verdict.clone()
     }
 
-    /// Keeps the gate of `signature` shut until its history spans `seconds` (a one-way
-    /// trial's), or opens it to the steady readings alone with 0.
+    /// Keeps the gate of `signature` shut until its history spans `seconds` (a trial judged
+    /// before and after), or opens it to the steady readings alone with 0.
     pub(super) fn need_history(&mut self, signature: &str, seconds: f64) {
         if let Some(r) = self.recent.get_mut(signature) {
             r.history_s = seconds;
@@ -204,8 +221,16 @@ impl Steady {
     pub(super) fn watched_s(&self, signature: &str) -> f64 {
         self.recent
             .get(signature)
-            .filter(|r| !r.values.is_empty())
-            .map_or(0.0, |r| self.t_s - r.since_s)
+            .map_or(0.0, |r| r.watched_s(self.t_s))
+    }
+
+    /// Whether `signature`'s history spans `need_s` (or all the gate keeps).
+    pub(super) fn holds(&self, signature: &str, need_s: f64) -> bool {
+        need_s <= 0.0
+            || self
+                .recent
+                .get(signature)
+                .is_some_and(|r| r.holds(self.t_s, need_s))
     }
 
     /// `signature`'s readings so far (its history), oldest first, left in place.
@@ -238,10 +263,11 @@ impl Steady {
     }
 }
 
-/// Why a one-way trial waits: its history spans `have_s` of the `need_s` seconds it wants.
+/// Why a trial judged before and after waits: its history spans `have_s` of the `need_s`
+/// seconds it wants.
 pub(super) fn watching(have_s: f64, need_s: f64) -> String {
     format!(
-        "watching its signal unchanged before a one-way trial: {have_s:.0} of {need_s:.0} s (how far it moves on its own widens the verdict)"
+        "watching its signal unchanged before the trial: {have_s:.0} of {need_s:.0} s (how far it moves on its own widens the verdict)"
     )
 }
 
@@ -397,14 +423,14 @@ mod tests {
             read(&mut s, 5_000.0, 5.0).ok();
         }
         assert!(read(&mut s, 5_000.0, 5.0).is_ok(), "steady: open");
-        // A one-way trial wants 60 s of history; its first reading was 15 s ago. Shut until
+        // A trial wants 60 s of history; its first reading was 15 s ago. Shut until
         // then, and it says how far it is.
         assert_eq!(s.watched_s("w"), 15.0);
         s.need_history("w", 60.0);
         let why = read(&mut s, 5_000.0, 5.0).unwrap_err();
         assert_eq!(
             why,
-            "watching its signal unchanged before a one-way trial: 20 of 60 s (how far it moves on its own widens the verdict)"
+            "watching its signal unchanged before the trial: 20 of 60 s (how far it moves on its own widens the verdict)"
         );
         // The scan stretches (the daemon's CPU budget): fewer readings, the same time.
         for _ in 0..3 {
@@ -412,9 +438,10 @@ mod tests {
         }
         assert!(read(&mut s, 5_100.0, 10.0).is_ok());
         assert_eq!(s.peek("w").len(), 9);
-        // The server idles (a reload): its history starts again from there.
+        // The server idles (a reload): its history starts again after it, without the idle
+        // reading (its ratio to the next would be taken for drift).
         assert!(read(&mut s, 0.5, 5.0).unwrap_err().contains("idle"));
-        assert_eq!(s.peek("w"), vec![0.5]);
+        assert!(s.peek("w").is_empty());
         assert_eq!(s.watched_s("w"), 0.0);
         // The trial's baseline takes only the last steady readings.
         for _ in 0..12 {

@@ -347,7 +347,7 @@ impl Trial {
                 Ok(step) => step,
                 Err((why, baseline)) => {
                     let mut s = Sequential::new(*plan, sb.hib, baseline);
-                    // Its own windows only: the gate's history went to the switchback's plan.
+                    // Its own windows only: a switchback keeps no readings from before it.
                     s.drift = Some(crate::design::Drift::default());
                     self.design = Design::Sequential(s);
                     self.doc.design = DesignKind::BeforeAfter;
