@@ -140,13 +140,15 @@ impl Engine {
             choice.why = format!("{}; not a control: {}", choice.why, passed_over.join("; "));
         }
         let one_way = (choice.kind == DesignKind::OneWay).then(|| {
-            let apply_s = changes.len() as f64 * self.tun.interval_s;
+            // The cap counts windows as they are read, at scans as the budget spaces them now.
+            let scan_s = rates.interval_s.max(self.tun.interval_s);
+            let apply_s = changes.len() as f64 * scan_s;
             OneWayRule {
                 harm_bound: self.tun.harm_bound,
                 windows_cap: one_way::windows_cap(
                     self.tun.verdict_within_s,
                     apply_s,
-                    window_s,
+                    read_every_s(window_s, scan_s),
                     self.tun.window_count(),
                 ),
                 prior: self.prior(kind, &server_kind(w, Some(signal))),
@@ -200,5 +202,28 @@ impl Engine {
             .filter_map(|v| v.gain)
             .collect();
         Prior::from_gains(&gains, &format!("{kind} on {server}"), PRIOR_FLOOR_SD)
+    }
+}
+
+/// How often a window of `window_s` is read at scans `scan_s` apart: at the first scan after it
+/// is complete (PostgreSQL's 8 s windows at 5 s scans: every 10 s; at 6.4 s, every 12.8 s). A
+/// scan a few per cent short of the window, the clock's jitter, counts as reading it.
+fn read_every_s(window_s: f64, scan_s: f64) -> f64 {
+    let scan_s = scan_s.max(1e-3);
+    (window_s / scan_s * 0.98).ceil().max(1.0) * scan_s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_every_s;
+
+    #[test]
+    fn a_window_longer_than_a_scan_is_read_at_the_scan_after_it_ends() {
+        assert_eq!(read_every_s(8.0, 5.0), 10.0);
+        assert!((read_every_s(8.0, 6.4) - 12.8).abs() < 1e-9);
+        assert_eq!(read_every_s(2.0, 2.0), 2.0);
+        // A scan the clock makes a hair shorter than the window still reads one each time.
+        assert!((read_every_s(2.0, 1.99) - 1.99).abs() < 1e-9);
+        assert_eq!(read_every_s(8.0, 16.0), 16.0);
     }
 }
