@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
-use crate::design::Drift;
 use crate::design::one_way::{self, OneWayRule};
 use crate::design::replay::{self, Effect, Spec, Tally};
 use crate::design::windows;
+use crate::design::{DesignKind, Drift};
 use crate::design::{PeriodLimits, WindowPlan};
 use crate::gain::{self, Decision};
 use crate::signal::SpanWindow;
@@ -351,16 +351,13 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
         },
         "before_after" => Spec::Sequential {
             one_way: None,
-            drift: Some(Drift {
-                floor: 0.0,
-                history: Vec::new(),
-            }),
+            drift: Drift::of_design(DesignKind::BeforeAfter, tun.drift_floor),
             history,
         },
         // Judged on the ratios to the control, which cancel what moves both.
         "control" => Spec::Sequential {
             one_way: None,
-            drift: None,
+            drift: Drift::of_design(DesignKind::Control, tun.drift_floor),
             history: 0,
         },
         "one_way" => Spec::Sequential {
@@ -375,10 +372,7 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
                 prior: None,
                 within_s: tun.verdict_within_s,
             }),
-            drift: Some(Drift {
-                floor: tun.drift_floor,
-                history: Vec::new(),
-            }),
+            drift: Drift::of_design(DesignKind::OneWay, tun.drift_floor),
             history,
         },
         "interleave" => Spec::Interleave,

@@ -8,6 +8,7 @@
 use perfpilot_stats::mean;
 use perfpilot_stats::prior::se_of_interval;
 
+use super::DesignKind;
 use crate::gain::Gain;
 
 /// What a before/after comparison on the signal itself allows for its drift.
@@ -22,6 +23,22 @@ pub struct Drift {
 }
 
 impl Drift {
+    /// The allowance a trial of design `kind` is judged with, before its history is filled in:
+    /// a one-way trial's, at least `floor`; a before/after trial's, none beyond what it sees;
+    /// `None` for designs whose comparisons cancel drift (switchback pairs, ratios to a
+    /// control). The daemon's trials and their replays both take it from here, and the designs
+    /// given one watch their signal unchanged before they start.
+    pub fn of_design(kind: DesignKind, floor: f64) -> Option<Drift> {
+        match kind {
+            DesignKind::OneWay => Some(Drift {
+                floor,
+                history: Vec::new(),
+            }),
+            DesignKind::BeforeAfter => Some(Drift::default()),
+            DesignKind::Switchback | DesignKind::Control => None,
+        }
+    }
+
     /// `g`, the gain of `on` over `off`, widened to what a no-change comparison of this length
     /// varies by on these windows and the history ([`null_variance`]), and at least by the
     /// floor's drift.

@@ -155,19 +155,16 @@ impl Engine {
                 within_s: self.tun.verdict_within_s,
             }
         });
-        // Every comparison on the signal itself allows for how far it moved on its own before
-        // the trial; one that cannot be tried again also for at least `drift_floor`.
-        let drift = Drift {
-            floor: match one_way {
-                Some(_) => self.tun.drift_floor,
-                None => 0.0,
-            },
-            history: steady.to_vec(),
+        // A design judged on the signal itself first watches it unchanged; a controlled trial
+        // carries the history too, for the case its control exits.
+        let judged_on_signal = Drift::of_design(choice.kind, self.tun.drift_floor);
+        let history_s = match judged_on_signal {
+            Some(_) => self.tun.one_way_history_s.max(0.0),
+            None => 0.0,
         };
-        // Both designs judged on the signal itself first watch it unchanged.
-        let history_s = match choice.kind {
-            DesignKind::OneWay | DesignKind::BeforeAfter => self.tun.one_way_history_s.max(0.0),
-            DesignKind::Switchback | DesignKind::Control => 0.0,
+        let drift = Drift {
+            history: steady.to_vec(),
+            ..judged_on_signal.unwrap_or_default()
         };
         if history_s > 0.0 && !steady.is_empty() {
             choice.why = format!(
