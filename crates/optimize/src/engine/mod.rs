@@ -234,6 +234,7 @@ impl Engine {
         self.look_at_servers(&workloads);
         if !self.dry {
             let observations = self.observe_signals(&workloads, &rates, cur);
+            self.recap_trials(rates.interval_s.max(self.tun.interval_s));
             self.advance_trials(&workloads, &observations)?;
             self.enforce_held(&workloads, &observations)?;
         }

@@ -139,18 +139,16 @@ impl Engine {
         if choice.kind == DesignKind::OneWay && !passed_over.is_empty() {
             choice.why = format!("{}; not a control: {}", choice.why, passed_over.join("; "));
         }
+        let recap = Recap {
+            window_s,
+            min: self.tun.window_count(),
+        };
         let one_way = (choice.kind == DesignKind::OneWay).then(|| {
             // The cap counts windows as they are read, at scans as the budget spaces them now.
             let scan_s = rates.interval_s.max(self.tun.interval_s);
-            let apply_s = changes.len() as f64 * scan_s;
             OneWayRule {
                 harm_bound: self.tun.harm_bound,
-                windows_cap: one_way::windows_cap(
-                    self.tun.verdict_within_s,
-                    apply_s,
-                    read_every_s(window_s, scan_s),
-                    self.tun.window_count(),
-                ),
+                windows_cap: recap.cap(self.tun.verdict_within_s, scan_s, changes.len(), 0.0, 0),
                 prior: self.prior(kind, &server_kind(w, Some(signal))),
                 within_s: self.tun.verdict_within_s,
             }
@@ -202,6 +200,37 @@ impl Engine {
     }
 }
 
+/// How a one-way trial's cap on its windows a side is counted: from what is left of its time
+/// bound, at the scans as they are spaced when it is counted. The trial counts it again at every
+/// scan until it fixes its windows a side: a scan stretched by the CPU budget while a server
+/// started, and short again by the time the trial ran, would leave half the bound unused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Recap {
+    /// The judged signal's window, seconds.
+    pub(super) window_s: f64,
+    /// The fewest windows a side (`windows`).
+    pub(super) min: usize,
+}
+
+impl Recap {
+    /// The windows a side that fit in `within_s`, `spent_s` into the trial with `have` windows
+    /// before the change already measured and `steps` changes still to apply (one a scan), at
+    /// scans `scan_s` apart; at least `min`.
+    pub(super) fn cap(
+        &self,
+        within_s: f64,
+        scan_s: f64,
+        steps: usize,
+        spent_s: f64,
+        have: usize,
+    ) -> usize {
+        let every = read_every_s(self.window_s, scan_s);
+        // The windows already measured need not be measured again: their time is not left.
+        let left_s = within_s - spent_s + have as f64 * every;
+        one_way::windows_cap(left_s, steps as f64 * scan_s, every, self.min)
+    }
+}
+
 /// How often a window of `window_s` is read at scans `scan_s` apart: at the first scan after it
 /// is complete (PostgreSQL's 8 s windows at 5 s scans: every 10 s; at 6.4 s, every 12.8 s). A
 /// scan a few per cent short of the window, the clock's jitter, counts as reading it.
@@ -212,7 +241,7 @@ fn read_every_s(window_s: f64, scan_s: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::read_every_s;
+    use super::{Recap, read_every_s};
 
     #[test]
     fn a_window_longer_than_a_scan_is_read_at_the_scan_after_it_ends() {
@@ -222,5 +251,21 @@ mod tests {
         // A scan the clock makes a hair shorter than the window still reads one each time.
         assert!((read_every_s(2.0, 1.99) - 1.99).abs() < 1e-9);
         assert_eq!(read_every_s(8.0, 16.0), 16.0);
+    }
+
+    #[test]
+    fn a_one_way_cap_counted_again_at_shorter_scans_fits_more_windows_in_what_is_left() {
+        let r = Recap {
+            window_s: 8.0,
+            min: 6,
+        };
+        // Planned at scans stretched to 6.4 s: a window read every 12.8 s, two changes.
+        assert_eq!(r.cap(300.0, 6.4, 2, 0.0, 0), 11);
+        // Counted again at 3.2-s scans (a window every 9.6 s) with three windows measured in
+        // the 28.8 s spent: what is left holds fifteen a side.
+        assert_eq!(r.cap(300.0, 3.2, 2, 28.8, 3), 15);
+        // Time lost to dropped windows is not given back, and the fewest windows are kept.
+        assert_eq!(r.cap(300.0, 3.2, 2, 200.0, 3), 6);
+        assert_eq!(r.cap(300.0, 3.2, 2, 250.0, 3), 6);
     }
 }

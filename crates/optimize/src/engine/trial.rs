@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 use super::apply::{journal_and_apply, json, outcome, reapply, refresh_tids};
 use super::control::{Control, Pairing};
 use super::enforce::{bind_new_threads, changed_mask};
+use super::plan::Recap;
 use super::watch::Window;
 use super::{Engine, EngineError};
 use crate::design::{
@@ -108,6 +109,8 @@ pub(super) struct Trial {
     pub(super) switches: usize,
     /// The kind of server judged (`plan::server_kind`).
     pub(super) kind: String,
+    /// How a one-way trial counts its cap again until it fixes its windows a side.
+    pub(super) recap: Option<Recap>,
 }
 
 /// What a strategy proposed, to start a trial of.
@@ -238,6 +241,28 @@ impl Trial {
             return Ok(Some(end));
         }
         self.step(w, io)
+    }
+
+    /// Before a one-way trial fixes its windows a side, its cap counted again from what is left
+    /// of its time bound at scans `scan_s` apart, the scans as they are spaced now ([`Recap`]).
+    pub(super) fn recap(&mut self, scan_s: f64) {
+        let (Some(rc), Design::Sequential(s)) = (&self.recap, &mut self.design) else {
+            return;
+        };
+        if s.needed.is_some() || self.phase != Phase::Baseline {
+            return;
+        }
+        let Some(rule) = s.one_way.as_mut() else {
+            return;
+        };
+        let spent_s = perfpilot_sys::clock::mono_s() - self.started_s;
+        rule.windows_cap = rc.cap(
+            rule.within_s,
+            scan_s,
+            self.steps.len(),
+            spent_s,
+            s.off.len(),
+        );
     }
 
     /// A one-way trial past its time bound (windows dropped as transients cost it time) ends
@@ -622,6 +647,7 @@ impl Engine {
             .journal_set_state(id, ActionState::Trial, &note)?;
         let plan = WindowPlan::of(&self.tun);
         let hib = p.signal.as_ref().is_none_or(|s| s.higher_is_better());
+        let mut recap = None;
         let (design, control) = match (p.design, p.control) {
             (DesignKind::Switchback, _) => (
                 Design::Switchback(SwitchbackTrial {
@@ -643,6 +669,10 @@ impl Engine {
                 (Design::Sequential(s), Some(c))
             }
             (_, _) => {
+                recap = p.one_way.is_some().then_some(Recap {
+                    window_s: p.limits.window_s,
+                    min: self.tun.window_count(),
+                });
                 let mut s = Sequential::new(plan, hib, p.steady);
                 s.one_way = p.one_way;
                 s.drift = p.drift;
@@ -673,8 +703,17 @@ impl Engine {
             started_s: perfpilot_sys::clock::mono_s(),
             switches: 0,
             kind: p.server_kind,
+            recap,
         });
         Ok(id)
+    }
+
+    /// Counts the caps of one-way trials not yet past their baseline plan again, at scans
+    /// `scan_s` apart.
+    pub(super) fn recap_trials(&mut self, scan_s: f64) {
+        for t in &mut self.actions.trials {
+            t.recap(scan_s);
+        }
     }
 
     /// Advances every running trial by one scan, then ends those that are over.

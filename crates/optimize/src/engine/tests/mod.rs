@@ -225,6 +225,7 @@ fn trial_planned(
         started_s: 0.0,
         switches: 0,
         kind: "app".into(),
+        recap: None,
     }
 }
 

@@ -9,11 +9,13 @@ use perfpilot_observe::workload::Workload;
 
 use super::super::Engine;
 use super::super::control::Pairing;
+use super::super::plan::Recap;
 use super::super::trial::{Phase, Trial, TrialIo};
 use super::super::verdict::judge;
 use super::super::watch::{Rest, Window};
 use super::trials::read_ahead_trial;
-use super::{VDA_READ_AHEAD, engine, knob, seq, trial, two_threads};
+use super::{VDA_READ_AHEAD, engine, knob, seq, seq_mut, trial, trial_planned, two_threads};
+use crate::design::one_way::OneWayRule;
 use crate::design::{DesignKind, EndReason, Looks, WindowPlan};
 use crate::gain::Decision;
 use crate::signal::SignalKind;
@@ -422,4 +424,43 @@ fn a_sequential_trial_during_which_the_rest_of_the_machine_got_busy_is_abandoned
             .is_none(),
         "not judged, so not backed off: it is tried again"
     );
+}
+
+#[test]
+fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseline_is_planned() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let plan = WindowPlan {
+        max: 20,
+        ..up_to_twelve()
+    };
+    let mut t = trial_planned(1, Some(SignalKind::Io), DesignKind::OneWay, vec![], plan);
+    // Planned at scans stretched to 6.4 s: 8-s windows read every 12.8 s, 11 a side in 300 s.
+    seq_mut(&mut t).one_way = Some(OneWayRule {
+        harm_bound: 0.02,
+        windows_cap: 11,
+        prior: None,
+        within_s: 300.0,
+    });
+    t.recap = Some(Recap {
+        window_s: 8.0,
+        min: 6,
+    });
+    t.started_s = perfpilot_sys::clock::mono_s();
+    let cap = |t: &Trial| seq(t).one_way.as_ref().map(|r| r.windows_cap);
+    // The scans run every 3.2 s by the time it starts: a window every 9.6 s, 15 a side.
+    t.recap(3.2);
+    assert_eq!(cap(&t), Some(15));
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    for v in [100.0, 101.0, 99.0, 100.0, 100.5, 99.5] {
+        assert_eq!(scan_once(&mut t, &w, &plan, &mut io, v), None);
+    }
+    assert_eq!(seq(&t).needed, Some(15));
+    // Once fixed, the windows a side stay: scans stretched again end it at its time bound.
+    t.recap(12.8);
+    assert_eq!((cap(&t), seq(&t).needed), (Some(15), Some(15)));
 }
