@@ -8,13 +8,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use perfpilot_lab::netns::NetLab;
 use perfpilot_lab::process::{self, StopSignal};
 use perfpilot_lab::server::command::{self, Stdout};
 use perfpilot_lab::server::postgres::{self as pg, LocalAuth};
 use perfpilot_lab::server::{self, Server, ServerError, nginx};
 use perfpilot_sys::Fs;
 use perfpilot_sys::cpugroup::CpuGroup;
-use perfpilot_sys::netns::NetNs;
 
 use crate::error::{CapacityError, Result};
 use crate::spec::{Balance, Capacity, SweepFile, TierFile, TierKind};
@@ -58,15 +58,16 @@ pub struct Tier {
     pub instances: Vec<Instance>,
 }
 
-/// A running deployment; dropping it stops the tiers front first, then removes the
-/// namespace.
+/// A running deployment; dropping it stops the tiers front first, then removes the second
+/// host.
 #[derive(Debug)]
 pub struct Deployed {
     /// The tiers in start order.
     pub tiers: Vec<Tier>,
     /// The URL base of the front tier (`http://127.0.0.1:PORT`).
     pub front: String,
-    netns: Option<NetNs>,
+    /// The second host: host 0 of a lab of namespaces joined to this one.
+    netns: Option<NetLab>,
 }
 
 impl Drop for Deployed {
@@ -141,7 +142,7 @@ pub fn machine_cores() -> f64 {
     std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
 
-/// Starts `sweep`'s deployment of `cap`. `tag` names the CPU groups and the namespace.
+/// Starts `sweep`'s deployment of `cap`. `tag` names the CPU groups.
 pub fn deploy(cap: &Capacity, sweep: &SweepFile, tag: &str) -> Result<Deployed> {
     let fs = Fs::live();
     let stale = perfpilot_sys::cpugroup::remove_stale(&fs, "cap-");
@@ -151,14 +152,12 @@ pub fn deploy(cap: &Capacity, sweep: &SweepFile, tag: &str) -> Result<Deployed> 
             stale.len()
         );
     }
-    let netns = match &sweep.second_host {
-        Some(_) => Some(
-            NetNs::create(&format!("cap-{tag}"), (233, 17)).map_err(|e| {
-                tier_err("second host", format!("cannot create the namespace: {e}"))
-            })?,
-        ),
-        None => None,
-    };
+    let netns = sweep
+        .second_host
+        .as_ref()
+        .map(|_| NetLab::joined(1))
+        .transpose()
+        .map_err(|e| tier_err("second host", e.to_string()))?;
     let mut dep = Deployed {
         tiers: Vec::new(),
         front: String::new(),
@@ -219,11 +218,15 @@ fn values(dep: &Deployed, host: &str, port: u16, in_ns: bool) -> BTreeMap<String
     v.insert("port".to_string(), port.to_string());
     for t in &dep.tiers {
         if let Some(first) = t.instances.first() {
+            // The second host reaches this side's instances at this side's address on the lab.
             let reach = match (&dep.netns, in_ns) {
-                (Some(ns), true) if !first.in_namespace => ns.host_addr.clone(),
-                _ => first.host.clone(),
+                (Some(lab), true) if !first.in_namespace => lab.here_addr(),
+                _ => None,
             };
-            v.insert(format!("{}.host", t.name), reach);
+            v.insert(
+                format!("{}.host", t.name),
+                reach.unwrap_or_else(|| first.host.clone()),
+            );
             v.insert(format!("{}.port", t.name), first.port.to_string());
         }
     }
@@ -255,7 +258,7 @@ fn start(
     let port = perfpilot_lab::port::free_port()
         .map_err(|e| tier_err(&t.name, format!("no free port: {e}")))?;
     let host = match (&dep.netns, in_ns) {
-        (Some(ns), true) => ns.ns_addr.clone(),
+        (Some(lab), true) => lab.addr(0),
         _ => "127.0.0.1".to_string(),
     };
     // The server joins its group as root and then drops to its user (cgroup v2 lets only a
@@ -279,7 +282,7 @@ fn start(
             let words = command::split_words(&line)
                 .map_err(|_| tier_err(&t.name, format!("command {line:?} does not parse")))?;
             let mut argv = match (&dep.netns, in_ns) {
-                (Some(ns), true) => ns.exec_prefix(),
+                (Some(lab), true) => lab.exec_prefix(lab.host(0)),
                 _ => Vec::new(),
             };
             argv.extend(words);
@@ -348,9 +351,11 @@ fn postgres(dep: &Deployed, t: &TierFile, dir: &Path, port: u16) -> Result<Comma
     perfpilot_lab::run::quick("initdb", init).map_err(|e| tier_err(&t.name, e.to_string()))?;
     let mut listen = vec!["127.0.0.1".to_string()];
     let mut hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n".to_string();
-    if let Some(ns) = &dep.netns {
-        listen.push(ns.host_addr.clone());
-        hba.push_str(&format!("host all all {}/32 trust\n", ns.ns_addr));
+    if let Some(lab) = &dep.netns
+        && let Some(here) = lab.here_addr()
+    {
+        listen.push(here);
+        hba.push_str(&format!("host all all {}/32 trust\n", lab.addr(0)));
     }
     server::write(&data.join("pg_hba.conf"), &hba).map_err(fail)?;
     let settings: Vec<(String, String)> = std::iter::once(("fsync".into(), "off".into()))

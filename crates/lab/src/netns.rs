@@ -1,15 +1,39 @@
 //! Hosts as network namespaces on this machine, over `perfpilot_sys::netns`: a lab of hosts
 //! ([`NetLab`]: a hub namespace with a bridge and hosts joined to it by veth pairs, on a
-//! private /24) for the tests and runs that need several machines' worth of addresses; the
-//! second host of a capacity sweep is `perfpilot_sys::netns::NetNs`. Nothing is created in the
-//! caller's own namespace (veth pairs are made inside the hub), and [`NetLab`]'s drop deletes
-//! every namespace it made (after killing what was left in them), also when the caller panics.
+//! private /24) for the tests and runs that need several machines' worth of addresses.
+//! [`NetLab::new`] makes nothing in the caller's own namespace (its veth pairs are made inside
+//! the hub). [`NetLab::joined`] also joins the caller's namespace to the bridge (one veth pair,
+//! this end at [`NetLab::here_addr`], on a /24 that no route here covers), so that processes
+//! here and on the hosts reach each other: capacity's second host is host 0 of such a lab.
+//! [`NetLab`]'s drop deletes everything it made (after killing what was left in its
+//! namespaces), also when the caller panics.
 
+use std::net::Ipv4Addr;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use perfpilot_sys::netns::{self, ip};
+use perfpilot_sys::netns::{self, PREFIX, ip};
+
+/// Why a lab could not be made (the namespaces made so far are removed).
+#[derive(Debug, thiserror::Error)]
+pub enum NetLabError {
+    /// `ip` failed; the error quotes the command and what `ip` said.
+    #[error("cannot make the namespace lab: {0}")]
+    Ip(#[from] perfpilot_sys::Error),
+    /// Every network a joined lab may use overlaps a route here.
+    #[error(
+        "no network from 10.100.0.0/24 to 10.199.249.0/24 is free for a namespace lab joined to \
+         this namespace: each overlaps a route here (such as {route}; `ip route show table all` \
+         lists them); remove or narrow the routes that cover them, or run where none do"
+    )]
+    NoFreeNetwork {
+        /// A route in the way, as `ADDRESS/LENGTH`.
+        route: String,
+    },
+}
 
 /// Why namespaces cannot be made here, if they cannot (not root, no `ip`).
 pub fn unavailable() -> Option<String> {
@@ -28,27 +52,46 @@ pub struct NetLab {
     hub: String,
     hosts: Vec<String>,
     net: String,
+    /// This namespace's end of the veth pair into the hub, for a joined lab.
+    here: Option<String>,
 }
 
 impl NetLab {
     /// A hub and `hosts` hosts at `10.A.B.10`, `10.A.B.11`, …; the hub's bridge is `10.A.B.1`.
-    /// `Err` says why the kernel refused (the namespaces made so far are removed).
-    pub fn new(hosts: usize) -> perfpilot_sys::Result<NetLab> {
+    /// Nothing is made in the caller's namespace.
+    pub fn new(hosts: usize) -> Result<NetLab, NetLabError> {
+        NetLab::create(hosts, false)
+    }
+
+    /// A lab as [`NetLab::new`] makes, with the caller's namespace joined to the bridge at
+    /// `10.A.B.2` ([`NetLab::here_addr`]), `10.A.B.0/24` being a network no route here covers.
+    pub fn joined(hosts: usize) -> Result<NetLab, NetLabError> {
+        NetLab::create(hosts, true)
+    }
+
+    fn create(hosts: usize, join: bool) -> Result<NetLab, NetLabError> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        // Joined labs pick their network and route it here one at a time, so that two in this
+        // process never pick the same one.
+        static JOINING: Mutex<()> = Mutex::new(());
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        let tag = format!("pp{pid}x{n}");
-        let net = format!(
-            "10.{}.{}",
-            100 + pid % 100,
-            (u64::from(pid) / 100 % 200 + n) % 250
-        );
-        let mut lab = NetLab {
-            hub: format!("{tag}hub"),
-            hosts: Vec::new(),
-            net,
+        // The pid and the counter make the names unique among live labs.
+        let tag = format!("{PREFIX}{pid}x{n}");
+        let start = (100 + pid % 100, (pid / 100 % 200 + (n % 250) as u32) % 250);
+        let joining = join.then(|| JOINING.lock().unwrap_or_else(PoisonError::into_inner));
+        let (a, b) = if join {
+            free_net(start, &routed()?)?
+        } else {
+            start
         };
-        ip(&["netns", "add", &lab.hub])?;
+        let mut lab = NetLab {
+            hub: format!("{tag}-hub"),
+            hosts: Vec::new(),
+            net: format!("10.{a}.{b}"),
+            here: None,
+        };
+        add_namespace(&lab.hub)?;
         let hub = lab.hub.clone();
         let bridge = format!("{}.1/24", lab.net);
         ip(&["-n", &hub, "link", "set", "lo", "up"])?;
@@ -56,8 +99,8 @@ impl NetLab {
         ip(&["-n", &hub, "addr", "add", &bridge, "dev", "br0"])?;
         ip(&["-n", &hub, "link", "set", "br0", "up"])?;
         for i in 0..hosts {
-            let name = format!("{tag}h{i}");
-            ip(&["netns", "add", &name])?;
+            let name = format!("{tag}-h{i}");
+            add_namespace(&name)?;
             lab.hosts.push(name.clone());
             let port = format!("p{i}");
             ip(&[
@@ -71,7 +114,35 @@ impl NetLab {
             ip(&["-n", &name, "link", "set", "eth0", "up"])?;
             ip(&["-n", &name, "link", "set", "lo", "up"])?;
         }
+        if join {
+            lab.join(pid, n)?;
+        }
+        drop(joining);
         Ok(lab)
+    }
+
+    /// Joins the caller's namespace to the bridge: a veth pair from here into the hub (`here`
+    /// there, on the bridge), this end at `.2`.
+    fn join(&mut self, pid: u32, n: u64) -> Result<(), NetLabError> {
+        // At most 15 bytes (IFNAMSIZ): a pid has at most 7 digits, leaving 5 hex digits for
+        // the counter.
+        let link = format!("pp{pid}j{n:x}");
+        // One of this name is a killed run's (it holds this live process's pid): replace it.
+        if Path::new("/sys/class/net").join(&link).exists() {
+            let _ = ip(&["link", "del", &link]);
+        }
+        // Named before it exists, so that the drop removes it whatever fails next.
+        self.here = Some(link.clone());
+        let hub = self.hub.clone();
+        ip(&[
+            "link", "add", &link, "type", "veth", "peer", "name", "here", "netns", &hub,
+        ])?;
+        ip(&["-n", &hub, "link", "set", "here", "master", "br0"])?;
+        ip(&["-n", &hub, "link", "set", "here", "up"])?;
+        let addr = format!("{}.2/24", self.net);
+        ip(&["addr", "add", &addr, "dev", &link])?;
+        ip(&["link", "set", &link, "up"])?;
+        Ok(())
     }
 
     /// The hub's namespace (where the bridge is).
@@ -94,9 +165,26 @@ impl NetLab {
         format!("{}.{}", self.net, 10 + i)
     }
 
+    /// The caller's namespace's address on the lab's network, where the hosts reach it: `Some`
+    /// for a lab made by [`NetLab::joined`].
+    pub fn here_addr(&self) -> Option<String> {
+        self.here.as_ref().map(|_| format!("{}.2", self.net))
+    }
+
+    /// The caller's namespace's end of the pair into the hub (an interface here): `Some` for a
+    /// lab made by [`NetLab::joined`].
+    pub fn here_link(&self) -> Option<&str> {
+        self.here.as_deref()
+    }
+
+    /// The words that run a command inside namespace `ns`: `ip netns exec NS`.
+    pub fn exec_prefix(&self, ns: &str) -> Vec<String> {
+        netns::exec_prefix(ns)
+    }
+
     /// `program args…` run inside namespace `ns` (`ip netns exec`).
     pub fn command(&self, ns: &str, program: &str) -> Command {
-        let prefix = netns::exec_prefix(ns);
+        let prefix = self.exec_prefix(ns);
         let mut c = Command::new(&prefix[0]);
         c.args(&prefix[1..]).arg(program);
         c
@@ -105,22 +193,109 @@ impl NetLab {
     /// Kills (SIGKILL) every process left in namespace `ns`, such as the instances a killed
     /// study worker started; returns how many it killed.
     pub fn kill_all_in(&self, ns: &str) -> usize {
-        let pids = netns::pids(ns);
-        for &pid in &pids {
-            let _ = perfpilot_sys::signal::kill(pid);
-        }
-        pids.len()
+        kill_in(ns)
     }
 }
 
 impl Drop for NetLab {
     fn drop(&mut self) {
+        // This end explicitly and first: a deleted namespace is torn down asynchronously, and
+        // the pair with it, so this end (and its route) would outlive the drop for a moment.
+        if let Some(link) = &self.here {
+            let _ = ip(&["link", "del", link]);
+        }
         for ns in self.hosts.iter().chain(std::iter::once(&self.hub)) {
             // Leftovers first (a killed process's children): a deleted namespace's
             // processes would live on.
-            self.kill_all_in(ns);
+            kill_in(ns);
             let _ = ip(&["netns", "del", ns]);
         }
+    }
+}
+
+/// Kills (SIGKILL) every process in namespace `ns`; returns how many it killed.
+fn kill_in(ns: &str) -> usize {
+    let pids = netns::pids(ns);
+    for &pid in &pids {
+        let _ = perfpilot_sys::signal::kill(pid);
+    }
+    pids.len()
+}
+
+/// Adds namespace `ns`. One of that name is a killed run's (the name holds this live process's
+/// pid): what is left in it is killed and it is replaced.
+fn add_namespace(ns: &str) -> Result<(), NetLabError> {
+    if Path::new("/run/netns").join(ns).exists() {
+        kill_in(ns);
+        let _ = ip(&["netns", "del", ns]);
+    }
+    Ok(ip(&["netns", "add", ns])?)
+}
+
+/// The IPv4 networks routed in this namespace (every table), as (address, length). Catch-alls
+/// shorter than /8 (the default route, a VPN's two halves) are left out: a lab's /24 takes
+/// over from them only for its own addresses, as any local network does.
+fn routed() -> Result<Vec<(u32, u32)>, NetLabError> {
+    let out = netns::ip_output(&["-4", "route", "show", "table", "all"])?;
+    Ok(out
+        .lines()
+        .filter_map(route_destination)
+        .filter(|&(_, len)| len >= 8)
+        .collect())
+}
+
+/// The destination of one line of `ip route` (`10.1.2.0/24 dev eth0 …`, `local 10.1.2.3 dev
+/// lo …`), as (address, length); `None` for `default` and what does not parse.
+fn route_destination(line: &str) -> Option<(u32, u32)> {
+    const TYPES: [&str; 10] = [
+        "unicast",
+        "local",
+        "broadcast",
+        "multicast",
+        "throw",
+        "unreachable",
+        "prohibit",
+        "blackhole",
+        "nat",
+        "anycast",
+    ];
+    let mut words = line.split_whitespace();
+    let mut dest = words.next()?;
+    if TYPES.contains(&dest) {
+        dest = words.next()?;
+    }
+    let (addr, len) = match dest.split_once('/') {
+        Some((addr, len)) => (addr, len.parse().ok().filter(|&l| l <= 32)?),
+        None => (dest, 32),
+    };
+    Some((u32::from(addr.parse::<Ipv4Addr>().ok()?), len))
+}
+
+/// The first `10.A.B.0/24` (A in 100..200, B in 0..250), from `start` on and wrapping round,
+/// that none of `routes` overlaps, as (A, B).
+fn free_net(start: (u32, u32), routes: &[(u32, u32)]) -> Result<(u32, u32), NetLabError> {
+    const NETS: u32 = 100 * 250;
+    let first = (start.0 - 100) * 250 + start.1;
+    let at = |k: u32| {
+        let i = (first + k) % NETS;
+        (100 + i / 250, i % 250)
+    };
+    let blocker = |(a, b): (u32, u32)| {
+        let net = (10 << 24) | (a << 16) | (b << 8);
+        routes.iter().copied().find(|&(addr, len)| {
+            // Two prefixes overlap when they agree on the shorter one's bits.
+            let bits = len.min(24);
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            (net ^ addr) & mask == 0
+        })
+    };
+    match (0..NETS).map(at).find(|&net| blocker(net).is_none()) {
+        Some(net) => Ok(net),
+        None => Err(NetLabError::NoFreeNetwork {
+            route: blocker(start)
+                .map(|(addr, len)| format!("{}/{len}", Ipv4Addr::from(addr)))
+                .unwrap_or_default(),
+        }),
     }
 }
 
@@ -156,4 +331,59 @@ pub fn wait_in(lab: &NetLab, ns: &str, host: &str, port: u16) -> Result<(), Stri
     Err(format!(
         "{host}:{port} never accepted a connection from {ns}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(a: u32, b: u32) -> u32 {
+        (10 << 24) | (a << 16) | (b << 8)
+    }
+
+    #[test]
+    fn a_route_line_gives_its_destination_and_the_default_route_none() {
+        assert_eq!(
+            route_destination("192.0.2.0/24 dev eth0 proto kernel scope link src 192.0.2.2"),
+            Some((0xc000_0200, 24))
+        );
+        assert_eq!(
+            route_destination("local 127.0.0.1 dev lo table local proto kernel scope host"),
+            Some((0x7f00_0001, 32))
+        );
+        assert_eq!(
+            route_destination("unreachable 10.7.0.0/16 metric 1024"),
+            Some((net(7, 0), 16))
+        );
+        assert_eq!(route_destination("default via 192.0.2.1 dev eth0"), None);
+        assert_eq!(route_destination("10.1.2.0/33 dev eth0"), None);
+        assert_eq!(route_destination(""), None);
+    }
+
+    #[test]
+    fn a_joined_lab_takes_the_first_network_from_its_own_on_that_no_route_overlaps() {
+        assert_eq!(free_net((150, 7), &[]).ok(), Some((150, 7)));
+        // Its own /24, a wider route over it, and a narrower one inside the next.
+        let routes = [
+            (net(150, 7), 24),
+            (net(150, 8), 23),
+            (net(150, 10) | 128, 25),
+        ];
+        assert_eq!(free_net((150, 7), &routes).ok(), Some((150, 11)));
+        // The last network wraps round to the first.
+        assert_eq!(
+            free_net((199, 249), &[(net(199, 249), 24)]).ok(),
+            Some((100, 0))
+        );
+    }
+
+    #[test]
+    fn a_route_over_every_network_a_joined_lab_may_use_is_named_in_the_error() {
+        match free_net((150, 7), &[(net(0, 0), 8)]) {
+            Err(e @ NetLabError::NoFreeNetwork { .. }) => {
+                assert!(e.to_string().contains("such as 10.0.0.0/8"), "{e}");
+            }
+            other => panic!("expected no free network, got {other:?}"),
+        }
+    }
 }

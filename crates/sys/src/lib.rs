@@ -27,9 +27,10 @@
 //! Two small wrappers serve the processes perfpilot starts itself: [`signal::terminate`]
 //! asks one to stop, and [`mapping::AnonMapping`] is the memory a synthetic load maps,
 //! advises and touches. For the deployments a capacity study starts, [`cpugroup::CpuGroup`]
-//! is a `perfpilot-` cgroup (CPU quota and accounting) and [`netns::NetNs`] a network
-//! namespace as a second host; both hold only processes perfpilot started and are removed by
-//! their guards. The other crates reach the kernel through this one, not `libc`.
+//! is a `perfpilot-` cgroup (CPU quota and accounting), held only by processes perfpilot
+//! started and removed by its guard; [`netns`] runs `ip` for the network namespaces that
+//! `perfpilot-lab` makes hosts of (capacity's second host among them). The other crates reach
+//! the kernel through this one, not `libc`.
 
 #![allow(unsafe_code)] // the one crate that makes raw system calls; each block says why it is sound
 
