@@ -7,7 +7,7 @@
 //! the command's output, quoted in docs/capacity.md from a quiet run).
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 const EXE: &str = env!("CARGO_BIN_EXE_perfpilot");
 
@@ -87,13 +87,18 @@ rounds = 2
     )
     .unwrap();
     let out = dir.path().join("out");
-    let o = Command::new(EXE)
+    let child = Command::new(EXE)
         .arg("capacity")
         .arg(&file)
         .arg("--out")
         .arg(&out)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // The run's second host is named for its pid (`lab::netns`): what it leaves is found by it.
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stdout}\n{stderr}");
@@ -210,8 +215,16 @@ rounds = 2
         .unwrap_or(0);
     assert_eq!(groups, 0, "CPU groups left behind");
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(
-        !String::from_utf8_lossy(&ns.stdout).contains("perfpilot-cap-"),
-        "a namespace left behind"
+        !ns.contains(&format!("perfpilot-{pid}x")),
+        "a namespace left behind: {ns}"
     );
+    let links: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("pp{pid}j")))
+        .collect();
+    assert!(links.is_empty(), "interfaces left behind: {links:?}");
 }

@@ -10,7 +10,8 @@
 //! - [`process`]: waiting until a started process is ready, stopping it, the processes below
 //!   it and the CPU it used;
 //! - [`log`]: the end of a started process's log, for error messages;
-//! - [`netns`]: hosts as network namespaces (a lab of them joined by a bridge);
+//! - [`netns`]: hosts as network namespaces (a lab of them joined by a bridge, which this
+//!   namespace may join too: capacity's second host);
 //! - [`run`]: commands run to completion (captured output, a limit, cut short, given up);
 //! - [`server`]: servers started and stopped (a guard, readiness, and one file per kind:
 //!   PostgreSQL, Redis, memcached, nginx, a JVM service);
