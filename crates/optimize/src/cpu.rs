@@ -152,14 +152,19 @@ impl Governor {
 /// once, when a strategy is first asked) is averaged over it rather than taken for a rate.
 pub const MIN_SPAN_S: f64 = 30.0;
 
-/// The next interval: the one at which `share` (of one CPU) would meet `budget` if each scan
-/// cost the same — stretched by the excess (at most ten times `interval`), shortened by the
-/// room left (at most halved per span, never below `interval`).
+/// The share of the budget the interval is set to meet. Spans scatter around what they aim
+/// at: aimed at the budget itself, their mean sat on it or a little over.
+pub const AIM: f64 = 0.9;
+
+/// The next interval: the one at which `share` (of one CPU) would meet [`AIM`] of `budget` if
+/// each scan cost the same — stretched by the excess (at most ten times `interval`), shortened
+/// by the room left (at most halved per span, never below `interval`).
 fn next_interval(effective: f64, interval: f64, share: f64, budget: f64) -> f64 {
-    if share > budget {
-        (effective * share / budget).min(interval * 10.0)
+    let aim = budget * AIM;
+    if share > aim {
+        (effective * share / aim).min(interval * 10.0)
     } else {
-        interval.max(effective * (share / budget).max(0.5))
+        interval.max(effective * (share / aim).max(0.5))
     }
 }
 
@@ -167,17 +172,37 @@ fn next_interval(effective: f64, interval: f64, share: f64, budget: f64) -> f64 
 mod tests {
     use super::*;
 
-    #[test]
-    fn over_budget_the_interval_stretches_by_the_excess_up_to_ten_times() {
-        assert_eq!(next_interval(2.0, 2.0, 0.02, 0.01), 4.0);
-        assert_eq!(next_interval(4.0, 2.0, 0.5, 0.01), 20.0);
+    /// `a` and `b` equal to a nanosecond.
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
     }
 
     #[test]
-    fn under_budget_the_interval_shortens_by_the_room_left_at_most_halving_per_span() {
+    fn over_its_aim_the_interval_stretches_by_the_excess_up_to_ten_times() {
+        // Twice the aim (0.9 % of a 1 % budget): twice the interval.
+        assert!(close(next_interval(2.0, 2.0, 0.018, 0.01), 4.0));
+        assert_eq!(next_interval(4.0, 2.0, 0.5, 0.01), 20.0);
+        // At the budget itself, still over the aim: stretched by a ninth.
+        assert!(close(next_interval(9.0, 2.0, 0.01, 0.01), 10.0));
+    }
+
+    #[test]
+    fn under_its_aim_the_interval_shortens_by_the_room_left_at_most_halving_per_span() {
         assert_eq!(next_interval(10.0, 2.0, 0.001, 0.01), 5.0);
-        assert_eq!(next_interval(10.0, 2.0, 0.008, 0.01), 8.0);
+        assert!(close(next_interval(10.0, 2.0, 0.0072, 0.01), 8.0));
         assert_eq!(next_interval(2.2, 2.0, 0.001, 0.01), 2.0);
+    }
+
+    #[test]
+    fn a_cost_per_scan_that_holds_settles_the_interval_where_its_share_meets_the_aim() {
+        // 45 ms a scan: at 5 s apart 0.9 % of a CPU, the aim under a 1 % budget.
+        let share_at = |interval: f64| 0.045 / interval;
+        let mut effective = 2.0;
+        for _ in 0..20 {
+            effective = next_interval(effective, 2.0, share_at(effective), 0.01);
+        }
+        assert!(close(effective, 5.0), "{effective}");
+        assert!(share_at(effective) < 0.01);
     }
 
     #[test]
