@@ -14,7 +14,7 @@ use super::verdict::Verdict;
 use crate::design::Drift;
 use crate::design::one_way::{self, OneWayRule, Prior};
 use crate::design::{self, DesignKind, Facts, PeriodLimits, PeriodPlan};
-use crate::signal::SignalKind;
+use crate::signal::{SignalKind, SpanWindow};
 use crate::strategy::StrategyKind;
 
 /// The least spread of a prior from earlier verdicts (on the log scale): however alike they
@@ -224,34 +224,16 @@ impl Recap {
         spent_s: f64,
         have: usize,
     ) -> usize {
-        let every = read_every_s(self.window_s, scan_s);
+        let every = SpanWindow::span_s(self.window_s, scan_s);
         // The windows already measured need not be measured again: their time is not left.
         let left_s = within_s - spent_s + have as f64 * every;
         one_way::windows_cap(left_s, steps as f64 * scan_s, every, self.min)
     }
 }
 
-/// How often a window of `window_s` is read at scans `scan_s` apart: at the first scan after it
-/// is complete (PostgreSQL's 8 s windows at 5 s scans: every 10 s; at 6.4 s, every 12.8 s). A
-/// scan a few per cent short of the window, the clock's jitter, counts as reading it.
-fn read_every_s(window_s: f64, scan_s: f64) -> f64 {
-    let scan_s = scan_s.max(1e-3);
-    (window_s / scan_s * 0.98).ceil().max(1.0) * scan_s
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Recap, read_every_s};
-
-    #[test]
-    fn a_window_longer_than_a_scan_is_read_at_the_scan_after_it_ends() {
-        assert_eq!(read_every_s(8.0, 5.0), 10.0);
-        assert!((read_every_s(8.0, 6.4) - 12.8).abs() < 1e-9);
-        assert_eq!(read_every_s(2.0, 2.0), 2.0);
-        // A scan the clock makes a hair shorter than the window still reads one each time.
-        assert!((read_every_s(2.0, 1.99) - 1.99).abs() < 1e-9);
-        assert_eq!(read_every_s(8.0, 16.0), 16.0);
-    }
+    use super::Recap;
 
     #[test]
     fn a_one_way_cap_counted_again_at_shorter_scans_fits_more_windows_in_what_is_left() {
@@ -259,13 +241,13 @@ mod tests {
             window_s: 8.0,
             min: 6,
         };
-        // Planned at scans stretched to 6.4 s: a window read every 12.8 s, two changes.
-        assert_eq!(r.cap(300.0, 6.4, 2, 0.0, 0), 11);
-        // Counted again at 3.2-s scans (a window every 9.6 s) with three windows measured in
-        // the 28.8 s spent: what is left holds fifteen a side.
-        assert_eq!(r.cap(300.0, 3.2, 2, 28.8, 3), 15);
+        // Planned at scans stretched to 9.6 s: an 8-s window read every 9.6 s, two changes.
+        assert_eq!(r.cap(300.0, 9.6, 2, 0.0, 0), 14);
+        // Counted again at 3.3-s scans (a window every 6.6 s) with three windows measured in
+        // the 19.8 s spent: what is left holds 22 a side.
+        assert_eq!(r.cap(300.0, 3.3, 2, 19.8, 3), 22);
         // Time lost to dropped windows is not given back, and the fewest windows are kept.
-        assert_eq!(r.cap(300.0, 3.2, 2, 200.0, 3), 6);
-        assert_eq!(r.cap(300.0, 3.2, 2, 250.0, 3), 6);
+        assert_eq!(r.cap(300.0, 3.3, 2, 200.0, 3), 8);
+        assert_eq!(r.cap(300.0, 3.3, 2, 260.0, 3), 6);
     }
 }

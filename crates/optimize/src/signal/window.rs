@@ -79,6 +79,17 @@ impl SpanWindow {
         out
     }
 
+    /// How long a window of `min_s` lasts when the scans come `scan_s` apart: the scans it
+    /// takes by [`SpanWindow::feed`]'s rule (reached to within half a scan), at least one. At
+    /// 5-s scans an 8-s window takes two (10 s); at 3.3 s, two (6.6 s); at 9.6 s, one.
+    pub fn span_s(min_s: f64, scan_s: f64) -> f64 {
+        let scan_s = scan_s.max(1e-3);
+        // The same test as `feed`'s, `k·scan + scan/2 ≥ min_s`. Exactly on its edge (8 s at
+        // 3.2-s scans) the scans' jitter decides each window: the longer is counted.
+        let scans = (min_s / scan_s - 0.5 + 1e-9).ceil().max(1.0);
+        scans * scan_s
+    }
+
     /// The least length of its windows, seconds.
     pub fn min_s(&self) -> f64 {
         self.min_s
@@ -99,6 +110,41 @@ impl SpanWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_span_of_a_window_at_steady_scans_is_what_feeding_it_gives() {
+        for (min_s, scan_s) in [
+            (8.0, 5.0),
+            (8.0, 3.1),
+            (8.0, 3.3),
+            (8.0, 6.4),
+            (8.0, 9.6),
+            (8.0, 16.0),
+            (2.0, 2.0),
+            (2.0, 0.5),
+            (2.0, 0.7),
+            (8.0, 2.0),
+        ] {
+            let mut w = SpanWindow::new(min_s);
+            let mut ends = Vec::new();
+            for k in 0..200 {
+                let t = k as f64 * scan_s;
+                if w.feed(t, t * 100.0, 1.0).is_some() {
+                    ends.push(t);
+                }
+            }
+            let spans: Vec<f64> = ends.windows(2).map(|e| e[1] - e[0]).collect();
+            let want = SpanWindow::span_s(min_s, scan_s);
+            assert!(
+                spans.len() > 5 && spans.iter().all(|s| (s - want).abs() < 1e-6),
+                "{min_s} s at {scan_s}-s scans: fed {spans:?}, span_s {want}"
+            );
+        }
+        assert_eq!(SpanWindow::span_s(8.0, 5.0), 10.0);
+        assert!((SpanWindow::span_s(8.0, 3.3) - 6.6).abs() < 1e-9);
+        assert!((SpanWindow::span_s(8.0, 3.2) - 9.6).abs() < 1e-9);
+        assert!((SpanWindow::span_s(8.0, 9.6) - 9.6).abs() < 1e-9);
+    }
 
     #[test]
     fn a_lumpy_counter_is_read_over_windows_long_enough_to_hold_the_same_number_of_lumps() {

@@ -431,14 +431,14 @@ fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseli
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
     let plan = WindowPlan {
-        max: 20,
+        max: 30,
         ..up_to_twelve()
     };
     let mut t = trial_planned(1, Some(SignalKind::Io), DesignKind::OneWay, vec![], plan);
-    // Planned at scans stretched to 6.4 s: 8-s windows read every 12.8 s, 11 a side in 300 s.
+    // Planned at scans stretched to 12 s: an 8-s window read every 12 s, 12 a side in 300 s.
     seq_mut(&mut t).one_way = Some(OneWayRule {
         harm_bound: 0.02,
-        windows_cap: 11,
+        windows_cap: 12,
         prior: None,
         within_s: 300.0,
     });
@@ -448,9 +448,9 @@ fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseli
     });
     t.started_s = perfpilot_sys::clock::mono_s();
     let cap = |t: &Trial| seq(t).one_way.as_ref().map(|r| r.windows_cap);
-    // The scans run every 3.2 s by the time it starts: a window every 9.6 s, 15 a side.
-    t.recap(3.2);
-    assert_eq!(cap(&t), Some(15));
+    // The scans run every 3.3 s by the time it starts: a window every 6.6 s, 22 a side.
+    t.recap(3.3);
+    assert_eq!(cap(&t), Some(22));
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -459,8 +459,8 @@ fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseli
     for v in [100.0, 101.0, 99.0, 100.0, 100.5, 99.5] {
         assert_eq!(scan_once(&mut t, &w, &plan, &mut io, v), None);
     }
-    assert_eq!(seq(&t).needed, Some(15));
+    assert_eq!(seq(&t).needed, Some(22));
     // Once fixed, the windows a side stay: scans stretched again end it at its time bound.
     t.recap(12.8);
-    assert_eq!((cap(&t), seq(&t).needed), (Some(15), Some(15)));
+    assert_eq!((cap(&t), seq(&t).needed), (Some(22), Some(22)));
 }
