@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
 use perfpilot_sys::netns::{self, PREFIX, ip};
@@ -70,6 +70,11 @@ impl NetLab {
     }
 
     fn create(hosts: usize, join: bool) -> Result<NetLab, NetLabError> {
+        // Once a process: a killed run's labs would hold their networks and names for good.
+        static SWEPT: Once = Once::new();
+        SWEPT.call_once(|| {
+            remove_stale();
+        });
         static NEXT: AtomicU64 = AtomicU64::new(0);
         // Joined labs pick their network and route it here one at a time, so that two in this
         // process never pick the same one.
@@ -213,6 +218,49 @@ impl Drop for NetLab {
     }
 }
 
+/// Removes the labs of processes that no longer run (a killed run's, whose drop never ran):
+/// their namespaces, after killing what is left in them, and this namespace's ends of their
+/// joins. Returns their names. A lab whose pid runs is left alone, even if that pid now belongs
+/// to another process: nothing here can tell them apart.
+pub fn remove_stale() -> Vec<String> {
+    let gone = |pid: u32| !Path::new("/proc").join(pid.to_string()).exists();
+    let names = |dir: &str| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut removed = Vec::new();
+    for link in names("/sys/class/net") {
+        if lab_pid(&link, "pp", 'j').is_some_and(gone) && ip(&["link", "del", &link]).is_ok() {
+            removed.push(link);
+        }
+    }
+    for ns in names("/run/netns") {
+        if lab_pid(&ns, PREFIX, 'x').is_some_and(gone) {
+            kill_in(&ns);
+            if ip(&["netns", "del", &ns]).is_ok() {
+                removed.push(ns);
+            }
+        }
+    }
+    removed
+}
+
+/// The pid in a lab's name: `prefix`, the pid's digits, then `mark` (`perfpilot-123x0-hub`,
+/// `pp123j0`); `None` for any other name.
+fn lab_pid(name: &str, prefix: &str, mark: char) -> Option<u32> {
+    let rest = name.strip_prefix(prefix)?;
+    let (pid, after) = rest.split_at(rest.find(|c: char| !c.is_ascii_digit())?);
+    if !after.starts_with(mark) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
 /// Kills (SIGKILL) every process in namespace `ns`; returns how many it killed.
 fn kill_in(ns: &str) -> usize {
     let pids = netns::pids(ns);
@@ -336,6 +384,19 @@ pub fn wait_in(lab: &NetLab, ns: &str, host: &str, port: u16) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_labs_name_gives_its_pid_and_any_other_name_none() {
+        assert_eq!(lab_pid("perfpilot-123x0-hub", PREFIX, 'x'), Some(123));
+        assert_eq!(lab_pid("perfpilot-45x12-h3", PREFIX, 'x'), Some(45));
+        assert_eq!(lab_pid("pp6789j1f", "pp", 'j'), Some(6789));
+        // Capacity's namespaces before labs were joined, other tools', and no pid at all.
+        assert_eq!(lab_pid("perfpilot-cap-1234", PREFIX, 'x'), None);
+        assert_eq!(lab_pid("perfpilot-x0-hub", PREFIX, 'x'), None);
+        assert_eq!(lab_pid("pp123", "pp", 'j'), None);
+        assert_eq!(lab_pid("ppp12j0", "pp", 'j'), None);
+        assert_eq!(lab_pid("eth0", "pp", 'j'), None);
+    }
 
     fn net(a: u32, b: u32) -> u32 {
         (10 << 24) | (a << 16) | (b << 8)

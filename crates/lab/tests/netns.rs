@@ -145,3 +145,67 @@ fn labs_made_at_once_get_interfaces_and_networks_of_their_own() {
         wait_in(lab, lab.host(0), &here, port).expect("each lab's host reaches this namespace");
     }
 }
+
+/// Deletes a namespace and an interface on drop, also when the test fails before its sweep.
+struct Leftovers {
+    ns: String,
+    link: String,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.link])
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn a_killed_runs_lab_is_swept_and_a_running_ones_left_alone() {
+    if let Some(why) = netns::unavailable() {
+        println!("skipped: {why}");
+        return;
+    }
+    // A pid that ran and is gone: its lab is what a killed run leaves.
+    let mut gone = std::process::Command::new("true")
+        .spawn()
+        .expect("run true");
+    let pid = gone.id();
+    gone.wait().expect("reap true");
+    if Path::new("/proc").join(pid.to_string()).exists() {
+        println!("skipped: pid {pid} was taken again at once");
+        return;
+    }
+    let left = Leftovers {
+        ns: format!("perfpilot-{pid}x0-hub"),
+        link: format!("pp{pid}j0"),
+    };
+    let ip = |args: &[&str]| {
+        let ok = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip {args:?}");
+    };
+    ip(&["netns", "add", &left.ns]);
+    // As a joined lab leaves it: this end here, the other in its hub.
+    ip(&[
+        "link", "add", &left.link, "type", "veth", "peer", "name", "here", "netns", &left.ns,
+    ]);
+    let live = NetLab::joined(1).expect("create a joined lab");
+    let live_link = live.here_link().expect("a joined lab's link").to_string();
+    let removed = netns::remove_stale();
+    assert!(
+        removed.contains(&left.ns) && removed.contains(&left.link),
+        "{removed:?}"
+    );
+    assert!(!namespace(&left.ns) && !interface(&left.link));
+    // This process runs: its lab stays whole.
+    assert!(namespace(live.hub()) && namespace(live.host(0)) && interface(&live_link));
+    assert!(!removed.iter().any(|r| r == live.hub() || *r == live_link));
+}
