@@ -16,6 +16,7 @@ use std::sync::{Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
 use perfpilot_sys::netns::{self, PREFIX, ip};
+use serde::Deserialize;
 
 /// Why a lab could not be made (the namespaces made so far are removed).
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +24,11 @@ pub enum NetLabError {
     /// `ip` failed; the error quotes the command and what `ip` said.
     #[error("cannot make the namespace lab: {0}")]
     Ip(#[from] perfpilot_sys::Error),
+    /// `ip -json route` said something other than a list of routes.
+    #[error(
+        "cannot read the routes here from `ip -json route`: {0}; an iproute2 with JSON output (4.14 or newer) is needed"
+    )]
+    Routes(String),
     /// Every network a joined lab may use overlaps a route here.
     #[error(
         "no network from 10.100.0.0/24 to 10.199.249.0/24 is free for a namespace lab joined to \
@@ -284,37 +290,36 @@ fn add_namespace(ns: &str) -> Result<(), NetLabError> {
 /// shorter than /8 (the default route, a VPN's two halves) are left out: a lab's /24 takes
 /// over from them only for its own addresses, as any local network does.
 fn routed() -> Result<Vec<(u32, u32)>, NetLabError> {
-    let out = netns::ip_output(&["-4", "route", "show", "table", "all"])?;
-    Ok(out
-        .lines()
-        .filter_map(route_destination)
+    let out = netns::ip_output(&["-json", "-4", "route", "show", "table", "all"])?;
+    Ok(routes_in(&out)?
+        .into_iter()
         .filter(|&(_, len)| len >= 8)
         .collect())
 }
 
-/// The destination of one line of `ip route` (`10.1.2.0/24 dev eth0 …`, `local 10.1.2.3 dev
-/// lo …`), as (address, length); `None` for `default` and what does not parse.
-fn route_destination(line: &str) -> Option<(u32, u32)> {
-    const TYPES: [&str; 10] = [
-        "unicast",
-        "local",
-        "broadcast",
-        "multicast",
-        "throw",
-        "unreachable",
-        "prohibit",
-        "blackhole",
-        "nat",
-        "anycast",
-    ];
-    let mut words = line.split_whitespace();
-    let mut dest = words.next()?;
-    if TYPES.contains(&dest) {
-        dest = words.next()?;
+/// One route as `ip -json route` lists it: what it leads to.
+#[derive(Deserialize)]
+struct Route {
+    dst: String,
+}
+
+/// The destinations of the routes in `ip -json route`'s output, as (address, length); the
+/// `default` route has none.
+fn routes_in(json: &str) -> Result<Vec<(u32, u32)>, NetLabError> {
+    if json.trim().is_empty() {
+        return Ok(Vec::new());
     }
-    let (addr, len) = match dest.split_once('/') {
+    let routes: Vec<Route> =
+        serde_json::from_str(json).map_err(|e| NetLabError::Routes(e.to_string()))?;
+    Ok(routes.iter().filter_map(|r| destination(&r.dst)).collect())
+}
+
+/// A route's destination (`10.1.2.0/24`, `127.0.0.1`) as (address, length); `None` for
+/// `default` and what does not parse.
+fn destination(dst: &str) -> Option<(u32, u32)> {
+    let (addr, len) = match dst.split_once('/') {
         Some((addr, len)) => (addr, len.parse().ok().filter(|&l| l <= 32)?),
-        None => (dest, 32),
+        None => (dst, 32),
     };
     Some((u32::from(addr.parse::<Ipv4Addr>().ok()?), len))
 }
@@ -403,22 +408,26 @@ mod tests {
     }
 
     #[test]
-    fn a_route_line_gives_its_destination_and_the_default_route_none() {
+    fn a_route_gives_its_destination_and_the_default_route_none() {
+        assert_eq!(destination("192.0.2.0/24"), Some((0xc000_0200, 24)));
+        assert_eq!(destination("127.0.0.1"), Some((0x7f00_0001, 32)));
+        assert_eq!(destination("10.7.0.0/16"), Some((net(7, 0), 16)));
+        assert_eq!(destination("default"), None);
+        assert_eq!(destination("10.1.2.0/33"), None);
+        assert_eq!(destination(""), None);
+        // As `ip -json -4 route show table all` lists them (a local and an unreachable route
+        // among them).
+        let listed = r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0","flags":[]},
+            {"dst":"192.0.2.0/24","dev":"eth0","protocol":"kernel","scope":"link","flags":[]},
+            {"type":"local","dst":"127.0.0.1","dev":"lo","table":"local","flags":[]},
+            {"type":"unreachable","dst":"10.7.0.0/16","metric":1024,"flags":[]}]"#;
         assert_eq!(
-            route_destination("192.0.2.0/24 dev eth0 proto kernel scope link src 192.0.2.2"),
-            Some((0xc000_0200, 24))
+            routes_in(listed).expect("routes"),
+            vec![(0xc000_0200, 24), (0x7f00_0001, 32), (net(7, 0), 16)]
         );
-        assert_eq!(
-            route_destination("local 127.0.0.1 dev lo table local proto kernel scope host"),
-            Some((0x7f00_0001, 32))
-        );
-        assert_eq!(
-            route_destination("unreachable 10.7.0.0/16 metric 1024"),
-            Some((net(7, 0), 16))
-        );
-        assert_eq!(route_destination("default via 192.0.2.1 dev eth0"), None);
-        assert_eq!(route_destination("10.1.2.0/33 dev eth0"), None);
-        assert_eq!(route_destination(""), None);
+        assert_eq!(routes_in("").expect("no routes"), vec![]);
+        let bad = routes_in("10.0.0.0/8 dev eth0").unwrap_err().to_string();
+        assert!(bad.contains("ip -json route"), "{bad}");
     }
 
     #[test]
