@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use perfpilot_lab::netns::{self, NetLab, NsProcess, wait_in};
+use perfpilot_sys::netns::ip;
 
 /// A listener inside a host that answers each connection with one line (perl-base is
 /// essential on Debian; bash cannot listen).
@@ -154,14 +155,8 @@ struct Leftovers {
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &self.link])
-            .stderr(Stdio::null())
-            .status();
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.ns])
-            .stderr(Stdio::null())
-            .status();
+        let _ = ip(&["link", "del", &self.link]);
+        let _ = ip(&["netns", "del", &self.ns]);
     }
 }
 
@@ -185,18 +180,12 @@ fn a_killed_runs_lab_is_swept_and_a_running_ones_left_alone() {
         ns: format!("perfpilot-{pid}x0-hub"),
         link: format!("pp{pid}j0"),
     };
-    let ip = |args: &[&str]| {
-        let ok = std::process::Command::new("ip")
-            .args(args)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "ip {args:?}");
-    };
-    ip(&["netns", "add", &left.ns]);
+    ip(&["netns", "add", &left.ns]).expect("add the stale namespace");
     // As a joined lab leaves it: this end here, the other in its hub.
     ip(&[
         "link", "add", &left.link, "type", "veth", "peer", "name", "here", "netns", &left.ns,
-    ]);
+    ])
+    .expect("add the stale interface");
     let live = NetLab::joined(1).expect("create a joined lab");
     let live_link = live.here_link().expect("a joined lab's link").to_string();
     let removed = netns::remove_stale();
