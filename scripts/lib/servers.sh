@@ -7,7 +7,8 @@
 # cleanup. $1 is how long the load runs, in seconds.
 #
 # postgres: PostgreSQL 15, scale $PG_SCALE (100), shared_buffers $PG_SHARED_BUFFERS (2GB),
-#   huge_pages off, prewarmed, `pgbench -S -c 4 -j 2` (the load of `scripts/demo --postgres`).
+#   huge_pages off, prewarmed, `pgbench -S -c $PG_CLIENTS -j 2` (4: the load of
+#   `scripts/demo --postgres`).
 # redis: 3,000,000 keys of 1,000 bytes, `redis-benchmark -t get -c 8 -P 16 -r 3000000`.
 # jvm: workloads/jvmcache (a $JVM_TABLE_MIB (2048) MiB table, heap 1 GiB more, 4 threads) under
 #   `wrk -t 2 -c 16` over random keys; its counter is jvmcache_requests_total from /metrics.
@@ -15,7 +16,7 @@ start_server() {
   local kind=$1 load_s=$2
   case $kind in
     postgres)
-      local pgbin scale=${PG_SCALE:-100} buffers=${PG_SHARED_BUFFERS:-2GB}
+      local pgbin scale=${PG_SCALE:-100} buffers=${PG_SHARED_BUFFERS:-2GB} clients=${PG_CLIENTS:-4}
       pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
       mkdir -p "$work/pg" && chown postgres:postgres "$work/pg"
       runuser -u postgres -- "$pgbin/initdb" -D "$work/pg/data" -U postgres --auth-local=peer --no-sync >"$work/initdb.log" 2>&1
@@ -26,12 +27,12 @@ start_server() {
       runuser -u postgres -- "$pgbin/pgbench" -h "$work/pg" -p "$port" -i -q -s "$scale" postgres >"$work/init.log" 2>&1
       runuser -u postgres -- "$pgbin/psql" -h "$work/pg" -p "$port" -q -X -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_prewarm" \
         -c "SELECT pg_prewarm('pgbench_accounts'), pg_prewarm('pgbench_accounts_pkey')" >/dev/null
-      runuser -u postgres -- "$pgbin/pgbench" -h "$work/pg" -p "$port" -S -c 4 -j 2 -n -T "$load_s" postgres >"$work/bench.out" 2>&1 &
+      runuser -u postgres -- "$pgbin/pgbench" -h "$work/pg" -p "$port" -S -c "$clients" -j 2 -n -T "$load_s" postgres >"$work/bench.out" 2>&1 &
       pids+=($!)
       comm=postgres
       counter=(runuser -u postgres -- psql -h "$work/pg" -p "$port" -U postgres -Atc
         'select sum(xact_commit + xact_rollback) from pg_stat_database' postgres)
-      note="PostgreSQL 15, pgbench -S -c 4 -j 2, scale $scale, shared_buffers $buffers, huge_pages off, prewarmed"
+      note="PostgreSQL 15, pgbench -S -c $clients -j 2, scale $scale, shared_buffers $buffers, huge_pages off, prewarmed"
       ;;
     redis)
       redis-server --port "$port" --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &

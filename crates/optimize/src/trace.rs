@@ -351,18 +351,20 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
         },
         "before_after" => Spec::Sequential {
             one_way: None,
+            no_harm: None,
             drift: Drift::of_design(DesignKind::BeforeAfter, tun.drift_floor),
             history,
         },
-        // Judged on the ratios to the control, which cancel what moves both.
+        // Judged on the ratios to the control, which cancel what moves both; as the daemon
+        // judges huge pages that are not split back, with a no-harm keep.
         "control" => Spec::Sequential {
             one_way: None,
+            no_harm: Some(tun.harm_bound),
             drift: Drift::of_design(DesignKind::Control, tun.drift_floor),
             history: 0,
         },
         "one_way" => Spec::Sequential {
             one_way: Some(OneWayRule {
-                harm_bound: tun.harm_bound,
                 windows_cap: one_way::windows_cap(
                     tun.verdict_within_s,
                     0.0,
@@ -372,6 +374,7 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
                 prior: None,
                 within_s: tun.verdict_within_s,
             }),
+            no_harm: Some(tun.harm_bound),
             drift: Drift::of_design(DesignKind::OneWay, tun.drift_floor),
             history,
         },

@@ -278,7 +278,7 @@ tunables! {
     switch_settle_s: f64 = 0 [0.0, 3600.0], "s",
         "seconds a switched change needs to take hold; each switchback period drops at least one window, and as many as this covers";
     harm_bound: f64 = 0.02 [0.0, 0.5], "share",
-        "a one-way change (no undo, no control) is kept when its interval rules out a loss worse than this, even when its gain is not resolved (said as such)";
+        "a change that cannot be undone (one-way, or against a control where huge pages are not split back) is kept when its interval rules out a loss worse than this, even when its gain is not resolved (said as such)";
     drift_floor: f64 = 0.04 [0.0, 0.5], "share",
         "a one-way trial allows at least this much drift (sd of the level, log scale) between its windows before and after, more where its own windows show more";
     one_way_history_s: f64 = 480 [0.0, 86_400.0], "s",

@@ -12,6 +12,9 @@
 //! Its interval allows for the workload's drift (`drift`: its windows before the trial, watched
 //! for `one_way_history_s`, and at least `drift_floor`).
 //!
+//! The no-harm keep ([`decide`]) serves every change that cannot be undone, also one judged
+//! against a concurrent control: ending it neutral would leave it in place all the same.
+//!
 //! Where the store holds earlier verdicts of the same strategy on the same kind of server, they
 //! form a prior (`perfpilot_stats::prior`) and the interval is a credible one; the verdict says
 //! so. A kept action is watched after its verdict: a later look that shows a loss ends it.
@@ -70,11 +73,11 @@ impl Prior {
     }
 }
 
-/// The one-way rule of a trial.
+/// The one-way rule of a trial (its no-harm keep is [`Sequential::no_harm`]).
+///
+/// [`Sequential::no_harm`]: super::Sequential::no_harm
 #[derive(Debug, Clone, PartialEq)]
 pub struct OneWayRule {
-    /// The loss a no-harm keep rules out.
-    pub harm_bound: f64,
     /// The most windows a side, from the time bound.
     pub windows_cap: usize,
     /// Earlier verdicts as a prior.
@@ -103,18 +106,16 @@ impl OneWayRule {
             ..g
         }
     }
+}
 
-    /// The decision at the trial's end, and what it showed.
-    pub fn decide(&self, g: &Gain, min_effect: f64) -> (Decision, Shown) {
-        match gain::decide(g, min_effect) {
-            Decision::Neutral if g.ci_low > 1.0 - self.harm_bound => (
-                Decision::Keep,
-                Shown::NoHarm {
-                    bound: self.harm_bound,
-                },
-            ),
-            d => (d, Shown::Effect),
+/// The decision at the end of a trial of a change that cannot be undone, and what it showed: a
+/// neutral gain whose interval rules out a loss worse than `harm_bound` is kept as no harm.
+pub fn decide(g: &Gain, min_effect: f64, harm_bound: f64) -> (Decision, Shown) {
+    match gain::decide(g, min_effect) {
+        Decision::Neutral if g.ci_low > 1.0 - harm_bound => {
+            (Decision::Keep, Shown::NoHarm { bound: harm_bound })
         }
+        d => (d, Shown::Effect),
     }
 }
 

@@ -35,6 +35,8 @@ pub enum Spec {
     Sequential {
         /// The one-way rule, when the change cannot be undone.
         one_way: Option<OneWayRule>,
+        /// The no-harm keep's bound, when the change cannot be undone.
+        no_harm: Option<f64>,
         /// What it allows for drift; its history is taken from the series.
         drift: Option<Drift>,
         /// Windows of the series its drift sees before the trial (its history): a trial that
@@ -108,6 +110,7 @@ pub fn run(
     match spec {
         Spec::Sequential {
             one_way,
+            no_harm,
             drift,
             history,
         } => {
@@ -118,7 +121,11 @@ pub fn run(
                 }),
                 None => None,
             };
-            sequential(one_way.clone(), drift, series, start, effect, plan)
+            let mut s = Sequential::new(*plan, true, Vec::new());
+            s.one_way = one_way.clone();
+            s.no_harm = *no_harm;
+            s.drift = drift;
+            sequential(s, series, start, effect)
         }
         Spec::Switchback {
             limits,
@@ -128,17 +135,8 @@ pub fn run(
     }
 }
 
-fn sequential(
-    one_way: Option<OneWayRule>,
-    drift: Option<Drift>,
-    series: &[f64],
-    start: usize,
-    effect: Effect,
-    plan: &WindowPlan,
-) -> Option<Outcome> {
-    let mut s = Sequential::new(*plan, true, Vec::new());
-    s.one_way = one_way;
-    s.drift = drift;
+/// Replays the before/after trial `s` over `series` from window `start`.
+fn sequential(mut s: Sequential, series: &[f64], start: usize, effect: Effect) -> Option<Outcome> {
     let mut level = 1.0;
     for (i, v) in series.iter().enumerate().skip(start) {
         let on = s.want_on();

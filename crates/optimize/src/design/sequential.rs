@@ -10,7 +10,7 @@
 //! beside the ratios, so that a control that exits leaves a before/after trial on them.
 
 use super::drift::Drift;
-use super::one_way::{OneWayRule, Shown};
+use super::one_way::{self, OneWayRule, Shown};
 use super::windows;
 use super::{EndReason, Looks, Rest, Step};
 use crate::gain::{self, Decision, Gain};
@@ -110,8 +110,11 @@ pub struct Sequential {
     pub needed: Option<usize>,
     /// Set when an interim look decided the trial.
     pub early: Option<EarlyLook>,
-    /// The one-way rule, for a change that cannot be undone.
+    /// The one-way rule, for a change that cannot be undone and has no control.
     pub one_way: Option<OneWayRule>,
+    /// For a change that cannot be undone (one-way, or against a control where huge pages are
+    /// not split back): the loss a keep without a resolved gain rules out (`harm_bound`).
+    pub no_harm: Option<f64>,
     /// What a comparison on the signal itself allows for its drift (not applied to the ratios
     /// to a control, which cancel what moves both).
     pub drift: Option<Drift>,
@@ -134,6 +137,7 @@ impl Sequential {
             needed: None,
             early: None,
             one_way: None,
+            no_harm: None,
             drift: None,
         }
     }
@@ -406,13 +410,11 @@ impl Sequential {
             .map_or(self.plan.looks.confidence, |e| e.confidence);
         let g = self.gain(confidence)?;
         let min_effect = self.plan.looks.min_effect;
-        Some(match &self.one_way {
-            Some(r) => {
-                let (d, shown) = r.decide(&g, min_effect);
-                (g, d, shown)
-            }
-            None => (g, gain::decide(&g, min_effect), Shown::Effect),
-        })
+        let (d, shown) = match self.no_harm {
+            Some(bound) => one_way::decide(&g, min_effect, bound),
+            None => (gain::decide(&g, min_effect), Shown::Effect),
+        };
+        Some((g, d, shown))
     }
 }
 

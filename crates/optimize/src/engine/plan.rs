@@ -33,13 +33,26 @@ pub(super) struct Planned {
     pub(super) one_way: Option<OneWayRule>,
     /// What a before/after comparison on the signal allows for its drift.
     pub(super) drift: Drift,
-    /// The change can be undone (for large pages: split back).
+    /// The change cannot be undone (for large pages: not split back).
     pub(super) irreversible: bool,
+    /// The loss a keep without a resolved gain rules out ([`no_harm`]).
+    pub(super) no_harm: Option<f64>,
     /// A sibling whose signal is not steady yet: the trial waits a scan to judge against it.
     pub(super) wait_for: Option<String>,
     /// The seconds of the signal a trial judged before and after watches unchanged before it
     /// starts (0: none).
     pub(super) history_s: f64,
+}
+
+/// The bound of a no-harm keep for a trial of `kind`: a change that cannot be undone, judged
+/// one-way or against a control, is kept when it rules out a loss worse than `harm_bound`
+/// (ending it neutral would leave it in place all the same); `None` where it can be undone.
+fn no_harm(kind: DesignKind, irreversible: bool, harm_bound: f64) -> Option<f64> {
+    match kind {
+        DesignKind::OneWay => Some(harm_bound),
+        DesignKind::Control if irreversible => Some(harm_bound),
+        _ => None,
+    }
 }
 
 /// What kind of server a workload is, as priors group verdicts: its preset, else its command.
@@ -147,7 +160,6 @@ impl Engine {
             // The cap counts windows as they are read, at scans as the budget spaces them now.
             let scan_s = rates.interval_s.max(self.tun.interval_s);
             OneWayRule {
-                harm_bound: self.tun.harm_bound,
                 windows_cap: recap.cap(self.tun.verdict_within_s, scan_s, changes.len(), 0.0, 0),
                 prior: self.prior(kind, &server_kind(w, Some(signal))),
                 within_s: self.tun.verdict_within_s,
@@ -171,6 +183,7 @@ impl Engine {
                 steady.len()
             );
         }
+        let irreversible = irreversible && !(kind == StrategyKind::LargePages && split.is_ok());
         Planned {
             kind: choice.kind,
             why: choice.why,
@@ -178,7 +191,8 @@ impl Engine {
             limits,
             one_way,
             drift,
-            irreversible: irreversible && !(kind == StrategyKind::LargePages && split.is_ok()),
+            irreversible,
+            no_harm: no_harm(choice.kind, irreversible, self.tun.harm_bound),
             wait_for,
             history_s,
         }
@@ -233,7 +247,18 @@ impl Recap {
 
 #[cfg(test)]
 mod tests {
-    use super::Recap;
+    use super::{Recap, no_harm};
+    use crate::design::DesignKind;
+
+    #[test]
+    fn a_change_that_cannot_be_undone_may_be_kept_as_no_harm_one_way_or_against_a_control() {
+        assert_eq!(no_harm(DesignKind::OneWay, true, 0.02), Some(0.02));
+        assert_eq!(no_harm(DesignKind::Control, true, 0.02), Some(0.02));
+        // Huge pages split back, memory affinity moved back: a neutral one is undone.
+        assert_eq!(no_harm(DesignKind::Control, false, 0.02), None);
+        assert_eq!(no_harm(DesignKind::Switchback, false, 0.02), None);
+        assert_eq!(no_harm(DesignKind::BeforeAfter, false, 0.02), None);
+    }
 
     #[test]
     fn a_one_way_cap_counted_again_at_shorter_scans_fits_more_windows_in_what_is_left() {

@@ -136,6 +136,8 @@ pub(super) struct Proposed<'a> {
     pub(super) limits: PeriodLimits,
     /// The one-way rule, for a one-way design.
     pub(super) one_way: Option<crate::design::OneWayRule>,
+    /// The no-harm keep's bound, for a change that cannot be undone.
+    pub(super) no_harm: Option<f64>,
     /// What a comparison on the signal itself allows for its drift (its history).
     pub(super) drift: Option<crate::design::Drift>,
     /// The kind of server judged (`plan::server_kind`).
@@ -666,6 +668,7 @@ impl Engine {
                 let mut s = Sequential::controlled(plan, hib, Vec::new(), Vec::new());
                 // Applied only if the control exits and the trial falls back to the signal.
                 s.drift = p.drift;
+                s.no_harm = p.no_harm;
                 (Design::Sequential(s), Some(c))
             }
             (_, _) => {
@@ -675,6 +678,7 @@ impl Engine {
                 });
                 let mut s = Sequential::new(plan, hib, p.steady);
                 s.one_way = p.one_way;
+                s.no_harm = p.no_harm;
                 s.drift = p.drift;
                 (Design::Sequential(s), None)
             }

@@ -53,7 +53,6 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
     p.resolution = 0.01;
     let mut s = Sequential::new(p, true, vec![]);
     s.one_way = Some(OneWayRule {
-        harm_bound: 0.02,
         windows_cap: 7,
         prior: None,
         within_s: 300.0,
@@ -70,7 +69,6 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
     // A time bound that allows more than max_windows: max_windows.
     let mut s = Sequential::new(p, true, vec![]);
     s.one_way = Some(OneWayRule {
-        harm_bound: 0.02,
         windows_cap: 70,
         prior: None,
         within_s: 300.0,
@@ -115,4 +113,34 @@ fn drift_seen_in_the_history_widens_a_verdict_on_the_signal_but_not_one_on_the_r
     feed(&mut c, false, &ratios_off, Some(100.0));
     feed(&mut c, true, &ratios_on, Some(100.0));
     assert_eq!(c.decide().expect("a verdict").1, Decision::Keep);
+}
+
+#[test]
+fn a_controlled_trial_of_a_change_that_cannot_be_undone_keeps_it_as_no_harm_where_it_rules_out_a_loss()
+ {
+    // Ratios to the control alike before and after: no gain, and no loss worse than 2 %.
+    let off = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.01, 0.99];
+    let on = [0.995, 1.005, 1.0, 0.99, 1.01, 1.0, 1.005, 0.995];
+    let run = |no_harm: Option<f64>, scale: f64| {
+        let mut s = Sequential::controlled(WindowPlan::fixed(8), true, vec![], vec![]);
+        s.no_harm = no_harm;
+        feed(&mut s, false, &off, Some(500.0));
+        let on: Vec<f64> = on.iter().map(|v| v * scale).collect();
+        assert_eq!(
+            feed(&mut s, true, &on, Some(500.0)),
+            Step::End(EndReason::Complete)
+        );
+        let (g, d, shown) = s.decide().unwrap();
+        assert!(g.ci_low > 0.98 || scale < 1.0, "{g:?}");
+        (d, shown)
+    };
+    // A change that can be undone: neutral, to be reverted.
+    assert_eq!(run(None, 1.0), (Decision::Neutral, Shown::Effect));
+    // One that cannot: kept, and said to be only no harm.
+    assert_eq!(
+        run(Some(0.02), 1.0),
+        (Decision::Keep, Shown::NoHarm { bound: 0.02 })
+    );
+    // A loss is a loss either way.
+    assert_eq!(run(Some(0.02), 0.95), (Decision::Revert, Shown::Effect));
 }
