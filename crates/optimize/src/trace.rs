@@ -335,6 +335,17 @@ pub struct DesignReplay {
 pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
     let tun = &o.tun;
     let history = (tun.one_way_history_s / o.window_s.max(1e-3)).ceil() as usize;
+    // The time bound of a change that cannot be undone (one-way, or against a control).
+    let bound = OneWayRule {
+        windows_cap: one_way::windows_cap(
+            tun.verdict_within_s,
+            0.0,
+            o.window_s,
+            tun.window_count(),
+        ),
+        prior: None,
+        within_s: tun.verdict_within_s,
+    };
     Some(match name {
         "switchback" => Spec::Switchback {
             limits: PeriodLimits {
@@ -356,24 +367,15 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
             history,
         },
         // Judged on the ratios to the control, which cancel what moves both; as the daemon
-        // judges huge pages that are not split back, with a no-harm keep.
+        // judges huge pages that are not split back: within the time bound, with a no-harm keep.
         "control" => Spec::Sequential {
-            one_way: None,
+            one_way: Some(bound.clone()),
             no_harm: Some(tun.harm_bound),
             drift: Drift::of_design(DesignKind::Control, tun.drift_floor),
             history: 0,
         },
         "one_way" => Spec::Sequential {
-            one_way: Some(OneWayRule {
-                windows_cap: one_way::windows_cap(
-                    tun.verdict_within_s,
-                    0.0,
-                    o.window_s,
-                    tun.window_count(),
-                ),
-                prior: None,
-                within_s: tun.verdict_within_s,
-            }),
+            one_way: Some(bound.clone()),
             no_harm: Some(tun.harm_bound),
             drift: Drift::of_design(DesignKind::OneWay, tun.drift_floor),
             history,

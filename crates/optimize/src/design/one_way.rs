@@ -12,8 +12,9 @@
 //! Its interval allows for the workload's drift (`drift`: its windows before the trial, watched
 //! for `one_way_history_s`, and at least `drift_floor`).
 //!
-//! The no-harm keep ([`decide`]) serves every change that cannot be undone, also one judged
-//! against a concurrent control: ending it neutral would leave it in place all the same.
+//! The time bound and the no-harm keep ([`decide`]) serve every change that cannot be undone,
+//! also one judged against a concurrent control: ending it neutral would leave it in place all
+//! the same, and its ratios to the control need no drift allowance and no prior.
 //!
 //! Where the store holds earlier verdicts of the same strategy on the same kind of server, they
 //! form a prior (`perfpilot_stats::prior`) and the interval is a credible one; the verdict says
@@ -73,7 +74,8 @@ impl Prior {
     }
 }
 
-/// The one-way rule of a trial (its no-harm keep is [`Sequential::no_harm`]).
+/// The one-way rule of a trial: its time bound, and its prior where it has no control (its
+/// no-harm keep is [`Sequential::no_harm`]).
 ///
 /// [`Sequential::no_harm`]: super::Sequential::no_harm
 #[derive(Debug, Clone, PartialEq)]

@@ -5,9 +5,7 @@
 
 use super::drift::Drift;
 use super::one_way::{OneWayRule, Shown};
-use super::{
-    DesignKind, EndReason, PeriodLimits, PeriodPlan, Sequential, Step, Switchback, WindowPlan,
-};
+use super::{EndReason, PeriodLimits, PeriodPlan, Sequential, Step, Switchback, WindowPlan};
 use crate::gain::{self, Decision, Gain};
 
 /// A true effect: the ratio the change multiplies the signal by once settled, reached (and left
@@ -54,19 +52,6 @@ pub enum Spec {
     /// The old interleaved design: one window on, one off, alternating, judged on the pairs
     /// (a switchback of one window a period, nothing settling, in a fixed order).
     Interleave,
-}
-
-impl Spec {
-    /// The design it stands for.
-    pub fn kind(&self) -> DesignKind {
-        match self {
-            Spec::Sequential {
-                one_way: Some(_), ..
-            } => DesignKind::OneWay,
-            Spec::Sequential { one_way: None, .. } => DesignKind::BeforeAfter,
-            Spec::Switchback { .. } | Spec::Interleave => DesignKind::Switchback,
-        }
-    }
 }
 
 /// How one replayed trial ended.

@@ -110,7 +110,8 @@ pub struct Sequential {
     pub needed: Option<usize>,
     /// Set when an interim look decided the trial.
     pub early: Option<EarlyLook>,
-    /// The one-way rule, for a change that cannot be undone and has no control.
+    /// The one-way rule's time bound (and, with no control, its prior): for a change that
+    /// cannot be undone, one-way or against a control.
     pub one_way: Option<OneWayRule>,
     /// For a change that cannot be undone (one-way, or against a control where huge pages are
     /// not split back): the loss a keep without a resolved gain rules out (`harm_bound`).
@@ -316,44 +317,45 @@ impl Sequential {
 
     /// Fixes how many windows each side measures from the settled baseline's noise, once; a
     /// one-way trial measures `max_windows`, or fewer where its time bound allows fewer (it
-    /// cannot be tried again, and a calm baseline says little of the spells to come). A count
-    /// above the minimum is noted.
+    /// cannot be tried again, and a calm baseline says little of the spells to come); a
+    /// controlled trial bounded in time measures what its ratios' noise asks, at most what the
+    /// bound allows. A count above the minimum is noted.
     fn plan_windows(&mut self) -> Option<String> {
         let p = self.plan;
+        let bounded = "as many as the time bound allows".to_string();
         let (n, why) = match self.one_way.as_ref().map(|r| r.windows_cap) {
-            Some(cap) if cap < p.max => (
-                cap.max(p.min),
-                "as many as the one-way rule's time bound allows".to_string(),
-            ),
+            Some(cap) if self.raw.is_some() => match self.by_noise() {
+                (n, _) if n > cap => (cap.max(p.min), bounded),
+                by_noise => by_noise,
+            },
+            Some(cap) if cap < p.max => (cap.max(p.min), bounded),
             Some(_) => (
                 p.max,
                 "max_windows: a one-way trial cannot be tried again".to_string(),
             ),
-            None => {
-                let n = windows::windows_needed(
-                    &self.off,
-                    p.resolution,
-                    p.looks.confidence,
-                    p.min,
-                    p.max,
-                );
-                let cv = perfpilot_stats::cv(&self.off) * 100.0;
-                (
-                    n,
-                    format!(
-                        "its windows vary by {cv:.1} %, for an interval of ±{:.0} %{}",
-                        p.resolution * 100.0,
-                        if n == p.max {
-                            ", at most max_windows"
-                        } else {
-                            ""
-                        }
-                    ),
-                )
-            }
+            None => self.by_noise(),
         };
         self.needed = Some(n);
         (n > p.min).then(|| format!("measuring the baseline: {n} windows a side ({why})"))
+    }
+
+    /// The windows a side the baseline's noise asks for, and why.
+    fn by_noise(&self) -> (usize, String) {
+        let p = self.plan;
+        let n = windows::windows_needed(&self.off, p.resolution, p.looks.confidence, p.min, p.max);
+        let cv = perfpilot_stats::cv(&self.off) * 100.0;
+        let most = if n == p.max {
+            ", at most max_windows"
+        } else {
+            ""
+        };
+        (
+            n,
+            format!(
+                "its windows vary by {cv:.1} %, for an interval of ±{:.0} %{most}",
+                p.resolution * 100.0
+            ),
+        )
     }
 
     /// An interim look after the change, each window from the plan's minimum until the planned

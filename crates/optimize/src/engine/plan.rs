@@ -30,6 +30,7 @@ pub(super) struct Planned {
     pub(super) why: String,
     pub(super) control: Option<Control>,
     pub(super) limits: PeriodLimits,
+    /// The time bound (and, one-way, the prior) of a change that cannot be undone.
     pub(super) one_way: Option<OneWayRule>,
     /// What a before/after comparison on the signal allows for its drift.
     pub(super) drift: Drift,
@@ -156,12 +157,18 @@ impl Engine {
             window_s,
             min: self.tun.window_count(),
         };
-        let one_way = (choice.kind == DesignKind::OneWay).then(|| {
+        let irreversible = irreversible && !(kind == StrategyKind::LargePages && split.is_ok());
+        let no_harm = no_harm(choice.kind, irreversible, self.tun.harm_bound);
+        // A change that cannot be undone is judged within the time bound, one-way or against a
+        // control; the prior of earlier verdicts is for the one-way rule alone.
+        let one_way = no_harm.is_some().then(|| {
             // The cap counts windows as they are read, at scans as the budget spaces them now.
             let scan_s = rates.interval_s.max(self.tun.interval_s);
             OneWayRule {
                 windows_cap: recap.cap(self.tun.verdict_within_s, scan_s, changes.len(), 0.0, 0),
-                prior: self.prior(kind, &server_kind(w, Some(signal))),
+                prior: (choice.kind == DesignKind::OneWay)
+                    .then(|| self.prior(kind, &server_kind(w, Some(signal))))
+                    .flatten(),
                 within_s: self.tun.verdict_within_s,
             }
         });
@@ -183,7 +190,6 @@ impl Engine {
                 steady.len()
             );
         }
-        let irreversible = irreversible && !(kind == StrategyKind::LargePages && split.is_ok());
         Planned {
             kind: choice.kind,
             why: choice.why,
@@ -192,7 +198,7 @@ impl Engine {
             one_way,
             drift,
             irreversible,
-            no_harm: no_harm(choice.kind, irreversible, self.tun.harm_bound),
+            no_harm,
             wait_for,
             history_s,
         }

@@ -134,7 +134,7 @@ pub(super) struct Proposed<'a> {
     pub(super) control: Option<Control>,
     /// What bounds a switchback's periods.
     pub(super) limits: PeriodLimits,
-    /// The one-way rule, for a one-way design.
+    /// The one-way rule (time bound, prior), for a change that cannot be undone.
     pub(super) one_way: Option<crate::design::OneWayRule>,
     /// The no-harm keep's bound, for a change that cannot be undone.
     pub(super) no_harm: Option<f64>,
@@ -245,7 +245,7 @@ impl Trial {
         self.step(w, io)
     }
 
-    /// Before a one-way trial fixes its windows a side, its cap counted again from what is left
+    /// Before a trial bounded in time (a change that cannot be undone) fixes its windows a side, its cap counted again from what is left
     /// of its time bound at scans `scan_s` apart, the scans as they are spaced now ([`Recap`]).
     pub(super) fn recap(&mut self, scan_s: f64) {
         let (Some(rc), Design::Sequential(s)) = (&self.recap, &mut self.design) else {
@@ -267,7 +267,7 @@ impl Trial {
         );
     }
 
-    /// A one-way trial past its time bound (windows dropped as transients cost it time) ends
+    /// A trial past its time bound (windows dropped as transients cost it time) ends
     /// there once it has the least windows after the change to judge; it keeps measuring
     /// until then.
     fn past_time_bound(&self) -> Option<EndReason> {
@@ -649,7 +649,11 @@ impl Engine {
             .journal_set_state(id, ActionState::Trial, &note)?;
         let plan = WindowPlan::of(&self.tun);
         let hib = p.signal.as_ref().is_none_or(|s| s.higher_is_better());
-        let mut recap = None;
+        // A trial bounded in time counts its cap again as the scans are spaced (`recap`).
+        let recap = p.one_way.is_some().then_some(Recap {
+            window_s: p.limits.window_s,
+            min: self.tun.window_count(),
+        });
         let (design, control) = match (p.design, p.control) {
             (DesignKind::Switchback, _) => (
                 Design::Switchback(SwitchbackTrial {
@@ -668,14 +672,11 @@ impl Engine {
                 let mut s = Sequential::controlled(plan, hib, Vec::new(), Vec::new());
                 // Applied only if the control exits and the trial falls back to the signal.
                 s.drift = p.drift;
+                s.one_way = p.one_way;
                 s.no_harm = p.no_harm;
                 (Design::Sequential(s), Some(c))
             }
             (_, _) => {
-                recap = p.one_way.is_some().then_some(Recap {
-                    window_s: p.limits.window_s,
-                    min: self.tun.window_count(),
-                });
                 let mut s = Sequential::new(plan, hib, p.steady);
                 s.one_way = p.one_way;
                 s.no_harm = p.no_harm;

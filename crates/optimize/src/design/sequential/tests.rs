@@ -61,10 +61,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
     let Step::Note(note) = step else {
         panic!("{step:?}")
     };
-    assert!(
-        note.contains("as many as the one-way rule's time bound allows"),
-        "{note}"
-    );
+    assert!(note.contains("as many as the time bound allows"), "{note}");
     assert_eq!(s.needed, Some(7));
     // A time bound that allows more than max_windows: max_windows.
     let mut s = Sequential::new(p, true, vec![]);
@@ -143,4 +140,36 @@ fn a_controlled_trial_of_a_change_that_cannot_be_undone_keeps_it_as_no_harm_wher
     );
     // A loss is a loss either way.
     assert_eq!(run(Some(0.02), 0.95), (Decision::Revert, Shown::Effect));
+}
+
+#[test]
+fn a_controlled_trial_bounded_in_time_measures_what_its_ratios_ask_at_most_what_the_bound_allows()
+{
+    let mut p = WindowPlan::fixed(4);
+    p.max = 30;
+    p.resolution = 0.03;
+    let bounded = |cap: usize, ratios: &[f64]| {
+        let mut s = Sequential::controlled(p, true, vec![], vec![]);
+        s.one_way = Some(OneWayRule {
+            windows_cap: cap,
+            prior: None,
+            within_s: 300.0,
+        });
+        let step = feed(&mut s, false, ratios, Some(500.0));
+        (s.needed, step)
+    };
+    // Calm ratios: the few their noise asks for, not the cap (a one-way trial would take it).
+    let (n, _) = bounded(18, &[1.0, 1.01, 0.99, 1.0]);
+    assert_eq!(n, Some(4));
+    // Noisy ones ask for more than the bound allows: the bound, and the note says so.
+    let (n, step) = bounded(18, &[1.0, 1.2, 0.85, 1.1]);
+    assert_eq!(n, Some(18));
+    let Step::Note(note) = step else {
+        panic!("{step:?}")
+    };
+    assert!(note.contains("as many as the time bound allows"), "{note}");
+    // Without a bound, the noise alone: max_windows.
+    let mut s = Sequential::controlled(p, true, vec![], vec![]);
+    feed(&mut s, false, &[1.0, 1.2, 0.85, 1.1], Some(500.0));
+    assert_eq!(s.needed, Some(30));
 }
