@@ -76,7 +76,8 @@ pub fn starttime(fs: &Fs, pid: i32) -> Option<u64> {
 }
 
 /// Undoes a list of records, newest first, skipping records of processes that are gone or
-/// whose pid now belongs to another process. Returns a line per record for the log.
+/// whose pid now belongs to another process. Returns a line per record for the log, records
+/// that say the same once (`… (×2)`: a change of two steps on one process).
 pub fn undo_all(fs: &Fs, members: &[(i32, u64)], undos: &[Undo]) -> Vec<String> {
     let mut out = Vec::new();
     for (i, u) in undos.iter().rev().enumerate() {
@@ -116,7 +117,21 @@ pub fn undo_all(fs: &Fs, members: &[(i32, u64)], undos: &[Undo]) -> Vec<String> 
             Err(e) => out.push(format!("could not restore: {e}")),
         }
     }
-    out
+    alike_once(out)
+}
+
+/// `lines` with each line once, in the order first seen, counted where it came more than once.
+fn alike_once(lines: Vec<String>) -> Vec<String> {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for l in lines {
+        match seen.iter_mut().find(|(s, _)| *s == l) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((l, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(l, n)| if n > 1 { format!("{l} (×{n})") } else { l })
+        .collect()
 }
 
 /// Parses an action's journal entry.
@@ -171,4 +186,27 @@ pub fn revert_open(
         done.push((rec.id, lines));
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alike_once;
+
+    #[test]
+    fn lines_that_say_the_same_are_said_once_with_how_many_and_the_rest_keep_their_order() {
+        let left = "left in place: 1 collapsed range(s) of pid 7: huge pages are not split back";
+        let lines = vec![
+            left.to_string(),
+            "restored /sys/kernel/mm/x to 1".to_string(),
+            left.to_string(),
+        ];
+        assert_eq!(
+            alike_once(lines),
+            vec![
+                format!("{left} (×2)"),
+                "restored /sys/kernel/mm/x to 1".to_string()
+            ]
+        );
+        assert!(alike_once(Vec::new()).is_empty());
+    }
 }

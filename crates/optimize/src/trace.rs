@@ -363,6 +363,7 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
         "before_after" => Spec::Sequential {
             one_way: None,
             no_harm: None,
+            controlled: false,
             drift: Drift::of_design(DesignKind::BeforeAfter, tun.drift_floor),
             history,
         },
@@ -371,12 +372,14 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
         "control" => Spec::Sequential {
             one_way: Some(bound.clone()),
             no_harm: Some(tun.harm_bound),
+            controlled: true,
             drift: Drift::of_design(DesignKind::Control, tun.drift_floor),
             history: 0,
         },
         "one_way" => Spec::Sequential {
             one_way: Some(bound.clone()),
             no_harm: Some(tun.harm_bound),
+            controlled: false,
             drift: Drift::of_design(DesignKind::OneWay, tun.drift_floor),
             history,
         },

@@ -29,12 +29,16 @@ impl Effect {
 /// How a replayed trial is designed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Spec {
-    /// Before and after (`one_way`: with the one-way rule).
+    /// Before and after (`one_way`: with the one-way rule; `controlled`: on ratios to a
+    /// control).
     Sequential {
-        /// The one-way rule, when the change cannot be undone.
+        /// The one-way rule's time bound (and prior), when the change cannot be undone.
         one_way: Option<OneWayRule>,
         /// The no-harm keep's bound, when the change cannot be undone.
         no_harm: Option<f64>,
+        /// Judged on ratios to a control (the series): steps after the change are waited out,
+        /// and the windows a side follow the ratios' noise under the time bound.
+        controlled: bool,
         /// What it allows for drift; its history is taken from the series.
         drift: Option<Drift>,
         /// Windows of the series its drift sees before the trial (its history): a trial that
@@ -96,6 +100,7 @@ pub fn run(
         Spec::Sequential {
             one_way,
             no_harm,
+            controlled,
             drift,
             history,
         } => {
@@ -106,7 +111,11 @@ pub fn run(
                 }),
                 None => None,
             };
-            let mut s = Sequential::new(*plan, true, Vec::new());
+            let mut s = if *controlled {
+                Sequential::controlled(*plan, true, Vec::new(), Vec::new())
+            } else {
+                Sequential::new(*plan, true, Vec::new())
+            };
             s.one_way = one_way.clone();
             s.no_harm = *no_harm;
             s.drift = drift;

@@ -205,7 +205,17 @@ impl Sequential {
         // The ratios' noise planned the count; the signal alone is noisier.
         self.needed = None;
         self.early = None;
+        // Before and after on the signal, without the history a one-way trial watches first:
+        // too weak to keep a change for doing no harm.
+        self.no_harm = None;
         true
+    }
+
+    /// Whether steps after the change are measured through rather than waited out: a trial
+    /// bounded in time on the signal itself (one-way), which cannot tell the change settling
+    /// from a spell of the workload's own; ratios to a control cancel such spells.
+    fn measures_through_steps(&self) -> bool {
+        self.one_way.is_some() && self.raw.is_none()
     }
 
     /// A baseline window was added.
@@ -266,6 +276,7 @@ impl Sequential {
     fn settle(&mut self, on: bool) -> Result<Option<String>, EndReason> {
         let limit = SETTLE_LIMIT * self.windows_each_side();
         let resolution = self.plan.resolution;
+        let through = self.measures_through_steps();
         let obs = if on { &mut self.on } else { &mut self.off };
         // After the change, once, also a step inside the windows: the change settling (a
         // server on a plateau for minutes after its memory was collapsed). Before it, the gate
@@ -273,12 +284,10 @@ impl Sequential {
         let (d, step) = match windows::transient(obs) {
             // A one-way trial cannot tell the change settling from a spell of the workload's own
             // (whose steps would be judged as the change), so it measures through both.
-            0 if on && !self.stepped && self.one_way.is_none() => {
-                match windows::level_shift(obs, resolution) {
-                    Some(s) => (s.at, Some(s)),
-                    None => return Ok(None),
-                }
-            }
+            0 if on && !self.stepped && !through => match windows::level_shift(obs, resolution) {
+                Some(s) => (s.at, Some(s)),
+                None => return Ok(None),
+            },
             0 => return Ok(None),
             d => (d, None),
         };
@@ -331,7 +340,7 @@ impl Sequential {
             Some(cap) if cap < p.max => (cap.max(p.min), bounded),
             Some(_) => (
                 p.max,
-                "max_windows: a one-way trial cannot be tried again".to_string(),
+                "max_windows: a change that cannot be undone cannot be tried again".to_string(),
             ),
             None => self.by_noise(),
         };
@@ -368,7 +377,7 @@ impl Sequential {
             return Step::Continue;
         }
         if windows::transient(&self.on) > 0
-            || (self.one_way.is_none()
+            || (!self.measures_through_steps()
                 && windows::level_shift(&self.on, self.plan.resolution).is_some())
             || self.rest_moved().is_some()
         {

@@ -220,7 +220,8 @@ impl Engine {
     }
 }
 
-/// How a one-way trial's cap on its windows a side is counted: from what is left of its time
+/// How a trial bounded in time (one-way, or a controlled one of a change that cannot be undone)
+/// counts its cap on its windows a side: from what is left of its time
 /// bound, at the scans as they are spaced when it is counted. The trial counts it again at every
 /// scan until it fixes its windows a side: a scan stretched by the CPU budget while a server
 /// started, and short again by the time the trial ran, would leave half the bound unused.

@@ -109,7 +109,7 @@ pub(super) struct Trial {
     pub(super) switches: usize,
     /// The kind of server judged (`plan::server_kind`).
     pub(super) kind: String,
-    /// How a one-way trial counts its cap again until it fixes its windows a side.
+    /// How a trial bounded in time counts its cap again until it fixes its windows a side.
     pub(super) recap: Option<Recap>,
 }
 
@@ -245,8 +245,9 @@ impl Trial {
         self.step(w, io)
     }
 
-    /// Before a trial bounded in time (a change that cannot be undone) fixes its windows a side, its cap counted again from what is left
-    /// of its time bound at scans `scan_s` apart, the scans as they are spaced now ([`Recap`]).
+    /// Before a trial bounded in time (a change that cannot be undone) fixes its windows a
+    /// side, its cap counted again from what is left of its time bound at scans `scan_s` apart,
+    /// the scans as they are spaced now ([`Recap`]).
     pub(super) fn recap(&mut self, scan_s: f64) {
         let (Some(rc), Design::Sequential(s)) = (&self.recap, &mut self.design) else {
             return;
@@ -713,7 +714,7 @@ impl Engine {
         Ok(id)
     }
 
-    /// Counts the caps of one-way trials not yet past their baseline plan again, at scans
+    /// Counts the caps of trials bounded in time not yet past their baseline plan again, at scans
     /// `scan_s` apart.
     pub(super) fn recap_trials(&mut self, scan_s: f64) {
         for t in &mut self.actions.trials {

@@ -45,7 +45,8 @@ pub struct Verdict {
     pub gain: Option<Gain>,
     /// What was decided.
     pub decision: Decision,
-    /// What the windows showed: an effect, or for a one-way change only that it did no harm.
+    /// What the windows showed: an effect, or for a change that cannot be undone only that it
+    /// did no harm.
     #[serde(default)]
     pub shown: Shown,
     /// Earlier verdicts taken as a prior (the interval is then a credible one).

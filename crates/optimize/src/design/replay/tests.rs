@@ -39,6 +39,7 @@ fn one_way() -> Spec {
             within_s: 300.0,
         }),
         no_harm: Some(0.02),
+        controlled: false,
         drift: Some(Drift {
             floor: 0.04,
             history: Vec::new(),
@@ -87,6 +88,7 @@ fn before_and_after_on_the_same_wander_decides_falsely_more_often_than_switchbac
         &Spec::Sequential {
             one_way: None,
             no_harm: None,
+            controlled: false,
             drift: None,
             history: 0,
         },
@@ -107,6 +109,7 @@ fn before_and_after_that_allows_for_drift_seen_in_its_history_decides_falsely_ne
         let spec = Spec::Sequential {
             one_way: None,
             no_harm: None,
+            controlled: false,
             drift,
             history: 60,
         };

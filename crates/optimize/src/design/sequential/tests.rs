@@ -44,6 +44,12 @@ fn a_control_that_goes_leaves_the_treated_workloads_own_windows_to_judge() {
     assert_eq!(s.on.len(), 2);
     assert!((s.on[0] - 550.0).abs() < 1e-9);
     assert!(!s.drop_control(), "only once");
+    // Kept for doing no harm on ratios, not on the signal alone without a history.
+    let mut s = Sequential::controlled(plan(), true, vec![], vec![]);
+    s.no_harm = Some(0.02);
+    feed(&mut s, false, &[1.0, 1.01, 0.99, 1.0], Some(500.0));
+    assert!(s.drop_control());
+    assert_eq!(s.no_harm, None);
 }
 
 #[test]
@@ -143,8 +149,7 @@ fn a_controlled_trial_of_a_change_that_cannot_be_undone_keeps_it_as_no_harm_wher
 }
 
 #[test]
-fn a_controlled_trial_bounded_in_time_measures_what_its_ratios_ask_at_most_what_the_bound_allows()
-{
+fn a_controlled_trial_bounded_in_time_measures_what_its_ratios_ask_at_most_what_the_bound_allows() {
     let mut p = WindowPlan::fixed(4);
     p.max = 30;
     p.resolution = 0.03;
@@ -172,4 +177,48 @@ fn a_controlled_trial_bounded_in_time_measures_what_its_ratios_ask_at_most_what_
     let mut s = Sequential::controlled(p, true, vec![], vec![]);
     feed(&mut s, false, &[1.0, 1.2, 0.85, 1.1], Some(500.0));
     assert_eq!(s.needed, Some(30));
+}
+
+#[test]
+fn a_controlled_trial_bounded_in_time_waits_out_a_plateau_after_the_change_that_a_one_way_one_measures_through()
+ {
+    let mut p = WindowPlan::fixed(8);
+    p.resolution = 0.02;
+    // A plateau of five windows (past the first half, where MSER looks), then the new level.
+    let after = [
+        1.0, 1.01, 0.99, 1.0, 1.01, 1.1, 1.11, 1.09, 1.1, 1.11, 1.09, 1.1, 1.11, 1.09, 1.1, 1.11,
+    ];
+    let run = |controlled: bool| {
+        let mut s = if controlled {
+            Sequential::controlled(p, true, vec![], vec![])
+        } else {
+            Sequential::new(p, true, vec![])
+        };
+        s.one_way = Some(OneWayRule {
+            windows_cap: 8,
+            prior: None,
+            within_s: 300.0,
+        });
+        let raw = controlled.then_some(500.0);
+        feed(
+            &mut s,
+            false,
+            &[1.0, 1.01, 0.99, 1.0, 1.01, 0.99, 1.0, 1.01],
+            raw,
+        );
+        for v in after {
+            if let Step::End(_) = s.record(true, v, raw.map(|r| r * v), None) {
+                break;
+            }
+        }
+        s
+    };
+    // Ratios to a control: the plateau is the change settling, dropped; the new level judged.
+    let c = run(true);
+    assert_eq!(c.dropped, 5, "{:?}", c.on);
+    assert!(c.on.iter().all(|v| *v > 1.05), "{:?}", c.on);
+    // The signal alone, one-way: measured through, the plateau judged with the rest.
+    let o = run(false);
+    assert_eq!(o.dropped, 0, "{:?}", o.on);
+    assert!(o.on.iter().any(|v| *v < 1.05), "{:?}", o.on);
 }
