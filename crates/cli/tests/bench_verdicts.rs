@@ -1,5 +1,5 @@
-//! `perfpilot bench verdicts` run as a process: the recorded PostgreSQL trace replayed, and a
-//! trace it cannot read.
+//! `perfpilot bench verdicts` run as a process: the recorded PostgreSQL traces replayed (one
+//! server, and two judged one against the other), and a trace it cannot read.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -65,6 +65,56 @@ fn a_design_replayed_with_a_true_effect_prints_its_tally_as_json() {
     assert!(
         v["median_decision_s"].as_f64().is_some_and(|s| s > 0.0),
         "{v}"
+    );
+}
+
+/// The control design replayed over the two PostgreSQL clusters recorded side by side, with a
+/// true effect `effect`: its tally.
+fn controlled_pair(effect: &str) -> serde_json::Value {
+    let out = verdicts(&[
+        "crates/optimize/tests/data/pg-pair-no-change-2026-11-29.csv".as_ref(),
+        "--control".as_ref(),
+        "crates/optimize/tests/data/pg-pair-control-2026-11-29.csv".as_ref(),
+        "--window".as_ref(),
+        "8".as_ref(),
+        "--design".as_ref(),
+        "control".as_ref(),
+        "--effect".as_ref(),
+        effect.as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[test]
+fn two_postgresql_clusters_judged_one_against_the_other_seldom_claim_and_keep_a_true_gain_within_five_minutes()
+ {
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    // Nothing changed: few claims (a no-harm keep is none), though each cluster alone wandered.
+    let none = controlled_pair("1");
+    assert!(n(&none, "trials") >= 100, "{none}");
+    assert!(
+        n(&none, "decided_no_change") as f64 <= 0.05 * n(&none, "trials") as f64,
+        "{none}"
+    );
+    // A true ×1.08 on huge pages that stay: kept (the gain, or no harm), none reverted, and
+    // the verdict within the time bound.
+    let gain = controlled_pair("1.08");
+    assert_eq!(n(&gain, "reverted"), 0, "{gain}");
+    assert!(
+        (n(&gain, "kept") + n(&gain, "kept_no_harm")) as f64 >= 0.8 * n(&gain, "trials") as f64,
+        "{gain}"
+    );
+    assert!(
+        gain["median_decision_s"]
+            .as_f64()
+            .is_some_and(|s| s <= 300.0),
+        "{gain}"
     );
 }
 
