@@ -203,16 +203,6 @@ impl Engine {
         rates: &Rates,
     ) -> Sibling {
         let actions = &self.actions;
-        let busy = |sig: &str| {
-            actions.trials.iter().any(|t| {
-                t.signature == sig
-                    || t.judge == sig
-                    || t.control.as_ref().is_some_and(|c| c.signature == sig)
-            }) || actions
-                .held
-                .iter()
-                .any(|h| h.signature == sig && h.strategy == kind)
-        };
         let mut why_not = Vec::new();
         let instances = by_closeness(
             w,
@@ -222,7 +212,7 @@ impl Engine {
             &self.topo.online,
         )
         .into_iter()
-        .map(|(s, cpus)| (s, cpus, busy(&s.signature)))
+        .map(|(s, cpus)| (s, cpus, actions.taken(&s.signature, kind)))
         .collect::<Vec<_>>();
         let name = |s: &Workload| {
             format!(
@@ -234,7 +224,7 @@ impl Engine {
         for (s, cpus, busy) in instances {
             if busy {
                 why_not.push(format!(
-                    "{}: in a trial, or holding {kind} already",
+                    "{}: in a trial, or holding {kind} that could still be undone",
                     name(s)
                 ));
                 continue;

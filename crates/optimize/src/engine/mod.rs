@@ -37,6 +37,7 @@ use crate::journal::JournalError;
 use crate::signal::SignalKind;
 use crate::signal::choose::{self, Choice, Sources};
 use crate::signal::proxy::proxy_offer;
+use crate::strategy::StrategyKind;
 use crate::tunables::Tunables;
 
 mod apply;
@@ -106,6 +107,21 @@ impl Actions {
                     .find(|t| t.signature == signature && t.on)
                     .and_then(|t| t.doc.bound_to.as_ref())
             })
+    }
+
+    /// Whether the workload `signature` is taken for a control of a trial of `kind`: in a
+    /// trial (treated, judging, or another's control), or holding a kept action of `kind` that
+    /// could still be undone under the trial. One that cannot (huge pages that stay) leaves it
+    /// as it will be throughout: a control as good as an untouched one.
+    fn taken(&self, signature: &str, kind: StrategyKind) -> bool {
+        self.trials.iter().any(|t| {
+            t.signature == signature
+                || t.judge == signature
+                || t.control.as_ref().is_some_and(|c| c.signature == signature)
+        }) || self
+            .held
+            .iter()
+            .any(|h| h.signature == signature && h.strategy == kind && !h.doc.irreversible)
     }
 }
 

@@ -1,5 +1,5 @@
 //! The engine's side of the designs: a one-way trial's prior taken from the journal, a control
-//! that goes mid-trial, and the watch after a one-way keep.
+//! that goes mid-trial, which siblings may be controls, and the watch after a one-way keep.
 
 use std::collections::HashMap;
 
@@ -211,4 +211,49 @@ fn a_kept_one_way_action_whose_later_windows_show_a_loss_is_ended_and_backed_off
             .unwrap()
             .is_some()
     );
+}
+
+#[test]
+fn a_sibling_holding_huge_pages_that_stay_may_be_a_control_and_one_holding_a_change_that_can_be_undone_may_not()
+ {
+    let (_tmp, mut e) = engine("");
+    let held = |signature: &str, strategy: StrategyKind, irreversible: bool| Held {
+        id: 1,
+        signature: signature.into(),
+        strategy,
+        doc: ActionDoc {
+            members: vec![],
+            changes: vec![],
+            design: DesignKind::Control,
+            irreversible,
+            signal: Some(SignalKind::Io),
+            bound_to: None,
+        },
+        watch: None,
+    };
+    e.actions
+        .held
+        .push(held("stays", StrategyKind::LargePages, true));
+    e.actions
+        .held
+        .push(held("undoable", StrategyKind::LargePages, false));
+    e.actions
+        .held
+        .push(held("other", StrategyKind::CacheAffinity, false));
+    assert!(!e.actions.taken("stays", StrategyKind::LargePages));
+    assert!(e.actions.taken("undoable", StrategyKind::LargePages));
+    assert!(!e.actions.taken("other", StrategyKind::LargePages));
+    // In a trial, as the treated workload or as another's control: taken whatever it holds.
+    let mut t = trial(2, Some(SignalKind::Io), DesignKind::Control, vec![]);
+    t.signature = "treated".into();
+    t.control = Some(Control {
+        signature: "stays".into(),
+        name: "app (pid 200)".into(),
+        members: vec![(200, 1)],
+        signal: SignalKind::Io,
+        cpus: CpuSharing::Same,
+    });
+    e.actions.trials.push(t);
+    assert!(e.actions.taken("stays", StrategyKind::LargePages));
+    assert!(e.actions.taken("treated", StrategyKind::LargePages));
 }
