@@ -343,6 +343,7 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
             o.window_s,
             tun.window_count(),
         ),
+        no_harm: Some(tun.harm_bound),
         prior: None,
         within_s: tun.verdict_within_s,
     };
@@ -362,7 +363,6 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
         },
         "before_after" => Spec::Sequential {
             one_way: None,
-            no_harm: None,
             controlled: false,
             drift: Drift::of_design(DesignKind::BeforeAfter, tun.drift_floor),
             history,
@@ -371,14 +371,12 @@ pub fn design_spec(name: &str, o: &DesignReplayOptions) -> Option<Spec> {
         // judges huge pages that are not split back: within the time bound, with a no-harm keep.
         "control" => Spec::Sequential {
             one_way: Some(bound.clone()),
-            no_harm: Some(tun.harm_bound),
             controlled: true,
             drift: Drift::of_design(DesignKind::Control, tun.drift_floor),
             history: 0,
         },
         "one_way" => Spec::Sequential {
             one_way: Some(bound.clone()),
-            no_harm: Some(tun.harm_bound),
             controlled: false,
             drift: Drift::of_design(DesignKind::OneWay, tun.drift_floor),
             history,

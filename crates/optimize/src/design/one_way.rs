@@ -74,12 +74,13 @@ impl Prior {
     }
 }
 
-/// The one-way rule of a trial: its time bound, and its prior where it has no control (its
-/// no-harm keep is [`Sequential::no_harm`]).
-///
-/// [`Sequential::no_harm`]: super::Sequential::no_harm
+/// The one-way rule of a trial: its time bound, its no-harm keep, and its prior where it has
+/// no control.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OneWayRule {
+    /// The loss a keep without a resolved gain rules out (`harm_bound`); `None` once a
+    /// controlled trial lost its control.
+    pub no_harm: Option<f64>,
     /// The most windows a side, from the time bound.
     pub windows_cap: usize,
     /// Earlier verdicts as a prior.

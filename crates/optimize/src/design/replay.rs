@@ -32,10 +32,9 @@ pub enum Spec {
     /// Before and after (`one_way`: with the one-way rule; `controlled`: on ratios to a
     /// control).
     Sequential {
-        /// The one-way rule's time bound (and prior), when the change cannot be undone.
+        /// The one-way rule's time bound, no-harm keep (and prior), when the change cannot be
+        /// undone.
         one_way: Option<OneWayRule>,
-        /// The no-harm keep's bound, when the change cannot be undone.
-        no_harm: Option<f64>,
         /// Judged on ratios to a control (the series): steps after the change are waited out,
         /// and the windows a side follow the ratios' noise under the time bound.
         controlled: bool,
@@ -99,7 +98,6 @@ pub fn run(
     match spec {
         Spec::Sequential {
             one_way,
-            no_harm,
             controlled,
             drift,
             history,
@@ -117,7 +115,6 @@ pub fn run(
                 Sequential::new(*plan, true, Vec::new())
             };
             s.one_way = one_way.clone();
-            s.no_harm = *no_harm;
             s.drift = drift;
             sequential(s, series, start, effect)
         }

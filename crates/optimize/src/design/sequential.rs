@@ -110,12 +110,9 @@ pub struct Sequential {
     pub needed: Option<usize>,
     /// Set when an interim look decided the trial.
     pub early: Option<EarlyLook>,
-    /// The one-way rule's time bound (and, with no control, its prior): for a change that
-    /// cannot be undone, one-way or against a control.
+    /// The one-way rule's time bound and no-harm keep (and, with no control, its prior): for a
+    /// change that cannot be undone, one-way or against a control.
     pub one_way: Option<OneWayRule>,
-    /// For a change that cannot be undone (one-way, or against a control where huge pages are
-    /// not split back): the loss a keep without a resolved gain rules out (`harm_bound`).
-    pub no_harm: Option<f64>,
     /// What a comparison on the signal itself allows for its drift (not applied to the ratios
     /// to a control, which cancel what moves both).
     pub drift: Option<Drift>,
@@ -138,7 +135,6 @@ impl Sequential {
             needed: None,
             early: None,
             one_way: None,
-            no_harm: None,
             drift: None,
         }
     }
@@ -207,7 +203,9 @@ impl Sequential {
         self.early = None;
         // Before and after on the signal, without the history a one-way trial watches first:
         // too weak to keep a change for doing no harm.
-        self.no_harm = None;
+        if let Some(r) = self.one_way.as_mut() {
+            r.no_harm = None;
+        }
         true
     }
 
@@ -421,7 +419,7 @@ impl Sequential {
             .map_or(self.plan.looks.confidence, |e| e.confidence);
         let g = self.gain(confidence)?;
         let min_effect = self.plan.looks.min_effect;
-        let (d, shown) = match self.no_harm {
+        let (d, shown) = match self.one_way.as_ref().and_then(|r| r.no_harm) {
             Some(bound) => one_way::decide(&g, min_effect, bound),
             None => (gain::decide(&g, min_effect), Shown::Effect),
         };

@@ -36,8 +36,6 @@ pub(super) struct Planned {
     pub(super) drift: Drift,
     /// The change cannot be undone (for large pages: not split back).
     pub(super) irreversible: bool,
-    /// The loss a keep without a resolved gain rules out ([`no_harm`]).
-    pub(super) no_harm: Option<f64>,
     /// A sibling whose signal is not steady yet: the trial waits a scan to judge against it.
     pub(super) wait_for: Option<String>,
     /// The seconds of the signal a trial judged before and after watches unchanged before it
@@ -45,14 +43,14 @@ pub(super) struct Planned {
     pub(super) history_s: f64,
 }
 
-/// The bound of a no-harm keep for a trial of `kind`: a change that cannot be undone, judged
-/// one-way or against a control, is kept when it rules out a loss worse than `harm_bound`
-/// (ending it neutral would leave it in place all the same); `None` where it can be undone.
-fn no_harm(kind: DesignKind, irreversible: bool, harm_bound: f64) -> Option<f64> {
+/// Whether a trial of `kind` takes the one-way rule (its time bound and no-harm keep): a change
+/// that cannot be undone, judged one-way or against a control (ending it neutral would leave it
+/// in place all the same); not one that can be undone.
+fn bounded(kind: DesignKind, irreversible: bool) -> bool {
     match kind {
-        DesignKind::OneWay => Some(harm_bound),
-        DesignKind::Control if irreversible => Some(harm_bound),
-        _ => None,
+        DesignKind::OneWay => true,
+        DesignKind::Control => irreversible,
+        _ => false,
     }
 }
 
@@ -158,13 +156,13 @@ impl Engine {
             min: self.tun.window_count(),
         };
         let irreversible = irreversible && !(kind == StrategyKind::LargePages && split.is_ok());
-        let no_harm = no_harm(choice.kind, irreversible, self.tun.harm_bound);
         // A change that cannot be undone is judged within the time bound, one-way or against a
         // control; the prior of earlier verdicts is for the one-way rule alone.
-        let one_way = no_harm.is_some().then(|| {
+        let one_way = bounded(choice.kind, irreversible).then(|| {
             // The cap counts windows as they are read, at scans as the budget spaces them now.
             let scan_s = rates.interval_s.max(self.tun.interval_s);
             OneWayRule {
+                no_harm: Some(self.tun.harm_bound),
                 windows_cap: recap.cap(self.tun.verdict_within_s, scan_s, changes.len(), 0.0, 0),
                 prior: (choice.kind == DesignKind::OneWay)
                     .then(|| self.prior(kind, &server_kind(w, Some(signal))))
@@ -198,7 +196,6 @@ impl Engine {
             one_way,
             drift,
             irreversible,
-            no_harm,
             wait_for,
             history_s,
         }
@@ -254,17 +251,17 @@ impl Recap {
 
 #[cfg(test)]
 mod tests {
-    use super::{Recap, no_harm};
+    use super::{Recap, bounded};
     use crate::design::DesignKind;
 
     #[test]
     fn a_change_that_cannot_be_undone_may_be_kept_as_no_harm_one_way_or_against_a_control() {
-        assert_eq!(no_harm(DesignKind::OneWay, true, 0.02), Some(0.02));
-        assert_eq!(no_harm(DesignKind::Control, true, 0.02), Some(0.02));
+        assert!(bounded(DesignKind::OneWay, true));
+        assert!(bounded(DesignKind::Control, true));
         // Huge pages split back, memory affinity moved back: a neutral one is undone.
-        assert_eq!(no_harm(DesignKind::Control, false, 0.02), None);
-        assert_eq!(no_harm(DesignKind::Switchback, false, 0.02), None);
-        assert_eq!(no_harm(DesignKind::BeforeAfter, false, 0.02), None);
+        assert!(!bounded(DesignKind::Control, false));
+        assert!(!bounded(DesignKind::Switchback, false));
+        assert!(!bounded(DesignKind::BeforeAfter, false));
     }
 
     #[test]

@@ -134,10 +134,8 @@ pub(super) struct Proposed<'a> {
     pub(super) control: Option<Control>,
     /// What bounds a switchback's periods.
     pub(super) limits: PeriodLimits,
-    /// The one-way rule (time bound, prior), for a change that cannot be undone.
+    /// The one-way rule (time bound, no-harm keep, prior), for a change that cannot be undone.
     pub(super) one_way: Option<crate::design::OneWayRule>,
-    /// The no-harm keep's bound, for a change that cannot be undone.
-    pub(super) no_harm: Option<f64>,
     /// What a comparison on the signal itself allows for its drift (its history).
     pub(super) drift: Option<crate::design::Drift>,
     /// The kind of server judged (`plan::server_kind`).
@@ -674,13 +672,11 @@ impl Engine {
                 // Applied only if the control exits and the trial falls back to the signal.
                 s.drift = p.drift;
                 s.one_way = p.one_way;
-                s.no_harm = p.no_harm;
                 (Design::Sequential(s), Some(c))
             }
             (_, _) => {
                 let mut s = Sequential::new(plan, hib, p.steady);
                 s.one_way = p.one_way;
-                s.no_harm = p.no_harm;
                 s.drift = p.drift;
                 (Design::Sequential(s), None)
             }

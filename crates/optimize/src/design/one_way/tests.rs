@@ -12,6 +12,7 @@ fn gain(ratio: f64, lo: f64, hi: f64) -> Gain {
 
 fn rule() -> OneWayRule {
     OneWayRule {
+        no_harm: Some(0.02),
         windows_cap: 20,
         prior: None,
         within_s: 300.0,

@@ -34,11 +34,11 @@ fn switchback() -> Spec {
 fn one_way() -> Spec {
     Spec::Sequential {
         one_way: Some(OneWayRule {
+            no_harm: Some(0.02),
             windows_cap: 16,
             prior: None,
             within_s: 300.0,
         }),
-        no_harm: Some(0.02),
         controlled: false,
         drift: Some(Drift {
             floor: 0.04,
@@ -87,7 +87,6 @@ fn before_and_after_on_the_same_wander_decides_falsely_more_often_than_switchbac
     let seq = tally(
         &Spec::Sequential {
             one_way: None,
-            no_harm: None,
             controlled: false,
             drift: None,
             history: 0,
@@ -108,7 +107,6 @@ fn before_and_after_that_allows_for_drift_seen_in_its_history_decides_falsely_ne
     let at = |drift: Option<Drift>, effect: Effect| {
         let spec = Spec::Sequential {
             one_way: None,
-            no_harm: None,
             controlled: false,
             drift,
             history: 60,

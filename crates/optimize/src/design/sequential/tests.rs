@@ -4,6 +4,16 @@ fn plan() -> WindowPlan {
     WindowPlan::fixed(4)
 }
 
+/// The one-way rule's time bound of `cap` windows a side, with `no_harm`.
+fn bound(no_harm: Option<f64>, cap: usize) -> OneWayRule {
+    OneWayRule {
+        no_harm,
+        windows_cap: cap,
+        prior: None,
+        within_s: 300.0,
+    }
+}
+
 /// Feeds `values` with the change `on`, each with the raw value `raw` × the value (a control
 /// that stays at 1/raw); returns the last step.
 fn feed(s: &mut Sequential, on: bool, values: &[f64], raw: Option<f64>) -> Step {
@@ -46,10 +56,10 @@ fn a_control_that_goes_leaves_the_treated_workloads_own_windows_to_judge() {
     assert!(!s.drop_control(), "only once");
     // Kept for doing no harm on ratios, not on the signal alone without a history.
     let mut s = Sequential::controlled(plan(), true, vec![], vec![]);
-    s.no_harm = Some(0.02);
+    s.one_way = Some(bound(Some(0.02), 4));
     feed(&mut s, false, &[1.0, 1.01, 0.99, 1.0], Some(500.0));
     assert!(s.drop_control());
-    assert_eq!(s.no_harm, None);
+    assert_eq!(s.one_way.map(|r| r.no_harm), Some(None));
 }
 
 #[test]
@@ -58,11 +68,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
     p.max = 50;
     p.resolution = 0.01;
     let mut s = Sequential::new(p, true, vec![]);
-    s.one_way = Some(OneWayRule {
-        windows_cap: 7,
-        prior: None,
-        within_s: 300.0,
-    });
+    s.one_way = Some(bound(Some(0.02), 7));
     let step = feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     let Step::Note(note) = step else {
         panic!("{step:?}")
@@ -71,11 +77,7 @@ fn a_one_way_rule_caps_the_planned_windows_and_says_so() {
     assert_eq!(s.needed, Some(7));
     // A time bound that allows more than max_windows: max_windows.
     let mut s = Sequential::new(p, true, vec![]);
-    s.one_way = Some(OneWayRule {
-        windows_cap: 70,
-        prior: None,
-        within_s: 300.0,
-    });
+    s.one_way = Some(bound(Some(0.02), 70));
     feed(&mut s, false, &[100.0, 110.0, 90.0, 105.0], None);
     assert_eq!(s.needed, Some(50));
 }
@@ -126,7 +128,7 @@ fn a_controlled_trial_of_a_change_that_cannot_be_undone_keeps_it_as_no_harm_wher
     let on = [0.995, 1.005, 1.0, 0.99, 1.01, 1.0, 1.005, 0.995];
     let run = |no_harm: Option<f64>, scale: f64| {
         let mut s = Sequential::controlled(WindowPlan::fixed(8), true, vec![], vec![]);
-        s.no_harm = no_harm;
+        s.one_way = no_harm.map(|b| bound(Some(b), 8));
         feed(&mut s, false, &off, Some(500.0));
         let on: Vec<f64> = on.iter().map(|v| v * scale).collect();
         assert_eq!(
@@ -155,11 +157,7 @@ fn a_controlled_trial_bounded_in_time_measures_what_its_ratios_ask_at_most_what_
     p.resolution = 0.03;
     let bounded = |cap: usize, ratios: &[f64]| {
         let mut s = Sequential::controlled(p, true, vec![], vec![]);
-        s.one_way = Some(OneWayRule {
-            windows_cap: cap,
-            prior: None,
-            within_s: 300.0,
-        });
+        s.one_way = Some(bound(Some(0.02), cap));
         let step = feed(&mut s, false, ratios, Some(500.0));
         (s.needed, step)
     };
@@ -194,11 +192,7 @@ fn a_controlled_trial_bounded_in_time_waits_out_a_plateau_after_the_change_that_
         } else {
             Sequential::new(p, true, vec![])
         };
-        s.one_way = Some(OneWayRule {
-            windows_cap: 8,
-            prior: None,
-            within_s: 300.0,
-        });
+        s.one_way = Some(bound(Some(0.02), 8));
         let raw = controlled.then_some(500.0);
         feed(
             &mut s,

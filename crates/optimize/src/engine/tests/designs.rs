@@ -15,6 +15,17 @@ use crate::journal::ActionDoc;
 use crate::signal::SignalKind;
 use crate::strategy::StrategyKind;
 
+/// A control sibling of signature `signature`, `app (pid 200)` on the same CPUs.
+fn control(signature: &str) -> Control {
+    Control {
+        signature: signature.into(),
+        name: "app (pid 200)".into(),
+        members: vec![(200, 1)],
+        signal: SignalKind::Io,
+        cpus: CpuSharing::Same,
+    }
+}
+
 /// Journals a large-pages action on a server of `kind` with this verdict's gain and ending.
 fn journaled_verdict(e: &mut super::super::Engine, kind: &str, ratio: f64, ended: &str) -> i64 {
     let id = e
@@ -85,13 +96,7 @@ fn a_control_that_exits_mid_trial_leaves_a_before_after_trial_on_the_treated_wor
         vec![],
         vec![],
     ));
-    t.control = Some(Control {
-        signature: "fedcba9876543210".into(),
-        name: "app (pid 200)".into(),
-        members: vec![(200, 1)],
-        signal: SignalKind::Io,
-        cpus: CpuSharing::Same,
-    });
+    t.control = Some(control("fedcba9876543210"));
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
@@ -246,13 +251,7 @@ fn a_sibling_holding_huge_pages_that_stay_may_be_a_control_and_one_holding_a_cha
     // In a trial, as the treated workload or as another's control: taken whatever it holds.
     let mut t = trial(2, Some(SignalKind::Io), DesignKind::Control, vec![]);
     t.signature = "treated".into();
-    t.control = Some(Control {
-        signature: "stays".into(),
-        name: "app (pid 200)".into(),
-        members: vec![(200, 1)],
-        signal: SignalKind::Io,
-        cpus: CpuSharing::Same,
-    });
+    t.control = Some(control("stays"));
     e.actions.trials.push(t);
     assert!(e.actions.taken("stays", StrategyKind::LargePages));
     assert!(e.actions.taken("treated", StrategyKind::LargePages));

@@ -437,6 +437,7 @@ fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseli
     let mut t = trial_planned(1, Some(SignalKind::Io), DesignKind::OneWay, vec![], plan);
     // Planned at scans stretched to 12 s: an 8-s window read every 12 s, 12 a side in 300 s.
     seq_mut(&mut t).one_way = Some(OneWayRule {
+        no_harm: Some(0.02),
         windows_cap: 12,
         prior: None,
         within_s: 300.0,
