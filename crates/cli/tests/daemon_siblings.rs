@@ -81,10 +81,10 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     let cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
     let (a, b) = (Cache::start(MIB, cpu, false), Cache::start(MIB, cpu, true));
     let dir = Dir::new("siblings");
-    // At least 20 windows a side: the first after the collapse still climb, and on 6 a trend
-    // read as lag-1 0.90 left a ×1.41 gain neutral in CI, on 12 one read as lag-1 0.77 a ×1.21
-    // (2026-11-29). Up to 40 windows a side: on a shared VM the ratio's windows are serially
-    // correlated (lag-1 near 0.65), and 20 a side left a ×1.16 gain undecided once in CI.
+    // At least 20 windows a side: the first after the collapse still climb, and on fewer a
+    // trend read as serial correlation left a true gain neutral in CI. Up to 40 windows a side:
+    // on a shared VM the ratio's windows are serially correlated. (docs/optimizer.md, "A
+    // control on another CPU", has the runs.)
     let config = dir.config(&format!(
         "only_matched = true\n\
          [tunables]\ninterval_s = 1\nmin_age_s = 0\nmin_cpu_cores = 0.05\nmin_memory_mib = 64\n\
