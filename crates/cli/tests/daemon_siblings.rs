@@ -81,14 +81,14 @@ fn large_pages_on_one_of_two_sibling_servers_are_judged_against_the_other_and_ke
     let cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
     let (a, b) = (Cache::start(MIB, cpu, false), Cache::start(MIB, cpu, true));
     let dir = Dir::new("siblings");
-    // At least 20 windows a side: the first after the collapse still climb, and on fewer a
-    // trend read as serial correlation left a true gain neutral in CI. Up to 40 windows a side:
-    // on a shared VM the ratio's windows are serially correlated. (docs/optimizer.md, "A
-    // control on another CPU", has the runs.)
+    // At least 12 windows a side: the first after the collapse still climb (the trial waits
+    // them out, `design::windows::climbing`). Up to 40 windows a side: on a shared VM the
+    // ratio's windows are serially correlated. (docs/optimizer.md, "A control on another
+    // CPU", has the runs.)
     let config = dir.config(&format!(
         "only_matched = true\n\
          [tunables]\ninterval_s = 1\nmin_age_s = 0\nmin_cpu_cores = 0.05\nmin_memory_mib = 64\n\
-         windows = 20\nmax_windows = 40\nread_ahead = false\ncache_affinity = false\n\
+         windows = 12\nmax_windows = 40\nread_ahead = false\ncache_affinity = false\n\
          memory_affinity = false\nshmem_advise_at_start = false\nrest_change_max = 0\n\
          backoff_s = 3600\ncpu_budget_pct = 20\n\
          [[workload]]\nmatch = {{ comm = \"sharedcache\", cmdline = \"--table-mib {MIB}\" }}\n"

@@ -14,7 +14,8 @@
 //! - [`prior`]: a normal belief about an effect from earlier trials' estimates, updated with a
 //!   new one (credible intervals).
 //! - [`warmup`]: MSER-5 truncation of a series' warm-up.
-//! - [`shift`]: a level shift inside a series (where a plateau steps to another level).
+//! - [`shift`]: a level shift inside a series (where a plateau steps to another level), or a
+//!   trend (a slow climb).
 //! - [`rng`]: SplitMix64, the seeded generator behind round orders, resamples, request bodies
 //!   and the reference workloads' data.
 //! - [`weighted`]: a weighted choice of an index (the load driver's request mix).
@@ -42,6 +43,6 @@ pub use prior::Belief;
 pub use rng::Rng;
 pub use selection::{conditional_power, expected_loss};
 pub use serial::{SerialCi, serial_mean_ci, serial_ratio_of_means_ci};
-pub use shift::{Shift, level_shift};
+pub use shift::{Shift, Trend, level_shift, trend};
 pub use warmup::{Mser, mser, mser5};
 pub use weighted::WeightedChoice;

@@ -1,8 +1,10 @@
-//! Windows before the change, then after it. The baseline drops a transient at its start and
-//! then fixes how many windows each side measures from its own noise; the windows after the
-//! change drop theirs (and, once, the windows before a step: the change settling), and interim
-//! looks keep a clear gain early, each at the verdicts' level shared out over the looks. A loss
-//! is not decided early: a change may pay its cost first (docs/optimizer.md, "Interim looks").
+//! Windows before the change, then after it. The baseline fixes how many windows each side
+//! measures from its own noise; the windows after the change drop a transient (and, once, the
+//! windows before a step: the change settling), and interim looks keep a clear gain early, each
+//! at the verdicts' level shared out over the looks. A loss is not decided early: a change may
+//! pay its cost first (docs/optimizer.md, "Interim looks"). Only ratios to a control drop a
+//! transient before the change, or wait out ratios that still climb after it; a one-way trial
+//! drops nothing and takes no interim look.
 //!
 //! The values are the signal's windows, or, with a concurrent control, the ratio of the
 //! treated workload's window to its control's over the same span: what moves the whole
@@ -63,6 +65,16 @@ impl WindowPlan {
 /// How many times its windows a side a sequential trial drops as transients before it gives up
 /// on a signal that does not settle.
 const SETTLE_LIMIT: usize = 4;
+
+/// What [`Sequential`] drops from the start of one side's windows.
+enum Cut {
+    /// A transient (MSER) of this many windows.
+    Transient(usize),
+    /// The windows before a step.
+    Step(perfpilot_stats::Shift),
+    /// The first half (this many) of ratios that still climb.
+    Climb(perfpilot_stats::Trend, usize),
+}
 
 /// An interim look that decided a sequential trial before its planned windows after the change.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -209,10 +221,11 @@ impl Sequential {
         true
     }
 
-    /// Whether steps after the change are measured through rather than waited out: a trial
-    /// bounded in time on the signal itself (one-way), which cannot tell the change settling
-    /// from a spell of the workload's own; ratios to a control cancel such spells.
-    fn measures_through_steps(&self) -> bool {
+    /// Whether every window is judged, none dropped as a transient or a step and no interim
+    /// look taken: a trial bounded in time on the signal itself (one-way), which cannot tell
+    /// the change settling from a spell of the workload's own; ratios to a control cancel such
+    /// spells.
+    fn keeps_every_window(&self) -> bool {
         self.one_way.is_some() && self.raw.is_none()
     }
 
@@ -268,30 +281,45 @@ impl Sequential {
     }
 
     /// Drops a transient from the start of one side's windows (`on`: after the change), or,
-    /// once, the windows after the change before a step inside them. `Ok(Some(note))` when
+    /// once, the windows after the change before a step inside them, or the first half of
+    /// ratios to a control that still climb. `Ok(Some(note))` when
     /// something was dropped; `Err` when more than [`SETTLE_LIMIT`] × the windows a side were
     /// dropped in all.
     fn settle(&mut self, on: bool) -> Result<Option<String>, EndReason> {
         let limit = SETTLE_LIMIT * self.windows_each_side();
         let resolution = self.plan.resolution;
-        let through = self.measures_through_steps();
+        // On the signal itself, the windows before the change are all kept: the steady gate
+        // (and a one-way trial's history) waited out a warm-up, and cutting a wandering
+        // baseline where it settled would pick it by the spell it sits in, the windows after
+        // it then likely in another. After the change a one-way trial keeps all its windows too.
+        if (!on && self.raw.is_none()) || self.keeps_every_window() {
+            return Ok(None);
+        }
+        let controlled = self.raw.is_some();
         let obs = if on { &mut self.on } else { &mut self.off };
         // After the change, once, also a step inside the windows: the change settling (a
-        // server on a plateau for minutes after its memory was collapsed). Before it, the gate
-        // and MSER wait out a warm-up; a step there is the workload's own.
-        let (d, step) = match windows::transient(obs) {
-            // A one-way trial cannot tell the change settling from a spell of the workload's own
-            // (whose steps would be judged as the change), so it measures through both.
-            0 if on && !self.stepped && !through => match windows::level_shift(obs, resolution) {
-                Some(s) => (s.at, Some(s)),
-                None => return Ok(None),
+        // server on a plateau for minutes after its memory was collapsed). Before it (ratios to
+        // a control), MSER waits out a warm-up; a step there is the workload's own. Ratios to
+        // a control that still climb are the change setting in (the control cancels spells of
+        // the workload's own): their first half is dropped, as often as they climb.
+        let cut = match windows::transient(obs) {
+            0 if !on => return Ok(None),
+            0 => match windows::level_shift(obs, resolution) {
+                Some(s) if !self.stepped => Cut::Step(s),
+                _ => match windows::climbing(obs, resolution) {
+                    Some(t) if controlled => Cut::Climb(t, obs.len() / 2),
+                    _ => return Ok(None),
+                },
             },
-            0 => return Ok(None),
-            d => (d, None),
+            d => Cut::Transient(d),
         };
-        if step.is_some() {
-            self.stepped = true;
-        }
+        let d = match cut {
+            Cut::Transient(d) | Cut::Climb(_, d) => d,
+            Cut::Step(s) => {
+                self.stepped = true;
+                s.at
+            }
+        };
         obs.drain(..d);
         let rest = if on {
             &mut self.rest_on
@@ -310,12 +338,16 @@ impl Sequential {
             });
         }
         let side = if on { "after the change" } else { "before it" };
-        Ok(Some(match step {
-            Some(s) => format!(
+        Ok(Some(match cut {
+            Cut::Step(s) => format!(
                 "{d} windows {side} dropped: the signal stepped ×{:.3} after them; {} dropped so far",
                 s.ratio, self.dropped
             ),
-            None => format!(
+            Cut::Climb(t, _) => format!(
+                "{d} windows {side} dropped: the ratios still climbed ×{:.3} across them; {} dropped so far",
+                t.ratio, self.dropped
+            ),
+            Cut::Transient(_) => format!(
                 "{d} windows {side} dropped as a transient; {} dropped so far",
                 self.dropped
             ),
@@ -371,12 +403,15 @@ impl Sequential {
     fn look(&mut self) -> Step {
         let planned = self.windows_each_side();
         let n = self.on.len();
-        if n < self.plan.min || n >= planned {
+        // A one-way trial judges all its windows: a few after the change can sit inside one
+        // spell of the workload's own, which no drift allowance read from its history foresees.
+        if n < self.plan.min || n >= planned || self.keeps_every_window() {
             return Step::Continue;
         }
+        let res = self.plan.resolution;
         if windows::transient(&self.on) > 0
-            || (!self.measures_through_steps()
-                && windows::level_shift(&self.on, self.plan.resolution).is_some())
+            || windows::level_shift(&self.on, res).is_some()
+            || (self.raw.is_some() && windows::climbing(&self.on, res).is_some())
             || self.rest_moved().is_some()
         {
             return Step::Continue;

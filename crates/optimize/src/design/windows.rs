@@ -1,5 +1,5 @@
-//! What the designs do with a trial's windows: a transient or a step to drop, how many windows a
-//! side needs, whether the rest of the machine moved, and the level of each look.
+//! What the designs do with a trial's windows: a transient, a step or a climb to drop, how many
+//! windows a side needs, whether the rest of the machine moved, and the level of each look.
 
 /// Windows to drop from the start of a run of sequential windows that opens with a transient
 /// (a server still loading its data set, a phase of other work ending): MSER over single
@@ -35,6 +35,14 @@ pub fn transient(windows: &[f64]) -> usize {
 pub fn level_shift(windows: &[f64], resolution: f64) -> Option<perfpilot_stats::Shift> {
     let s = perfpilot_stats::level_shift(windows, SHIFT_MIN_SEGMENT, SHIFT_ALPHA)?;
     (s.significant() && s.ratio.ln().abs() >= resolution.ln_1p()).then_some(s)
+}
+
+/// A climb (or fall) across a run of windows after a change that sets in slowly (huge pages
+/// collapsing while the caches refill), which neither MSER nor the step test reads: a slope
+/// significant at [`SHIFT_ALPHA`] that moves the level by at least `resolution` across them.
+pub fn climbing(windows: &[f64], resolution: f64) -> Option<perfpilot_stats::Trend> {
+    let t = perfpilot_stats::trend(windows, SHIFT_ALPHA)?;
+    (t.significant() && t.ratio.ln().abs() >= resolution.ln_1p()).then_some(t)
 }
 
 /// The fewest windows on each side of a step.

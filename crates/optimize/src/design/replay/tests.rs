@@ -145,13 +145,14 @@ fn before_and_after_that_allows_for_drift_seen_in_its_history_decides_falsely_ne
 #[test]
 fn the_one_way_rule_ends_within_its_cap_and_its_no_harm_keeps_are_not_false_claims() {
     // On a signal that wanders as PostgreSQL's does on a shared VM, no before/after rule can be
-    // both quick and sure: allowing for the drift keeps false claims near the level, and an
-    // 8 % gain is shown (or shown to do no harm) in about half the trials, never reversed.
+    // both quick and sure: allowing for the drift and judging every window keeps false claims
+    // near the level, and an 8 % gain is shown (or shown to do no harm) in about a quarter of
+    // the trials, never reversed.
     let t = tally(&one_way(), Effect::NONE, 300);
-    // Both sides capped at 16 windows, transients dropped at most four times over.
-    assert!(t.windows.iter().all(|&w| w <= 16 * 2 * 5), "{t:?}");
+    // Both sides exactly at the cap of 16 windows: nothing dropped, no early look.
+    assert!(t.windows.iter().all(|&w| w == 16 * 2), "{t:?}");
     let false_rate = t.decided_no_change() as f64 / t.trials as f64;
-    assert!(false_rate <= 0.06, "{false_rate} {t:?}");
+    assert!(false_rate <= 0.03, "{false_rate} {t:?}");
     let g = tally(
         &one_way(),
         Effect {
@@ -162,7 +163,7 @@ fn the_one_way_rule_ends_within_its_cap_and_its_no_harm_keeps_are_not_false_clai
     );
     assert_eq!(g.reverted, 0, "{g:?}");
     assert!(
-        (g.kept + g.kept_no_harm) as f64 >= 0.4 * g.trials as f64,
+        (g.kept + g.kept_no_harm) as f64 >= 0.2 * g.trials as f64,
         "{g:?}"
     );
 }

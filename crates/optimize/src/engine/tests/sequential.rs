@@ -14,7 +14,7 @@ use super::super::trial::{Phase, Trial, TrialIo};
 use super::super::verdict::judge;
 use super::super::watch::{Rest, Window};
 use super::trials::read_ahead_trial;
-use super::{VDA_READ_AHEAD, engine, knob, seq, seq_mut, trial, trial_planned, two_threads};
+use super::{VDA_READ_AHEAD, engine, knob, seq, seq_mut, trial_planned, two_threads};
 use crate::design::one_way::OneWayRule;
 use crate::design::{DesignKind, EndReason, Looks, WindowPlan};
 use crate::gain::Decision;
@@ -78,7 +78,8 @@ fn scan_once(
 }
 
 #[test]
-fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_windows() {
+fn a_before_after_trial_keeps_the_baseline_the_gate_handed_over_and_drops_a_transient_after_the_change()
+ {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
     let (id, mut t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, WindowPlan::fixed(6));
@@ -102,25 +103,25 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
         )
         .unwrap()
     };
-    // A server still loading its data for two windows, then steady: the two are dropped and
-    // the baseline waits for two more before the change is applied.
-    for v in [2.0, 5.0, 100.0, 101.0, 99.0, 100.0] {
+    // The steady gate waited out the warm-up: the baseline is its six windows, none dropped
+    // (a wandering signal's baseline cut where it settled would be picked by its spell).
+    for v in [100.0, 101.0, 99.0, 100.0, 101.0] {
         assert_eq!(scan(&mut t, v), None);
     }
     assert_eq!(t.phase, Phase::Baseline);
-    assert_eq!(seq(&t).off, vec![100.0, 101.0, 99.0, 100.0]);
-    assert_eq!(t.shadow_off.len(), 4);
-    assert_eq!(scan(&mut t, 101.0), None);
     assert_eq!(scan(&mut t, 99.0), None);
     assert_eq!(t.phase, Phase::Measuring);
+    assert_eq!(seq(&t).off, vec![100.0, 101.0, 99.0, 100.0, 101.0, 99.0]);
+    assert_eq!(t.shadow_off.len(), 6);
     assert_eq!(knob(&e.fs), "512");
     // After the change, one window of a phase of other work, then the steady effect.
     for v in [30.0, 110.0, 111.0, 109.0, 110.0, 111.0] {
         assert_eq!(scan(&mut t, v), None);
     }
     assert_eq!(seq(&t).on.len(), 5);
+    assert_eq!(t.shadow_on.len(), 5);
     assert_eq!(scan(&mut t, 109.0), Some(EndReason::Complete));
-    assert_eq!(seq(&t).dropped, 3);
+    assert_eq!(seq(&t).dropped, 1);
     let v = judge(&t, &EndReason::Complete, 0.95, 0.02);
     assert_eq!(v.decision, Decision::Keep, "{v:?}");
     let g = v.gain.unwrap();
@@ -131,7 +132,7 @@ fn a_sequential_trial_drops_a_transient_on_either_side_and_judges_the_steady_win
             .unwrap()
             .unwrap()
             .note
-            .contains("3 dropped so far"),
+            .contains("1 dropped so far"),
         "the journal says why the trial takes longer"
     );
 }
@@ -343,17 +344,19 @@ fn a_step_before_the_change_or_a_second_one_after_it_is_measured_through_not_dro
 fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let mut t = trial(7, Some(SignalKind::Io), DesignKind::BeforeAfter, vec![]);
+    let (_, mut t) = read_ahead_trial(&mut e, &w, DesignKind::BeforeAfter, WindowPlan::fixed(6));
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
         manual: &mut e.policy.manual,
     };
-    // A signal climbing steadily: each check drops half the windows, until the limit.
+    // Steady before the change, then climbing steadily after it: each check drops half the
+    // windows, until the limit.
     let mut end = None;
     for i in 0..200 {
+        let v = if i < 6 { 10.0 } else { 10.0 * (i as f64 - 4.0) };
         let obs = Window {
-            main: Ok(Some(10.0 * (i as f64 + 1.0))),
+            main: Ok(Some(v)),
             shadow: None,
             rest: None,
         };
@@ -374,7 +377,11 @@ fn a_signal_that_never_settles_ends_the_trial_neutral_rather_than_judging_it() {
         panic!("{end:?}")
     };
     assert!(dropped > 24, "{dropped}");
-    assert_eq!(t.phase, Phase::Baseline, "nothing was applied");
+    assert_eq!(
+        t.phase,
+        Phase::Measuring,
+        "ended while measuring after the change"
+    );
 }
 
 #[test]
