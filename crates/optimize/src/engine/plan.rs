@@ -43,6 +43,32 @@ pub(super) struct Planned {
     pub(super) history_s: f64,
 }
 
+impl Planned {
+    /// No design: a change applied without a trial (`allow_unverified`).
+    pub(super) fn unverified(irreversible: bool) -> Planned {
+        Planned {
+            kind: DesignKind::BeforeAfter,
+            why: "unverified: applied without a trial".into(),
+            control: None,
+            limits: PeriodLimits {
+                window_s: 1.0,
+                settle_s: 0.0,
+                period_max_s: 1.0,
+                budget_windows: 0,
+                pairs_min: 0,
+                switch_s: 0.0,
+                within_s: 0.0,
+                spent_s: 0.0,
+            },
+            one_way: None,
+            drift: Drift::default(),
+            irreversible,
+            wait_for: None,
+            history_s: 0.0,
+        }
+    }
+}
+
 /// Whether a trial of `kind` takes the one-way rule (its time bound and no-harm keep): a change
 /// that cannot be undone, judged one-way or against a control (ending it neutral would leave it
 /// in place all the same); not one that can be undone.

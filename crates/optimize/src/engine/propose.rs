@@ -18,7 +18,6 @@ use super::plan::Planned;
 use super::policy::{backed_off, ineligible, unlisted};
 use super::trial::Proposed;
 use super::{Engine, EngineError};
-use crate::design::{DesignKind, PeriodLimits};
 use crate::fleet::Advice;
 use crate::signal::SignalKind;
 use crate::signal::proxy::read_bytes_per_s;
@@ -87,51 +86,16 @@ fn proposed<'a>(
     steady: Vec<f64>,
     planned: Option<Planned>,
 ) -> Proposed<'a> {
-    let server_kind = super::plan::server_kind(w, signal.as_ref());
-    match planned {
-        Some(p) => Proposed {
-            w,
-            kind,
-            changes,
-            reason,
-            design: p.kind,
-            design_why: p.why,
-            irreversible: p.irreversible,
-            signal,
-            judge,
-            steady,
-            control: p.control,
-            limits: p.limits,
-            one_way: p.one_way,
-            drift: Some(p.drift),
-            server_kind,
-        },
-        None => Proposed {
-            w,
-            kind,
-            changes,
-            reason,
-            design: DesignKind::BeforeAfter,
-            design_why: "unverified: applied without a trial".into(),
-            irreversible,
-            signal,
-            judge,
-            steady,
-            control: None,
-            limits: PeriodLimits {
-                window_s: 1.0,
-                settle_s: 0.0,
-                period_max_s: 1.0,
-                budget_windows: 0,
-                pairs_min: 0,
-                switch_s: 0.0,
-                within_s: 0.0,
-                spent_s: 0.0,
-            },
-            one_way: None,
-            drift: None,
-            server_kind,
-        },
+    Proposed {
+        w,
+        kind,
+        changes,
+        reason,
+        server_kind: super::plan::server_kind(w, signal.as_ref()),
+        signal,
+        judge,
+        steady,
+        planned: planned.unwrap_or_else(|| Planned::unverified(irreversible)),
     }
 }
 

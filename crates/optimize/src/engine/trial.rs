@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 use super::apply::{journal_and_apply, json, outcome, reapply, refresh_tids};
 use super::control::{Control, Pairing};
 use super::enforce::{bind_new_threads, changed_mask};
-use super::plan::Recap;
+use super::plan::{Planned, Recap};
 use super::watch::Window;
 use super::{Engine, EngineError};
 use crate::design::{
@@ -120,26 +120,16 @@ pub(super) struct Proposed<'a> {
     pub(super) kind: StrategyKind,
     pub(super) changes: Vec<Change>,
     pub(super) reason: String,
-    /// The design chosen for it and why.
-    pub(super) design: DesignKind,
-    pub(super) design_why: String,
-    pub(super) irreversible: bool,
     /// `None`: unverified.
     pub(super) signal: Option<SignalKind>,
     /// The signature of the workload whose signal judges it.
     pub(super) judge: String,
     /// The steady readings the gate took just before (`steady.rs`): the first baseline windows.
     pub(super) steady: Vec<f64>,
-    /// The sibling left as it is, for a concurrent control.
-    pub(super) control: Option<Control>,
-    /// What bounds a switchback's periods.
-    pub(super) limits: PeriodLimits,
-    /// The one-way rule (time bound, no-harm keep, prior), for a change that cannot be undone.
-    pub(super) one_way: Option<crate::design::OneWayRule>,
-    /// What a comparison on the signal itself allows for its drift (its history).
-    pub(super) drift: Option<crate::design::Drift>,
     /// The kind of server judged (`plan::server_kind`).
     pub(super) server_kind: String,
+    /// Its trial's design (`Planned::unverified` for a change applied without one).
+    pub(super) planned: Planned,
 }
 
 /// What advancing a trial may touch.
@@ -615,8 +605,8 @@ impl Engine {
         let doc = ActionDoc {
             members: p.w.members.iter().map(|m| (m.pid, m.starttime)).collect(),
             changes: Vec::new(),
-            design: p.design,
-            irreversible: p.irreversible,
+            design: p.planned.kind,
+            irreversible: p.planned.irreversible,
             signal: p.signal.clone(),
             bound_to,
         };
@@ -633,10 +623,10 @@ impl Engine {
         // Unverified actions have nothing to measure: they are applied (paced) and kept.
         let (phase, note) = match &p.signal {
             Some(sig) => {
-                info!(action = id, workload = %p.w.name, strategy = %p.kind, signal = %sig.describe(), design = %p.design, "trial starts: {}; {}", p.reason, p.design_why);
+                info!(action = id, workload = %p.w.name, strategy = %p.kind, signal = %sig.describe(), design = %p.planned.kind, "trial starts: {}; {}", p.reason, p.planned.why);
                 (
                     Phase::Baseline,
-                    format!("measuring the baseline; {}", p.design_why),
+                    format!("measuring the baseline; {}", p.planned.why),
                 )
             }
             None => {
@@ -649,15 +639,16 @@ impl Engine {
         let plan = WindowPlan::of(&self.tun);
         let hib = p.signal.as_ref().is_none_or(|s| s.higher_is_better());
         // A trial bounded in time counts its cap again as the scans are spaced (`recap`).
-        let recap = p.one_way.is_some().then_some(Recap {
-            window_s: p.limits.window_s,
+        let planned = p.planned;
+        let recap = planned.one_way.is_some().then_some(Recap {
+            window_s: planned.limits.window_s,
             min: self.tun.window_count(),
         });
-        let (design, control) = match (p.design, p.control) {
+        let (design, control) = match (planned.kind, planned.control) {
             (DesignKind::Switchback, _) => (
                 Design::Switchback(SwitchbackTrial {
                     baseline: Vec::new(),
-                    limits: p.limits,
+                    limits: planned.limits,
                     periods: None,
                     seed: perfpilot_stats::rng::mix64(id as u64 ^ 0x5eed),
                     hib,
@@ -670,14 +661,14 @@ impl Engine {
             (DesignKind::Control, Some(c)) => {
                 let mut s = Sequential::controlled(plan, hib, Vec::new(), Vec::new());
                 // Applied only if the control exits and the trial falls back to the signal.
-                s.drift = p.drift;
-                s.one_way = p.one_way;
+                s.drift = Some(planned.drift);
+                s.one_way = planned.one_way;
                 (Design::Sequential(s), Some(c))
             }
             (_, _) => {
                 let mut s = Sequential::new(plan, hib, p.steady);
-                s.one_way = p.one_way;
-                s.drift = p.drift;
+                s.one_way = planned.one_way;
+                s.drift = Some(planned.drift);
                 (Design::Sequential(s), None)
             }
         };
@@ -700,7 +691,7 @@ impl Engine {
             effective: false,
             last_problem: None,
             design,
-            design_why: p.design_why,
+            design_why: planned.why,
             control,
             started_s: perfpilot_sys::clock::mono_s(),
             switches: 0,
