@@ -111,6 +111,9 @@ pub(super) struct Trial {
     pub(super) kind: String,
     /// How a trial bounded in time counts its cap again until it fixes its windows a side.
     pub(super) recap: Option<Recap>,
+    /// The seconds between the scans, as last spaced: a trial bounded in time ends at the last
+    /// scan before its bound.
+    pub(super) scan_s: f64,
 }
 
 /// What a strategy proposed, to start a trial of.
@@ -237,6 +240,7 @@ impl Trial {
     /// side, its cap counted again from what is left of its time bound at scans `scan_s` apart,
     /// the scans as they are spaced now ([`Recap`]).
     pub(super) fn recap(&mut self, scan_s: f64) {
+        self.scan_s = scan_s;
         let (Some(rc), Design::Sequential(s)) = (&self.recap, &mut self.design) else {
             return;
         };
@@ -256,16 +260,17 @@ impl Trial {
         );
     }
 
-    /// A trial past its time bound (windows dropped as transients cost it time) ends
-    /// there once it has the least windows after the change to judge; it keeps measuring
-    /// until then.
+    /// A trial whose next scan would come past its time bound (windows dropped as transients
+    /// cost it time) ends at this one, once it has the least windows after the change to
+    /// judge; it keeps measuring until then.
     fn past_time_bound(&self) -> Option<EndReason> {
         let Design::Sequential(s) = &self.design else {
             return None;
         };
         let bound = s.one_way.as_ref()?.within_s;
         let after_s = perfpilot_sys::clock::mono_s() - self.started_s;
-        (after_s > bound && s.on.len() >= s.plan().min).then_some(EndReason::TimeBound { after_s })
+        (after_s + self.scan_s > bound && s.on.len() >= s.plan().min)
+            .then_some(EndReason::TimeBound { after_s })
     }
 
     /// The control sibling is gone: the trial goes on, on the treated workload's own windows.
@@ -697,6 +702,7 @@ impl Engine {
             switches: 0,
             kind: p.server_kind,
             recap,
+            scan_s: self.tun.interval_s,
         });
         Ok(id)
     }

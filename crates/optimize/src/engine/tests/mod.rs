@@ -226,6 +226,7 @@ fn trial_planned(
         switches: 0,
         kind: "app".into(),
         recap: None,
+        scan_s: 2.0,
     }
 }
 

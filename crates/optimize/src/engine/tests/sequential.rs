@@ -471,3 +471,44 @@ fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseli
     t.recap(12.8);
     assert_eq!((cap(&t), seq(&t).needed), (Some(22), Some(22)));
 }
+
+#[test]
+fn a_trial_bounded_in_time_ends_at_the_last_scan_before_its_bound_not_the_first_after_it() {
+    let (_tmp, mut e) = engine("");
+    let w = two_threads(0.3);
+    let plan = WindowPlan {
+        max: 30,
+        ..up_to_twelve()
+    };
+    let (_, mut t) = read_ahead_trial(&mut e, &w, DesignKind::OneWay, plan);
+    seq_mut(&mut t).one_way = Some(OneWayRule {
+        no_harm: Some(0.02),
+        windows_cap: 12,
+        prior: None,
+        within_s: 300.0,
+    });
+    let mut io = TrialIo {
+        store: &mut e.store,
+        fs: &e.fs,
+        manual: &mut e.policy.manual,
+    };
+    t.started_s = perfpilot_sys::clock::mono_s();
+    let mut scans = 0;
+    while seq(&t).on.len() < 6 {
+        assert_eq!(scan_once(&mut t, &w, &plan, &mut io, 100.0), None);
+        scans += 1;
+        assert!(scans < 40, "no six windows after the change");
+    }
+    assert_eq!(seq(&t).needed, Some(12));
+    // 297 s into its 300: at scans 2 s apart the next comes at 299 s, so it measures on…
+    t.started_s = perfpilot_sys::clock::mono_s() - 297.0;
+    t.recap(2.0);
+    assert_eq!(scan_once(&mut t, &w, &plan, &mut io, 100.0), None);
+    // …at scans 4 s apart the next would come past the bound: it ends at this one.
+    t.recap(4.0);
+    let end = scan_once(&mut t, &w, &plan, &mut io, 100.0);
+    assert!(
+        matches!(end, Some(EndReason::TimeBound { after_s }) if after_s < 300.0),
+        "{end:?}"
+    );
+}
