@@ -306,9 +306,10 @@ impl Sequential {
             0 if !on => return Ok(None),
             0 => match windows::level_shift(obs, resolution) {
                 Some(s) if !self.stepped => Cut::Step(s),
+                _ if !controlled => return Ok(None),
                 _ => match windows::climbing(obs, resolution) {
-                    Some(t) if controlled => Cut::Climb(t, obs.len() / 2),
-                    _ => return Ok(None),
+                    Some(t) => Cut::Climb(t, obs.len() / 2),
+                    None => return Ok(None),
                 },
             },
             d => Cut::Transient(d),

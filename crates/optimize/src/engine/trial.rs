@@ -236,9 +236,9 @@ impl Trial {
         self.step(w, io)
     }
 
-    /// Before a trial bounded in time (a change that cannot be undone) fixes its windows a
-    /// side, its cap counted again from what is left of its time bound at scans `scan_s` apart,
-    /// the scans as they are spaced now ([`Recap`]).
+    /// The scans are `scan_s` apart now: kept for the time bound, and, before a trial bounded
+    /// in time (a change that cannot be undone) fixes its windows a side, its cap counted again
+    /// from what is left of its time bound at that spacing ([`Recap`]).
     pub(super) fn recap(&mut self, scan_s: f64) {
         self.scan_s = scan_s;
         let (Some(rc), Design::Sequential(s)) = (&self.recap, &mut self.design) else {
@@ -707,8 +707,8 @@ impl Engine {
         Ok(id)
     }
 
-    /// Counts the caps of trials bounded in time not yet past their baseline plan again, at scans
-    /// `scan_s` apart.
+    /// Tells every trial the scans are `scan_s` apart, and counts the caps of trials bounded in
+    /// time not yet past their baseline plan again at that spacing.
     pub(super) fn recap_trials(&mut self, scan_s: f64) {
         for t in &mut self.actions.trials {
             t.recap(scan_s);

@@ -37,6 +37,24 @@ fn up_to_twelve() -> WindowPlan {
     }
 }
 
+/// 6 to 30 windows a side, aiming for an interval of ±3 %.
+fn up_to_thirty() -> WindowPlan {
+    WindowPlan {
+        max: 30,
+        ..up_to_twelve()
+    }
+}
+
+/// A one-way rule of at most 12 windows a side within 300 s.
+fn bound_of_twelve() -> OneWayRule {
+    OneWayRule {
+        no_harm: Some(0.02),
+        windows_cap: 12,
+        prior: None,
+        within_s: 300.0,
+    }
+}
+
 /// A read-ahead trial in `e` on `w` past its baseline of twelve NOISY windows
 /// (`up_to_twelve`): its change applied, measuring the windows after it.
 fn after_a_noisy_baseline() -> (tempfile::TempDir, Engine, Workload, Trial) {
@@ -437,18 +455,10 @@ fn a_sequential_trial_during_which_the_rest_of_the_machine_got_busy_is_abandoned
 fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseline_is_planned() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let plan = WindowPlan {
-        max: 30,
-        ..up_to_twelve()
-    };
+    let plan = up_to_thirty();
     let mut t = trial_planned(1, Some(SignalKind::Io), DesignKind::OneWay, vec![], plan);
     // Planned at scans stretched to 12 s: an 8-s window read every 12 s, 12 a side in 300 s.
-    seq_mut(&mut t).one_way = Some(OneWayRule {
-        no_harm: Some(0.02),
-        windows_cap: 12,
-        prior: None,
-        within_s: 300.0,
-    });
+    seq_mut(&mut t).one_way = Some(bound_of_twelve());
     t.recap = Some(Recap {
         window_s: 8.0,
         min: 6,
@@ -476,17 +486,9 @@ fn a_one_way_trial_counts_its_cap_again_at_the_scans_it_runs_at_until_its_baseli
 fn a_trial_bounded_in_time_ends_at_the_last_scan_before_its_bound_not_the_first_after_it() {
     let (_tmp, mut e) = engine("");
     let w = two_threads(0.3);
-    let plan = WindowPlan {
-        max: 30,
-        ..up_to_twelve()
-    };
+    let plan = up_to_thirty();
     let (_, mut t) = read_ahead_trial(&mut e, &w, DesignKind::OneWay, plan);
-    seq_mut(&mut t).one_way = Some(OneWayRule {
-        no_harm: Some(0.02),
-        windows_cap: 12,
-        prior: None,
-        within_s: 300.0,
-    });
+    seq_mut(&mut t).one_way = Some(bound_of_twelve());
     let mut io = TrialIo {
         store: &mut e.store,
         fs: &e.fs,
